@@ -1,0 +1,54 @@
+//===- FSDP.h - The fsdp dialect ---------------------------------*- C++ -*-===//
+//
+// One include for the dialect, its attributes, types, interfaces and ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDP_H
+#define FSDP_DIALECT_FSDP_IR_FSDP_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::fsdp {
+/// The memory-effect resource of parameter state (see FSDP_ParamResource).
+struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
+  llvm::StringRef getName() final { return "fsdp.param"; }
+};
+} // namespace mlir::fsdp
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsTypes.h.inc"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
+
+namespace mlir::fsdp {
+/// The block a parameter belongs to under the per-block policy: the dotted
+/// prefix of its name up to and including the first all-digit component
+/// ("h.3.attn.w" -> "h.3"), or an empty string when the name has none.
+llvm::StringRef getBlockPrefix(llvm::StringRef paramName);
+
+/// Size in bytes of one element of `type` (bf16 -> 2, f32 -> 4, ...).
+int64_t getElementSizeInBytes(Type type);
+} // namespace mlir::fsdp
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDP_H

@@ -1,0 +1,362 @@
+//===- FSDPOps.td - fsdp dialect operations ----------------*- tablegen -*-===//
+
+#ifndef FSDP_OPS_TD
+#define FSDP_OPS_TD
+
+include "fsdp/Dialect/FSDP/IR/FSDPDialect.td"
+include "fsdp/Dialect/FSDP/IR/FSDPTypes.td"
+include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
+include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def FSDP_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def FSDP_IdTensor : StaticShapeTensorOf<[I32]>;
+def FSDP_ScalarTensor : 0DTensorOf<[AnyFloat]>;
+
+/// Parameters are state: loads read it, optimizer updates write it. Ops on
+/// this resource are never reordered across each other.
+def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
+
+class FSDP_DiffOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<FSDP_DifferentiableOpInterface>])> {
+  let hasVerifier = 1;
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+class FSDP_BackwardOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Parameters and units
+//===----------------------------------------------------------------------===//
+
+def FSDP_ParamOp : FSDP_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a trainable parameter";
+  let description = [{
+    Declares a trainable parameter as a module-level symbol with a static
+    tensor type and an initializer. `no_weight_decay` exempts it from AdamW's
+    decoupled weight decay (biases and norm gains, by convention). Names are
+    dotted module paths, as PyTorch's `named_parameters` prints them; the
+    first all-digit component marks a repeated block (`h.3.attn.qkv.w`
+    belongs to block `h.3`), which `--fsdp-wrap policy=per-block` uses.
+
+    ```mlir
+    fsdp.param @h.0.attn.qkv.w : tensor<2304x768xf32> init <normal, std = 2.000000e-02>
+    fsdp.param @h.0.ln_1.b : tensor<768xf32> init <zeros> no_weight_decay
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FSDP_FloatTensor>:$type,
+                       FSDP_InitAttr:$init,
+                       UnitAttr:$no_weight_decay);
+  let assemblyFormat = [{
+    $sym_name `:` $type `init` $init (`no_weight_decay` $no_weight_decay^)?
+    attr-dict
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// Number of elements and bytes of the full (unsharded) parameter.
+    int64_t getNumElements() { return getTensorType().getNumElements(); }
+    int64_t getSizeInBytes();
+  }];
+}
+
+def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "an FSDP unit: parameters flattened and gathered together";
+  let description = [{
+    Names the parameters that form one FSDP unit. Sharding flattens them, in
+    this order, into one flat parameter; all-gather and reduce-scatter
+    happen at the boundaries of the `fsdp.compute` regions of the unit. A
+    parameter belongs to at most one unit.
+
+    ```mlir
+    fsdp.unit @h.0 params [@h.0.ln_1.w, @h.0.ln_1.b, @h.0.attn.qkv.w]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       FlatSymbolRefArrayAttr:$params);
+  let assemblyFormat = "$sym_name `params` $params attr-dict";
+  let hasVerifier = 1;
+}
+
+def FSDP_LoadOp : FSDP_Op<"load", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<FSDP_ParamResource>]>]> {
+  let summary = "reads the current value of a parameter";
+  let description = [{
+    Reads the full value of a parameter. Inside an `fsdp.compute` region the
+    parameter must belong to that region's unit: this is the point where,
+    after sharding, the gathered flat parameter is viewed.
+
+    ```mlir
+    %w = fsdp.load @h.0.attn.qkv.w : tensor<2304x768xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+def FSDP_ComputeOp : FSDP_Op<"compute", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "ops that compute with one unit's parameters";
+  let description = [{
+    A region that computes with the parameters of one unit in one phase. Its
+    body is isolated from above: what it reads from outside is an operand,
+    what it produces for later ops (including activations the backward
+    saves) is a result. A unit may have several regions (GPT-2's root unit
+    computes the embedding at the start of the forward and the head at its
+    end). Regions do not nest. After sharding, a forward region is bracketed
+    by all-gather and free, a backward region by all-gather, reduce-scatter
+    and free.
+
+    ```mlir
+    %y = fsdp.compute @layers.0 forward (%x : tensor<8x16xf32>) -> tensor<8x32xf32> {
+    ^bb0(%arg0: tensor<8x16xf32>):
+      %w = fsdp.load @layers.0.w : tensor<32x16xf32>
+      %0 = fsdp.linear %arg0, %w : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+      fsdp.yield %0 : tensor<8x32xf32>
+    }
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_PhaseAttr:$phase,
+                       Variadic<AnyStaticShapeTensor>:$inputs);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $unit $phase (`(` $inputs^ `:` type($inputs) `)`)? (`->` type($results)^)?
+    attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::FlatSymbolRefAttr":$unit, "Phase":$phase,
+                   "::mlir::ValueRange":$inputs,
+                   "::mlir::TypeRange":$resultTypes)>
+  ];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def FSDP_YieldOp : FSDP_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"ComputeOp">]> {
+  let summary = "returns values from an fsdp.compute region";
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$values);
+  let builders = [OpBuilder<(ins), [{ /* nothing to yield */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops (forward)
+//===----------------------------------------------------------------------===//
+
+def FSDP_EmbeddingOp : FSDP_DiffOp<"embedding"> {
+  let summary = "token plus position embedding";
+  let description = [{
+    `out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for token ids of shape
+    `B x T`, a token table `V x C` and a position table `Tmax x C` with
+    `Tmax >= T`. Result `B x T x C`.
+  }];
+  let arguments = (ins FSDP_IdTensor:$tokens, FSDP_FloatTensor:$wte,
+                       FSDP_FloatTensor:$wpe);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm"> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    Normalises `x` (`... x C`) over its last dimension and applies the gain
+    `weight` and `bias` (`C`). Returns the output and, as saved activations
+    for the backward, the per-row mean and reciprocal standard deviation
+    (shape `...`, always f32).
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_FloatTensor:$weight,
+                       FSDP_FloatTensor:$bias,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$mean,
+                      FSDP_FloatTensor:$rstd);
+}
+
+def FSDP_LinearOp : FSDP_DiffOp<"linear"> {
+  let summary = "y = x W^T + b (PyTorch nn.Linear layout)";
+  let description = [{
+    `input` is `... x K`, `weight` is `N x K`, the optional `bias` is `N`;
+    the result is `... x N`. Leading dimensions are flattened into the rows
+    of one GEMM.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_FloatTensor:$weight,
+                       Optional<FSDP_FloatTensor>:$bias);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_AddOp : FSDP_DiffOp<"add", [SameOperandsAndResultType]> {
+  let summary = "elementwise sum (residual add, gradient accumulation)";
+  let arguments = (ins FSDP_FloatTensor:$lhs, FSDP_FloatTensor:$rhs);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let hasVerifier = 0;
+}
+
+def FSDP_GeluOp : FSDP_DiffOp<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation (as GPT-2)";
+  let arguments = (ins FSDP_FloatTensor:$input);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 0;
+}
+
+def FSDP_ReluOp : FSDP_DiffOp<"relu", [SameOperandsAndResultType]> {
+  let summary = "max(x, 0)";
+  let arguments = (ins FSDP_FloatTensor:$input);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 0;
+}
+
+def FSDP_AttentionOp : FSDP_DiffOp<"attention"> {
+  let summary = "causal multi-head self-attention from a fused qkv tensor";
+  let description = [{
+    `qkv` is `B x T x 3C`, holding the queries, keys and values side by side
+    (as GPT-2's `c_attn` produces them); `heads` divides `C`. Returns the
+    attention output `B x T x C` and, as the saved activation for the
+    backward, the softmax probabilities `B x heads x T x T` (zero above the
+    diagonal).
+  }];
+  let arguments = (ins FSDP_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads);
+  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$probs);
+}
+
+def FSDP_CrossEntropyOp : FSDP_DiffOp<"cross_entropy"> {
+  let summary = "softmax cross-entropy, mean over all positions";
+  let description = [{
+    `logits` is `... x V`, `targets` holds class ids of shape `...`. Returns
+    the mean over all positions of `-log softmax(logits)[target]` as a 0-d
+    tensor.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$logits, FSDP_IdTensor:$targets);
+  let results = (outs FSDP_ScalarTensor:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+def FSDP_EmbeddingBackwardOp : FSDP_BackwardOp<"embedding_backward"> {
+  let summary = "gradients of the token and position tables";
+  let description = [{
+    Scatter-adds `grad` (`B x T x C`) into a zero `V x C` token-table
+    gradient at the rows named by `tokens`, and sums it over the batch into
+    the `Tmax x C` position-table gradient (rows past `T` are zero).
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_IdTensor:$tokens);
+  let results = (outs FSDP_FloatTensor:$wte_grad, FSDP_FloatTensor:$wpe_grad);
+}
+
+def FSDP_LayerNormBackwardOp : FSDP_BackwardOp<"layer_norm_backward"> {
+  let summary = "gradients of layer_norm's input, weight and bias";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input,
+                       FSDP_FloatTensor:$weight, FSDP_FloatTensor:$mean,
+                       FSDP_FloatTensor:$rstd);
+  let results = (outs FSDP_FloatTensor:$input_grad,
+                      FSDP_FloatTensor:$weight_grad,
+                      FSDP_FloatTensor:$bias_grad);
+}
+
+def FSDP_LinearGradInputOp : FSDP_BackwardOp<"linear_grad_input"> {
+  let summary = "dx = dy W (one GEMM)";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$weight);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_LinearGradWeightOp : FSDP_BackwardOp<"linear_grad_weight"> {
+  let summary = "dW = dy^T x, summed over all leading dimensions (one GEMM)";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_BiasGradOp : FSDP_BackwardOp<"bias_grad"> {
+  let summary = "db = dy summed over all leading dimensions";
+  let arguments = (ins FSDP_FloatTensor:$grad);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_GeluBackwardOp : FSDP_BackwardOp<"gelu_backward"> {
+  let summary = "dx = dy * gelu'(x)";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward"> {
+  let summary = "dx = dy where x > 0, else 0";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_AttentionBackwardOp : FSDP_BackwardOp<"attention_backward"> {
+  let summary = "gradient of the fused qkv tensor";
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
+                       FSDP_FloatTensor:$probs,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_CrossEntropyBackwardOp : FSDP_BackwardOp<"cross_entropy_backward"> {
+  let summary = "dlogits = dloss * (softmax(logits) - onehot(targets)) / rows";
+  let arguments = (ins FSDP_ScalarTensor:$grad, FSDP_FloatTensor:$logits,
+                       FSDP_IdTensor:$targets);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def FSDP_AdamWOp : FSDP_Op<"adamw", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<FSDP_ParamResource>,
+                   MemWrite<FSDP_ParamResource>]>]> {
+  let summary = "AdamW update of one parameter, in place";
+  let description = [{
+    Updates parameter `param` in place from its gradient, with decoupled
+    weight decay (Loshchilov & Hutter). The first and second moments are
+    state owned by the parameter (zero at step 1, same shape and element
+    count); `step` is the 1-based step number used for bias correction.
+    `weight_decay` is the effective decay for this parameter: 0 for a
+    `no_weight_decay` parameter.
+
+    ```mlir
+    fsdp.adamw @h.0.attn.qkv.w, %g, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32,
+        beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32}
+        : tensor<2304x768xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, FSDP_FloatTensor:$grad,
+                       I64:$step, F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2,
+                       F32Attr:$eps, F32Attr:$weight_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $step attr-dict `:` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_OPS_TD

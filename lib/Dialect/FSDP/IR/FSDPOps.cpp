@@ -1,0 +1,457 @@
+//===- FSDPOps.cpp - fsdp dialect op verifiers and builders ---------------===//
+//
+// Every rule the ops impose is checked here with a message that names the
+// operand, the expected shape and what was found.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDP.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+RankedTensorType tensorOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+/// Emits "<what> must have shape AxB, got tensor<...>" unless `v` has
+/// exactly `shape` (element type checked separately).
+LogicalResult expectShape(Operation *op, StringRef what, Value v,
+                          ArrayRef<int64_t> shape) {
+  RankedTensorType type = tensorOf(v);
+  if (type.getShape() == shape)
+    return success();
+  InFlightDiagnostic diag = op->emitOpError() << what << " must have shape ";
+  if (shape.empty())
+    diag << "[] (a scalar)";
+  llvm::interleave(
+      shape, [&](int64_t d) { diag << d; }, [&] { diag << "x"; });
+  return diag << ", got " << type;
+}
+
+/// All float operands and results of a model op share one element type
+/// (f32 today, bf16 later); statistics of layer_norm are exempt (f32).
+LogicalResult expectSameElementType(Operation *op, ArrayRef<Value> values) {
+  Type expected;
+  for (Value v : values) {
+    Type element = tensorOf(v).getElementType();
+    if (!expected) {
+      expected = element;
+      continue;
+    }
+    if (element != expected)
+      return op->emitOpError()
+             << "expects one element type for all float operands and "
+                "results, got "
+             << expected << " and " << element;
+  }
+  return success();
+}
+
+LogicalResult expectMinRank(Operation *op, StringRef what, Value v,
+                            int64_t rank) {
+  if (tensorOf(v).getRank() >= rank)
+    return success();
+  return op->emitOpError() << what << " must have rank >= " << rank << ", got "
+                           << v.getType();
+}
+
+SmallVector<int64_t> withLastDim(ArrayRef<int64_t> shape, int64_t last) {
+  SmallVector<int64_t> result(shape.drop_back());
+  result.push_back(last);
+  return result;
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+int64_t ParamOp::getSizeInBytes() {
+  return getNumElements() * getElementSizeInBytes(getTensorType().getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// UnitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UnitOp::verify() {
+  if (getParams().empty())
+    return emitOpError() << "unit @" << getSymName()
+                         << " must contain at least one parameter";
+  llvm::SmallDenseSet<Attribute> seen;
+  for (Attribute param : getParams())
+    if (!seen.insert(param).second)
+      return emitOpError() << "lists parameter "
+                           << llvm::cast<FlatSymbolRefAttr>(param)
+                           << " more than once";
+  return success();
+}
+
+LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  llvm::SmallDenseSet<Attribute> mine;
+  for (Attribute attr : getParams()) {
+    auto ref = llvm::cast<FlatSymbolRefAttr>(attr);
+    Operation *target = symbolTable.lookupNearestSymbolFrom(*this, ref);
+    if (!target)
+      return emitOpError() << "refers to unknown parameter " << ref;
+    if (!llvm::isa<ParamOp>(target))
+      return emitOpError() << "lists " << ref
+                           << ", which is not an fsdp.param";
+    mine.insert(attr);
+  }
+  // A parameter in two units would be gathered and reduced twice. Report it
+  // at the later unit, pointing at the earlier one.
+  for (Operation &other : (*this)->getBlock()->getOperations()) {
+    if (&other == getOperation())
+      break;
+    auto earlier = llvm::dyn_cast<UnitOp>(other);
+    if (!earlier)
+      continue;
+    for (Attribute param : earlier.getParams())
+      if (mine.contains(param)) {
+        InFlightDiagnostic diag =
+            emitOpError() << "parameter " << llvm::cast<FlatSymbolRefAttr>(param)
+                          << " is already in unit @" << earlier.getSymName();
+        diag.attachNote(earlier.getLoc()) << "first listed here";
+        return diag;
+      }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LoadOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError() << "refers to unknown parameter " << getParamAttr();
+  if (param.getType() != getType())
+    return emitOpError() << "result type " << getType()
+                         << " does not match parameter " << getParamAttr()
+                         << " of type " << param.getType();
+  auto compute = (*this)->getParentOfType<ComputeOp>();
+  if (!compute)
+    return success();
+  auto unit = symbolTable.lookupNearestSymbolFrom<UnitOp>(compute, compute.getUnitAttr());
+  if (unit && !llvm::is_contained(unit.getParams(), getParamAttr()))
+    return emitOpError() << "loads " << getParamAttr()
+                         << ", which is not in unit @" << unit.getSymName()
+                         << " of the enclosing fsdp.compute";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ComputeOp
+//===----------------------------------------------------------------------===//
+
+void ComputeOp::build(OpBuilder &builder, OperationState &state,
+                      FlatSymbolRefAttr unit, Phase phase, ValueRange inputs,
+                      TypeRange resultTypes) {
+  state.addAttribute(getUnitAttrName(state.name), unit);
+  state.addAttribute(getPhaseAttrName(state.name),
+                     PhaseAttr::get(builder.getContext(), phase));
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+LogicalResult ComputeOp::verify() {
+  if ((*this)->getParentOfType<ComputeOp>())
+    return emitOpError() << "cannot be nested in another fsdp.compute";
+  Block &body = getBodyBlock();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size()
+                         << " inputs but its body takes "
+                         << body.getNumArguments() << " arguments";
+  for (auto [index, pair] :
+       llvm::enumerate(llvm::zip(getInputs(), body.getArguments())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError() << "input #" << index << " has type "
+                           << std::get<0>(pair).getType()
+                           << " but body argument #" << index << " has type "
+                           << std::get<1>(pair).getType();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().getTypes()
+                         << " but its results are " << getResultTypes();
+  return success();
+}
+
+LogicalResult ComputeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *target = symbolTable.lookupNearestSymbolFrom(*this, getUnitAttr());
+  if (!target)
+    return emitOpError() << "refers to unknown unit " << getUnitAttr();
+  if (!llvm::isa<UnitOp>(target))
+    return emitOpError() << "refers to " << getUnitAttr()
+                         << ", which is not an fsdp.unit";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  ArrayRef<int64_t> ids = getTokens().getType().getShape();
+  if (ids.size() != 2)
+    return emitOpError() << "tokens must be a B x T tensor, got "
+                         << getTokens().getType();
+  if (tensorOf(getWte()).getRank() != 2 || tensorOf(getWpe()).getRank() != 2)
+    return emitOpError() << "token and position tables must be rank 2, got "
+                         << getWte().getType() << " and " << getWpe().getType();
+  int64_t channels = tensorOf(getWte()).getDimSize(1);
+  if (failed(expectSameElementType(*this, {getWte(), getWpe(), getResult()})))
+    return failure();
+  if (tensorOf(getWpe()).getDimSize(1) != channels)
+    return emitOpError() << "position table has " << tensorOf(getWpe()).getDimSize(1)
+                         << " channels but token table has " << channels;
+  if (tensorOf(getWpe()).getDimSize(0) < ids[1])
+    return emitOpError() << "position table has "
+                         << tensorOf(getWpe()).getDimSize(0)
+                         << " rows, fewer than the sequence length " << ids[1];
+  return expectShape(*this, "result", getResult(), {ids[0], ids[1], channels});
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
+      failed(expectSameElementType(*this, {getInput(), getWeight(), getBias(),
+                                           getResult()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  int64_t channels = shape.back();
+  if (failed(expectShape(*this, "weight", getWeight(), {channels})) ||
+      failed(expectShape(*this, "bias", getBias(), {channels})) ||
+      failed(expectShape(*this, "result", getResult(), shape)) ||
+      failed(expectShape(*this, "mean", getMean(), shape.drop_back())) ||
+      failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())))
+    return failure();
+  if (!tensorOf(getMean()).getElementType().isF32() ||
+      !tensorOf(getRstd()).getElementType().isF32())
+    return emitOpError() << "mean and rstd must be f32, got "
+                         << getMean().getType() << " and " << getRstd().getType();
+  if (!(getEpsilon().convertToFloat() > 0.0f))
+    return emitOpError() << "epsilon must be positive";
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  SmallVector<Value> floats = {getInput(), getWeight(), getResult()};
+  if (getBias())
+    floats.push_back(getBias());
+  if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
+      failed(expectSameElementType(*this, floats)))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  RankedTensorType weight = tensorOf(getWeight());
+  if (weight.getRank() != 2)
+    return emitOpError() << "weight must be rank 2 (out x in), got " << weight;
+  if (weight.getDimSize(1) != shape.back())
+    return emitOpError() << "weight " << weight << " has " << weight.getDimSize(1)
+                         << " input features but the input's last dimension is "
+                         << shape.back();
+  int64_t out = weight.getDimSize(0);
+  if (getBias() && failed(expectShape(*this, "bias", getBias(), {out})))
+    return failure();
+  return expectShape(*this, "result", getResult(), withLastDim(shape, out));
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(expectSameElementType(*this, {getQkv(), getResult(), getProbs()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
+  if (shape.size() != 3 || shape[2] % 3 != 0)
+    return emitOpError() << "qkv must be B x T x 3C, got " << getQkv().getType();
+  int64_t channels = shape[2] / 3, heads = getHeads();
+  if (channels % heads != 0)
+    return emitOpError() << "heads (" << heads << ") must divide the channels ("
+                         << channels << ")";
+  if (failed(expectShape(*this, "result", getResult(),
+                         {shape[0], shape[1], channels})))
+    return failure();
+  return expectShape(*this, "probs", getProbs(),
+                     {shape[0], heads, shape[1], shape[1]});
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(expectMinRank(*this, "logits", getLogits(), 1)) ||
+      failed(expectSameElementType(*this, {getLogits(), getLoss()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getLogits()).getShape();
+  return expectShape(*this, "targets", getTargets(), shape.drop_back());
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingBackwardOp::verify() {
+  ArrayRef<int64_t> ids = getTokens().getType().getShape();
+  if (ids.size() != 2)
+    return emitOpError() << "tokens must be a B x T tensor, got "
+                         << getTokens().getType();
+  if (failed(expectSameElementType(*this, {getGrad(), getWteGrad(), getWpeGrad()})))
+    return failure();
+  if (tensorOf(getWteGrad()).getRank() != 2 || tensorOf(getWpeGrad()).getRank() != 2)
+    return emitOpError() << "table gradients must be rank 2";
+  int64_t channels = tensorOf(getWteGrad()).getDimSize(1);
+  if (failed(expectShape(*this, "grad", getGrad(), {ids[0], ids[1], channels})) ||
+      failed(expectShape(*this, "position table gradient", getWpeGrad(),
+                         {tensorOf(getWpeGrad()).getDimSize(0), channels})))
+    return failure();
+  if (tensorOf(getWpeGrad()).getDimSize(0) < ids[1])
+    return emitOpError() << "position table gradient has fewer rows than the "
+                            "sequence length "
+                         << ids[1];
+  return success();
+}
+
+LogicalResult LayerNormBackwardOp::verify() {
+  if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getInput(), getWeight(),
+                                           getInputGrad(), getWeightGrad(),
+                                           getBiasGrad()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  int64_t channels = shape.back();
+  if (failed(expectShape(*this, "grad", getGrad(), shape)) ||
+      failed(expectShape(*this, "weight", getWeight(), {channels})) ||
+      failed(expectShape(*this, "mean", getMean(), shape.drop_back())) ||
+      failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())) ||
+      failed(expectShape(*this, "input gradient", getInputGrad(), shape)) ||
+      failed(expectShape(*this, "weight gradient", getWeightGrad(), {channels})))
+    return failure();
+  return expectShape(*this, "bias gradient", getBiasGrad(), {channels});
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  if (failed(expectMinRank(*this, "grad", getGrad(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getWeight(), getResult()})))
+    return failure();
+  RankedTensorType weight = tensorOf(getWeight());
+  ArrayRef<int64_t> shape = tensorOf(getGrad()).getShape();
+  if (weight.getRank() != 2 || weight.getDimSize(0) != shape.back())
+    return emitOpError() << "weight must be " << shape.back()
+                         << " x K to match the gradient, got " << weight;
+  return expectShape(*this, "result", getResult(),
+                     withLastDim(shape, weight.getDimSize(1)));
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  if (failed(expectMinRank(*this, "grad", getGrad(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getInput(), getResult()})))
+    return failure();
+  ArrayRef<int64_t> grad = tensorOf(getGrad()).getShape();
+  ArrayRef<int64_t> input = tensorOf(getInput()).getShape();
+  if (input.size() != grad.size() || input.drop_back() != grad.drop_back())
+    return emitOpError() << "grad " << getGrad().getType() << " and input "
+                         << getInput().getType()
+                         << " must agree on all but the last dimension";
+  return expectShape(*this, "result", getResult(), {grad.back(), input.back()});
+}
+
+LogicalResult BiasGradOp::verify() {
+  if (failed(expectMinRank(*this, "grad", getGrad(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getResult()})))
+    return failure();
+  return expectShape(*this, "result", getResult(),
+                     {tensorOf(getGrad()).getShape().back()});
+}
+
+/// Shared rule of the elementwise backward ops: grad, input and result agree.
+static LogicalResult verifyElementwiseBackward(Operation *op, Value grad,
+                                               Value input, Value result) {
+  if (grad.getType() != input.getType() || grad.getType() != result.getType())
+    return op->emitOpError()
+           << "grad, input and result must have one type, got "
+           << grad.getType() << ", " << input.getType() << " and "
+           << result.getType();
+  return success();
+}
+
+LogicalResult GeluBackwardOp::verify() {
+  return verifyElementwiseBackward(*this, getGrad(), getInput(), getResult());
+}
+
+LogicalResult ReluBackwardOp::verify() {
+  return verifyElementwiseBackward(*this, getGrad(), getInput(), getResult());
+}
+
+LogicalResult AttentionBackwardOp::verify() {
+  if (failed(expectSameElementType(*this, {getGrad(), getQkv(), getProbs(),
+                                           getResult()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
+  if (shape.size() != 3 || shape[2] % 3 != 0)
+    return emitOpError() << "qkv must be B x T x 3C, got " << getQkv().getType();
+  int64_t channels = shape[2] / 3, heads = getHeads();
+  if (channels % heads != 0)
+    return emitOpError() << "heads (" << heads << ") must divide the channels ("
+                         << channels << ")";
+  if (failed(expectShape(*this, "grad", getGrad(), {shape[0], shape[1], channels})) ||
+      failed(expectShape(*this, "probs", getProbs(),
+                         {shape[0], heads, shape[1], shape[1]})))
+    return failure();
+  return expectShape(*this, "result", getResult(), shape);
+}
+
+LogicalResult CrossEntropyBackwardOp::verify() {
+  if (failed(expectMinRank(*this, "logits", getLogits(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getLogits(), getResult()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getLogits()).getShape();
+  if (failed(expectShape(*this, "targets", getTargets(), shape.drop_back())))
+    return failure();
+  return expectShape(*this, "result", getResult(), shape);
+}
+
+//===----------------------------------------------------------------------===//
+// AdamWOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  auto inUnitInterval = [](FloatAttr attr) {
+    double v = attr.getValueAsDouble();
+    return v >= 0.0 && v < 1.0;
+  };
+  if (!(getLr().convertToFloat() >= 0.0f))
+    return emitOpError() << "lr must be non-negative";
+  if (!inUnitInterval(getBeta1Attr()) || !inUnitInterval(getBeta2Attr()))
+    return emitOpError() << "beta1 and beta2 must lie in [0, 1), got "
+                         << getBeta1Attr().getValueAsDouble() << " and "
+                         << getBeta2Attr().getValueAsDouble();
+  if (!(getEps().convertToFloat() > 0.0f))
+    return emitOpError() << "eps must be positive";
+  if (!(getWeightDecay().convertToFloat() >= 0.0f))
+    return emitOpError() << "weight_decay must be non-negative";
+  return success();
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError() << "refers to unknown parameter " << getParamAttr();
+  if (param.getType() != getGrad().getType())
+    return emitOpError() << "gradient type " << getGrad().getType()
+                         << " does not match parameter " << getParamAttr()
+                         << " of type " << param.getType();
+  if (param.getNoWeightDecay() && getWeightDecay().convertToFloat() != 0.0f)
+    return emitOpError() << "applies weight decay to " << getParamAttr()
+                         << ", which is marked no_weight_decay";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

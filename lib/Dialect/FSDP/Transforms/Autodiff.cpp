@@ -1,0 +1,212 @@
+//===- Autodiff.cpp - build @train_step from @forward ---------------------===//
+//
+// Reverse-mode differentiation of a single-block forward, in three steps:
+// flatten the unit regions (remembering each op's unit), append the backward
+// of every op in reverse order plus one AdamW per parameter, then outline
+// forward and backward ops back into per-unit regions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPAUTODIFFPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// Gradients built so far, and where new backward ops go.
+class GradientBuilder {
+public:
+  GradientBuilder(OpBuilder &builder, UnitTagMap &tags)
+      : builder(builder), tags(tags) {}
+
+  Value lookup(Value v) const { return grads.lookup(v); }
+  void set(Value v, Value grad) { grads[v] = grad; }
+
+  /// Adds `grad` into the gradient of `key` (a value, or a parameter's
+  /// symbol for parameter gradients), tagging any add with `tag`.
+  template <typename Key>
+  void accumulate(llvm::DenseMap<Key, Value> &map, Key key, Value grad,
+                  UnitTag tag) {
+    if (!grad)
+      return;
+    auto [it, inserted] = map.try_emplace(key, grad);
+    if (inserted)
+      return;
+    auto add = AddOp::create(builder, grad.getLoc(), it->second, grad);
+    tags[add] = tag;
+    it->second = add;
+  }
+  void accumulate(Value v, Value grad, UnitTag tag) {
+    accumulate(grads, v, grad, tag);
+  }
+
+private:
+  OpBuilder &builder;
+  UnitTagMap &tags;
+  llvm::DenseMap<Value, Value> grads;
+};
+
+struct FsdpAutodiffPass : public fsdp::impl::FsdpAutodiffPassBase<FsdpAutodiffPass> {
+  using FsdpAutodiffPassBase::FsdpAutodiffPassBase;
+  void runOnOperation() override;
+
+private:
+  LogicalResult checkOptions(ModuleOp module);
+  LogicalResult differentiate(func::FuncOp trainStep);
+};
+} // namespace
+
+LogicalResult FsdpAutodiffPass::checkOptions(ModuleOp module) {
+  auto bad = [&](StringRef what) {
+    return module.emitError() << "fsdp-autodiff: " << what;
+  };
+  if (!(learningRate >= 0.0))
+    return bad("lr must be non-negative");
+  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
+    return bad("beta1 and beta2 must lie in [0, 1)");
+  if (!(epsilon > 0.0))
+    return bad("eps must be positive");
+  if (!(weightDecay >= 0.0))
+    return bad("weight-decay must be non-negative");
+  return success();
+}
+
+LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
+  Block &block = trainStep.getBody().front();
+  UnitTagMap tags;
+  inlineComputeRegions(block, tags);
+
+  auto ret = llvm::cast<func::ReturnOp>(block.getTerminator());
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : block.without_terminator())
+    forwardOps.push_back(&op);
+  llvm::DenseSet<Operation *> isForward(forwardOps.begin(),
+                                                 forwardOps.end());
+
+  OpBuilder builder(ret);
+  GradientBuilder grads(builder, tags);
+  Value loss = ret.getOperand(0);
+  Location loc = trainStep.getLoc();
+  auto lossType = llvm::cast<RankedTensorType>(loss.getType());
+  grads.set(loss, arith::ConstantOp::create(
+                      builder, loc,
+                      DenseElementsAttr::get(
+                          lossType, builder.getFloatAttr(
+                                        lossType.getElementType(), 1.0))));
+
+  llvm::DenseMap<Attribute, Value> paramGrads;
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    UnitTag tag = tags.lookup(op);
+    UnitTag backwardTag{tag.unit, Phase::Backward};
+    if (auto load = llvm::dyn_cast<LoadOp>(op)) {
+      grads.accumulate(paramGrads, Attribute(load.getParamAttr()),
+                       grads.lookup(load.getResult()), backwardTag);
+      continue;
+    }
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+      continue;
+    auto differentiable = llvm::dyn_cast<DifferentiableOpInterface>(op);
+    if (!differentiable)
+      return op->emitOpError()
+             << "is not differentiable, but the loss depends on its result";
+
+    Operation *lastBefore = ret->getPrevNode();
+    SmallVector<Value> operandGrads;
+    if (failed(differentiable.buildBackward(builder, resultGrads, operandGrads)))
+      return failure();
+    for (Operation *created = lastBefore->getNextNode(); created != ret;
+         created = created->getNextNode())
+      tags[created] = backwardTag;
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+      grads.accumulate(operand, grad, backwardTag);
+  }
+
+  // Gradients nobody reads (those of the function's inputs) are dead.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (&op != ret && !isForward.contains(&op) && op.use_empty() &&
+        isPure(&op))
+      op.erase();
+
+  // One AdamW per parameter, in declaration order, after the whole backward.
+  Value step = block.getArguments().back();
+  auto module = trainStep->getParentOfType<ModuleOp>();
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    Value grad = paramGrads.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    if (!grad) {
+      RankedTensorType type = param.getTensorType();
+      grad = arith::ConstantOp::create(
+          builder, param.getLoc(),
+          DenseElementsAttr::get(
+              type, builder.getFloatAttr(type.getElementType(), 0.0)));
+    }
+    double decay = param.getNoWeightDecay() ? 0.0 : double(weightDecay);
+    AdamWOp::create(builder, param.getLoc(),
+                    FlatSymbolRefAttr::get(param.getSymNameAttr()), grad, step,
+                    builder.getF32FloatAttr(learningRate),
+                    builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+                    builder.getF32FloatAttr(epsilon),
+                    builder.getF32FloatAttr(decay));
+  }
+
+  outlineComputeRegions(block, tags);
+  return success();
+}
+
+void FsdpAutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(checkOptions(module)))
+    return signalPassFailure();
+  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
+  if (!forward || forward.isExternal()) {
+    module.emitError() << "fsdp-autodiff: no function @" << forwardName
+                       << " with a body to differentiate";
+    return signalPassFailure();
+  }
+  FunctionType type = forward.getFunctionType();
+  auto lossType = type.getNumResults() == 1
+                      ? llvm::dyn_cast<RankedTensorType>(type.getResult(0))
+                      : RankedTensorType();
+  if (!lossType || lossType.getRank() != 0 ||
+      !llvm::isa<FloatType>(lossType.getElementType())) {
+    forward.emitError() << "fsdp-autodiff: @" << forwardName
+                        << " must return exactly one scalar loss, but returns "
+                        << type.getResults();
+    return signalPassFailure();
+  }
+  if (!forward.getBody().hasOneBlock()) {
+    forward.emitError() << "fsdp-autodiff expects a single-block function";
+    return signalPassFailure();
+  }
+  if (module.lookupSymbol("train_step")) {
+    module.emitError() << "fsdp-autodiff: the module already has a "
+                          "@train_step";
+    return signalPassFailure();
+  }
+
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointAfter(forward);
+  auto trainStep = llvm::cast<func::FuncOp>(builder.clone(*forward));
+  trainStep.setSymName("train_step");
+  trainStep->removeAttr(FSDPDialect::kForwardAttrName);
+  trainStep->setAttr(FSDPDialect::kTrainStepAttrName, builder.getUnitAttr());
+  if (failed(trainStep.insertArgument(trainStep.getNumArguments(),
+                                      builder.getI64Type(),
+                                      DictionaryAttr(), forward.getLoc())))
+    return signalPassFailure();
+  if (failed(differentiate(trainStep)))
+    return signalPassFailure();
+}

@@ -1,0 +1,84 @@
+//===- Summary.cpp - print units, parameters and regions ------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSUMMARYPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct UnitRow {
+  int64_t params = 0, elements = 0, bytes = 0, forward = 0, backward = 0;
+};
+
+struct FsdpSummaryPass : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    llvm::MapVector<StringRef, UnitRow> rows;
+    llvm::DenseSet<Operation *> wrapped;
+    for (UnitOp unit : module.getOps<UnitOp>()) {
+      UnitRow &row = rows[unit.getSymName()];
+      for (Attribute ref : unit.getParams()) {
+        auto param = symbols.lookup<ParamOp>(
+            llvm::cast<FlatSymbolRefAttr>(ref).getValue());
+        ++row.params;
+        row.elements += param.getNumElements();
+        row.bytes += param.getSizeInBytes();
+        wrapped.insert(param);
+      }
+    }
+    UnitRow total, unwrapped;
+    for (ParamOp param : module.getOps<ParamOp>()) {
+      ++total.params;
+      total.elements += param.getNumElements();
+      total.bytes += param.getSizeInBytes();
+      if (!wrapped.contains(param)) {
+        ++unwrapped.params;
+        unwrapped.elements += param.getNumElements();
+        unwrapped.bytes += param.getSizeInBytes();
+      }
+    }
+    module.walk([&](ComputeOp compute) {
+      UnitRow &row = rows[compute.getUnit()];
+      ++(compute.getPhase() == Phase::Forward ? row.forward : row.backward);
+    });
+
+    llvm::raw_ostream &os = llvm::errs();
+    os << "fsdp-summary: " << rows.size() << " units, " << total.params
+       << " parameters, " << total.elements << " elements, " << total.bytes
+       << " bytes\n";
+    auto printRow = [&](StringRef name, const UnitRow &row, bool regions) {
+      os << "  " << llvm::left_justify(name, 14)
+         << llvm::format_decimal(row.params, 7)
+         << llvm::format_decimal(row.elements, 14)
+         << llvm::format_decimal(row.bytes, 14);
+      if (regions)
+        os << llvm::format_decimal(row.forward, 5)
+           << llvm::format_decimal(row.backward, 5);
+      os << "\n";
+    };
+    os << "  " << llvm::left_justify("unit", 14) << llvm::right_justify("params", 7)
+       << llvm::right_justify("elements", 14) << llvm::right_justify("bytes", 14)
+       << llvm::right_justify("fwd", 5) << llvm::right_justify("bwd", 5) << "\n";
+    for (auto &[name, row] : rows)
+      printRow(("@" + name).str(), row, /*regions=*/true);
+    if (unwrapped.params)
+      printRow("(no unit)", unwrapped, /*regions=*/false);
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      int64_t ops = 0;
+      func.walk([&](Operation *) { ++ops; });
+      os << "  func @" << func.getSymName() << ": " << ops - 1 << " ops\n";
+    }
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace

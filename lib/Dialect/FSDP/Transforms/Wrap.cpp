@@ -1,0 +1,209 @@
+//===- Wrap.cpp - form FSDP units by a wrap policy ------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPWRAPPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// Unit name -> its parameters (in declaration order), in unit order.
+using UnitAssignment = llvm::MapVector<StringRef, SmallVector<ParamOp>>;
+
+struct FsdpWrapPass : public fsdp::impl::FsdpWrapPassBase<FsdpWrapPass> {
+  using FsdpWrapPassBase::FsdpWrapPassBase;
+  void runOnOperation() override;
+
+private:
+  /// Parameters in the order the functions first load them; parameters never
+  /// loaded follow in declaration order.
+  SmallVector<ParamOp> paramsInUseOrder(ModuleOp module,
+                                        ArrayRef<ParamOp> params);
+  /// Tags every op of `block` with the unit whose parameters it reads.
+  LogicalResult tagOps(Block &block, const llvm::DenseMap<StringAttr, StringAttr>
+                                         &unitOfParam,
+                       UnitTagMap &tags);
+};
+} // namespace
+
+SmallVector<ParamOp> FsdpWrapPass::paramsInUseOrder(ModuleOp module,
+                                                    ArrayRef<ParamOp> params) {
+  SymbolTable symbols(module);
+  llvm::SetVector<Operation *> order;
+  module.walk([&](LoadOp load) {
+    if (Operation *param = symbols.lookup(load.getParam()))
+      order.insert(param);
+  });
+  for (ParamOp param : params)
+    order.insert(param);
+  return llvm::map_to_vector(order, [](Operation *op) {
+    return llvm::cast<ParamOp>(op);
+  });
+}
+
+LogicalResult FsdpWrapPass::tagOps(
+    Block &block, const llvm::DenseMap<StringAttr, StringAttr> &unitOfParam,
+    UnitTagMap &tags) {
+  // An op belongs to the unit of the parameters it reads directly.
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator()) {
+    if (isRematerializable(&op))
+      continue;
+    ops.push_back(&op);
+    StringAttr unit;
+    for (Value operand : op.getOperands()) {
+      auto load = operand.getDefiningOp<LoadOp>();
+      if (!load)
+        continue;
+      StringAttr owner = unitOfParam.lookup(load.getParamAttr().getAttr());
+      if (unit && owner != unit)
+        return op.emitOpError()
+               << "reads parameters of units @" << unit.getValue() << " and @"
+               << owner.getValue()
+               << "; an op computes with one unit's parameters (pick a policy "
+                  "that puts them in one unit)";
+      unit = owner;
+    }
+    if (unit)
+      tags[&op] = UnitTag{unit, Phase::Forward};
+  }
+  // A parameter-free op between two ops of one unit belongs to that unit.
+  SmallVector<StringAttr> previous(ops.size()), next(ops.size());
+  StringAttr last;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (StringAttr unit = tags.lookup(op).unit)
+      last = unit;
+    previous[i] = last;
+  }
+  last = StringAttr();
+  for (size_t i = ops.size(); i-- > 0;) {
+    if (StringAttr unit = tags.lookup(ops[i]).unit)
+      last = unit;
+    next[i] = last;
+  }
+  for (auto [i, op] : llvm::enumerate(ops))
+    if (!tags.lookup(op).unit && previous[i] && previous[i] == next[i])
+      tags[op] = UnitTag{previous[i], Phase::Forward};
+  return success();
+}
+
+void FsdpWrapPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (policy != "per-block" && policy != "size-threshold" && policy != "none") {
+    module.emitError() << "unknown wrap policy '" << policy
+                       << "', expected per-block, size-threshold or none";
+    return signalPassFailure();
+  }
+  if (thresholdBytes <= 0) {
+    module.emitError() << "threshold-bytes must be positive, got "
+                       << thresholdBytes;
+    return signalPassFailure();
+  }
+
+  // Dissolve the units the input has, so that wrapping is also regrouping.
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  UnitTagMap discarded;
+  for (func::FuncOp func : funcs) {
+    if (func.isExternal())
+      continue;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError() << "fsdp-wrap expects single-block functions";
+      return signalPassFailure();
+    }
+    WalkResult backward = func.walk([&](ComputeOp compute) {
+      if (compute.getPhase() == Phase::Backward) {
+        compute.emitOpError()
+            << "is a backward region: fsdp-wrap runs before fsdp-autodiff";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (backward.wasInterrupted())
+      return signalPassFailure();
+    inlineComputeRegions(func.getBody().front(), discarded);
+  }
+  for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
+    unit.erase();
+
+  SmallVector<ParamOp> params(module.getOps<ParamOp>());
+  if (params.empty())
+    return;
+
+  // Assign parameters to units.
+  UnitAssignment units;
+  llvm::StringSet<> blockNames;
+  if (policy == "per-block") {
+    for (ParamOp param : paramsInUseOrder(module, params)) {
+      StringRef block = getBlockPrefix(param.getSymName());
+      units[block.empty() ? StringRef("root") : block];
+    }
+    for (ParamOp param : params) {
+      StringRef block = getBlockPrefix(param.getSymName());
+      units[block.empty() ? StringRef("root") : block].push_back(param);
+    }
+  } else if (policy == "size-threshold") {
+    // Names live as long as the pass: keep them in a string pool.
+    int64_t bytes = 0;
+    SmallVector<ParamOp> current;
+    auto close = [&] {
+      std::string name = "unit" + std::to_string(units.size());
+      StringRef stable = blockNames.insert(name).first->getKey();
+      llvm::sort(current, [&](ParamOp a, ParamOp b) {
+        return a->isBeforeInBlock(b);
+      });
+      units[stable] = current;
+      current.clear();
+      bytes = 0;
+    };
+    for (ParamOp param : paramsInUseOrder(module, params)) {
+      current.push_back(param);
+      bytes += param.getSizeInBytes();
+      if (bytes >= thresholdBytes)
+        close();
+    }
+    if (!current.empty())
+      close();
+  } else {
+    units["root"] = params;
+  }
+
+  // Unit symbols share the module's symbol table with parameters and
+  // functions: make each name unique there.
+  SymbolTable symbols(module);
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointAfter(params.back());
+  llvm::DenseMap<StringAttr, StringAttr> unitOfParam;
+  for (auto &[name, members] : units) {
+    std::string unique = name.str();
+    for (unsigned suffix = 0; symbols.lookup(unique); ++suffix)
+      unique = (name + "_" + llvm::Twine(suffix)).str();
+    SmallVector<Attribute> refs;
+    for (ParamOp param : members)
+      refs.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    auto unit = UnitOp::create(builder, module.getLoc(), unique,
+                               builder.getArrayAttr(refs));
+    symbols.insert(unit);
+    for (ParamOp param : members)
+      unitOfParam[param.getSymNameAttr()] = unit.getSymNameAttr();
+  }
+
+  for (func::FuncOp func : funcs) {
+    if (func.isExternal())
+      continue;
+    UnitTagMap tags;
+    Block &block = func.getBody().front();
+    if (failed(tagOps(block, unitOfParam, tags)))
+      return signalPassFailure();
+    outlineComputeRegions(block, tags);
+  }
+}

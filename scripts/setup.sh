@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every package that fsdp-mlir's build, tests and demo need.
+# Non-interactive and idempotent: packages already present are skipped, so a
+# second run costs one dpkg query.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache git python3
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  libopenmpi-dev openmpi-bin libopenblas-dev libblis-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

@@ -1,0 +1,162 @@
+//===- ModelBuilder.cpp - fsdp-dialect models built from a config ---------===//
+
+#include "ModelBuilder.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDP.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// Declares parameters at the top of the module and emits @forward's body.
+class ForwardBuilder {
+public:
+  ForwardBuilder(MLIRContext &context, Type elementType)
+      : builder(&context), loc(builder.getUnknownLoc()),
+        elementType(elementType), module(ModuleOp::create(loc)) {}
+
+  RankedTensorType tensor(ArrayRef<int64_t> shape, Type element = {}) {
+    return RankedTensorType::get(shape, element ? element : elementType);
+  }
+
+  /// Declares `name` and returns a load of it at the current point in
+  /// @forward. Rank-1 parameters (biases, norm gains) get no weight decay.
+  Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init) {
+    RankedTensorType type = tensor(shape);
+    {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPoint(forward);
+      ParamOp::create(builder, loc, name, type, init,
+                      /*no_weight_decay=*/shape.size() == 1);
+    }
+    return LoadOp::create(builder, loc, type,
+                          FlatSymbolRefAttr::get(builder.getContext(), name));
+  }
+
+  InitAttr normal(double stddev) {
+    return InitAttr::get(builder.getContext(), InitKind::Normal, stddev);
+  }
+  InitAttr zeros() { return InitAttr::get(builder.getContext(), InitKind::Zeros); }
+  InitAttr ones() { return InitAttr::get(builder.getContext(), InitKind::Ones); }
+
+  /// Starts @forward with the given inputs; returns its block arguments.
+  Block::BlockArgListType begin(ArrayRef<Type> inputs) {
+    builder.setInsertionPointToEnd(module->getBody());
+    auto scalar = RankedTensorType::get({}, elementType);
+    forward = func::FuncOp::create(builder, loc, "forward",
+                                   builder.getFunctionType(inputs, {scalar}));
+    forward->setAttr(FSDPDialect::kForwardAttrName, builder.getUnitAttr());
+    body = forward.addEntryBlock();
+    builder.setInsertionPointToEnd(body);
+    return body->getArguments();
+  }
+
+  Value linear(Value x, Value w, Value b) {
+    auto xt = llvm::cast<RankedTensorType>(x.getType());
+    auto wt = llvm::cast<RankedTensorType>(w.getType());
+    SmallVector<int64_t> shape(xt.getShape().drop_back());
+    shape.push_back(wt.getDimSize(0));
+    return LinearOp::create(builder, loc, tensor(shape), x, w, b);
+  }
+
+  Value layerNorm(Value x, Value w, Value b) {
+    auto xt = llvm::cast<RankedTensorType>(x.getType());
+    auto stats = tensor(xt.getShape().drop_back(), builder.getF32Type());
+    return LayerNormOp::create(builder, loc, xt, stats, stats, x, w, b,
+                               builder.getF32FloatAttr(1.0e-5f))
+        .getResult();
+  }
+
+  OwningOpRef<ModuleOp> finish(Value loss) {
+    func::ReturnOp::create(builder, loc, loss);
+    return std::move(module);
+  }
+
+  OpBuilder builder;
+  Location loc;
+  Type elementType;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp forward;
+  Block *body = nullptr;
+};
+} // namespace
+
+OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
+                                          const GPT2Config &c, Type element) {
+  ForwardBuilder f(context, element);
+  Type i32 = f.builder.getI32Type();
+  auto args = f.begin({f.tensor({c.batch, c.seq}, i32),
+                       f.tensor({c.batch, c.seq}, i32)});
+  Value tokens = args[0], targets = args[1];
+  // GPT-2's initialisation: std 0.02, residual projections scaled by
+  // 1/sqrt(2 * layers) so the residual stream's variance stays bounded.
+  InitAttr weight = f.normal(0.02);
+  InitAttr residual = f.normal(0.02 / std::sqrt(2.0 * double(c.layers)));
+  int64_t C = c.dim;
+
+  Value wte = f.param("wte", {c.vocab, C}, weight);
+  Value wpe = f.param("wpe", {c.seq, C}, weight);
+  Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                                tokens, wte, wpe);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    std::string p = "h." + std::to_string(l) + ".";
+    Value h = f.layerNorm(x, f.param(p + "ln_1.w", {C}, f.ones()),
+                          f.param(p + "ln_1.b", {C}, f.zeros()));
+    Value qkv = f.linear(h, f.param(p + "attn.qkv.w", {3 * C, C}, weight),
+                         f.param(p + "attn.qkv.b", {3 * C}, f.zeros()));
+    Value attn = AttentionOp::create(
+                     f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                     f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
+                     f.builder.getI64IntegerAttr(c.heads))
+                     .getResult();
+    Value proj = f.linear(attn, f.param(p + "attn.proj.w", {C, C}, residual),
+                          f.param(p + "attn.proj.b", {C}, f.zeros()));
+    x = AddOp::create(f.builder, f.loc, x, proj);
+    h = f.layerNorm(x, f.param(p + "ln_2.w", {C}, f.ones()),
+                    f.param(p + "ln_2.b", {C}, f.zeros()));
+    Value fc = f.linear(h, f.param(p + "mlp.fc.w", {4 * C, C}, weight),
+                        f.param(p + "mlp.fc.b", {4 * C}, f.zeros()));
+    Value gelu = GeluOp::create(f.builder, f.loc, fc);
+    Value out = f.linear(gelu, f.param(p + "mlp.proj.w", {C, 4 * C}, residual),
+                         f.param(p + "mlp.proj.b", {C}, f.zeros()));
+    x = AddOp::create(f.builder, f.loc, x, out);
+  }
+  x = f.layerNorm(x, f.param("ln_f.w", {C}, f.ones()),
+                  f.param("ln_f.b", {C}, f.zeros()));
+  // The head is tied to the token table: a second load of @wte.
+  Value head = LoadOp::create(f.builder, f.loc, wte.getType(),
+                              FlatSymbolRefAttr::get(&context, "wte"));
+  Value logits = f.linear(x, head, Value());
+  Value loss = CrossEntropyOp::create(f.builder, f.loc,
+                                      RankedTensorType::get({}, element),
+                                      logits, targets);
+  return f.finish(loss);
+}
+
+OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
+                                         const MLPConfig &c, Type element) {
+  ForwardBuilder f(context, element);
+  auto args = f.begin({f.tensor({c.batch, c.inFeatures}),
+                       f.tensor({c.batch}, f.builder.getI32Type())});
+  Value x = args[0];
+  int64_t in = c.inFeatures;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    bool last = l + 1 == c.layers;
+    int64_t out = last ? c.classes : c.width;
+    std::string p = "layers." + std::to_string(l) + ".";
+    // Kaiming-style std for ReLU layers keeps activations at unit scale.
+    InitAttr init = f.normal(std::sqrt(2.0 / double(in)));
+    x = f.linear(x, f.param(p + "w", {out, in}, init),
+                 f.param(p + "b", {out}, f.zeros()));
+    if (!last)
+      x = ReluOp::create(f.builder, f.loc, x);
+    in = out;
+  }
+  Value loss = CrossEntropyOp::create(
+      f.builder, f.loc, RankedTensorType::get({}, element), x, args[1]);
+  return f.finish(loss);
+}

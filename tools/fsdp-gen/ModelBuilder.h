@@ -1,0 +1,35 @@
+//===- ModelBuilder.h - fsdp-dialect models built from a config --*- C++ -*-===//
+
+#ifndef FSDP_TOOLS_FSDP_GEN_MODELBUILDER_H
+#define FSDP_TOOLS_FSDP_GEN_MODELBUILDER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+
+namespace fsdp_gen {
+
+/// GPT-2 as in llm.c: token + position embedding, pre-norm blocks of causal
+/// attention and a GELU MLP, final layer norm, and a head tied to the token
+/// table.
+struct GPT2Config {
+  int64_t layers = 2, dim = 64, heads = 4, vocab = 256, seq = 64, batch = 4;
+};
+
+/// A classifier: `layers` linear layers with ReLU between them.
+struct MLPConfig {
+  int64_t layers = 3, width = 64, inFeatures = 64, classes = 10, batch = 8;
+};
+
+/// Builds the parameters and `@forward` (no units: fsdp-wrap forms them).
+mlir::OwningOpRef<mlir::ModuleOp> buildGPT2(mlir::MLIRContext &context,
+                                            const GPT2Config &config,
+                                            mlir::Type elementType);
+mlir::OwningOpRef<mlir::ModuleOp> buildMLP(mlir::MLIRContext &context,
+                                           const MLPConfig &config,
+                                           mlir::Type elementType);
+
+} // namespace fsdp_gen
+
+#endif // FSDP_TOOLS_FSDP_GEN_MODELBUILDER_H

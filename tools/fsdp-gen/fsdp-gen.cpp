@@ -1,0 +1,184 @@
+//===- fsdp-gen.cpp - print models as fsdp-dialect MLIR -------------------===//
+//
+//   fsdp-gen mlp --layers 3 --width 64 --batch 8
+//   fsdp-gen gpt2 --layers 2 --dim 64 --heads 4 --vocab 256 --seq 64 --batch 4
+//   fsdp-gen --preset gpt2-124m [--batch 4 --seq 64]
+//
+// The model is built with the dialect's builders, wrapped into units by the
+// same fsdp-wrap pass fsdp-opt runs (one unit per block, the rest in @root),
+// verified, and only then written: bad options never leave a partial file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelBuilder.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+cl::OptionCategory genCategory("fsdp-gen options");
+
+cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2>"),
+                               cl::cat(genCategory));
+cl::opt<std::string> preset(
+    "preset",
+    cl::desc("GPT-shaped preset: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
+             "(explicit options override its values)"),
+    cl::cat(genCategory));
+cl::opt<int64_t> layers("layers", cl::desc("Number of blocks (gpt2) or linear "
+                                           "layers (mlp)"),
+                        cl::cat(genCategory));
+cl::opt<int64_t> dim("dim", cl::desc("gpt2: model width C"), cl::cat(genCategory));
+cl::opt<int64_t> heads("heads", cl::desc("gpt2: attention heads"),
+                       cl::cat(genCategory));
+cl::opt<int64_t> vocab("vocab", cl::desc("gpt2: vocabulary size"),
+                       cl::cat(genCategory));
+cl::opt<int64_t> seq("seq", cl::desc("gpt2: sequence length"),
+                     cl::cat(genCategory));
+cl::opt<int64_t> batch("batch", cl::desc("Global batch size"),
+                       cl::cat(genCategory));
+cl::opt<int64_t> width("width", cl::desc("mlp: hidden width"),
+                       cl::cat(genCategory));
+cl::opt<int64_t> inFeatures("in-features", cl::desc("mlp: input features"),
+                            cl::cat(genCategory));
+cl::opt<int64_t> classes("classes", cl::desc("mlp: output classes"),
+                         cl::cat(genCategory));
+cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or bf16"),
+                           cl::init("f32"), cl::cat(genCategory));
+cl::opt<bool> noUnits("no-units",
+                      cl::desc("Emit a flat @forward without FSDP units"),
+                      cl::cat(genCategory));
+cl::opt<std::string> outputFilename("o", cl::desc("Output file (default: -)"),
+                                    cl::value_desc("filename"), cl::init("-"),
+                                    cl::cat(genCategory));
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "fsdp-gen: error: " << message << "\n";
+  std::exit(1);
+}
+
+/// Takes an explicit option over the preset's value; every size must be
+/// positive.
+void apply(cl::opt<int64_t> &option, int64_t &field) {
+  if (option.getNumOccurrences()) {
+    if (option <= 0)
+      fail("--" + option.ArgStr + " must be positive, got " +
+           llvm::Twine(int64_t(option)));
+    field = option;
+  }
+}
+
+void rejectOptionsOf(StringRef kind, ArrayRef<cl::opt<int64_t> *> options) {
+  for (cl::opt<int64_t> *option : options)
+    if (option->getNumOccurrences())
+      fail("--" + option->ArgStr + " does not apply to " + kind + " models");
+}
+
+std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
+  fsdp_gen::GPT2Config c;
+  if (name == "gpt2-124m")
+    c = {/*layers=*/12, /*dim=*/768, /*heads=*/12, /*vocab=*/50257,
+         /*seq=*/1024, /*batch=*/4};
+  else if (name == "llama-13b-shape")
+    c = {40, 5120, 40, 32000, 2048, 1};
+  else if (name == "gpt3-175b-shape")
+    c = {96, 12288, 96, 50257, 2048, 1};
+  else
+    return std::nullopt;
+  return c;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(genCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "fsdp-gen: print models as fsdp-dialect MLIR\n");
+
+  std::string kind = modelKind;
+  if (kind.empty() && !preset.empty())
+    kind = "gpt2";
+  if (kind != "mlp" && kind != "gpt2")
+    fail(kind.empty() ? llvm::Twine("name a model: mlp or gpt2 (or --preset)")
+                      : "unknown model '" + kind + "', expected mlp or gpt2");
+
+  MLIRContext context;
+  context.loadDialect<fsdp::FSDPDialect>();
+  Type element = llvm::StringSwitch<Type>(dtype)
+                     .Case("f32", Float32Type::get(&context))
+                     .Case("bf16", BFloat16Type::get(&context))
+                     .Default(Type());
+  if (!element)
+    fail("unknown --dtype '" + dtype + "', expected f32 or bf16");
+
+  OwningOpRef<ModuleOp> module;
+  if (kind == "gpt2") {
+    rejectOptionsOf("gpt2", {&width, &inFeatures, &classes});
+    fsdp_gen::GPT2Config config;
+    if (!preset.empty()) {
+      std::optional<fsdp_gen::GPT2Config> fromPreset = presetConfig(preset);
+      if (!fromPreset)
+        fail("unknown preset '" + preset +
+             "', expected gpt2-124m, llama-13b-shape or gpt3-175b-shape");
+      config = *fromPreset;
+    }
+    apply(layers, config.layers);
+    apply(dim, config.dim);
+    apply(heads, config.heads);
+    apply(vocab, config.vocab);
+    apply(seq, config.seq);
+    apply(batch, config.batch);
+    if (config.dim % config.heads != 0)
+      fail("--heads (" + llvm::Twine(config.heads) + ") must divide --dim (" +
+           llvm::Twine(config.dim) + ")");
+    module = fsdp_gen::buildGPT2(context, config, element);
+  } else {
+    if (!preset.empty())
+      fail("--preset names GPT-shaped models and does not apply to mlp");
+    rejectOptionsOf("mlp", {&dim, &heads, &vocab, &seq});
+    fsdp_gen::MLPConfig config;
+    apply(layers, config.layers);
+    apply(width, config.width);
+    apply(inFeatures, config.inFeatures);
+    apply(classes, config.classes);
+    apply(batch, config.batch);
+    module = fsdp_gen::buildMLP(context, config, element);
+  }
+
+  if (!noUnits) {
+    PassManager pm(&context);
+    pm.addPass(fsdp::createFsdpWrapPass());
+    if (failed(pm.run(*module)))
+      fail("wrapping the generated model into units failed");
+  }
+  if (failed(verify(*module)))
+    fail("the generated model does not verify (a bug in fsdp-gen)");
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &errorMessage);
+  if (!output)
+    fail(errorMessage);
+  module->print(output->os());
+  output->os() << "\n";
+  output->os().flush();
+  if (output->os().has_error())
+    fail("could not write '" + outputFilename + "'");
+  output->keep();
+  return 0;
+}
