@@ -55,6 +55,21 @@ public:
     return body->getArguments();
   }
 
+  /// Declares `<prefix>w` and `<prefix>b` (in that order) and applies them.
+  Value linear(Value x, const std::string &prefix, ArrayRef<int64_t> shape,
+               InitAttr init) {
+    Value w = param(prefix + "w", shape, init);
+    Value b = param(prefix + "b", {shape[0]}, zeros());
+    return linear(x, w, b);
+  }
+
+  /// Declares `<prefix>w` (ones) and `<prefix>b` (zeros) and normalises.
+  Value layerNorm(Value x, const std::string &prefix, int64_t channels) {
+    Value w = param(prefix + "w", {channels}, ones());
+    Value b = param(prefix + "b", {channels}, zeros());
+    return layerNorm(x, w, b);
+  }
+
   Value linear(Value x, Value w, Value b) {
     auto xt = llvm::cast<RankedTensorType>(x.getType());
     auto wt = llvm::cast<RankedTensorType>(w.getType());
@@ -104,29 +119,22 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
                                 tokens, wte, wpe);
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "h." + std::to_string(l) + ".";
-    Value h = f.layerNorm(x, f.param(p + "ln_1.w", {C}, f.ones()),
-                          f.param(p + "ln_1.b", {C}, f.zeros()));
-    Value qkv = f.linear(h, f.param(p + "attn.qkv.w", {3 * C, C}, weight),
-                         f.param(p + "attn.qkv.b", {3 * C}, f.zeros()));
+    Value h = f.layerNorm(x, p + "ln_1.", C);
+    Value qkv = f.linear(h, p + "attn.qkv.", {3 * C, C}, weight);
     Value attn = AttentionOp::create(
                      f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                      f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
                      f.builder.getI64IntegerAttr(c.heads))
                      .getResult();
-    Value proj = f.linear(attn, f.param(p + "attn.proj.w", {C, C}, residual),
-                          f.param(p + "attn.proj.b", {C}, f.zeros()));
+    Value proj = f.linear(attn, p + "attn.proj.", {C, C}, residual);
     x = AddOp::create(f.builder, f.loc, x, proj);
-    h = f.layerNorm(x, f.param(p + "ln_2.w", {C}, f.ones()),
-                    f.param(p + "ln_2.b", {C}, f.zeros()));
-    Value fc = f.linear(h, f.param(p + "mlp.fc.w", {4 * C, C}, weight),
-                        f.param(p + "mlp.fc.b", {4 * C}, f.zeros()));
+    h = f.layerNorm(x, p + "ln_2.", C);
+    Value fc = f.linear(h, p + "mlp.fc.", {4 * C, C}, weight);
     Value gelu = GeluOp::create(f.builder, f.loc, fc);
-    Value out = f.linear(gelu, f.param(p + "mlp.proj.w", {C, 4 * C}, residual),
-                         f.param(p + "mlp.proj.b", {C}, f.zeros()));
+    Value out = f.linear(gelu, p + "mlp.proj.", {C, 4 * C}, residual);
     x = AddOp::create(f.builder, f.loc, x, out);
   }
-  x = f.layerNorm(x, f.param("ln_f.w", {C}, f.ones()),
-                  f.param("ln_f.b", {C}, f.zeros()));
+  x = f.layerNorm(x, "ln_f.", C);
   // The head is tied to the token table: a second load of @wte.
   Value head = LoadOp::create(f.builder, f.loc, wte.getType(),
                               FlatSymbolRefAttr::get(&context, "wte"));
@@ -150,8 +158,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
     std::string p = "layers." + std::to_string(l) + ".";
     // Kaiming-style std for ReLU layers keeps activations at unit scale.
     InitAttr init = f.normal(std::sqrt(2.0 / double(in)));
-    x = f.linear(x, f.param(p + "w", {out, in}, init),
-                 f.param(p + "b", {out}, f.zeros()));
+    x = f.linear(x, p, {out, in}, init);
     if (!last)
       x = ReluOp::create(f.builder, f.loc, x);
     in = out;

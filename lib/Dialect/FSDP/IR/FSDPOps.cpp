@@ -153,6 +153,24 @@ LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 // ComputeOp
 //===----------------------------------------------------------------------===//
 
+/// The phase prints as a bare keyword: `fsdp.compute @h.0 forward (...)`.
+static ParseResult parsePhase(OpAsmParser &parser, PhaseAttr &phase) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<Phase> value = symbolizePhase(keyword);
+  if (!value)
+    return parser.emitError(loc)
+           << "expected phase forward or backward, got '" << keyword << "'";
+  phase = PhaseAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printPhase(OpAsmPrinter &printer, Operation *, PhaseAttr phase) {
+  printer << stringifyPhase(phase.getValue());
+}
+
 void ComputeOp::build(OpBuilder &builder, OperationState &state,
                       FlatSymbolRefAttr unit, Phase phase, ValueRange inputs,
                       TypeRange resultTypes) {

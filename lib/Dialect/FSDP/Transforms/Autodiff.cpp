@@ -135,12 +135,6 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
       grads.accumulate(operand, grad, backwardTag);
   }
 
-  // Gradients nobody reads (those of the function's inputs) are dead.
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-    if (&op != ret && !isForward.contains(&op) && op.use_empty() &&
-        isPure(&op))
-      op.erase();
-
   // One AdamW per parameter, in declaration order, after the whole backward.
   Value step = block.getArguments().back();
   auto module = trainStep->getParentOfType<ModuleOp>();
@@ -161,6 +155,12 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
                     builder.getF32FloatAttr(epsilon),
                     builder.getF32FloatAttr(decay));
   }
+
+  // Gradients nobody reads (those of the function's inputs) are dead.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (&op != ret && !isForward.contains(&op) && op.use_empty() &&
+        isPure(&op))
+      op.erase();
 
   outlineComputeRegions(block, tags);
   return success();

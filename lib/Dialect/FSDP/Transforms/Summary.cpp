@@ -47,7 +47,13 @@ struct FsdpSummaryPass : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass>
         unwrapped.bytes += param.getSizeInBytes();
       }
     }
-    module.walk([&](ComputeOp compute) {
+    // Regions are counted in the function that will run: @train_step once
+    // autodiff has built it, the forward before that.
+    Operation *counted = module;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+        counted = func;
+    counted->walk([&](ComputeOp compute) {
       UnitRow &row = rows[compute.getUnit()];
       ++(compute.getPhase() == Phase::Forward ? row.forward : row.backward);
     });

@@ -142,7 +142,8 @@ def FSDP_ComputeOp : FSDP_Op<"compute", [IsolatedFromAbove,
   let results = (outs Variadic<AnyStaticShapeTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $unit $phase (`(` $inputs^ `:` type($inputs) `)`)? (`->` type($results)^)?
+    $unit custom<Phase>($phase) (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    (`->` type($results)^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
