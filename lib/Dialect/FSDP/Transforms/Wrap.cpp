@@ -4,6 +4,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -29,6 +30,10 @@ private:
   /// loaded follow in declaration order.
   SmallVector<ParamOp> paramsInUseOrder(ModuleOp module,
                                         ArrayRef<ParamOp> params);
+  /// Parameters grouped so that all parameters read by one op share a group;
+  /// groups in the order the functions first use them.
+  SmallVector<SmallVector<ParamOp>> groupParamsByOp(ModuleOp module,
+                                                    ArrayRef<ParamOp> params);
   /// Tags every op of `block` with the unit whose parameters it reads.
   LogicalResult tagOps(Block &block, const llvm::DenseMap<StringAttr, StringAttr>
                                          &unitOfParam,
@@ -49,6 +54,31 @@ SmallVector<ParamOp> FsdpWrapPass::paramsInUseOrder(ModuleOp module,
   return llvm::map_to_vector(order, [](Operation *op) {
     return llvm::cast<ParamOp>(op);
   });
+}
+
+SmallVector<SmallVector<ParamOp>>
+FsdpWrapPass::groupParamsByOp(ModuleOp module, ArrayRef<ParamOp> params) {
+  SymbolTable symbols(module);
+  llvm::EquivalenceClasses<Operation *> classes;
+  for (ParamOp param : paramsInUseOrder(module, params))
+    classes.insert(param);
+  module.walk([&](Operation *op) {
+    Operation *first = nullptr;
+    for (Value operand : op->getOperands()) {
+      auto load = operand.getDefiningOp<LoadOp>();
+      Operation *param = load ? symbols.lookup(load.getParam()) : nullptr;
+      if (!param)
+        continue;
+      if (first)
+        classes.unionSets(first, param);
+      else
+        first = param;
+    }
+  });
+  llvm::MapVector<Operation *, SmallVector<ParamOp>> groups;
+  for (ParamOp param : paramsInUseOrder(module, params))
+    groups[classes.getLeaderValue(param)].push_back(param);
+  return llvm::map_to_vector(groups, [](auto &entry) { return entry.second; });
 }
 
 LogicalResult FsdpWrapPass::tagOps(
@@ -106,7 +136,7 @@ void FsdpWrapPass::runOnOperation() {
   }
   if (thresholdBytes <= 0) {
     module.emitError() << "threshold-bytes must be positive, got "
-                       << thresholdBytes;
+                       << int64_t(thresholdBytes);
     return signalPassFailure();
   }
 
@@ -152,22 +182,25 @@ void FsdpWrapPass::runOnOperation() {
       units[block.empty() ? StringRef("root") : block].push_back(param);
     }
   } else if (policy == "size-threshold") {
-    // Names live as long as the pass: keep them in a string pool.
+    // Parameters read by one op (a weight and its bias) are never split
+    // across units: they move as one group, in the order of first use.
     int64_t bytes = 0;
     SmallVector<ParamOp> current;
     auto close = [&] {
       std::string name = "unit" + std::to_string(units.size());
       StringRef stable = blockNames.insert(name).first->getKey();
-      llvm::sort(current, [&](ParamOp a, ParamOp b) {
+      llvm::sort(current, [](ParamOp a, ParamOp b) {
         return a->isBeforeInBlock(b);
       });
       units[stable] = current;
       current.clear();
       bytes = 0;
     };
-    for (ParamOp param : paramsInUseOrder(module, params)) {
-      current.push_back(param);
-      bytes += param.getSizeInBytes();
+    for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
+      for (ParamOp param : group) {
+        current.push_back(param);
+        bytes += param.getSizeInBytes();
+      }
       if (bytes >= thresholdBytes)
         close();
     }

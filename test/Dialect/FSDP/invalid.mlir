@@ -1,0 +1,734 @@
+// Every verifier rule of the fsdp dialect, one case each.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// Initializers
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{normal initializer needs a positive finite std, got -1}}
+fsdp.param @w : tensor<4xf32> init <normal, std = -1.0>
+
+// -----
+
+// expected-error @+1 {{unknown initializer 'uniform', expected zeros, ones or normal}}
+fsdp.param @w : tensor<4xf32> init <uniform>
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of floating-point values}}
+fsdp.param @w : tensor<?xf32> init <zeros>
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op attribute 'type' failed to satisfy constraint}}
+fsdp.param @w : tensor<4xi32> init <zeros>
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Parameters and units
+//===----------------------------------------------------------------------===//
+
+// expected-note @+1 {{see existing symbol definition here}}
+fsdp.param @w : tensor<4xf32> init <zeros>
+// expected-error @+1 {{redefinition of symbol named 'w'}}
+fsdp.param @w : tensor<4xf32> init <ones>
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'fsdp.param' op expects parent op 'builtin.module'}}
+  fsdp.param @w : tensor<4xf32> init <zeros>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unit @u must contain at least one parameter}}
+fsdp.unit @u params []
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+// expected-error @+1 {{lists parameter @w more than once}}
+fsdp.unit @u params [@w, @w]
+
+// -----
+
+// expected-error @+1 {{refers to unknown parameter @missing}}
+fsdp.unit @u params [@missing]
+
+// -----
+
+func.func private @f()
+// expected-error @+1 {{lists @f, which is not an fsdp.param}}
+fsdp.unit @u params [@f]
+
+// -----
+
+fsdp.param @a : tensor<4xf32> init <zeros>
+fsdp.param @b : tensor<4xf32> init <zeros>
+// expected-note @+1 {{first listed here}}
+fsdp.unit @u0 params [@a]
+// expected-error @+1 {{parameter @a is already in unit @u0}}
+fsdp.unit @u1 params [@b, @a]
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Loads
+//===----------------------------------------------------------------------===//
+
+func.func @f() {
+  // expected-error @+1 {{refers to unknown parameter @missing}}
+  %0 = fsdp.load @missing : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f() {
+  // expected-error @+1 {{result type 'tensor<8xf32>' does not match parameter @w of type 'tensor<4xf32>'}}
+  %0 = fsdp.load @w : tensor<8xf32>
+  return
+}
+
+// -----
+
+fsdp.param @a : tensor<4xf32> init <zeros>
+fsdp.param @b : tensor<4xf32> init <zeros>
+fsdp.unit @ua params [@a]
+fsdp.unit @ub params [@b]
+func.func @f() {
+  %0 = fsdp.compute @ua forward -> tensor<4xf32> {
+    // expected-error @+1 {{loads @b, which is not in unit @ua of the enclosing fsdp.compute}}
+    %1 = fsdp.load @b : tensor<4xf32>
+    fsdp.yield %1 : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Unit regions
+//===----------------------------------------------------------------------===//
+
+func.func @f() {
+  // expected-error @+1 {{refers to unknown unit @nothere}}
+  fsdp.compute @nothere forward {
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f() {
+  // expected-error @+1 {{refers to @w, which is not an fsdp.unit}}
+  fsdp.compute @w forward {
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f() {
+  fsdp.compute @u forward {
+    // expected-error @+1 {{cannot be nested in another fsdp.compute}}
+    fsdp.compute @u backward {
+      fsdp.yield
+    }
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{has 1 inputs but its body takes 0 arguments}}
+  fsdp.compute @u forward ins(%x : tensor<4xf32>) {
+  ^bb0:
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{input #0 has type 'tensor<4xf32>' but body argument #0 has type 'tensor<8xf32>'}}
+  fsdp.compute @u forward ins(%x : tensor<4xf32>) {
+  ^bb0(%a: tensor<8xf32>):
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f() {
+  // expected-error @+1 {{yields 'tensor<4xf32>' but its results are 'tensor<8xf32>'}}
+  %0 = fsdp.compute @u forward -> tensor<8xf32> {
+    %1 = fsdp.load @w : tensor<4xf32>
+    fsdp.yield %1 : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f() {
+  // expected-error @+1 {{expected phase forward or backward, got 'sideways'}}
+  fsdp.compute @u sideways {
+    fsdp.yield
+  }
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.yield' op expects parent op 'fsdp.compute'}}
+  fsdp.yield %x : tensor<4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// The forward function
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{'fsdp.forward' function must return exactly one scalar loss (a 0-d float tensor such as tensor<f32>), but it returns 'tensor<4xf32>'}}
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> attributes {fsdp.forward} {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.forward' function must return exactly one scalar loss}}
+func.func @forward(%x: tensor<f32>) -> (tensor<f32>, tensor<f32>) attributes {fsdp.forward} {
+  return %x, %x : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.train_step' function must return exactly one scalar loss}}
+func.func @train_step(%x: tensor<i32>) -> tensor<i32> attributes {fsdp.train_step} {
+  return %x : tensor<i32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.forward' function input #0 must be a statically shaped tensor, got 'tensor<?xf32>'}}
+func.func @forward(%x: tensor<?xf32>, %l: tensor<f32>) -> tensor<f32> attributes {fsdp.forward} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.forward' must be a unit attribute}}
+func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.forward = 1 : i32} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.forward' may only be attached to a func.func}}
+module attributes {fsdp.forward} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown fsdp dialect attribute 'fsdp.backward'}}
+func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.backward} {
+  return %l : tensor<f32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+func.func @f(%t: tensor<8xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
+  // expected-error @+1 {{tokens must be a B x T tensor, got 'tensor<8xi32>'}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<8xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8x1xf32>) {
+  // expected-error @+1 {{token and position tables must be rank 2}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8x1xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xbf16>) {
+  // expected-error @+1 {{expects one element type for all float operands and results, got 'f32' and 'bf16'}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8xbf16>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x6xf32>) {
+  // expected-error @+1 {{position table has 6 channels but token table has 8}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x6xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<3x8xf32>) {
+  // expected-error @+1 {{position table has 3 rows, fewer than the sequence length 4}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<3x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x16xf32>'}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%t: tensor<2x4xf32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit signless integer values}}
+  %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xf32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{weight must have shape 8, got 'tensor<4xf32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{bias must have shape 8, got 'tensor<2x8xf32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{result must have shape 2x8, got 'tensor<8x2xf32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{mean must have shape 2, got 'tensor<8xf32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{rstd must have shape 2, got 'tensor<3xf32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{mean and rstd must be f32, got 'tensor<2xbf16>' and 'tensor<2xbf16>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2xbf16>, tensor<2xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0:3 = fsdp.layer_norm %x, %w, %b {epsilon = 0.0 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<f32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{weight must be rank 2 (out x in), got 'tensor<16xf32>'}}
+  %0 = fsdp.linear %x, %w : (tensor<4x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>) {
+  // expected-error @+1 {{weight 'tensor<16x4xf32>' has 4 input features but the input's last dimension is 8}}
+  %0 = fsdp.linear %x, %w : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{bias must have shape 16, got 'tensor<8xf32>'}}
+  %0 = fsdp.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x16, got 'tensor<8x16xf32>'}}
+  %0 = fsdp.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xbf16>) {
+  // expected-error @+1 {{expects one element type for all float operands and results}}
+  %0 = fsdp.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xbf16>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "fsdp.add"(%a, %b) : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x20xf32>) {
+  // expected-error @+1 {{qkv must be B x T x 3C, got 'tensor<2x4x20xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x20xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{heads (3) must divide the channels (8)}}
+  %0:2 = fsdp.attention %x {heads = 3 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x3x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{attribute 'heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0:2 = fsdp.attention %x {heads = 0 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x24xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x24xf32>, tensor<2x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{probs must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x16xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{targets must have shape 2x4, got 'tensor<2xi32>'}}
+  %0 = fsdp.cross_entropy %x, %t : (tensor<2x4x16xf32>, tensor<2xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x16xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of floating-point values}}
+  %0 = fsdp.cross_entropy %x, %t : (tensor<2x16xf32>, tensor<2xi32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<8xi32>) {
+  // expected-error @+1 {{tokens must be a B x T tensor, got 'tensor<8xi32>'}}
+  %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<8xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{table gradients must be rank 2}}
+  %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{grad must have shape 2x4x8, got 'tensor<2x4x6xf32>'}}
+  %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{position table gradient must have shape 4x8, got 'tensor<4x6xf32>'}}
+  %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x6xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{position table gradient has fewer rows than the sequence length 4}}
+  %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{bias gradient must have shape 8, got 'tensor<4xf32>'}}
+  %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{weight gradient must have shape 8, got 'tensor<2x8xf32>'}}
+  %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{mean must have shape 2, got 'tensor<3xf32>'}}
+  %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4x16xf32>, %w: tensor<8x16xf32>) {
+  // expected-error @+1 {{weight must be 16 x K to match the gradient, got 'tensor<8x16xf32>'}}
+  %0 = fsdp.linear_grad_input %g, %w : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
+  // expected-error @+1 {{result must have shape 4x8, got 'tensor<4x16xf32>'}}
+  %0 = fsdp.linear_grad_input %g, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4x16xf32>, %x: tensor<2x8xf32>) {
+  // expected-error @+1 {{grad 'tensor<4x16xf32>' and input 'tensor<2x8xf32>' must agree on all but the last dimension}}
+  %0 = fsdp.linear_grad_weight %g, %x : (tensor<4x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4x16xf32>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{result must have shape 16x8, got 'tensor<8x16xf32>'}}
+  %0 = fsdp.linear_grad_weight %g, %x : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4x16xf32>) {
+  // expected-error @+1 {{result must have shape 16, got 'tensor<4xf32>'}}
+  %0 = fsdp.bias_grad %g : (tensor<4x16xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4xf32>) {
+  // expected-error @+1 {{expects one element type for all float operands and results}}
+  %0 = fsdp.bias_grad %g : (tensor<4xf32>) -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4xf32>, %x: tensor<8xf32>) {
+  // expected-error @+1 {{grad, input and result must have one type, got 'tensor<4xf32>', 'tensor<8xf32>' and 'tensor<4xf32>'}}
+  %0 = fsdp.gelu_backward %g, %x : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4xf32>, %x: tensor<4xf32>) {
+  // expected-error @+1 {{grad, input and result must have one type, got 'tensor<4xf32>', 'tensor<4xf32>' and 'tensor<2xf32>'}}
+  %0 = fsdp.relu_backward %g, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x20xf32>, %p: tensor<2x2x4x4xf32>) {
+  // expected-error @+1 {{qkv must be B x T x 3C, got 'tensor<2x4x20xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x20xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x20xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x3x4x4xf32>) {
+  // expected-error @+1 {{heads (3) must divide the channels (8)}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x3x4x4xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{probs must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x4xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x24, got 'tensor<2x4x8xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<4xi32>) {
+  // expected-error @+1 {{targets must have shape 2, got 'tensor<4xi32>'}}
+  %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<4xi32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<2xi32>) {
+  // expected-error @+1 {{result must have shape 2x16, got 'tensor<16x2xf32>'}}
+  %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<2xi32>) -> tensor<16x2xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// AdamW
+//===----------------------------------------------------------------------===//
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{lr must be non-negative}}
+  fsdp.adamw @w, %g, %s {lr = -1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{beta1 and beta2 must lie in [0, 1), got 1.000000e+00 and 9.500000e-01}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 1.0 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{eps must be positive}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 0.0 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{weight_decay must be non-negative}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = -0.1 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{refers to unknown parameter @w}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+func.func @f(%g: tensor<8xf32>, %s: i64) {
+  // expected-error @+1 {{gradient type 'tensor<8xf32>' does not match parameter @w of type 'tensor<4xf32>'}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros> no_weight_decay
+func.func @f(%g: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{applies weight decay to @w, which is marked no_weight_decay}}
+  fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<4xf32>
+  return
+}

@@ -1,0 +1,113 @@
+// Every op, attribute and type of the dialect prints and parses back, in the
+// custom and in the generic form.
+// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s --mlir-print-op-generic | fsdp-opt | FileCheck %s
+
+// CHECK: fsdp.param @wte : tensor<16x8xf32> init <normal, std = 2.000000e-02>
+fsdp.param @wte : tensor<16x8xf32> init <normal, std = 0.02>
+// CHECK: fsdp.param @wpe : tensor<4x8xf32> init <normal, std = 0.0040824829046386306>
+fsdp.param @wpe : tensor<4x8xf32> init <normal, std = 0.0040824829046386306>
+// CHECK: fsdp.param @h.0.ln.w : tensor<8xf32> init <ones> no_weight_decay
+fsdp.param @h.0.ln.w : tensor<8xf32> init <ones> no_weight_decay
+// CHECK: fsdp.param @h.0.ln.b : tensor<8xf32> init <zeros> no_weight_decay
+fsdp.param @h.0.ln.b : tensor<8xf32> init <zeros> no_weight_decay
+// CHECK: fsdp.param @h.0.qkv.w : tensor<24x8xf32> init <normal, std = 2.000000e-02>
+fsdp.param @h.0.qkv.w : tensor<24x8xf32> init <normal, std = 0.02>
+// CHECK: fsdp.param @h.0.fc.w : tensor<8x8xbf16> init <normal, std = 1.000000e+00>
+fsdp.param @h.0.fc.w : tensor<8x8xbf16> init <normal, std = 1.0>
+// CHECK: fsdp.unit @root params [@wte, @wpe]
+fsdp.unit @root params [@wte, @wpe]
+// CHECK: fsdp.unit @h.0 params [@h.0.ln.w, @h.0.ln.b, @h.0.qkv.w, @h.0.fc.w]
+fsdp.unit @h.0 params [@h.0.ln.w, @h.0.ln.b, @h.0.qkv.w, @h.0.fc.w]
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: attributes {fsdp.forward}
+func.func @forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {fsdp.forward} {
+  // CHECK: fsdp.compute @root forward ins(%{{.*}} : tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %x = fsdp.compute @root forward ins(%tokens : tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  ^bb0(%t: tensor<2x4xi32>):
+    // CHECK: fsdp.load @wte : tensor<16x8xf32>
+    %wte = fsdp.load @wte : tensor<16x8xf32>
+    %wpe = fsdp.load @wpe : tensor<4x8xf32>
+    // CHECK: fsdp.embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    %e = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+    // CHECK: fsdp.yield %{{.*}} : tensor<2x4x8xf32>
+    fsdp.yield %e : tensor<2x4x8xf32>
+  }
+  // CHECK: fsdp.compute @h.0 forward ins(
+  %y = fsdp.compute @h.0 forward ins(%x : tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%in: tensor<2x4x8xf32>):
+    %w = fsdp.load @h.0.ln.w : tensor<8xf32>
+    %b = fsdp.load @h.0.ln.b : tensor<8xf32>
+    %q = fsdp.load @h.0.qkv.w : tensor<24x8xf32>
+    // The default epsilon (1e-5) is elided; another one is printed.
+    // CHECK: fsdp.layer_norm %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    %n0, %mean0, %rstd0 = fsdp.layer_norm %in, %w, %b {epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    // CHECK: fsdp.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32}
+    %n, %mean, %rstd = fsdp.layer_norm %n0, %w, %b {epsilon = 1.0e-6 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+    // CHECK: fsdp.linear %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+    %qkv = fsdp.linear %n, %q : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+    // CHECK: fsdp.attention %{{.*}} {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
+    %a, %p = fsdp.attention %qkv {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
+    %g = fsdp.gelu %a : tensor<2x4x8xf32>
+    // CHECK: fsdp.gelu %{{.*}} : tensor<2x4x8xf32>
+    %r = fsdp.relu %g : tensor<2x4x8xf32>
+    // CHECK: fsdp.relu %{{.*}} : tensor<2x4x8xf32>
+    %s = fsdp.add %r, %in : tensor<2x4x8xf32>
+    // CHECK: fsdp.add %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
+    fsdp.yield %s : tensor<2x4x8xf32>
+  }
+  // CHECK: fsdp.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %loss = fsdp.cross_entropy %y, %targets : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @linear_with_bias
+func.func @linear_with_bias(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  // CHECK: fsdp.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = fsdp.linear %x, %w, %b : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<8xf32>,
+                        %stat: tensor<2x4xf32>, %tokens: tensor<2x4xi32>,
+                        %qkv: tensor<2x4x24xf32>, %probs: tensor<2x2x4x4xf32>,
+                        %wq: tensor<24x8xf32>, %dq: tensor<2x4x24xf32>,
+                        %dloss: tensor<f32>, %step: i64) {
+  // CHECK: fsdp.embedding_backward %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
+  %gwte, %gwpe = fsdp.embedding_backward %dy, %tokens : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
+  // CHECK: fsdp.layer_norm_backward
+  %dx, %dw, %db = fsdp.layer_norm_backward %dy, %x, %w, %stat, %stat : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: fsdp.linear_grad_input %{{.*}}, %{{.*}} : (tensor<2x4x24xf32>, tensor<24x8xf32>) -> tensor<2x4x8xf32>
+  %gi = fsdp.linear_grad_input %dq, %wq : (tensor<2x4x24xf32>, tensor<24x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: fsdp.linear_grad_weight %{{.*}}, %{{.*}} : (tensor<2x4x24xf32>, tensor<2x4x8xf32>) -> tensor<24x8xf32>
+  %gw = fsdp.linear_grad_weight %dq, %x : (tensor<2x4x24xf32>, tensor<2x4x8xf32>) -> tensor<24x8xf32>
+  // CHECK: fsdp.bias_grad %{{.*}} : (tensor<2x4x24xf32>) -> tensor<24xf32>
+  %gb = fsdp.bias_grad %dq : (tensor<2x4x24xf32>) -> tensor<24xf32>
+  // CHECK: fsdp.gelu_backward %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %gg = fsdp.gelu_backward %dy, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: fsdp.relu_backward %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %gr = fsdp.relu_backward %dy, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %{{.*}} {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x24xf32>
+  %ga = fsdp.attention_backward %dy, %qkv, %probs {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x24xf32>
+  // CHECK: fsdp.cross_entropy_backward %{{.*}}, %{{.*}}, %{{.*}} : (tensor<f32>, tensor<2x4x24xf32>, tensor<2x4xi32>) -> tensor<2x4x24xf32>
+  %gc = fsdp.cross_entropy_backward %dloss, %qkv, %tokens : (tensor<f32>, tensor<2x4x24xf32>, tensor<2x4xi32>) -> tensor<2x4x24xf32>
+  // CHECK: fsdp.adamw @h.0.qkv.w, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, eps = 9.99999993E-9 : f32, lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32} : tensor<24x8xf32>
+  fsdp.adamw @h.0.qkv.w, %gw, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<24x8xf32>
+  // CHECK: fsdp.adamw @h.0.ln.w, {{.*}} weight_decay = 0.000000e+00 : f32} : tensor<8xf32>
+  fsdp.adamw @h.0.ln.w, %dw, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<8xf32>
+  return
+}
+
+// CHECK-LABEL: func.func private @token_type
+// CHECK-SAME: !fsdp.token
+func.func private @token_type(!fsdp.token) -> !fsdp.token
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: attributes {fsdp.train_step}
+func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<f32> attributes {fsdp.train_step} {
+  %t = arith.constant dense<0> : tensor<2x4xi32>
+  %loss = fsdp.cross_entropy %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
