@@ -1,0 +1,36 @@
+// The named pipeline runs wrap then autodiff, forwarding its options.
+// RUN: fsdp-opt %s --fsdp-train-pipeline | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-train-pipeline="policy=none lr=0.5 weight-decay=0.0" | FileCheck %s --check-prefix=OPTS
+// The pipeline equals the passes run one by one.
+// RUN: fsdp-opt %s --fsdp-train-pipeline > %t.pipeline
+// RUN: fsdp-opt %s --fsdp-wrap --fsdp-autodiff > %t.passes
+// RUN: diff %t.pipeline %t.passes
+
+// CHECK: fsdp.unit @layers.0 params [@layers.0.w]
+// CHECK: fsdp.unit @layers.1 params [@layers.1.w]
+// CHECK-LABEL: func.func @train_step
+// CHECK: fsdp.compute @layers.0 forward
+// CHECK: fsdp.compute @layers.1 forward
+// CHECK: fsdp.compute @layers.1 backward
+// CHECK: fsdp.compute @layers.0 backward
+// CHECK: fsdp.adamw @layers.0.w, {{.*}}lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32}
+// CHECK: fsdp.adamw @layers.1.w
+
+// OPTS: fsdp.unit @root params [@layers.0.w, @layers.1.w]
+// OPTS-LABEL: func.func @train_step
+// OPTS: fsdp.compute @root forward
+// OPTS-NOT: fsdp.compute @root forward
+// OPTS: fsdp.compute @root backward
+// OPTS: fsdp.adamw @layers.0.w, {{.*}}lr = 5.000000e-01 : f32, weight_decay = 0.000000e+00 : f32}
+
+fsdp.param @layers.0.w : tensor<8x4xf32> init <normal, std = 0.5>
+fsdp.param @layers.1.w : tensor<3x8xf32> init <normal, std = 0.5>
+func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attributes {fsdp.forward} {
+  %w0 = fsdp.load @layers.0.w : tensor<8x4xf32>
+  %0 = fsdp.linear %x, %w0 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  %1 = fsdp.relu %0 : tensor<2x8xf32>
+  %w1 = fsdp.load @layers.1.w : tensor<3x8xf32>
+  %2 = fsdp.linear %1, %w1 : (tensor<2x8xf32>, tensor<3x8xf32>) -> tensor<2x3xf32>
+  %3 = fsdp.cross_entropy %2, %t : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
