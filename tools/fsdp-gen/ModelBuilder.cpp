@@ -40,8 +40,12 @@ public:
   InitAttr normal(double stddev) {
     return InitAttr::get(builder.getContext(), InitKind::Normal, stddev);
   }
-  InitAttr zeros() { return InitAttr::get(builder.getContext(), InitKind::Zeros); }
-  InitAttr ones() { return InitAttr::get(builder.getContext(), InitKind::Ones); }
+  InitAttr zeros() {
+    return InitAttr::get(builder.getContext(), InitKind::Zeros);
+  }
+  InitAttr ones() {
+    return InitAttr::get(builder.getContext(), InitKind::Ones);
+  }
 
   /// Starts @forward with the given inputs; returns its block arguments.
   Block::BlockArgListType begin(ArrayRef<Type> inputs) {
@@ -104,8 +108,8 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
                                           const GPT2Config &c, Type element) {
   ForwardBuilder f(context, element);
   Type i32 = f.builder.getI32Type();
-  auto args = f.begin({f.tensor({c.batch, c.seq}, i32),
-                       f.tensor({c.batch, c.seq}, i32)});
+  auto args = f.begin(
+      {f.tensor({c.batch, c.seq}, i32), f.tensor({c.batch, c.seq}, i32)});
   Value tokens = args[0], targets = args[1];
   // GPT-2's initialisation: std 0.02, residual projections scaled by
   // 1/sqrt(2 * layers) so the residual stream's variance stays bounded.
@@ -121,11 +125,11 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
     std::string p = "h." + std::to_string(l) + ".";
     Value h = f.layerNorm(x, p + "ln_1.", C);
     Value qkv = f.linear(h, p + "attn.qkv.", {3 * C, C}, weight);
-    Value attn = AttentionOp::create(
-                     f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
-                     f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
-                     f.builder.getI64IntegerAttr(c.heads))
-                     .getResult();
+    Value attn =
+        AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                            f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
+                            f.builder.getI64IntegerAttr(c.heads))
+            .getResult();
     Value proj = f.linear(attn, p + "attn.proj.", {C, C}, residual);
     x = AddOp::create(f.builder, f.loc, x, proj);
     h = f.layerNorm(x, p + "ln_2.", C);
@@ -139,9 +143,8 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   Value head = LoadOp::create(f.builder, f.loc, wte.getType(),
                               FlatSymbolRefAttr::get(&context, "wte"));
   Value logits = f.linear(x, head, Value());
-  Value loss = CrossEntropyOp::create(f.builder, f.loc,
-                                      RankedTensorType::get({}, element),
-                                      logits, targets);
+  Value loss = CrossEntropyOp::create(
+      f.builder, f.loc, RankedTensorType::get({}, element), logits, targets);
   return f.finish(loss);
 }
 

@@ -40,10 +40,12 @@ cl::opt<std::string> preset(
     cl::desc("GPT-shaped preset: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
-cl::opt<int64_t> layers("layers", cl::desc("Number of blocks (gpt2) or linear "
-                                           "layers (mlp)"),
+cl::opt<int64_t> layers("layers",
+                        cl::desc("Number of blocks (gpt2) or linear "
+                                 "layers (mlp)"),
                         cl::cat(genCategory));
-cl::opt<int64_t> dim("dim", cl::desc("gpt2: model width C"), cl::cat(genCategory));
+cl::opt<int64_t> dim("dim", cl::desc("gpt2: model width C"),
+                     cl::cat(genCategory));
 cl::opt<int64_t> heads("heads", cl::desc("gpt2: attention heads"),
                        cl::cat(genCategory));
 cl::opt<int64_t> vocab("vocab", cl::desc("gpt2: vocabulary size"),
@@ -93,7 +95,7 @@ std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
   fsdp_gen::GPT2Config c;
   if (name == "gpt2-124m")
     c = {/*layers=*/12, /*dim=*/768, /*heads=*/12, /*vocab=*/50257,
-         /*seq=*/1024, /*batch=*/4};
+         /*seq=*/1024,  /*batch=*/4};
   else if (name == "llama-13b-shape")
     c = {40, 5120, 40, 32000, 2048, 1};
   else if (name == "gpt3-175b-shape")

@@ -41,8 +41,8 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
-  return getChecked([&] { return parser.emitError(loc); },
-                    parser.getContext(), *kind, llvm::APFloat(stddev));
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    *kind, llvm::APFloat(stddev));
 }
 
 void InitAttr::print(AsmPrinter &printer) const {

@@ -35,8 +35,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name != kForwardAttrName && name != kTrainStepAttrName)
-    return op->emitError() << "unknown fsdp dialect attribute '" << name
-                           << "'";
+    return op->emitError() << "unknown fsdp dialect attribute '" << name << "'";
   if (!llvm::isa<UnitAttr>(attr.getValue()))
     return op->emitError() << "'" << name << "' must be a unit attribute";
   auto func = llvm::dyn_cast<func::FuncOp>(op);
@@ -57,9 +56,9 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   for (auto [index, input] : llvm::enumerate(type.getInputs())) {
     auto tensor = llvm::dyn_cast<RankedTensorType>(input);
     if (name == kForwardAttrName && (!tensor || !tensor.hasStaticShape()))
-      return func.emitError() << "'" << name << "' function input #" << index
-                              << " must be a statically shaped tensor, got "
-                              << input;
+      return func.emitError()
+             << "'" << name << "' function input #" << index
+             << " must be a statically shaped tensor, got " << input;
   }
   return success();
 }

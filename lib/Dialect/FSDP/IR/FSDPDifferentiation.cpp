@@ -27,9 +27,9 @@ static LogicalResult rejectGradsOn(Operation *op, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult
-EmbeddingOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
-                           SmallVectorImpl<Value> &operandGrads) {
+LogicalResult EmbeddingOp::buildBackward(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
   auto backward = EmbeddingBackwardOp::create(
       builder, getLoc(), getWte().getType(), getWpe().getType(), resultGrads[0],
       getTokens());
@@ -37,9 +37,9 @@ EmbeddingOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult
-LayerNormOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
-                           SmallVectorImpl<Value> &operandGrads) {
+LogicalResult LayerNormOp::buildBackward(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
   if (failed(rejectGradsOn(*this, resultGrads, {1, 2})))
     return failure();
   auto backward = LayerNormBackwardOp::create(
@@ -87,9 +87,9 @@ LogicalResult ReluOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult
-AttentionOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
-                           SmallVectorImpl<Value> &operandGrads) {
+LogicalResult AttentionOp::buildBackward(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
   if (failed(rejectGradsOn(*this, resultGrads, {1})))
     return failure();
   operandGrads.assign({AttentionBackwardOp::create(
@@ -101,9 +101,9 @@ AttentionOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult
 CrossEntropyOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.assign(
-      {CrossEntropyBackwardOp::create(builder, getLoc(), getLogits().getType(),
-                                      resultGrads[0], getLogits(), getTargets()),
-       Value()});
+  operandGrads.assign({CrossEntropyBackwardOp::create(
+                           builder, getLoc(), getLogits().getType(),
+                           resultGrads[0], getLogits(), getTargets()),
+                       Value()});
   return success();
 }

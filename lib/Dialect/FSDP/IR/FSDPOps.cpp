@@ -74,7 +74,8 @@ SmallVector<int64_t> withLastDim(ArrayRef<int64_t> shape, int64_t last) {
 //===----------------------------------------------------------------------===//
 
 int64_t ParamOp::getSizeInBytes() {
-  return getNumElements() * getElementSizeInBytes(getTensorType().getElementType());
+  return getNumElements() *
+         getElementSizeInBytes(getTensorType().getElementType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -102,8 +103,7 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     if (!target)
       return emitOpError() << "refers to unknown parameter " << ref;
     if (!llvm::isa<ParamOp>(target))
-      return emitOpError() << "lists " << ref
-                           << ", which is not an fsdp.param";
+      return emitOpError() << "lists " << ref << ", which is not an fsdp.param";
     mine.insert(attr);
   }
   // A parameter in two units would be gathered and reduced twice. Report it
@@ -117,7 +117,8 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     for (Attribute param : earlier.getParams())
       if (mine.contains(param)) {
         InFlightDiagnostic diag =
-            emitOpError() << "parameter " << llvm::cast<FlatSymbolRefAttr>(param)
+            emitOpError() << "parameter "
+                          << llvm::cast<FlatSymbolRefAttr>(param)
                           << " is already in unit @" << earlier.getSymName();
         diag.attachNote(earlier.getLoc()) << "first listed here";
         return diag;
@@ -130,18 +131,35 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 // LoadOp
 //===----------------------------------------------------------------------===//
 
+/// Resolves `ref` to a parameter whose type is `type`; on failure reports
+/// it at `op`, naming what carried the type ("result", "gradient").
+static ParamOp lookupParamOfType(Operation *op,
+                                 SymbolTableCollection &symbolTable,
+                                 FlatSymbolRefAttr ref, Type type,
+                                 StringRef what) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(op, ref);
+  if (!param) {
+    op->emitOpError() << "refers to unknown parameter " << ref;
+    return {};
+  }
+  if (param.getType() != type) {
+    op->emitOpError() << what << " type " << type
+                      << " does not match parameter " << ref << " of type "
+                      << param.getType();
+    return {};
+  }
+  return param;
+}
+
 LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
-  if (!param)
-    return emitOpError() << "refers to unknown parameter " << getParamAttr();
-  if (param.getType() != getType())
-    return emitOpError() << "result type " << getType()
-                         << " does not match parameter " << getParamAttr()
-                         << " of type " << param.getType();
+  if (!lookupParamOfType(*this, symbolTable, getParamAttr(), getType(),
+                         "result"))
+    return failure();
   auto compute = (*this)->getParentOfType<ComputeOp>();
   if (!compute)
     return success();
-  auto unit = symbolTable.lookupNearestSymbolFrom<UnitOp>(compute, compute.getUnitAttr());
+  auto unit = symbolTable.lookupNearestSymbolFrom<UnitOp>(
+      compute, compute.getUnitAttr());
   if (unit && !llvm::is_contained(unit.getParams(), getParamAttr()))
     return emitOpError() << "loads " << getParamAttr()
                          << ", which is not in unit @" << unit.getSymName()
@@ -234,7 +252,8 @@ LogicalResult EmbeddingOp::verify() {
   if (failed(expectSameElementType(*this, {getWte(), getWpe(), getResult()})))
     return failure();
   if (tensorOf(getWpe()).getDimSize(1) != channels)
-    return emitOpError() << "position table has " << tensorOf(getWpe()).getDimSize(1)
+    return emitOpError() << "position table has "
+                         << tensorOf(getWpe()).getDimSize(1)
                          << " channels but token table has " << channels;
   if (tensorOf(getWpe()).getDimSize(0) < ids[1])
     return emitOpError() << "position table has "
@@ -245,8 +264,8 @@ LogicalResult EmbeddingOp::verify() {
 
 LogicalResult LayerNormOp::verify() {
   if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
-      failed(expectSameElementType(*this, {getInput(), getWeight(), getBias(),
-                                           getResult()})))
+      failed(expectSameElementType(
+          *this, {getInput(), getWeight(), getBias(), getResult()})))
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
   int64_t channels = shape.back();
@@ -259,7 +278,8 @@ LogicalResult LayerNormOp::verify() {
   if (!tensorOf(getMean()).getElementType().isF32() ||
       !tensorOf(getRstd()).getElementType().isF32())
     return emitOpError() << "mean and rstd must be f32, got "
-                         << getMean().getType() << " and " << getRstd().getType();
+                         << getMean().getType() << " and "
+                         << getRstd().getType();
   if (!(getEpsilon().convertToFloat() > 0.0f))
     return emitOpError() << "epsilon must be positive";
   return success();
@@ -277,7 +297,8 @@ LogicalResult LinearOp::verify() {
   if (weight.getRank() != 2)
     return emitOpError() << "weight must be rank 2 (out x in), got " << weight;
   if (weight.getDimSize(1) != shape.back())
-    return emitOpError() << "weight " << weight << " has " << weight.getDimSize(1)
+    return emitOpError() << "weight " << weight << " has "
+                         << weight.getDimSize(1)
                          << " input features but the input's last dimension is "
                          << shape.back();
   int64_t out = weight.getDimSize(0);
@@ -291,7 +312,8 @@ LogicalResult AttentionOp::verify() {
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
   if (shape.size() != 3 || shape[2] % 3 != 0)
-    return emitOpError() << "qkv must be B x T x 3C, got " << getQkv().getType();
+    return emitOpError() << "qkv must be B x T x 3C, got "
+                         << getQkv().getType();
   int64_t channels = shape[2] / 3, heads = getHeads();
   if (channels % heads != 0)
     return emitOpError() << "heads (" << heads << ") must divide the channels ("
@@ -320,12 +342,15 @@ LogicalResult EmbeddingBackwardOp::verify() {
   if (ids.size() != 2)
     return emitOpError() << "tokens must be a B x T tensor, got "
                          << getTokens().getType();
-  if (failed(expectSameElementType(*this, {getGrad(), getWteGrad(), getWpeGrad()})))
+  if (failed(expectSameElementType(*this,
+                                   {getGrad(), getWteGrad(), getWpeGrad()})))
     return failure();
-  if (tensorOf(getWteGrad()).getRank() != 2 || tensorOf(getWpeGrad()).getRank() != 2)
+  if (tensorOf(getWteGrad()).getRank() != 2 ||
+      tensorOf(getWpeGrad()).getRank() != 2)
     return emitOpError() << "table gradients must be rank 2";
   int64_t channels = tensorOf(getWteGrad()).getDimSize(1);
-  if (failed(expectShape(*this, "grad", getGrad(), {ids[0], ids[1], channels})) ||
+  if (failed(
+          expectShape(*this, "grad", getGrad(), {ids[0], ids[1], channels})) ||
       failed(expectShape(*this, "position table gradient", getWpeGrad(),
                          {tensorOf(getWpeGrad()).getDimSize(0), channels})))
     return failure();
@@ -349,14 +374,16 @@ LogicalResult LayerNormBackwardOp::verify() {
       failed(expectShape(*this, "mean", getMean(), shape.drop_back())) ||
       failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())) ||
       failed(expectShape(*this, "input gradient", getInputGrad(), shape)) ||
-      failed(expectShape(*this, "weight gradient", getWeightGrad(), {channels})))
+      failed(
+          expectShape(*this, "weight gradient", getWeightGrad(), {channels})))
     return failure();
   return expectShape(*this, "bias gradient", getBiasGrad(), {channels});
 }
 
 LogicalResult LinearGradInputOp::verify() {
   if (failed(expectMinRank(*this, "grad", getGrad(), 1)) ||
-      failed(expectSameElementType(*this, {getGrad(), getWeight(), getResult()})))
+      failed(
+          expectSameElementType(*this, {getGrad(), getWeight(), getResult()})))
     return failure();
   RankedTensorType weight = tensorOf(getWeight());
   ArrayRef<int64_t> shape = tensorOf(getGrad()).getShape();
@@ -369,7 +396,8 @@ LogicalResult LinearGradInputOp::verify() {
 
 LogicalResult LinearGradWeightOp::verify() {
   if (failed(expectMinRank(*this, "grad", getGrad(), 1)) ||
-      failed(expectSameElementType(*this, {getGrad(), getInput(), getResult()})))
+      failed(
+          expectSameElementType(*this, {getGrad(), getInput(), getResult()})))
     return failure();
   ArrayRef<int64_t> grad = tensorOf(getGrad()).getShape();
   ArrayRef<int64_t> input = tensorOf(getInput()).getShape();
@@ -408,17 +436,19 @@ LogicalResult ReluBackwardOp::verify() {
 }
 
 LogicalResult AttentionBackwardOp::verify() {
-  if (failed(expectSameElementType(*this, {getGrad(), getQkv(), getProbs(),
-                                           getResult()})))
+  if (failed(expectSameElementType(
+          *this, {getGrad(), getQkv(), getProbs(), getResult()})))
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
   if (shape.size() != 3 || shape[2] % 3 != 0)
-    return emitOpError() << "qkv must be B x T x 3C, got " << getQkv().getType();
+    return emitOpError() << "qkv must be B x T x 3C, got "
+                         << getQkv().getType();
   int64_t channels = shape[2] / 3, heads = getHeads();
   if (channels % heads != 0)
     return emitOpError() << "heads (" << heads << ") must divide the channels ("
                          << channels << ")";
-  if (failed(expectShape(*this, "grad", getGrad(), {shape[0], shape[1], channels})) ||
+  if (failed(expectShape(*this, "grad", getGrad(),
+                         {shape[0], shape[1], channels})) ||
       failed(expectShape(*this, "probs", getProbs(),
                          {shape[0], heads, shape[1], shape[1]})))
     return failure();
@@ -427,7 +457,8 @@ LogicalResult AttentionBackwardOp::verify() {
 
 LogicalResult CrossEntropyBackwardOp::verify() {
   if (failed(expectMinRank(*this, "logits", getLogits(), 1)) ||
-      failed(expectSameElementType(*this, {getGrad(), getLogits(), getResult()})))
+      failed(
+          expectSameElementType(*this, {getGrad(), getLogits(), getResult()})))
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getLogits()).getShape();
   if (failed(expectShape(*this, "targets", getTargets(), shape.drop_back())))
@@ -458,13 +489,10 @@ LogicalResult AdamWOp::verify() {
 }
 
 LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  ParamOp param = lookupParamOfType(*this, symbolTable, getParamAttr(),
+                                    getGrad().getType(), "gradient");
   if (!param)
-    return emitOpError() << "refers to unknown parameter " << getParamAttr();
-  if (param.getType() != getGrad().getType())
-    return emitOpError() << "gradient type " << getGrad().getType()
-                         << " does not match parameter " << getParamAttr()
-                         << " of type " << param.getType();
+    return failure();
   if (param.getNoWeightDecay() && getWeightDecay().convertToFloat() != 0.0f)
     return emitOpError() << "applies weight decay to " << getParamAttr()
                          << ", which is marked no_weight_decay";

@@ -57,7 +57,8 @@ private:
   llvm::DenseMap<Value, Value> grads;
 };
 
-struct FsdpAutodiffPass : public fsdp::impl::FsdpAutodiffPassBase<FsdpAutodiffPass> {
+struct FsdpAutodiffPass
+    : public fsdp::impl::FsdpAutodiffPassBase<FsdpAutodiffPass> {
   using FsdpAutodiffPassBase::FsdpAutodiffPassBase;
   void runOnOperation() override;
 
@@ -91,19 +92,19 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
   SmallVector<Operation *> forwardOps;
   for (Operation &op : block.without_terminator())
     forwardOps.push_back(&op);
-  llvm::DenseSet<Operation *> isForward(forwardOps.begin(),
-                                                 forwardOps.end());
+  llvm::DenseSet<Operation *> isForward(forwardOps.begin(), forwardOps.end());
 
   OpBuilder builder(ret);
   GradientBuilder grads(builder, tags);
   Value loss = ret.getOperand(0);
   Location loc = trainStep.getLoc();
   auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-  grads.set(loss, arith::ConstantOp::create(
-                      builder, loc,
-                      DenseElementsAttr::get(
-                          lossType, builder.getFloatAttr(
-                                        lossType.getElementType(), 1.0))));
+  grads.set(
+      loss,
+      arith::ConstantOp::create(
+          builder, loc,
+          DenseElementsAttr::get(
+              lossType, builder.getFloatAttr(lossType.getElementType(), 1.0))));
 
   llvm::DenseMap<Attribute, Value> paramGrads;
   for (Operation *op : llvm::reverse(forwardOps)) {
@@ -126,7 +127,8 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
 
     Operation *lastBefore = ret->getPrevNode();
     SmallVector<Value> operandGrads;
-    if (failed(differentiable.buildBackward(builder, resultGrads, operandGrads)))
+    if (failed(
+            differentiable.buildBackward(builder, resultGrads, operandGrads)))
       return failure();
     for (Operation *created = lastBefore->getNextNode(); created != ret;
          created = created->getNextNode())
@@ -139,7 +141,8 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
   Value step = block.getArguments().back();
   auto module = trainStep->getParentOfType<ModuleOp>();
   for (ParamOp param : module.getOps<ParamOp>()) {
-    Value grad = paramGrads.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    Value grad =
+        paramGrads.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
     if (!grad) {
       RankedTensorType type = param.getTensorType();
       grad = arith::ConstantOp::create(
@@ -148,18 +151,16 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
               type, builder.getFloatAttr(type.getElementType(), 0.0)));
     }
     double decay = param.getNoWeightDecay() ? 0.0 : double(weightDecay);
-    AdamWOp::create(builder, param.getLoc(),
-                    FlatSymbolRefAttr::get(param.getSymNameAttr()), grad, step,
-                    builder.getF32FloatAttr(learningRate),
-                    builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
-                    builder.getF32FloatAttr(epsilon),
-                    builder.getF32FloatAttr(decay));
+    AdamWOp::create(
+        builder, param.getLoc(), FlatSymbolRefAttr::get(param.getSymNameAttr()),
+        grad, step, builder.getF32FloatAttr(learningRate),
+        builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+        builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
   }
 
   // Gradients nobody reads (those of the function's inputs) are dead.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-    if (&op != ret && !isForward.contains(&op) && op.use_empty() &&
-        isPure(&op))
+    if (&op != ret && !isForward.contains(&op) && op.use_empty() && isPure(&op))
       op.erase();
 
   outlineComputeRegions(block, tags);
@@ -204,8 +205,8 @@ void FsdpAutodiffPass::runOnOperation() {
   trainStep->removeAttr(FSDPDialect::kForwardAttrName);
   trainStep->setAttr(FSDPDialect::kTrainStepAttrName, builder.getUnitAttr());
   if (failed(trainStep.insertArgument(trainStep.getNumArguments(),
-                                      builder.getI64Type(),
-                                      DictionaryAttr(), forward.getLoc())))
+                                      builder.getI64Type(), DictionaryAttr(),
+                                      forward.getLoc())))
     return signalPassFailure();
   if (failed(differentiate(trainStep)))
     return signalPassFailure();

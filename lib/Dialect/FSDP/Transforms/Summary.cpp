@@ -19,7 +19,8 @@ struct UnitRow {
   int64_t params = 0, elements = 0, bytes = 0, forward = 0, backward = 0;
 };
 
-struct FsdpSummaryPass : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass> {
+struct FsdpSummaryPass
+    : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
@@ -72,9 +73,11 @@ struct FsdpSummaryPass : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass>
            << llvm::format_decimal(row.backward, 5);
       os << "\n";
     };
-    os << "  " << llvm::left_justify("unit", 14) << llvm::right_justify("params", 7)
-       << llvm::right_justify("elements", 14) << llvm::right_justify("bytes", 14)
-       << llvm::right_justify("fwd", 5) << llvm::right_justify("bwd", 5) << "\n";
+    os << "  " << llvm::left_justify("unit", 14)
+       << llvm::right_justify("params", 7)
+       << llvm::right_justify("elements", 14)
+       << llvm::right_justify("bytes", 14) << llvm::right_justify("fwd", 5)
+       << llvm::right_justify("bwd", 5) << "\n";
     for (auto &[name, row] : rows)
       printRow(("@" + name).str(), row, /*regions=*/true);
     if (unwrapped.params)

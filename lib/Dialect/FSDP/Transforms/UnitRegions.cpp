@@ -19,7 +19,8 @@ void mlir::fsdp::inlineComputeRegions(Block &block, UnitTagMap &tags) {
     UnitTag tag{compute.getUnitAttr().getAttr(), compute.getPhase()};
     for (Operation &op : body.without_terminator())
       tags[&op] = tag;
-    for (auto [arg, input] : llvm::zip(body.getArguments(), compute.getInputs()))
+    for (auto [arg, input] :
+         llvm::zip(body.getArguments(), compute.getInputs()))
       arg.replaceAllUsesWith(input);
     compute.replaceAllUsesWith(yield.getValues());
     block.getOperations().splice(compute->getIterator(), body.getOperations(),
@@ -57,9 +58,9 @@ static void outlineRun(ArrayRef<Operation *> run, UnitTag tag) {
   SmallVector<Type> resultTypes;
   for (Value output : outputs)
     resultTypes.push_back(output.getType());
-  auto compute = ComputeOp::create(
-      builder, run.front()->getLoc(), FlatSymbolRefAttr::get(tag.unit),
-      tag.phase, inputs.getArrayRef(), resultTypes);
+  auto compute = ComputeOp::create(builder, run.front()->getLoc(),
+                                   FlatSymbolRefAttr::get(tag.unit), tag.phase,
+                                   inputs.getArrayRef(), resultTypes);
   Block &body = compute.getBodyBlock();
   auto isInside = [&](OpOperand &use) {
     return compute->isProperAncestor(use.getOwner());
@@ -68,9 +69,9 @@ static void outlineRun(ArrayRef<Operation *> run, UnitTag tag) {
   builder.setInsertionPointToStart(&body);
   for (Operation *def : rematerialized) {
     Operation *clone = builder.clone(*def);
-    def->getResult(0).replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
-      return inRun.contains(use.getOwner());
-    });
+    def->getResult(0).replaceUsesWithIf(
+        clone->getResult(0),
+        [&](OpOperand &use) { return inRun.contains(use.getOwner()); });
   }
   for (Operation *op : run)
     op->moveBefore(&body, body.end());
@@ -80,8 +81,8 @@ static void outlineRun(ArrayRef<Operation *> run, UnitTag tag) {
   builder.setInsertionPointToEnd(&body);
   YieldOp::create(builder, compute.getLoc(), outputs.getArrayRef());
   for (auto [output, result] : llvm::zip(outputs, compute.getResults()))
-    Value(output).replaceUsesWithIf(result,
-                             [&](OpOperand &use) { return !isInside(use); });
+    Value(output).replaceUsesWithIf(
+        result, [&](OpOperand &use) { return !isInside(use); });
 }
 
 void mlir::fsdp::outlineComputeRegions(Block &block, const UnitTagMap &tags) {

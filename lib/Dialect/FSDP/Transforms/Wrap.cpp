@@ -35,9 +35,10 @@ private:
   SmallVector<SmallVector<ParamOp>> groupParamsByOp(ModuleOp module,
                                                     ArrayRef<ParamOp> params);
   /// Tags every op of `block` with the unit whose parameters it reads.
-  LogicalResult tagOps(Block &block, const llvm::DenseMap<StringAttr, StringAttr>
-                                         &unitOfParam,
-                       UnitTagMap &tags);
+  LogicalResult
+  tagOps(Block &block,
+         const llvm::DenseMap<StringAttr, StringAttr> &unitOfParam,
+         UnitTagMap &tags);
 };
 } // namespace
 
@@ -51,9 +52,8 @@ SmallVector<ParamOp> FsdpWrapPass::paramsInUseOrder(ModuleOp module,
   });
   for (ParamOp param : params)
     order.insert(param);
-  return llvm::map_to_vector(order, [](Operation *op) {
-    return llvm::cast<ParamOp>(op);
-  });
+  return llvm::map_to_vector(
+      order, [](Operation *op) { return llvm::cast<ParamOp>(op); });
 }
 
 SmallVector<SmallVector<ParamOp>>
@@ -81,9 +81,10 @@ FsdpWrapPass::groupParamsByOp(ModuleOp module, ArrayRef<ParamOp> params) {
   return llvm::map_to_vector(groups, [](auto &entry) { return entry.second; });
 }
 
-LogicalResult FsdpWrapPass::tagOps(
-    Block &block, const llvm::DenseMap<StringAttr, StringAttr> &unitOfParam,
-    UnitTagMap &tags) {
+LogicalResult
+FsdpWrapPass::tagOps(Block &block,
+                     const llvm::DenseMap<StringAttr, StringAttr> &unitOfParam,
+                     UnitTagMap &tags) {
   // An op belongs to the unit of the parameters it reads directly.
   SmallVector<Operation *> ops;
   for (Operation &op : block.without_terminator()) {
@@ -189,9 +190,8 @@ void FsdpWrapPass::runOnOperation() {
     auto close = [&] {
       std::string name = "unit" + std::to_string(units.size());
       StringRef stable = blockNames.insert(name).first->getKey();
-      llvm::sort(current, [](ParamOp a, ParamOp b) {
-        return a->isBeforeInBlock(b);
-      });
+      llvm::sort(current,
+                 [](ParamOp a, ParamOp b) { return a->isBeforeInBlock(b); });
       units[stable] = current;
       current.clear();
       bytes = 0;

@@ -1,4 +1,5 @@
-//===- FSDP.h - The fsdp dialect ---------------------------------*- C++ -*-===//
+//===- FSDP.h - The fsdp dialect ---------------------------------*- C++
+//-*-===//
 //
 // One include for the dialect, its attributes, types, interfaces and ops.
 //

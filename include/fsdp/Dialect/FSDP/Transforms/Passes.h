@@ -1,4 +1,5 @@
-//===- Passes.h - fsdp dialect passes ----------------------------*- C++ -*-===//
+//===- Passes.h - fsdp dialect passes ----------------------------*- C++
+//-*-===//
 
 #ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
@@ -17,8 +18,7 @@ namespace mlir::fsdp {
 
 /// Options of --fsdp-train-pipeline: one struct for every stage, so that a
 /// later stage's options (world size, schedule) join here.
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init("per-block")};

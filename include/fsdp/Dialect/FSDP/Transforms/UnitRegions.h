@@ -1,4 +1,5 @@
-//===- UnitRegions.h - forming and dissolving fsdp.compute regions -*- C++ -*-===//
+//===- UnitRegions.h - forming and dissolving fsdp.compute regions -*- C++
+//-*-===//
 //
 // Wrap and autodiff both need the same two moves: inline every fsdp.compute
 // of a function into one flat block (remembering which unit each op came
