@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -14,14 +15,16 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
+config.substitutions.append(("%python", sys.executable))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    [ToolSubst("fsdp-opt", unresolved="fatal"),
-     ToolSubst("fsdp-gen", unresolved="fatal")],
+    [ToolSubst(tool, unresolved="fatal")
+     for tool in ("fsdp-opt", "fsdp-gen", "fsdp-translate", "fsdp-run",
+                  "fsdp-gradcheck")],
     tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)

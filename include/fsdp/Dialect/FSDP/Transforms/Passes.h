@@ -6,7 +6,6 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 #include "mlir/Pass/Pass.h"
-#include "mlir/Pass/PassOptions.h"
 
 namespace mlir::fsdp {
 
@@ -15,35 +14,6 @@ namespace mlir::fsdp {
 
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
-
-/// Options of --fsdp-train-pipeline: one struct for every stage, so that a
-/// later stage's options (world size, schedule) join here.
-struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
-  Option<std::string> policy{*this, "policy",
-                             llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
-                             llvm::cl::init("per-block")};
-  Option<int64_t> thresholdBytes{
-      *this, "threshold-bytes",
-      llvm::cl::desc("Smallest unit under policy=size-threshold"),
-      llvm::cl::init(100000000)};
-  Option<double> learningRate{*this, "lr", llvm::cl::desc("AdamW lr"),
-                              llvm::cl::init(3.0e-4)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
-                       llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
-                       llvm::cl::init(0.95)};
-  Option<double> epsilon{*this, "eps", llvm::cl::desc("AdamW epsilon"),
-                         llvm::cl::init(1.0e-8)};
-  Option<double> weightDecay{*this, "weight-decay",
-                             llvm::cl::desc("AdamW weight decay"),
-                             llvm::cl::init(0.1)};
-};
-
-/// Adds the training pipeline (wrap, autodiff; later stages join) to `pm`.
-void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
-
-/// Registers --fsdp-train-pipeline.
-void registerTrainPipeline();
 
 } // namespace mlir::fsdp
 

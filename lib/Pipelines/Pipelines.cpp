@@ -1,6 +1,10 @@
 //===- Pipelines.cpp - the fsdp training pipeline -------------------------===//
 
+#include "fsdp/Pipelines/Pipelines.h"
+
+#include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/Runtime/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -22,12 +26,15 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   autodiff.epsilon = options.epsilon;
   autodiff.weightDecay = options.weightDecay;
   pm.addPass(createFsdpAutodiffPass(autodiff));
+
+  pm.addPass(createFsdpLowerToRuntimePass());
+  pm.addPass(fsdprt::createFsdpPlanMemoryPass());
 }
 
 void mlir::fsdp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "fsdp-train-pipeline",
-      "Turn a model into a training step: wrap into units, then autodiff "
-      "(forward, backward, AdamW)",
+      "Turn a model into a runtime step program: wrap into units, autodiff "
+      "(forward, backward, AdamW), lower to buffers and kernels, plan memory",
       buildTrainPipeline);
 }

@@ -1,0 +1,36 @@
+//===- RuntimeDialect.td - the fsdprt dialect ----------------*- tablegen -*-===//
+
+#ifndef FSDPRT_DIALECT_TD
+#define FSDPRT_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def FSDPRuntime_Dialect : Dialect {
+  let name = "fsdprt";
+  let cppNamespace = "::mlir::fsdprt";
+  let summary = "The runtime level: buffers in one arena and kernel calls";
+  let description = [{
+    What `fsdp-run` executes, one step at a time: a function marked
+    `fsdprt.program` whose body declares every buffer (`fsdprt.buffer`, a
+    memref of static shape with a kind and, once memory is planned, an
+    offset in the per-rank arena) and then calls kernels on them in program
+    order (`fsdprt.kernel`). The function returns the loss buffer. It is the
+    last IR before the plan file and maps onto it one to one.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+    /// Marks the function that is the step program.
+    static constexpr ::llvm::StringLiteral kProgramAttrName = "fsdprt.program";
+    /// Set by --fsdp-plan-memory on the program: arena bytes, peak live
+    /// bytes, and the live bytes of each buffer kind at that peak.
+    static constexpr ::llvm::StringLiteral kArenaSizeAttrName =
+        "fsdprt.arena_size";
+    static constexpr ::llvm::StringLiteral kPeakAttrName = "fsdprt.peak";
+  }];
+}
+
+class Runtime_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FSDPRuntime_Dialect, mnemonic, traits>;
+
+#endif // FSDPRT_DIALECT_TD

@@ -1,0 +1,75 @@
+//===- RuntimeOps.td - fsdprt operations -------------------*- tablegen -*-===//
+
+#ifndef FSDPRT_OPS_TD
+#define FSDPRT_OPS_TD
+
+include "fsdp/Dialect/Runtime/IR/RuntimeDialect.td"
+include "fsdp/Dialect/Runtime/IR/RuntimeAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Runtime_BufferOp : Runtime_Op<"buffer", [
+    MemoryEffects<[MemAlloc<DefaultResource>]>]> {
+  let summary = "a buffer of the step program";
+  let description = [{
+    Declares one buffer. Its kind decides its lifetime (inputs, parameters
+    and optimizer moments live for the whole run; everything else lives from
+    the first to the last kernel that touches it) and its row in the memory
+    report. A parameter buffer, and the moments of a parameter, name the
+    `fsdp.param` they belong to; an input names the position of the step
+    input it receives. `--fsdp-plan-memory` sets `offset`, the byte offset
+    in the arena.
+
+    ```mlir
+    %0 = fsdprt.buffer <input> input 0 offset 0 : memref<4x64xi32>
+    %1 = fsdprt.buffer <param> param @wte offset 2048 : memref<256x64xf32>
+    %2 = fsdprt.buffer <activation> offset 70272 : memref<4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Runtime_BufferKindAttr:$kind,
+                       OptionalAttr<FlatSymbolRefAttr>:$param,
+                       OptionalAttr<I64Attr>:$input,
+                       OptionalAttr<I64Attr>:$offset);
+  let results = (outs AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = [{
+    $kind (`param` $param^)? (`input` $input^)? (`offset` $offset^)?
+    attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::MemRefType getType() { return getBuffer().getType(); }
+    int64_t getSizeInBytes();
+  }];
+}
+
+def Runtime_KernelOp : Runtime_Op<"kernel", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "one kernel call of the step program";
+  let description = [{
+    Calls the kernel `name` (an fsdp op name, or `fill`) with input buffers
+    `ins` and output buffers `outs`, which it overwrites. `params` holds the
+    kernel's numeric parameters by name (`heads`, `epsilon`, the AdamW
+    hyper-parameters, a fill value); `unit` names the FSDP unit the call
+    computes with, for traces. Kernels run in program order.
+
+    ```mlir
+    fsdprt.kernel "linear" ins(%3, %4 : memref<256x64xf32>, memref<192x64xf32>)
+        outs(%5 : memref<256x192xf32>) unit "h.0"
+    fsdprt.kernel "attention" ins(%5 : memref<4x64x192xf32>)
+        outs(%6, %7 : memref<4x64x64xf32>, memref<4x4x64x64xf32>)
+        params {heads = 4 : i64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Variadic<AnyStaticShapeMemRef>:$ins,
+                       Variadic<AnyStaticShapeMemRef>:$outs,
+                       OptionalAttr<DictionaryAttr>:$params,
+                       OptionalAttr<StrAttr>:$unit);
+  let assemblyFormat = [{
+    $name (`ins` `(` $ins^ `:` type($ins) `)`)?
+    (`outs` `(` $outs^ `:` type($outs) `)`)? (`params` $params^)?
+    (`unit` $unit^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FSDPRT_OPS_TD

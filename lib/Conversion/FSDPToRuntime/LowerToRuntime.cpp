@@ -1,0 +1,231 @@
+//===- LowerToRuntime.cpp - @train_step to buffers and kernel calls -------===//
+//
+// One buffer per tensor value, one kernel call per op, in program order.
+// The graph level has already decided everything that matters (which ops,
+// which order, which values the backward keeps); this pass only makes
+// storage explicit so that --fsdp-plan-memory can lay it out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+#include "fsdp/runtime/PlanFormat.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPLOWERTORUNTIMEPASS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+namespace plan = ::fsdp::plan;
+using namespace mlir::fsdp;
+using fsdprt::BufferKind;
+
+namespace {
+MemRefType toMemRef(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+/// Values that are parameter gradients: AdamW's operands, and the partial
+/// sums (fsdp.add) that feed them. They get the `grad` kind so that the
+/// memory report counts them as gradients.
+llvm::DenseSet<Value> findParamGradients(Block &block) {
+  llvm::DenseSet<Value> grads;
+  SmallVector<Value> worklist;
+  for (auto adamw : block.getOps<AdamWOp>())
+    worklist.push_back(adamw.getGrad());
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!grads.insert(v).second)
+      continue;
+    if (auto add = v.getDefiningOp<AddOp>())
+      worklist.append({add.getLhs(), add.getRhs()});
+  }
+  return grads;
+}
+
+class ProgramBuilder {
+public:
+  ProgramBuilder(OpBuilder &builder, const UnitTagMap &tags,
+                 const llvm::DenseSet<Value> &grads)
+      : builder(builder), tags(tags), grads(grads) {}
+
+  Value buffer(Location loc, BufferKind kind, MemRefType type,
+               FlatSymbolRefAttr param = {}, IntegerAttr input = {}) {
+    return fsdprt::BufferOp::create(
+        builder, loc, type,
+        fsdprt::BufferKindAttr::get(builder.getContext(), kind), param, input,
+        IntegerAttr());
+  }
+
+  void bindParam(FlatSymbolRefAttr param, Value buffer) {
+    paramBuffers[param] = buffer;
+  }
+
+  /// The buffer that holds `v` (created for results as they are defined).
+  Value of(Value v) const { return buffers.lookup(v); }
+  void bind(Value v, Value buffer) { buffers[v] = buffer; }
+
+  Value resultBuffer(Value result) {
+    Value b = buffer(result.getLoc(),
+                     grads.contains(result) ? BufferKind::Grad
+                                            : BufferKind::Activation,
+                     toMemRef(result.getType()));
+    bind(result, b);
+    return b;
+  }
+
+  void kernel(Operation *op, StringRef name, ValueRange ins, ValueRange outs,
+              DictionaryAttr params) {
+    StringAttr unit = tags.lookup(op).unit;
+    fsdprt::KernelOp::create(builder, op->getLoc(), name, ins, outs, params,
+                             unit ? StringAttr(unit) : StringAttr());
+  }
+
+  /// The numeric parameters the kernel table names, copied from `op`.
+  DictionaryAttr paramsOf(Operation *op, const plan::KernelInfo &info) {
+    SmallVector<NamedAttribute> attrs;
+    for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
+      StringRef key(info.params[i].data(), info.params[i].size());
+      Attribute value = op->getAttr(key);
+      // A default-valued attribute that the IR leaves out is not stored.
+      if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
+        value = builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
+      attrs.push_back(builder.getNamedAttr(key, value));
+    }
+    return attrs.empty() ? DictionaryAttr() : builder.getDictionaryAttr(attrs);
+  }
+
+  LogicalResult lower(Operation *op);
+
+private:
+  OpBuilder &builder;
+  const UnitTagMap &tags;
+  const llvm::DenseSet<Value> &grads;
+  llvm::DenseMap<Value, Value> buffers;
+  llvm::DenseMap<Attribute, Value> paramBuffers;
+  llvm::DenseMap<Attribute, std::pair<Value, Value>> moments;
+};
+
+LogicalResult ProgramBuilder::lower(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto load = llvm::dyn_cast<LoadOp>(op)) {
+    // Reading a parameter is no copy: the kernel reads its buffer.
+    bind(load.getResult(), paramBuffers.lookup(load.getParamAttr()));
+    return success();
+  }
+  if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
+    auto splat = llvm::dyn_cast<SplatElementsAttr>(constant.getValue());
+    if (!splat || !llvm::isa<FloatType>(splat.getElementType()))
+      return op->emitOpError()
+             << "only float splat constants lower to the runtime";
+    Value out = resultBuffer(constant.getResult());
+    kernel(op, "fill", {}, out,
+           builder.getDictionaryAttr(builder.getNamedAttr(
+               "value", builder.getF32FloatAttr(
+                            splat.getSplatValue<APFloat>().convertToFloat()))));
+    return success();
+  }
+  if (auto adamw = llvm::dyn_cast<AdamWOp>(op)) {
+    Value param = paramBuffers.lookup(adamw.getParamAttr());
+    MemRefType type = llvm::cast<MemRefType>(param.getType());
+    auto &[m, v] = moments[adamw.getParamAttr()];
+    if (!m) {
+      m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
+      v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
+    }
+    kernel(op, "adamw", of(adamw.getGrad()), {param, m, v},
+           paramsOf(op, *plan::findKernel("adamw")));
+    return success();
+  }
+  StringRef name = op->getName().stripDialect();
+  const plan::KernelInfo *info = plan::findKernel(name.str());
+  if (op->getDialect() != op->getContext()->getLoadedDialect<FSDPDialect>() ||
+      !info)
+    return op->emitOpError() << "has no runtime kernel";
+  SmallVector<Value> ins, outs;
+  for (Value operand : op->getOperands())
+    ins.push_back(of(operand));
+  for (Value result : op->getResults())
+    outs.push_back(resultBuffer(result));
+  if (auto backward = llvm::dyn_cast<AttentionBackwardOp>(op))
+    outs.push_back(buffer(loc, BufferKind::Scratch,
+                          toMemRef(backward.getProbs().getType())));
+  kernel(op, name, ins, outs, paramsOf(op, *info));
+  return success();
+}
+
+struct FsdpLowerToRuntimePass
+    : public mlir::fsdp::impl::FsdpLowerToRuntimePassBase<FsdpLowerToRuntimePass> {
+  void runOnOperation() override;
+};
+} // namespace
+
+void FsdpLowerToRuntimePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp step;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+      step = func;
+  if (!step || !step.getBody().hasOneBlock()) {
+    module.emitError() << "fsdp-lower-to-runtime: no single-block function "
+                          "marked fsdp.train_step (run --fsdp-autodiff first)";
+    return signalPassFailure();
+  }
+  Block &block = step.getBody().front();
+  UnitTagMap tags;
+  inlineComputeRegions(block, tags);
+  llvm::DenseSet<Value> grads = findParamGradients(block);
+  auto ret = llvm::cast<func::ReturnOp>(block.getTerminator());
+  Value loss = ret.getOperand(0);
+
+  OpBuilder builder(step);
+  auto program = func::FuncOp::create(
+      builder, step.getLoc(), "__fsdprt_train_step",
+      builder.getFunctionType({}, {toMemRef(loss.getType())}));
+  program->setAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName,
+                   builder.getUnitAttr());
+  Block *body = program.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  ProgramBuilder lowering(builder, tags, grads);
+
+  for (BlockArgument arg : block.getArguments()) {
+    if (!llvm::isa<RankedTensorType>(arg.getType()))
+      continue; // the step number: the runtime passes it to AdamW
+    lowering.bind(arg, lowering.buffer(
+                           arg.getLoc(), BufferKind::Input,
+                           toMemRef(arg.getType()), FlatSymbolRefAttr(),
+                           builder.getI64IntegerAttr(arg.getArgNumber())));
+  }
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    lowering.bindParam(ref, lowering.buffer(param.getLoc(), BufferKind::Param,
+                                            toMemRef(param.getType()), ref));
+  }
+  for (Operation &op : block.without_terminator())
+    if (failed(lowering.lower(&op)))
+      return signalPassFailure();
+  func::ReturnOp::create(builder, ret.getLoc(), lowering.of(loss));
+
+  // Declarations first, then the kernels in program order.
+  SmallVector<fsdprt::BufferOp> declared(body->getOps<fsdprt::BufferOp>());
+  for (fsdprt::BufferOp buffer : llvm::reverse(declared))
+    buffer->moveBefore(body, body->begin());
+
+  for (func::FuncOp func :
+       llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName) ||
+        func->hasAttr(FSDPDialect::kForwardAttrName))
+      func.erase();
+  if (module.lookupSymbol("train_step")) {
+    module.emitError() << "fsdp-lower-to-runtime: a symbol named @train_step "
+                          "is left in the module";
+    return signalPassFailure();
+  }
+  program.setSymName("train_step");
+}

@@ -1,0 +1,83 @@
+//===- RuntimeOps.cpp - fsdprt op verifiers -------------------------------===//
+
+#include "fsdp/Dialect/Runtime/IR/Runtime.h"
+#include "fsdp/runtime/PlanFormat.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+namespace plan = ::fsdp::plan;
+using namespace mlir::fsdprt;
+
+int64_t BufferOp::getSizeInBytes() {
+  MemRefType type = getType();
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+LogicalResult BufferOp::verify() {
+  BufferKind kind = getKind();
+  bool ownsParam = kind == BufferKind::Param || kind == BufferKind::AdamM ||
+                   kind == BufferKind::AdamV;
+  if (ownsParam != bool(getParam()))
+    return emitOpError() << "a " << stringifyBufferKind(kind) << " buffer "
+                         << (ownsParam ? "must" : "must not")
+                         << " name a parameter";
+  if ((kind == BufferKind::Input) != bool(getInput()))
+    return emitOpError() << "an input position is given exactly for input "
+                            "buffers";
+  if (getInputAttr() && getInputAttr().getInt() < 0)
+    return emitOpError() << "input position must be non-negative";
+  if (getOffsetAttr() &&
+      (getOffsetAttr().getInt() < 0 ||
+       getOffsetAttr().getInt() % int64_t(plan::kBufferAlignment)))
+    return emitOpError() << "offset must be a non-negative multiple of "
+                         << plan::kBufferAlignment;
+  Type element = getType().getElementType();
+  if (!element.isF32() && !element.isBF16() && !element.isInteger(32))
+    return emitOpError() << "element type must be f32, bf16 or i32, got "
+                         << element;
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  const plan::KernelInfo *info = plan::findKernel(getName().str());
+  if (!info)
+    return emitOpError() << "unknown kernel '" << getName() << "'";
+  if (getIns().size() < info->minInputs || getIns().size() > info->maxInputs)
+    return emitOpError() << "kernel '" << getName() << "' takes "
+                         << info->minInputs
+                         << (info->minInputs == info->maxInputs
+                                 ? ""
+                                 : " to " + std::to_string(info->maxInputs))
+                         << " inputs, got " << getIns().size();
+  if (getOuts().size() != info->outputs)
+    return emitOpError() << "kernel '" << getName() << "' writes "
+                         << info->outputs << " outputs, got "
+                         << getOuts().size();
+  size_t expected = plan::numParams(*info);
+  size_t given = getParams() ? getParams()->size() : 0;
+  for (size_t i = 0; i < expected; ++i) {
+    StringRef key(info->params[i].data(), info->params[i].size());
+    Attribute value = getParams() ? getParams()->get(key) : Attribute();
+    if (!llvm::isa_and_nonnull<IntegerAttr, FloatAttr>(value))
+      return emitOpError() << "kernel '" << getName()
+                           << "' needs a numeric parameter '" << key << "'";
+  }
+  if (given != expected)
+    return emitOpError() << "kernel '" << getName() << "' takes " << expected
+                         << " parameters, got " << given;
+  return success();
+}
+
+void KernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &in : getInsMutable())
+    effects.emplace_back(MemoryEffects::Read::get(), &in);
+  for (OpOperand &out : getOutsMutable())
+    effects.emplace_back(MemoryEffects::Write::get(), &out);
+}
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/Runtime/IR/RuntimeOps.cpp.inc"

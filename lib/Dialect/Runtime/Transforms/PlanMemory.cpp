@@ -1,0 +1,215 @@
+//===- PlanMemory.cpp - static layout of every buffer in one arena --------===//
+//
+// Lifetimes come from program order: a buffer is live from the first to the
+// last kernel that touches it (persistent kinds always). Offsets come from
+// the greedy-by-size heuristic (TFLite's arena planner, XLA's heap
+// simulator use variants of it): large buffers first, each at the lowest
+// aligned offset that overlaps no already placed buffer alive at the same
+// time. The result is exact: the runtime allocates the arena once and the
+// peak is known before the job starts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/Runtime/Transforms/Passes.h"
+#include "fsdp/runtime/PlanFormat.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::fsdprt {
+#define GEN_PASS_DEF_FSDPPLANMEMORYPASS
+#include "fsdp/Dialect/Runtime/Transforms/Passes.h.inc"
+} // namespace mlir::fsdprt
+
+using namespace mlir;
+namespace plan = ::fsdp::plan;
+using namespace mlir::fsdprt;
+
+namespace {
+constexpr int64_t kAlign = int64_t(plan::kBufferAlignment);
+
+int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Slot {
+  BufferOp op;
+  int64_t size = 0, first = -1, last = -1, offset = -1;
+  bool persistent = false;
+  bool overlapsInTime(const Slot &other) const {
+    return persistent || other.persistent ||
+           !(last < other.first || other.last < first);
+  }
+};
+
+/// Live bytes at one kernel, per buffer kind.
+struct LiveBytes {
+  std::array<int64_t, plan::kNumBufferKinds> byKind{};
+  int64_t total() const {
+    int64_t sum = 0;
+    for (int64_t b : byKind)
+      sum += b;
+    return sum;
+  }
+};
+
+struct FsdpPlanMemoryPass
+    : public fsdprt::impl::FsdpPlanMemoryPassBase<FsdpPlanMemoryPass> {
+  using FsdpPlanMemoryPassBase::FsdpPlanMemoryPassBase;
+  void runOnOperation() override {
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      if (func->hasAttr(FSDPRuntimeDialect::kProgramAttrName))
+        plan(func);
+  }
+
+  void plan(func::FuncOp program);
+};
+} // namespace
+
+void FsdpPlanMemoryPass::plan(func::FuncOp program) {
+  Block &body = program.getBody().front();
+  SmallVector<Slot> slots;
+  llvm::DenseMap<Value, size_t> slotOf;
+  SmallVector<KernelOp> kernels;
+  for (Operation &op : body) {
+    if (auto buffer = llvm::dyn_cast<BufferOp>(op)) {
+      slotOf[buffer.getBuffer()] = slots.size();
+      slots.push_back({buffer, alignUp(buffer.getSizeInBytes()), -1, -1, -1,
+                       isPersistent(buffer.getKind())});
+    } else if (auto kernel = llvm::dyn_cast<KernelOp>(op)) {
+      int64_t index = kernels.size();
+      kernels.push_back(kernel);
+      for (Value operand : kernel->getOperands()) {
+        Slot &slot = slots[slotOf.lookup(operand)];
+        if (slot.first < 0)
+          slot.first = index;
+        slot.last = index;
+      }
+    }
+  }
+  int64_t end = kernels.size();
+  for (Value returned : body.getTerminator()->getOperands())
+    slots[slotOf.lookup(returned)].last = end;
+
+  // Unused temporaries need no memory at all.
+  SmallVector<Slot> used;
+  for (Slot &slot : slots) {
+    if (slot.persistent) {
+      slot.first = 0;
+      slot.last = end;
+    }
+    if (slot.first < 0 && !slot.persistent)
+      slot.op.erase();
+    else
+      used.push_back(slot);
+  }
+
+  // Slots are spaced by their aligned sizes; the arena ends where the last
+  // byte of the highest buffer does (no padding after it), which is what
+  // the runtime's high-water mark measures.
+  int64_t next = 0, arena = 0;
+  for (Slot &slot : used)
+    if (slot.persistent) {
+      slot.offset = next;
+      next += slot.size;
+      arena = slot.offset + slot.op.getSizeInBytes();
+    }
+  SmallVector<Slot *> order;
+  for (Slot &slot : used)
+    if (!slot.persistent)
+      order.push_back(&slot);
+  llvm::stable_sort(order, [](const Slot *a, const Slot *b) {
+    return a->size != b->size ? a->size > b->size : a->first < b->first;
+  });
+  int64_t persistentEnd = next;
+  SmallVector<Slot *> placed;
+  for (Slot *slot : order) {
+    SmallVector<Slot *> conflicts;
+    for (Slot *other : placed)
+      if (slot->overlapsInTime(*other))
+        conflicts.push_back(other);
+    llvm::sort(conflicts,
+               [](Slot *a, Slot *b) { return a->offset < b->offset; });
+    int64_t candidate = persistentEnd;
+    for (Slot *other : conflicts) {
+      if (candidate + slot->size <= other->offset)
+        break;
+      candidate = std::max(candidate, other->offset + other->size);
+    }
+    slot->offset = candidate;
+    arena = std::max(arena, candidate + slot->op.getSizeInBytes());
+    placed.push_back(slot);
+  }
+
+  // The peak: the kernel with the most live bytes, and what is live there.
+  // A sweep over lifetime starts and ends, per kind.
+  SmallVector<LiveBytes> live(std::max<int64_t>(end, 1) + 1);
+  for (Slot &slot : used) {
+    int64_t bytes = slot.op.getSizeInBytes();
+    uint32_t kind = uint32_t(slot.op.getKind());
+    live[slot.first].byKind[kind] += bytes;
+    live[std::min(slot.last, end - 1) + 1].byKind[kind] -= bytes;
+  }
+  live.pop_back();
+  for (size_t i = 1; i < live.size(); ++i)
+    for (uint32_t k = 0; k < plan::kNumBufferKinds; ++k)
+      live[i].byKind[k] += live[i - 1].byKind[k];
+  int64_t peakKernel = 0;
+  for (int64_t i = 0; i < int64_t(live.size()); ++i)
+    if (live[i].total() > live[peakKernel].total())
+      peakKernel = i;
+  const LiveBytes &peak = live[peakKernel];
+
+  OpBuilder builder(program.getContext());
+  for (Slot &slot : used)
+    slot.op.setOffsetAttr(builder.getI64IntegerAttr(slot.offset));
+  auto kindBytes = [&](std::initializer_list<BufferKind> kinds) {
+    int64_t sum = 0;
+    for (BufferKind kind : kinds)
+      sum += peak.byKind[uint32_t(kind)];
+    return sum;
+  };
+  struct Row {
+    StringRef name;
+    int64_t bytes;
+  };
+  Row rows[] = {
+      {"params", kindBytes({BufferKind::Param})},
+      {"grads", kindBytes({BufferKind::Grad})},
+      {"optimizer", kindBytes({BufferKind::AdamM, BufferKind::AdamV})},
+      {"activations", kindBytes({BufferKind::Activation})},
+      {"scratch", kindBytes({BufferKind::Scratch})},
+      {"inputs", kindBytes({BufferKind::Input})},
+  };
+  SmallVector<NamedAttribute> attrs = {
+      builder.getNamedAttr("bytes", builder.getI64IntegerAttr(peak.total())),
+      builder.getNamedAttr("kernel", builder.getI64IntegerAttr(peakKernel))};
+  for (const Row &row : rows)
+    attrs.push_back(
+        builder.getNamedAttr(row.name, builder.getI64IntegerAttr(row.bytes)));
+  program->setAttr(FSDPRuntimeDialect::kArenaSizeAttrName,
+                   builder.getI64IntegerAttr(arena));
+  program->setAttr(FSDPRuntimeDialect::kPeakAttrName,
+                   builder.getDictionaryAttr(attrs));
+
+  if (!report)
+    return;
+  llvm::raw_ostream &os = llvm::errs();
+  auto mib = [](int64_t bytes) { return double(bytes) / (1 << 20); };
+  os << "fsdp-plan-memory: @" << program.getSymName() << ", " << end
+     << " kernels, " << used.size() << " buffers\n";
+  os << llvm::format("  %-22s %16lld bytes %12.2f MiB\n", "arena", arena,
+                     mib(arena));
+  os << llvm::format("  %-22s %16lld bytes %12.2f MiB", "peak live",
+                     peak.total(), mib(peak.total()));
+  if (end > 0) {
+    KernelOp at = kernels[peakKernel];
+    os << "  at kernel #" << peakKernel << " (" << at.getName();
+    if (at.getUnit())
+      os << ", unit " << *at.getUnit();
+    os << ")";
+  }
+  os << "\n";
+  for (const Row &row : rows)
+    os << llvm::format("    %-20s %16lld bytes %12.2f MiB\n",
+                       row.name.str().c_str(), row.bytes, mib(row.bytes));
+}

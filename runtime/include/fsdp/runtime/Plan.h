@@ -1,0 +1,82 @@
+//===- Plan.h - a plan file, loaded and validated ----------------*- C++ -*-===//
+//
+// The in-memory form of a plan (PlanFormat.h has the file format). loadPlan
+// checks everything a kernel will rely on, so that a corrupt or
+// hand-crafted plan gets an error naming the file and the reason instead of
+// a crash: header, version, size, checksum, every index, every buffer
+// inside the arena, and every kernel's operand counts and shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_PLAN_H
+#define FSDP_RUNTIME_PLAN_H
+
+#include "fsdp/runtime/PlanFormat.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+struct BufferDesc {
+  plan::BufferKind kind;
+  plan::DType dtype;
+  uint64_t offset = 0, size = 0;
+  std::vector<int64_t> shape;
+  int32_t param = -1; ///< owning parameter (param, adam_m, adam_v buffers)
+  int32_t input = -1; ///< step input position (input buffers)
+  int64_t numElements() const;
+};
+
+struct ParamDesc {
+  std::string name;
+  plan::DType dtype;
+  std::vector<int64_t> shape;
+  plan::InitKind init;
+  double stddev = 0.0;
+  bool noWeightDecay = false;
+  uint32_t buffer = 0;
+  /// Elements [rangeBegin, rangeEnd) of the full, flattened parameter live
+  /// in this rank's buffer.
+  int64_t rangeBegin = 0, rangeEnd = 0;
+  int64_t numElements() const;
+};
+
+struct Instruction {
+  const plan::KernelInfo *kernel = nullptr;
+  std::string unit; ///< empty outside units
+  std::vector<uint32_t> ins, outs;
+  std::vector<double> params; ///< in KernelInfo::params order
+};
+
+/// Bytes live at the predicted peak, by row of the memory report.
+struct PeakBreakdown {
+  uint64_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0,
+           inputs = 0;
+};
+
+struct Plan {
+  std::string path;
+  uint32_t worldSize = 1;
+  uint64_t arenaSize = 0;
+  uint64_t peakBytes = 0, peakKernel = 0;
+  PeakBreakdown peak;
+  std::vector<BufferDesc> buffers;
+  std::vector<ParamDesc> params;
+  std::vector<uint32_t> inputs; ///< buffer of each step input, by position
+  uint32_t lossBuffer = 0;
+  std::vector<Instruction> program;
+};
+
+/// Loads and validates `path`. On failure returns false and sets `error` to
+/// one line that names the file and the reason.
+bool loadPlan(const std::string &path, Plan &plan, std::string &error);
+
+/// A short description: kernels, buffers, arena, predicted peak.
+std::string describePlan(const Plan &plan);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_PLAN_H

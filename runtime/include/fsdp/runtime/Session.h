@@ -1,0 +1,65 @@
+//===- Session.h - a plan running on a backend -------------------*- C++ -*-===//
+
+#ifndef FSDP_RUNTIME_SESSION_H
+#define FSDP_RUNTIME_SESSION_H
+
+#include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Plan.h"
+
+#include <array>
+#include <optional>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// Wall time spent in each kernel kind over all steps so far.
+struct KernelTimes {
+  std::array<double, plan::kKernels.size()> seconds{};
+  std::array<int64_t, plan::kKernels.size()> calls{};
+};
+
+class Session {
+public:
+  Session(const Plan &plan, Backend &backend) : plan(plan), backend(backend) {}
+
+  /// Allocates the arena and initialises every parameter from its
+  /// initializer and `seed` (deterministically: element i of a parameter
+  /// depends only on the seed, the parameter's name and i) and every
+  /// optimizer moment to zero.
+  bool initialize(uint64_t seed, std::string &error);
+
+  /// Copies the step input at `position` (token ids, targets, features).
+  void setInput(uint32_t position, const void *data, uint64_t bytes);
+
+  /// One training step (forward, backward, AdamW); returns the loss.
+  float step(int64_t step);
+  /// Forward and backward only (every kernel but AdamW): parameters are
+  /// unchanged and each AdamW's gradient buffer holds that gradient.
+  float forwardBackward();
+
+  /// Uses `lr` for every AdamW instead of the compiled learning rate.
+  void overrideLearningRate(double lr) { lrOverride = lr; }
+
+  std::vector<float> readBuffer(uint32_t buffer);
+  void writeBuffer(uint32_t buffer, const std::vector<float> &values);
+  /// The buffer AdamW reads the gradient of parameter `param` from.
+  std::optional<uint32_t> gradientBuffer(uint32_t param) const;
+
+  const KernelTimes &kernelTimes() const { return times; }
+  uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
+
+private:
+  float run(int64_t step, bool optimizer);
+
+  const Plan &plan;
+  Backend &backend;
+  std::optional<double> lrOverride;
+  KernelTimes times;
+};
+
+/// Elements [begin, end) of parameter `param`, initialised with `seed`.
+void initializeParam(const ParamDesc &param, uint64_t seed, float *out);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_SESSION_H

@@ -1,0 +1,134 @@
+//===- Data.cpp - token streams for language-model training ---------------===//
+
+#include "fsdp/runtime/Data.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace fsdp::rt {
+namespace {
+// Public-domain English prose (the opening of Jane Austen's "Pride and
+// Prejudice" and of Herman Melville's "Moby-Dick"), enough for a few
+// hundred distinct batches of a small model.
+const char *const kBuiltinCorpus =
+    "It is a truth universally acknowledged, that a single man in possession "
+    "of a good fortune, must be in want of a wife. However little known the "
+    "feelings or views of such a man may be on his first entering a "
+    "neighbourhood, this truth is so well fixed in the minds of the "
+    "surrounding families, that he is considered the rightful property of "
+    "some one or other of their daughters. \"My dear Mr. Bennet,\" said his "
+    "lady to him one day, \"have you heard that Netherfield Park is let at "
+    "last?\" Mr. Bennet replied that he had not. \"But it is,\" returned she; "
+    "\"for Mrs. Long has just been here, and she told me all about it.\" Mr. "
+    "Bennet made no answer. \"Do you not want to know who has taken it?\" "
+    "cried his wife impatiently. \"You want to tell me, and I have no "
+    "objection to hearing it.\" This was invitation enough. \"Why, my dear, "
+    "you must know, Mrs. Long says that Netherfield is taken by a young man "
+    "of large fortune from the north of England; that he came down on "
+    "Monday in a chaise and four to see the place, and was so much delighted "
+    "with it, that he agreed with Mr. Morris immediately; that he is to take "
+    "possession before Michaelmas, and some of his servants are to be in the "
+    "house by the end of next week.\" \"What is his name?\" \"Bingley.\" \"Is "
+    "he married or single?\" \"Oh! Single, my dear, to be sure! A single man "
+    "of large fortune; four or five thousand a year. What a fine thing for "
+    "our girls!\" \"How so? How can it affect them?\" \"My dear Mr. Bennet,\" "
+    "replied his wife, \"how can you be so tiresome! You must know that I am "
+    "thinking of his marrying one of them.\" \"Is that his design in settling "
+    "here?\" \"Design! Nonsense, how can you talk so! But it is very likely "
+    "that he may fall in love with one of them, and therefore you must visit "
+    "him as soon as he comes.\"\n"
+    "Call me Ishmael. Some years ago, never mind how long precisely, having "
+    "little or no money in my purse, and nothing particular to interest me "
+    "on shore, I thought I would sail about a little and see the watery part "
+    "of the world. It is a way I have of driving off the spleen and "
+    "regulating the circulation. Whenever I find myself growing grim about "
+    "the mouth; whenever it is a damp, drizzly November in my soul; whenever "
+    "I find myself involuntarily pausing before coffin warehouses, and "
+    "bringing up the rear of every funeral I meet; and especially whenever "
+    "my hypos get such an upper hand of me, that it requires a strong moral "
+    "principle to prevent me from deliberately stepping into the street, and "
+    "methodically knocking people's hats off, then, I account it high time "
+    "to get to sea as soon as I can. This is my substitute for pistol and "
+    "ball. With a philosophical flourish Cato throws himself upon his sword; "
+    "I quietly take to the ship. There is nothing surprising in this. If "
+    "they but knew it, almost all men in their degree, some time or other, "
+    "cherish very nearly the same feelings towards the ocean with me.\n";
+} // namespace
+
+bool TokenData::load(const std::string &path, std::string &error) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = path + ": cannot open data file: " + std::strerror(errno);
+    return false;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(file)),
+                    std::istreambuf_iterator<char>());
+  source_ = path;
+  int32_t header[3] = {};
+  if (bytes.size() >= sizeof(header))
+    std::memcpy(header, bytes.data(), sizeof(header));
+  if (header[0] != kTokenFileMagic) {
+    tokens.assign(bytes.begin(), bytes.end());
+    for (int32_t &t : tokens)
+      t &= 0xFF; // bytes, not signed chars
+    return true;
+  }
+  const size_t headerBytes = 256 * sizeof(int32_t);
+  if (header[1] != 1) {
+    error = path + ": unsupported token file version " +
+            std::to_string(header[1]) + " (expected 1)";
+    return false;
+  }
+  if (header[2] < 0 || bytes.size() < headerBytes ||
+      (bytes.size() - headerBytes) / 2 < size_t(header[2])) {
+    error = path + ": truncated token file: the header promises " +
+            std::to_string(header[2]) + " tokens";
+    return false;
+  }
+  tokens.resize(header[2]);
+  const unsigned char *p =
+      reinterpret_cast<const unsigned char *>(bytes.data()) + headerBytes;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
+  return true;
+}
+
+void TokenData::loadBuiltin() {
+  std::string text(kBuiltinCorpus);
+  tokens.assign(text.begin(), text.end());
+  for (int32_t &t : tokens)
+    t &= 0xFF;
+  source_ = "(built-in corpus)";
+}
+
+bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
+                      std::string &error) const {
+  if (int64_t(tokens.size()) < B * T + 1) {
+    error = source_ + ": " + std::to_string(tokens.size()) +
+            " tokens, fewer than one batch needs (B x T + 1 = " +
+            std::to_string(B * T + 1) + ")";
+    return false;
+  }
+  int32_t largest = *std::max_element(tokens.begin(), tokens.end());
+  if (largest >= vocab) {
+    error = source_ + ": token id " + std::to_string(largest) +
+            " is outside the model's vocabulary of " + std::to_string(vocab) +
+            (vocab < 256 ? " (byte-level data needs a vocabulary of 256)" : "");
+    return false;
+  }
+  return true;
+}
+
+void TokenData::batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
+                      int64_t rows, int32_t *inputs, int32_t *targets) const {
+  int64_t perBatch = B * T;
+  int64_t batches = (int64_t(tokens.size()) - 1) / perBatch;
+  int64_t start = (batch % batches) * perBatch + rowBegin * T;
+  std::copy_n(tokens.begin() + start, rows * T, inputs);
+  std::copy_n(tokens.begin() + start + 1, rows * T, targets);
+}
+
+} // namespace fsdp::rt

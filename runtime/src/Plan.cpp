@@ -1,0 +1,435 @@
+//===- Plan.cpp - loading and validating plan files -----------------------===//
+
+#include "fsdp/runtime/Plan.h"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace fsdp::rt {
+namespace {
+/// Reads little-endian fields, failing (never reading past the end) once a
+/// field would cross the end of the payload.
+class Reader {
+public:
+  Reader(const char *data, size_t size) : data(data), size(size) {}
+
+  template <typename T> bool read(T &value) {
+    if (size - pos < sizeof(T))
+      return fail();
+    std::memcpy(&value, data + pos, sizeof(T)); // hosts are little-endian
+    pos += sizeof(T);
+    return true;
+  }
+  bool readString(std::string &s) {
+    uint32_t len;
+    if (!read(len) || size - pos < len)
+      return fail();
+    s.assign(data + pos, len);
+    pos += len;
+    return true;
+  }
+  bool readShape(std::vector<int64_t> &shape) {
+    uint32_t rank;
+    if (!read(rank) || rank > 16)
+      return fail();
+    shape.resize(rank);
+    for (int64_t &d : shape)
+      if (!read(d) || d < 0)
+        return fail();
+    return true;
+  }
+  bool failed() const { return bad; }
+  bool atEnd() const { return pos == size; }
+
+private:
+  bool fail() {
+    bad = true;
+    return false;
+  }
+  const char *data;
+  size_t size, pos = 0;
+  bool bad = false;
+};
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+} // namespace
+
+int64_t BufferDesc::numElements() const { return product(shape); }
+int64_t ParamDesc::numElements() const { return product(shape); }
+
+static bool validateKernels(Plan &plan, std::string &why);
+
+bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
+  auto fail = [&](const std::string &why) {
+    error = path + ": " + why;
+    return false;
+  };
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return fail("cannot open plan file: " + std::string(std::strerror(errno)));
+  std::string bytes((std::istreambuf_iterator<char>(file)),
+                    std::istreambuf_iterator<char>());
+  if (bytes.size() < plan::kHeaderSize ||
+      std::memcmp(bytes.data(), plan::kMagic, sizeof(plan::kMagic)) != 0)
+    return fail(bytes.size() < sizeof(plan::kMagic)
+                    ? "not a plan file (too short to hold a header)"
+                    : "not a plan file (bad magic)");
+  Reader header(bytes.data() + sizeof(plan::kMagic),
+                plan::kHeaderSize - sizeof(plan::kMagic));
+  uint32_t version, flags, crc;
+  uint64_t payloadSize;
+  header.read(version);
+  header.read(flags);
+  header.read(payloadSize);
+  header.read(crc);
+  if (version != plan::kPlanVersion)
+    return fail("unsupported plan version " + std::to_string(version) +
+                " (this fsdp-run reads version " +
+                std::to_string(plan::kPlanVersion) + "; recompile the model)");
+  if (payloadSize != bytes.size() - plan::kHeaderSize)
+    return fail("truncated or padded plan: header says " +
+                std::to_string(payloadSize) + " payload bytes, file has " +
+                std::to_string(bytes.size() - plan::kHeaderSize));
+  const char *payload = bytes.data() + plan::kHeaderSize;
+  if (plan::crc32(payload, payloadSize) != crc)
+    return fail("checksum mismatch: the plan file is corrupt");
+
+  plan = Plan();
+  plan.path = path;
+  Reader r(payload, payloadSize);
+  uint64_t peak[6] = {};
+  r.read(plan.worldSize);
+  r.read(plan.arenaSize);
+  r.read(plan.peakBytes);
+  r.read(plan.peakKernel);
+  for (uint64_t &row : peak)
+    r.read(row);
+  plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5]};
+
+  uint32_t count = 0;
+  if (!r.read(count) || count > payloadSize)
+    return fail("malformed buffer table");
+  plan.buffers.resize(count);
+  for (BufferDesc &b : plan.buffers) {
+    uint32_t kind, dtype;
+    if (!r.read(kind) || !r.read(dtype) || !r.read(b.offset) ||
+        !r.read(b.size) || !r.readShape(b.shape) || !r.read(b.param) ||
+        !r.read(b.input))
+      return fail("malformed buffer table");
+    if (kind >= plan::kNumBufferKinds || dtype >= plan::kDTypeNames.size())
+      return fail("buffer with an unknown kind or element type");
+    b.kind = plan::BufferKind(kind);
+    b.dtype = plan::DType(dtype);
+  }
+  if (!r.read(count) || count > payloadSize)
+    return fail("malformed parameter table");
+  plan.params.resize(count);
+  std::vector<uint32_t> nameIds(count);
+  for (size_t i = 0; i < count; ++i) {
+    ParamDesc &p = plan.params[i];
+    uint32_t dtype, init, noDecay;
+    if (!r.read(nameIds[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
+        !r.read(init) || !r.read(p.stddev) || !r.read(noDecay) ||
+        !r.read(p.buffer) || !r.read(p.rangeBegin) || !r.read(p.rangeEnd))
+      return fail("malformed parameter table");
+    if (dtype >= plan::kDTypeNames.size() || init > 2)
+      return fail("parameter with an unknown element type or initializer");
+    p.dtype = plan::DType(dtype);
+    p.init = plan::InitKind(init);
+    p.noWeightDecay = noDecay != 0;
+  }
+  if (!r.read(plan.lossBuffer) || !r.read(count) || count > payloadSize)
+    return fail("malformed program");
+  plan.program.resize(count);
+  std::vector<uint32_t> unitIds(count);
+  for (size_t i = 0; i < count; ++i) {
+    Instruction &inst = plan.program[i];
+    uint32_t opcode, n;
+    if (!r.read(opcode) || !(inst.kernel = plan::findKernel(opcode)))
+      return fail("kernel #" + std::to_string(i) + " has an unknown opcode");
+    r.read(unitIds[i]);
+    for (std::vector<uint32_t> *group : {&inst.ins, &inst.outs}) {
+      if (!r.read(n) || n > 16)
+        return fail("malformed kernel #" + std::to_string(i));
+      group->resize(n);
+      for (uint32_t &id : *group)
+        r.read(id);
+    }
+    if (!r.read(n) || n > 16)
+      return fail("malformed kernel #" + std::to_string(i));
+    inst.params.resize(n);
+    for (double &v : inst.params)
+      r.read(v);
+  }
+  std::vector<std::string> strings;
+  if (!r.read(count) || count > payloadSize)
+    return fail("malformed string table");
+  strings.resize(count);
+  for (std::string &s : strings)
+    r.readString(s);
+  if (r.failed())
+    return fail("the payload ends in the middle of a record");
+  if (!r.atEnd())
+    return fail("trailing bytes after the string table");
+
+  // Cross-references.
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    ParamDesc &p = plan.params[i];
+    if (nameIds[i] >= strings.size())
+      return fail("parameter #" + std::to_string(i) + " has no name");
+    p.name = strings[nameIds[i]];
+    if (p.buffer >= plan.buffers.size() ||
+        plan.buffers[p.buffer].kind != plan::BufferKind::Param ||
+        plan.buffers[p.buffer].param != int32_t(i))
+      return fail("parameter '" + p.name + "' has no parameter buffer");
+    if (p.rangeBegin < 0 || p.rangeBegin > p.rangeEnd ||
+        p.rangeEnd > p.numElements() ||
+        plan.buffers[p.buffer].numElements() != p.rangeEnd - p.rangeBegin)
+      return fail("parameter '" + p.name + "' has an invalid element range");
+  }
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    std::string name = "buffer #" + std::to_string(i);
+    if (b.size != uint64_t(b.numElements()) * plan::dtypeSize(b.dtype))
+      return fail(name + " has a size that does not match its shape");
+    if (b.offset % plan::kBufferAlignment || b.offset > plan.arenaSize ||
+        b.size > plan.arenaSize - b.offset)
+      return fail(name + " lies outside the arena");
+    bool owned = b.kind == plan::BufferKind::Param ||
+                 b.kind == plan::BufferKind::AdamM ||
+                 b.kind == plan::BufferKind::AdamV;
+    if (owned != (b.param >= 0) || b.param >= int32_t(plan.params.size()))
+      return fail(name + " has an invalid owning parameter");
+    if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) ||
+        b.input > 64)
+      return fail(name + " has an invalid input position");
+    if (b.input >= 0) {
+      if (plan.inputs.size() <= size_t(b.input))
+        plan.inputs.resize(b.input + 1, plan::kNone);
+      plan.inputs[b.input] = i;
+    }
+  }
+  if (plan.lossBuffer >= plan.buffers.size() ||
+      plan.buffers[plan.lossBuffer].numElements() != 1 ||
+      plan.buffers[plan.lossBuffer].dtype != plan::DType::F32)
+    return fail("the loss buffer is not a scalar f32 buffer");
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    Instruction &inst = plan.program[i];
+    if (unitIds[i] != plan::kNone) {
+      if (unitIds[i] >= strings.size())
+        return fail("kernel #" + std::to_string(i) + " names no unit");
+      inst.unit = strings[unitIds[i]];
+    }
+  }
+  std::string why;
+  if (!validateKernels(plan, why))
+    return fail(why);
+  return true;
+}
+
+/// Every kernel's operands: counts, ids, element types and shapes, as the
+/// CPU and CUDA kernels assume them.
+static bool validateKernels(Plan &plan, std::string &why) {
+  using plan::Opcode;
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    const Instruction &inst = plan.program[i];
+    const plan::KernelInfo &info = *inst.kernel;
+    std::string where = "kernel #" + std::to_string(i) + " (" +
+                        std::string(info.name) + ")";
+    auto bad = [&](const std::string &what) {
+      why = where + ": " + what;
+      return false;
+    };
+    if (inst.ins.size() < info.minInputs || inst.ins.size() > info.maxInputs ||
+        inst.outs.size() != info.outputs)
+      return bad("wrong number of operands");
+    if (inst.params.size() != plan::numParams(info))
+      return bad("wrong number of parameters");
+    for (uint32_t id : inst.ins)
+      if (id >= plan.buffers.size())
+        return bad("reads an unknown buffer");
+    for (uint32_t id : inst.outs)
+      if (id >= plan.buffers.size())
+        return bad("writes an unknown buffer");
+    auto in = [&](size_t k) -> const BufferDesc & {
+      return plan.buffers[inst.ins[k]];
+    };
+    auto out = [&](size_t k) -> const BufferDesc & {
+      return plan.buffers[inst.outs[k]];
+    };
+    // Float operands are f32 on every backend today; token ids are i32.
+    bool idOperand[8] = {};
+    if (info.opcode == Opcode::Embedding || info.opcode == Opcode::EmbeddingBackward)
+      idOperand[info.opcode == Opcode::Embedding ? 0 : 1] = true;
+    if (info.opcode == Opcode::CrossEntropy)
+      idOperand[1] = true;
+    if (info.opcode == Opcode::CrossEntropyBackward)
+      idOperand[2] = true;
+    for (size_t k = 0; k < inst.ins.size(); ++k)
+      if (in(k).dtype != (idOperand[k] ? plan::DType::I32 : plan::DType::F32))
+        return bad("operand #" + std::to_string(k) + " has the wrong element type");
+    for (size_t k = 0; k < inst.outs.size(); ++k)
+      if (out(k).dtype != plan::DType::F32)
+        return bad("result #" + std::to_string(k) + " is not f32");
+    auto last = [](const BufferDesc &b) {
+      return b.shape.empty() ? int64_t(1) : b.shape.back();
+    };
+    auto same = [](const BufferDesc &a, const BufferDesc &b) {
+      return a.shape == b.shape;
+    };
+    switch (info.opcode) {
+    case Opcode::Embedding:
+      if (in(0).shape.size() != 2 || in(1).shape.size() != 2 ||
+          in(2).shape.size() != 2 || in(2).shape[0] < in(0).shape[1] ||
+          in(1).shape[1] != in(2).shape[1] ||
+          out(0).shape != std::vector<int64_t>{in(0).shape[0], in(0).shape[1],
+                                               in(1).shape[1]})
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::EmbeddingBackward:
+      if (in(1).shape.size() != 2 || out(0).shape.size() != 2 ||
+          out(1).shape.size() != 2 || out(1).shape[0] < in(1).shape[1] ||
+          in(0).shape != std::vector<int64_t>{in(1).shape[0], in(1).shape[1],
+                                              out(0).shape[1]} ||
+          out(1).shape[1] != out(0).shape[1])
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::LayerNorm:
+      if (in(0).shape.empty() || !same(in(0), out(0)) ||
+          in(1).numElements() != last(in(0)) ||
+          in(2).numElements() != last(in(0)) ||
+          out(1).numElements() * last(in(0)) != in(0).numElements() ||
+          out(2).numElements() != out(1).numElements())
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::LayerNormBackward:
+      if (in(1).shape.empty() || !same(in(0), in(1)) || !same(in(1), out(0)) ||
+          in(2).numElements() != last(in(1)) ||
+          in(3).numElements() * last(in(1)) != in(1).numElements() ||
+          in(4).numElements() != in(3).numElements() ||
+          out(1).numElements() != last(in(1)) ||
+          out(2).numElements() != last(in(1)))
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::Linear:
+    case Opcode::LinearGradInput:
+    case Opcode::LinearGradWeight: {
+      // x: N x IC, w: OC x IC, y: N x OC (with roles per kernel).
+      const BufferDesc &w = info.opcode == Opcode::LinearGradWeight ? out(0)
+                                                                     : in(1);
+      if (w.shape.size() != 2)
+        return bad("weight is not rank 2");
+      int64_t oc = w.shape[0], ic = w.shape[1];
+      const BufferDesc &x = info.opcode == Opcode::Linear ? in(0)
+                            : info.opcode == Opcode::LinearGradInput ? out(0)
+                                                                     : in(1);
+      const BufferDesc &y = info.opcode == Opcode::Linear ? out(0) : in(0);
+      if (x.shape.empty() || y.shape.empty() || last(x) != ic ||
+          last(y) != oc || x.numElements() / ic != y.numElements() / oc)
+        return bad("inconsistent shapes");
+      if (info.opcode == Opcode::Linear && inst.ins.size() == 3 &&
+          in(2).numElements() != oc)
+        return bad("bias does not match the output features");
+      break;
+    }
+    case Opcode::BiasGrad:
+      if (in(0).shape.empty() || out(0).numElements() != last(in(0)))
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::Add:
+      if (!same(in(0), in(1)) || !same(in(0), out(0)))
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::Gelu:
+    case Opcode::Relu:
+      if (!same(in(0), out(0)))
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::GeluBackward:
+    case Opcode::ReluBackward:
+      if (!same(in(0), in(1)) || !same(in(0), out(0)))
+        return bad("inconsistent shapes");
+      break;
+    case Opcode::Attention:
+    case Opcode::AttentionBackward: {
+      const BufferDesc &qkv = info.opcode == Opcode::Attention ? in(0) : in(1);
+      double heads = inst.params[0];
+      if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || heads < 1 ||
+          heads != double(int64_t(heads)) ||
+          (qkv.shape[2] / 3) % int64_t(heads))
+        return bad("inconsistent shapes or head count");
+      int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3,
+              H = int64_t(heads);
+      std::vector<int64_t> act = {B, T, C}, probs = {B, H, T, T};
+      if (info.opcode == Opcode::Attention
+              ? (out(0).shape != act || out(1).shape != probs)
+              : (in(0).shape != act || in(2).shape != probs ||
+                 out(0).shape != qkv.shape ||
+                 out(1).numElements() != B * H * T * T))
+        return bad("inconsistent shapes");
+      break;
+    }
+    case Opcode::CrossEntropy:
+    case Opcode::CrossEntropyBackward: {
+      const BufferDesc &logits =
+          info.opcode == Opcode::CrossEntropy ? in(0) : in(1);
+      const BufferDesc &targets =
+          info.opcode == Opcode::CrossEntropy ? in(1) : in(2);
+      if (logits.shape.empty() ||
+          targets.numElements() * last(logits) != logits.numElements())
+        return bad("inconsistent shapes");
+      if (info.opcode == Opcode::CrossEntropy
+              ? out(0).numElements() != 1
+              : (in(0).numElements() != 1 || !same(out(0), logits)))
+        return bad("inconsistent shapes");
+      break;
+    }
+    case Opcode::AdamW:
+      if (!same(in(0), out(0)) || !same(in(0), out(1)) || !same(in(0), out(2)) ||
+          out(0).kind != plan::BufferKind::Param ||
+          out(1).kind != plan::BufferKind::AdamM ||
+          out(2).kind != plan::BufferKind::AdamV)
+        return bad("does not update a parameter and its moments");
+      break;
+    case Opcode::Fill:
+      break;
+    }
+  }
+  return true;
+}
+
+std::string describePlan(const Plan &plan) {
+  std::ostringstream os;
+  uint64_t paramElements = 0;
+  for (const ParamDesc &p : plan.params)
+    paramElements += p.numElements();
+  os << "plan " << plan.path << ": world size " << plan.worldSize << ", "
+     << plan.params.size() << " parameters (" << paramElements
+     << " elements), " << plan.buffers.size() << " buffers, "
+     << plan.program.size() << " kernels\n"
+     << "  arena " << plan.arenaSize << " bytes, predicted peak "
+     << plan.peakBytes << " bytes at kernel #" << plan.peakKernel
+     << " (params " << plan.peak.params << ", grads " << plan.peak.grads
+     << ", optimizer " << plan.peak.optimizer << ", activations "
+     << plan.peak.activations << ", scratch " << plan.peak.scratch
+     << ", inputs " << plan.peak.inputs << ")\n";
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (plan.inputs[i] == plan::kNone)
+      continue;
+    const BufferDesc &b = plan.buffers[plan.inputs[i]];
+    os << "  input " << i << ": " << plan::kDTypeNames[uint32_t(b.dtype)];
+    for (int64_t d : b.shape)
+      os << "x" << d;
+    os << "\n";
+  }
+  return os.str();
+}
+
+} // namespace fsdp::rt

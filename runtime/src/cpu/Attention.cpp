@@ -1,0 +1,205 @@
+//===- Attention.cpp - causal multi-head self-attention -------------------===//
+//
+// The four kinds of products (q k^T, probs v and the backward's dO v^T,
+// dS k, dS^T q, P^T dO) are BLAS GEMMs, one set per (batch, head), reading
+// q, k, v and writing dq, dk, dv in place in the B x T x 3C layout through
+// row strides (lda = 3C); the softmax and its backward are our own loops,
+// parallel over all B x NH x T rows.
+//
+// Causality halves the useful work: row i only sees columns j <= i. The
+// products therefore run on row blocks of kCausalBlock rows, and block b
+// only multiplies against the columns up to its own end, skipping the
+// blocks above the diagonal (37.5% of the flops at T = 1024). Smaller
+// blocks would skip more but make each GEMM smaller; for T up to
+// kCausalBlock there is one block and the GEMMs are the plain T x T ones.
+//
+// GEMMs are issued one after another (BLAS threads each), with the row
+// loops in one OpenMP region between them, so BLAS and OpenMP threads do
+// not compete for the cores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Blas.h"
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdp::rt::cpu {
+namespace {
+
+constexpr int64_t kCausalBlock = 256;
+
+inline int32_t floatBits(float x) {
+  int32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+inline float bitsFloat(int32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+/// Maps float bits to an int that orders like the float (an involution).
+inline int32_t orderedKey(int32_t bits) {
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+
+/// exp(x) to within 1e-7 relative (Cephes' expf polynomial). Results below
+/// ~1e-38 flush to 0, above 88.3 saturate at exp(88.3); NaN and +-inf give
+/// NaN (a non-finite input is an upstream error that must stay visible).
+/// Written without branches, floor or float comparisons: under GCC's
+/// default -ftrapping-math any of those stops the vectoriser. The same
+/// function is in Elementwise.cpp and CrossEntropy.cpp (kept in step).
+inline float expApprox(float x) {
+  // Clamp on the integer image of x: integer min/max cannot trap.
+  int32_t key = orderedKey(floatBits(x));
+  key = std::min(std::max(key, orderedKey(floatBits(-88.0f))),
+                 orderedKey(floatBits(88.3f)));
+  float xc = bitsFloat(orderedKey(key));
+  // n = round(xc / ln 2) by the 1.5 * 2^23 trick; exp(xc) = 2^n exp(r).
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f; // ln 2 in two parts, for an exact r
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  // n is in [-127, 127]; n = -127 gives the bits of +0.
+  float scale = bitsFloat((static_cast<int32_t>(n) + 127) << 23);
+  return y * scale + 0.0f * x; // 0 * x is NaN exactly when x is not finite
+}
+
+/// The end (exclusive) of the row block that holds row i.
+inline int64_t blockEnd(int64_t i, int64_t T) {
+  return std::min(T, (i / kCausalBlock + 1) * kCausalBlock);
+}
+
+} // namespace
+
+void attentionForward(const Blas &blas, float *out, float *probs,
+                      const float *qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH) {
+  const int64_t hs = C / NH, ld = 3 * C;
+  const float scale = 1.0f / std::sqrt(float(hs));
+
+  // Scores S = scale q k^T into probs, for each row block only up to the
+  // block's last row (the rest of its rows is never read).
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const float *q = qkv + b * T * ld + h * hs, *k = q + C;
+      float *P = probs + (b * NH + h) * T * T;
+      for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
+        const int64_t i1 = blockEnd(i0, T);
+        blas.sgemm(false, true, i1 - i0, i1, hs, scale, q + i0 * ld, ld, k, ld,
+                   0.0f, P + i0 * T, T);
+      }
+    }
+
+    // Softmax over j <= i, zeros above the diagonal.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * NH * T; ++r) {
+    float *row = probs + r * T;
+    const int64_t n = r % T + 1;
+    float m = row[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j)
+      m = std::max(m, row[j]);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = expApprox(row[j] - m);
+      row[j] = e;
+      sum += e;
+    }
+    const float inv = float(1.0 / sum);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      row[j] *= inv;
+    std::memset(row + n, 0, sizeof(float) * (T - n));
+  }
+
+  // out = P v, heads side by side.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const float *v = qkv + b * T * ld + 2 * C + h * hs;
+      const float *P = probs + (b * NH + h) * T * T;
+      float *o = out + b * T * C + h * hs;
+      for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
+        const int64_t i1 = blockEnd(i0, T);
+        blas.sgemm(false, false, i1 - i0, hs, i1, 1.0f, P + i0 * T, T, v, ld,
+                   0.0f, o + i0 * C, C);
+      }
+    }
+}
+
+void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
+                       const float *dout, const float *qkv, const float *probs,
+                       int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = C / NH, ld = 3 * C;
+  const float scale = 1.0f / std::sqrt(float(hs));
+
+  // dP = dO v^T into scratch, row blocks as in the forward.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const float *v = qkv + b * T * ld + 2 * C + h * hs;
+      const float *dO = dout + b * T * C + h * hs;
+      float *dS = scratch + (b * NH + h) * T * T;
+      for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
+        const int64_t i1 = blockEnd(i0, T);
+        blas.sgemm(false, true, i1 - i0, i1, hs, 1.0f, dO + i0 * C, C, v, ld,
+                   0.0f, dS + i0 * T, T);
+      }
+    }
+
+    // Softmax backward in place: dS = P (dP - rowsum(dP P)). Above the
+    // diagonal, up to the end of the row's block, dS must be 0: the GEMMs
+    // below read those entries (past the block end nothing reads them).
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * NH * T; ++r) {
+    const float *p = probs + r * T;
+    float *d = scratch + r * T;
+    const int64_t i = r % T, n = i + 1;
+    double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < n; ++j)
+      dot += double(d[j] * p[j]);
+    const float dotf = float(dot);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      d[j] = p[j] * (d[j] - dotf);
+    std::memset(d + n, 0, sizeof(float) * (blockEnd(i, T) - n));
+  }
+
+  // dq = scale dS k, dk = scale dS^T q, dv = P^T dO. Every row of every
+  // head's dq, dk and dv is written once with beta = 0, which overwrites
+  // all of dqkv.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const float *q = qkv + b * T * ld + h * hs, *k = q + C;
+      const float *dO = dout + b * T * C + h * hs;
+      const float *P = probs + (b * NH + h) * T * T;
+      const float *dS = scratch + (b * NH + h) * T * T;
+      float *dq = dqkv + b * T * ld + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+      for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
+        const int64_t i1 = blockEnd(i0, T);
+        // Rows i0..i1 of dq see columns 0..i1 of dS.
+        blas.sgemm(false, false, i1 - i0, hs, i1, scale, dS + i0 * T, T, k, ld,
+                   0.0f, dq + i0 * ld, ld);
+        // Rows i0..i1 of dk and dv (columns of dS and P) see the rows
+        // i0..T below the diagonal.
+        blas.sgemm(true, false, i1 - i0, hs, T - i0, scale, dS + i0 * T + i0, T,
+                   q + i0 * ld, ld, 0.0f, dk + i0 * ld, ld);
+        blas.sgemm(true, false, i1 - i0, hs, T - i0, 1.0f, P + i0 * T + i0, T,
+                   dO + i0 * C, C, 0.0f, dv + i0 * ld, ld);
+      }
+    }
+}
+
+} // namespace fsdp::rt::cpu

@@ -1,0 +1,88 @@
+//===- Blas.cpp - a CBLAS library loaded at run time ----------------------===//
+
+#include "Blas.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+
+namespace fsdp::rt::cpu {
+namespace {
+// CBLAS enum values (cblas.h), fixed by the CBLAS standard.
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+template <typename Fn> Fn lookup(void *handle, const char *name) {
+  return reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
+bool cpuHasAvx512() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+} // namespace
+
+std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
+                                 std::string &error) {
+  const char *soname = nullptr;
+  if (library == "openblas") {
+    soname = "libopenblas.so.0";
+    // Must happen before the library's constructor reads it.
+    if (cpuHasAvx512())
+      setenv("OPENBLAS_CORETYPE", "SkylakeX", /*overwrite=*/0);
+  } else if (library == "blis") {
+    soname = "libblis.so.4";
+  } else {
+    error = "unknown BLAS library '" + library + "', expected openblas or blis";
+    return nullptr;
+  }
+  void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    error = std::string("cannot load ") + soname + ": " + dlerror();
+    return nullptr;
+  }
+  std::unique_ptr<Blas> blas(new Blas());
+  blas->handle_ = handle;
+  blas->library_ = library;
+  blas->sgemm_ = lookup<SgemmFn>(handle, "cblas_sgemm");
+  if (!blas->sgemm_) {
+    error = std::string(soname) + " has no cblas_sgemm";
+    return nullptr;
+  }
+  if (library == "openblas") {
+    if (auto setThreads = lookup<void (*)(int)>(handle, "openblas_set_num_threads"))
+      setThreads(threads);
+    auto corename = lookup<const char *(*)()>(handle, "openblas_get_corename");
+    auto config = lookup<const char *(*)()>(handle, "openblas_get_config");
+    blas->description_ = std::string("openblas (") +
+                         (config ? config() : "?") + "; core " +
+                         (corename ? corename() : "?") + ")";
+  } else {
+    if (auto setThreads =
+            lookup<void (*)(long)>(handle, "bli_thread_set_num_threads"))
+      setThreads(threads);
+    auto version = lookup<const char *(*)()>(handle, "bli_info_get_version_str");
+    auto archId = lookup<int (*)()>(handle, "bli_arch_query_id");
+    auto archName = lookup<const char *(*)(int)>(handle, "bli_arch_string");
+    blas->description_ =
+        std::string("blis ") + (version ? version() : "?") + " (arch " +
+        (archId && archName ? archName(archId()) : "?") + ")";
+  }
+  return blas;
+}
+
+Blas::~Blas() {
+  // Libraries with worker threads must stay loaded until exit.
+}
+
+void Blas::sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                 float alpha, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, float beta, float *C, int64_t ldc) const {
+  sgemm_(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans,
+         int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+         int(ldc));
+}
+
+} // namespace fsdp::rt::cpu

@@ -1,0 +1,53 @@
+//===- Blas.h - a CBLAS library loaded at run time ---------------*- C++ -*-===//
+//
+// The CPU backend does its GEMMs through a CBLAS library that it opens with
+// dlopen, so that one binary can run OpenBLAS or BLIS (chosen by --blas, the
+// default picked by measurement, see docs/cpu-gemm.md) and so that the
+// runtime builds on machines that have neither. The library reports the
+// kernel it runs (OpenBLAS's core name, BLIS's architecture).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_CPU_BLAS_H
+#define FSDP_RUNTIME_CPU_BLAS_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fsdp::rt::cpu {
+
+class Blas {
+public:
+  /// Opens `library`: "openblas" or "blis". For OpenBLAS on a CPU with
+  /// AVX-512, sets OPENBLAS_CORETYPE=SkylakeX first unless the environment
+  /// already sets it (Debian's OpenBLAS 0.3.21 does not recognise newer
+  /// CPUs and would fall back to a generic kernel). On failure returns null
+  /// and sets `error`.
+  static std::unique_ptr<Blas> open(const std::string &library, int threads,
+                                    std::string &error);
+  ~Blas();
+
+  /// Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, where op(A) is
+  /// M x K (A stored K x M when transA) and op(B) is K x N (B stored N x K
+  /// when transB); lda/ldb/ldc are row strides in elements.
+  void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+             float alpha, const float *A, int64_t lda, const float *B,
+             int64_t ldb, float beta, float *C, int64_t ldc) const;
+
+  /// "openblas 0.3.21 (core SkylakeX)", "blis 0.9.0 (arch zen3)", ...
+  const std::string &description() const { return description_; }
+  const std::string &library() const { return library_; }
+
+private:
+  Blas() = default;
+  void *handle_ = nullptr;
+  using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *,
+                           int, const float *, int, float, float *, int);
+  SgemmFn sgemm_ = nullptr;
+  std::string library_, description_;
+};
+
+} // namespace fsdp::rt::cpu
+
+#endif // FSDP_RUNTIME_CPU_BLAS_H

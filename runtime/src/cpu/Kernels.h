@@ -1,0 +1,109 @@
+//===- Kernels.h - the CPU backend's kernels ---------------------*- C++ -*-===//
+//
+// One function per kernel of the plan, fp32, row-major, contiguous unless a
+// stride is given. Every output is overwritten (never accumulated into):
+// the compiler's autodiff sums gradients with explicit `add` kernels. GEMMs
+// go through Blas; everything else is our own code, parallelised with
+// OpenMP over the outer dimension. Shapes follow the fsdp dialect's ops
+// (docs/generated/FSDPDialect.md); N below is the number of rows (the
+// product of all leading dimensions).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_CPU_KERNELS_H
+#define FSDP_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+
+namespace fsdp::rt::cpu {
+
+class Blas;
+
+/// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. Tokens are in [0, V) (the
+/// runtime validates data before it reaches a kernel).
+void embeddingForward(float *out, const int32_t *tokens, const float *wte,
+                      const float *wpe, int64_t B, int64_t T, int64_t C);
+
+/// dwte (V x C) and dwpe (Tmax x C) are zeroed, then dwte[tokens[b,t]] +=
+/// dout[b,t] and dwpe[t] += dout[b,t]. Rows of dwpe past T stay zero.
+void embeddingBackward(float *dwte, float *dwpe, const float *dout,
+                       const int32_t *tokens, int64_t B, int64_t T, int64_t C,
+                       int64_t V, int64_t Tmax);
+
+/// out = (x - mean) * rstd * w + b over rows of C; mean and rstd (N) are
+/// saved for the backward. rstd = 1 / sqrt(var + eps), var biased.
+void layerNormForward(float *out, float *mean, float *rstd, const float *x,
+                      const float *w, const float *b, int64_t N, int64_t C,
+                      float eps);
+
+/// Overwrites dx (N x C), dw (C) and db (C).
+void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
+                       const float *x, const float *w, const float *mean,
+                       const float *rstd, int64_t N, int64_t C);
+
+/// out (N x OC) = x (N x IC) * w^T (w is OC x IC) + bias (OC; may be null).
+void linearForward(const Blas &blas, float *out, const float *x,
+                   const float *w, const float *bias, int64_t N, int64_t IC,
+                   int64_t OC);
+
+/// dx (N x IC) = dout (N x OC) * w (OC x IC).
+void linearGradInput(const Blas &blas, float *dx, const float *dout,
+                     const float *w, int64_t N, int64_t IC, int64_t OC);
+
+/// dw (OC x IC) = dout^T (OC x N) * x (N x IC).
+void linearGradWeight(const Blas &blas, float *dw, const float *dout,
+                      const float *x, int64_t N, int64_t IC, int64_t OC);
+
+/// db (OC) = sum over rows of dout (N x OC).
+void biasGrad(float *db, const float *dout, int64_t N, int64_t OC);
+
+/// out = a + b over n elements (out may alias a or b).
+void add(float *out, const float *a, const float *b, int64_t n);
+
+/// GELU, tanh approximation (GPT-2):
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void geluForward(float *out, const float *x, int64_t n);
+void geluBackward(float *dx, const float *dout, const float *x, int64_t n);
+
+void reluForward(float *out, const float *x, int64_t n);
+/// dx = dout where x > 0, else 0.
+void reluBackward(float *dx, const float *dout, const float *x, int64_t n);
+
+/// Causal self-attention. qkv is B x T x 3C with q, k, v side by side; NH
+/// heads of size hs = C / NH. probs (B x NH x T x T) receives softmax(q k^T
+/// / sqrt(hs)) with zeros above the diagonal; out (B x T x C) = probs v,
+/// heads concatenated.
+void attentionForward(const Blas &blas, float *out, float *probs,
+                      const float *qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH);
+
+/// dqkv (B x T x 3C) from dout (B x T x C), qkv and the saved probs.
+/// `scratch` holds B x NH x T x T floats for the gradient of the scores.
+void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
+                       const float *dout, const float *qkv,
+                       const float *probs, int64_t B, int64_t T, int64_t C,
+                       int64_t NH);
+
+/// *loss = mean over N rows of -log softmax(logits[row])[targets[row]].
+void crossEntropyForward(float *loss, const float *logits,
+                         const int32_t *targets, int64_t N, int64_t V);
+
+/// dlogits = dloss * (softmax(logits) - onehot(targets)) / N.
+void crossEntropyBackward(float *dlogits, const float *dloss,
+                          const float *logits, const int32_t *targets,
+                          int64_t N, int64_t V);
+
+/// AdamW (decoupled weight decay), step t >= 1:
+///   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+///   mhat = m / (1 - b1^t);  vhat = v / (1 - b2^t)
+///   p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
+           float lr, float beta1, float beta2, float eps, float weightDecay,
+           int64_t step);
+
+/// out[i] = value for n elements.
+void fill(float *out, int64_t n, float value);
+
+} // namespace fsdp::rt::cpu
+
+#endif // FSDP_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,120 @@
+//===- LayerNorm.cpp - layer normalisation --------------------------------===//
+//
+// As in llm.c: the forward saves each row's mean and rstd, the backward
+// uses them instead of recomputing the statistics. Row sums are taken in
+// double (`omp simd reduction` lets the compiler vectorise them; without
+// it, strict IEEE order would keep them scalar).
+//
+// dw and db are sums over all N rows. Rather than per-thread partial
+// vectors (an allocation, and a result that depends on the thread count),
+// the backward makes a second pass over column blocks: each block's sums
+// live on the stack, and every column is summed in row order by one
+// thread, so the result is the same for any thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <omp.h>
+
+namespace fsdp::rt::cpu {
+namespace {
+
+/// Widest column block of the dw/db pass: 64 floats are four cache lines
+/// per row of each input, enough for the prefetchers to stream rows C apart.
+constexpr int64_t kMaxColBlock = 64;
+
+/// Columns per block: the widest multiple of 16 (one cache line) up to
+/// kMaxColBlock that still gives every thread a block.
+int64_t columnBlock(int64_t C) {
+  const int64_t threads = omp_get_max_threads();
+  int64_t width = kMaxColBlock;
+  while (width > 16 && (C + width - 1) / width < threads)
+    width /= 2;
+  return width;
+}
+
+} // namespace
+
+void layerNormForward(float *out, float *mean, float *rstd, const float *x,
+                      const float *w, const float *b, int64_t N, int64_t C,
+                      float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float *xi = x + i * C;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < C; ++c)
+      sum += xi[c];
+    const float m = float(sum / double(C));
+    // Two passes: the variance of the centred values does not lose the
+    // digits that E[x^2] - E[x]^2 would for rows with a large mean.
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t c = 0; c < C; ++c) {
+      const float d = xi[c] - m;
+      sq += double(d * d);
+    }
+    const float s = float(1.0 / std::sqrt(sq / double(C) + double(eps)));
+    float *o = out + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      o[c] = (xi[c] - m) * s * w[c] + b[c];
+    mean[i] = m;
+    rstd[i] = s;
+  }
+}
+
+void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
+                       const float *x, const float *w, const float *mean,
+                       const float *rstd, int64_t N, int64_t C) {
+  // dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)), with
+  // norm = (x - mean) rstd and dnorm = w dout.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float *xi = x + i * C, *di = dout + i * C;
+    const float m = mean[i], s = rstd[i];
+    double sumD = 0.0, sumDN = 0.0;
+#pragma omp simd reduction(+ : sumD, sumDN)
+    for (int64_t c = 0; c < C; ++c) {
+      const float norm = (xi[c] - m) * s;
+      const float dnorm = w[c] * di[c];
+      sumD += dnorm;
+      sumDN += double(dnorm * norm);
+    }
+    const float meanD = float(sumD / double(C));
+    const float meanDN = float(sumDN / double(C));
+    float *o = dx + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const float norm = (xi[c] - m) * s;
+      const float dnorm = w[c] * di[c];
+      o[c] = (dnorm - meanD - norm * meanDN) * s;
+    }
+  }
+
+  const int64_t width = columnBlock(C);
+  const int64_t blocks = (C + width - 1) / width;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * width, n = std::min(width, C - c0);
+    double accW[kMaxColBlock] = {}, accB[kMaxColBlock] = {};
+    for (int64_t i = 0; i < N; ++i) {
+      const float *xi = x + i * C + c0, *di = dout + i * C + c0;
+      const float m = mean[i], s = rstd[i];
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) {
+        accW[c] += double(di[c] * ((xi[c] - m) * s));
+        accB[c] += di[c];
+      }
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      dw[c0 + c] = float(accW[c]);
+      db[c0 + c] = float(accB[c]);
+    }
+  }
+}
+
+} // namespace fsdp::rt::cpu

@@ -1,0 +1,357 @@
+//===- fsdp-run.cpp - train a compiled plan -------------------------------===//
+//
+//   fsdp-run model.plan [--steps N] [--data FILE] [--seed N] [--lr X]
+//            [--log-every N] [--threads N] [--blas openblas|blis]
+//            [--save FILE] [--profile] [--describe]
+//
+// Loads and validates the plan, allocates its arena once, initialises the
+// parameters from their initializers, and trains: one progress line per
+// step (step, loss, ms/step, tokens/s), then a summary with the measured
+// arena high-water mark next to the compiler's prediction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Data.h"
+#include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/Session.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace fsdp;
+using namespace fsdp::rt;
+
+namespace {
+struct Options {
+  std::string planPath, dataPath, savePath, blas = "openblas",
+                                            backend = "cpu";
+  int64_t steps = 20, logEvery = 1, threads = 0;
+  uint64_t seed = 1;
+  double lr = -1.0;
+  bool profile = false, describe = false;
+};
+
+const char *const kUsage =
+    "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
+    "                [--log-every N] [--threads N] [--blas openblas|blis]\n"
+    "                [--backend cpu] [--save FILE] [--profile] [--describe]\n";
+
+[[noreturn]] void die(const std::string &message, int code = 1) {
+  std::fprintf(stderr, "fsdp-run: error: %s\n", message.c_str());
+  std::exit(code);
+}
+
+int64_t parseInt(const std::string &flag, const char *text, int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno || *end || end == text || v < min)
+    die(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
+            text + "'",
+        2);
+  return v;
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc)
+        die(arg + " needs a value\n" + kUsage, 2);
+      return argv[++i];
+    };
+    if (arg == "--steps")
+      o.steps = parseInt(arg, value(), 1);
+    else if (arg == "--data")
+      o.dataPath = value();
+    else if (arg == "--seed")
+      o.seed = parseInt(arg, value(), 0);
+    else if (arg == "--lr") {
+      const char *text = value();
+      char *end = nullptr;
+      o.lr = std::strtod(text, &end);
+      if (*end || end == text || !(o.lr >= 0.0))
+        die("--lr expects a non-negative number, got '" + std::string(text) +
+                "'",
+            2);
+    } else if (arg == "--log-every")
+      o.logEvery = parseInt(arg, value(), 1);
+    else if (arg == "--threads")
+      o.threads = parseInt(arg, value(), 1);
+    else if (arg == "--blas")
+      o.blas = value();
+    else if (arg == "--backend")
+      o.backend = value();
+    else if (arg == "--save")
+      o.savePath = value();
+    else if (arg == "--profile")
+      o.profile = true;
+    else if (arg == "--describe")
+      o.describe = true;
+    else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (!arg.empty() && arg[0] == '-')
+      die("unknown option '" + arg + "'\n" + kUsage, 2);
+    else if (o.planPath.empty())
+      o.planPath = arg;
+    else
+      die("more than one plan given ('" + o.planPath + "', '" + arg + "')", 2);
+  }
+  if (o.planPath.empty())
+    die(std::string("no plan given\n") + kUsage, 2);
+  return o;
+}
+
+/// How the plan's step inputs are fed.
+enum class InputKind { Tokens, Features };
+
+struct Inputs {
+  InputKind kind;
+  int64_t batch = 0, seq = 1, features = 0, vocab = 0;
+};
+
+Inputs classifyInputs(const Plan &plan) {
+  if (plan.inputs.size() != 2 || plan.inputs[0] == plan::kNone ||
+      plan.inputs[1] == plan::kNone)
+    die(plan.path + ": fsdp-run feeds plans with two inputs (data, targets)");
+  const BufferDesc &data = plan.buffers[plan.inputs[0]];
+  const BufferDesc &targets = plan.buffers[plan.inputs[1]];
+  Inputs in;
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::CrossEntropy)
+      in.vocab = plan.buffers[inst.ins[0]].shape.back();
+  if (data.dtype == plan::DType::I32 && data.shape.size() == 2 &&
+      targets.shape == data.shape) {
+    in.kind = InputKind::Tokens;
+    in.batch = data.shape[0];
+    in.seq = data.shape[1];
+  } else if (data.dtype == plan::DType::F32 && data.shape.size() == 2 &&
+             targets.shape.size() == 1 && targets.shape[0] == data.shape[0]) {
+    in.kind = InputKind::Features;
+    in.batch = data.shape[0];
+    in.features = data.shape[1];
+  } else {
+    die(plan.path + ": unsupported step inputs (expected B x T token ids and "
+                    "targets, or B x D features and B class ids)");
+  }
+  return in;
+}
+
+/// Classification data for MLP plans: Gaussian features, labels from a
+/// fixed random linear teacher, so that a model can learn them.
+class TeacherData {
+public:
+  TeacherData(int64_t features, int64_t classes, uint64_t seed)
+      : features(features), classes(classes), weights(features * classes) {
+    std::mt19937_64 rng(seed ^ 0x7EAC4E5ull);
+    std::normal_distribution<float> normal;
+    for (float &w : weights)
+      w = normal(rng);
+  }
+  void batch(int64_t step, int64_t B, float *x, int32_t *y) const {
+    std::mt19937_64 rng(step * 7919 + 17);
+    std::normal_distribution<float> normal;
+    for (int64_t b = 0; b < B; ++b) {
+      float *row = x + b * features;
+      for (int64_t f = 0; f < features; ++f)
+        row[f] = normal(rng);
+      int64_t best = 0;
+      float bestScore = -INFINITY;
+      for (int64_t c = 0; c < classes; ++c) {
+        float score = 0.0f;
+        for (int64_t f = 0; f < features; ++f)
+          score += row[f] * weights[c * features + f];
+        if (score > bestScore) {
+          bestScore = score;
+          best = c;
+        }
+      }
+      y[b] = int32_t(best);
+    }
+  }
+
+private:
+  int64_t features, classes;
+  std::vector<float> weights;
+};
+
+/// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
+/// length, name, u32 rank, i64 dims, f32 values (docs/plan-format.md).
+void saveParams(const Plan &plan, Session &session, const std::string &path) {
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  auto put = [&](const void *p, size_t n) {
+    out.write(static_cast<const char *>(p), n);
+  };
+  put("FSDPPARM", 8);
+  uint32_t count = plan.params.size();
+  put(&count, 4);
+  for (const ParamDesc &p : plan.params) {
+    uint32_t len = p.name.size(), rank = p.shape.size();
+    put(&len, 4);
+    put(p.name.data(), len);
+    put(&rank, 4);
+    put(p.shape.data(), rank * sizeof(int64_t));
+    std::vector<float> values = session.readBuffer(p.buffer);
+    put(values.data(), values.size() * sizeof(float));
+  }
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    die(path + ": cannot write the parameters: " + std::strerror(errno));
+  }
+}
+
+/// Fails now, not after training, when the output cannot be written.
+void checkWritable(const std::string &path) {
+  std::string tmp = path + ".tmp";
+  std::ofstream probe(tmp, std::ios::binary | std::ios::trunc);
+  if (!probe)
+    die(path + ": cannot write output: " + std::strerror(errno));
+  probe.close();
+  std::remove(tmp.c_str());
+}
+
+std::string bytes(uint64_t b) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%llu bytes (%.1f MiB)",
+                (unsigned long long)b, double(b) / (1 << 20));
+  return text;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  Plan plan;
+  std::string error;
+  if (!loadPlan(options.planPath, plan, error))
+    die(error);
+  if (options.describe) {
+    std::fputs(describePlan(plan).c_str(), stdout);
+    return 0;
+  }
+  if (plan.worldSize != 1)
+    die(plan.path + ": compiled for world size " +
+        std::to_string(plan.worldSize) +
+        ", but this fsdp-run runs one rank (launch it with mpirun -np " +
+        std::to_string(plan.worldSize) + ")");
+  if (options.backend != "cpu")
+    die("backend '" + options.backend +
+        "' is not available in this build (available: cpu)");
+  Inputs inputs = classifyInputs(plan);
+
+  TokenData tokens;
+  if (inputs.kind == InputKind::Tokens) {
+    if (options.dataPath.empty())
+      tokens.loadBuiltin();
+    else if (!tokens.load(options.dataPath, error))
+      die(error);
+    if (!tokens.check(inputs.batch, inputs.seq, inputs.vocab, error))
+      die(error);
+  } else if (!options.dataPath.empty()) {
+    die(plan.path + " classifies features; --data feeds token models only");
+  }
+  if (!options.savePath.empty())
+    checkWritable(options.savePath);
+
+  std::unique_ptr<Backend> backend = createCpuBackend(
+      {int(options.threads), options.blas}, error);
+  if (!backend)
+    die(error);
+  Session session(plan, *backend);
+  if (!session.initialize(options.seed, error))
+    die(error);
+  if (options.lr >= 0.0)
+    session.overrideLearningRate(options.lr);
+
+  std::printf("fsdp-run: %s\n", backend->description().c_str());
+  std::printf("fsdp-run: %s, %zu parameters, %zu kernels, data %s\n",
+              plan.path.c_str(), plan.params.size(), plan.program.size(),
+              inputs.kind == InputKind::Tokens ? tokens.source().c_str()
+                                               : "(synthetic teacher)");
+  int64_t tokensPerStep = inputs.batch * inputs.seq;
+  std::vector<int32_t> x(tokensPerStep), y(tokensPerStep);
+  std::vector<float> features(inputs.batch * inputs.features);
+  TeacherData teacher(inputs.features, inputs.vocab, options.seed);
+
+  using Clock = std::chrono::steady_clock;
+  double totalSeconds = 0.0, steadySeconds = 0.0;
+  float firstLoss = 0.0f, loss = 0.0f;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    if (inputs.kind == InputKind::Tokens) {
+      tokens.batch(step - 1, inputs.batch, inputs.seq, 0, inputs.batch,
+                   x.data(), y.data());
+      session.setInput(0, x.data(), x.size() * sizeof(int32_t));
+    } else {
+      teacher.batch(step, inputs.batch, features.data(), y.data());
+      session.setInput(0, features.data(), features.size() * sizeof(float));
+    }
+    session.setInput(1, y.data(), inputs.batch * inputs.seq * sizeof(int32_t));
+    auto start = Clock::now();
+    loss = session.step(step);
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    totalSeconds += seconds;
+    if (step > 1)
+      steadySeconds += seconds;
+    if (step == 1)
+      firstLoss = loss;
+    if (!std::isfinite(loss))
+      die("the loss is " + std::to_string(loss) + " at step " +
+          std::to_string(step) + "; training diverged");
+    if (step % options.logEvery == 0 || step == 1 || step == options.steps)
+      std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
+                  (long long)step, (long long)options.steps, loss,
+                  seconds * 1e3, tokensPerStep / seconds);
+    std::fflush(stdout);
+  }
+
+  int64_t timed = options.steps > 1 ? options.steps - 1 : 1;
+  double meanSeconds =
+      options.steps > 1 ? steadySeconds / timed : totalSeconds;
+  uint64_t measured = session.measureHighWaterMark();
+  std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
+              "tok/s (mean over steps %s)\n",
+              (long long)options.steps, firstLoss, loss, meanSeconds * 1e3,
+              tokensPerStep / meanSeconds,
+              options.steps > 1 ? "2.." : "1");
+  std::printf("summary: arena high-water mark %s measured, %s predicted "
+              "(%s)\n",
+              bytes(measured).c_str(), bytes(plan.arenaSize).c_str(),
+              measured == plan.arenaSize ? "match" : "MISMATCH");
+  std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
+              "optimizer %llu, activations %llu, scratch %llu, inputs %llu\n",
+              bytes(plan.peakBytes).c_str(),
+              (unsigned long long)plan.peak.params,
+              (unsigned long long)plan.peak.grads,
+              (unsigned long long)plan.peak.optimizer,
+              (unsigned long long)plan.peak.activations,
+              (unsigned long long)plan.peak.scratch,
+              (unsigned long long)plan.peak.inputs);
+  if (options.profile) {
+    const KernelTimes &t = session.kernelTimes();
+    double all = 0.0;
+    for (double s : t.seconds)
+      all += s;
+    std::printf("profile: kernel time by kind over %lld steps\n",
+                (long long)options.steps);
+    for (size_t k = 0; k < plan::kKernels.size(); ++k)
+      if (t.calls[k])
+        std::printf("profile: %-24s %8lld calls %10.2f ms %6.1f%%\n",
+                    std::string(plan::kKernels[k].name).c_str(),
+                    (long long)t.calls[k], t.seconds[k] * 1e3,
+                    100.0 * t.seconds[k] / all);
+  }
+  if (!options.savePath.empty())
+    saveParams(plan, session, options.savePath);
+  return 0;
+}

@@ -1,0 +1,72 @@
+// RUN: fsdp-opt %s --fsdp-lower-to-runtime | FileCheck %s
+
+// A one-layer classifier's training step, as --fsdp-autodiff builds it.
+fsdp.param @w : tensor<3x4xf32> init <normal, std = 0.5>
+fsdp.param @b : tensor<3xf32> init <zeros> no_weight_decay
+fsdp.unit @layers.0 params [@w, @b]
+
+// The graph-level functions are gone; parameters and units stay.
+// CHECK: fsdp.param @w
+// CHECK: fsdp.unit @layers.0
+// CHECK-NOT: func.func @forward
+// CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.program}
+// Inputs (the step number is not a buffer), then parameters.
+// CHECK-NEXT: %[[X:.*]] = fsdprt.buffer <input> input 0 : memref<2x4xf32>
+// CHECK-NEXT: %[[T:.*]] = fsdprt.buffer <input> input 1 : memref<2xi32>
+// CHECK-NEXT: %[[W:.*]] = fsdprt.buffer <param> param @w : memref<3x4xf32>
+// CHECK-NEXT: %[[B:.*]] = fsdprt.buffer <param> param @b : memref<3xf32>
+// CHECK-NEXT: %[[Y:.*]] = fsdprt.buffer <activation> : memref<2x3xf32>
+// CHECK-NEXT: %[[L:.*]] = fsdprt.buffer <activation> : memref<f32>
+// CHECK-NEXT: %[[ONE:.*]] = fsdprt.buffer <activation> : memref<f32>
+// CHECK-NEXT: %[[DY:.*]] = fsdprt.buffer <activation> : memref<2x3xf32>
+// Gradients that AdamW consumes are <grad> buffers.
+// CHECK-NEXT: %[[GW:.*]] = fsdprt.buffer <grad> : memref<3x4xf32>
+// CHECK-NEXT: %[[GB:.*]] = fsdprt.buffer <grad> : memref<3xf32>
+// CHECK-NEXT: %[[MW:.*]] = fsdprt.buffer <adam_m> param @w : memref<3x4xf32>
+// CHECK-NEXT: %[[VW:.*]] = fsdprt.buffer <adam_v> param @w : memref<3x4xf32>
+// CHECK-NEXT: %[[MB:.*]] = fsdprt.buffer <adam_m> param @b : memref<3xf32>
+// CHECK-NEXT: %[[VB:.*]] = fsdprt.buffer <adam_v> param @b : memref<3xf32>
+// Kernels in program order; a load is no copy: the kernel reads @w's buffer.
+// CHECK-NEXT: fsdprt.kernel "linear" ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%[[Y]] : memref<2x3xf32>) unit "layers.0"
+// CHECK-NEXT: fsdprt.kernel "cross_entropy" ins(%[[Y]], %[[T]] : {{.*}}) outs(%[[L]] : memref<f32>)
+// CHECK-NEXT: fsdprt.kernel "fill" outs(%[[ONE]] : memref<f32>) params {value = 1.000000e+00 : f32}
+// CHECK-NEXT: fsdprt.kernel "cross_entropy_backward" ins(%[[ONE]], %[[Y]], %[[T]] : {{.*}}) outs(%[[DY]] : memref<2x3xf32>)
+// CHECK-NEXT: fsdprt.kernel "linear_grad_weight" ins(%[[DY]], %[[X]] : {{.*}}) outs(%[[GW]] : memref<3x4xf32>) unit "layers.0"
+// CHECK-NEXT: fsdprt.kernel "bias_grad" ins(%[[DY]] : {{.*}}) outs(%[[GB]] : memref<3xf32>) unit "layers.0"
+// CHECK-NEXT: fsdprt.kernel "adamw" ins(%[[GW]] : memref<3x4xf32>) outs(%[[W]], %[[MW]], %[[VW]] : {{.*}}) params {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, eps = 9.99999993E-9 : f32, lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32}
+// CHECK-NEXT: fsdprt.kernel "adamw" ins(%[[GB]] : memref<3xf32>) outs(%[[B]], %[[MB]], %[[VB]] : {{.*}}) params {{{.*}}weight_decay = 0.000000e+00 : f32}
+// CHECK-NEXT: return %[[L]] : memref<f32>
+
+func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attributes {fsdp.forward} {
+  %l = fsdp.compute @layers.0 forward ins(%x, %t : tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32> {
+  ^bb0(%a: tensor<2x4xf32>, %b: tensor<2xi32>):
+    %w = fsdp.load @w : tensor<3x4xf32>
+    %bias = fsdp.load @b : tensor<3xf32>
+    %y = fsdp.linear %a, %w, %bias : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %z = fsdp.cross_entropy %y, %b : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+    fsdp.yield %z : tensor<f32>
+  }
+  return %l : tensor<f32>
+}
+
+func.func @train_step(%x: tensor<2x4xf32>, %t: tensor<2xi32>, %step: i64) -> tensor<f32> attributes {fsdp.train_step} {
+  %y = fsdp.compute @layers.0 forward ins(%x : tensor<2x4xf32>) -> tensor<2x3xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %w = fsdp.load @w : tensor<3x4xf32>
+    %b = fsdp.load @b : tensor<3xf32>
+    %0 = fsdp.linear %a, %w, %b : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    fsdp.yield %0 : tensor<2x3xf32>
+  }
+  %l = fsdp.cross_entropy %y, %t : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %dy = fsdp.cross_entropy_backward %one, %y, %t : (tensor<f32>, tensor<2x3xf32>, tensor<2xi32>) -> tensor<2x3xf32>
+  %g:2 = fsdp.compute @layers.0 backward ins(%dy, %x : tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>, tensor<3xf32> {
+  ^bb0(%d: tensor<2x3xf32>, %a: tensor<2x4xf32>):
+    %gw = fsdp.linear_grad_weight %d, %a : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+    %gb = fsdp.bias_grad %d : (tensor<2x3xf32>) -> tensor<3xf32>
+    fsdp.yield %gw, %gb : tensor<3x4xf32>, tensor<3xf32>
+  }
+  fsdp.adamw @w, %g#0, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<3x4xf32>
+  fsdp.adamw @b, %g#1, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<3xf32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,103 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+func.func @f() {
+  // expected-error @+1 {{a param buffer must name a parameter}}
+  %0 = fsdprt.buffer <param> : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{a activation buffer must not name a parameter}}
+  %0 = fsdprt.buffer <activation> param @w : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{an input position is given exactly for input buffers}}
+  %0 = fsdprt.buffer <input> : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{input position must be non-negative}}
+  %0 = fsdprt.buffer <input> input -1 : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{offset must be a non-negative multiple of 64}}
+  %0 = fsdprt.buffer <activation> offset 32 : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{element type must be f32, bf16 or i32, got 'f64'}}
+  %0 = fsdprt.buffer <activation> : memref<4xf64>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'fsdprt.buffer' op result #0 must be statically shaped memref of any type values}}
+  %0 = fsdprt.buffer <activation> : memref<?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{unknown kernel 'softmax'}}
+  fsdprt.kernel "softmax" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{kernel 'add' takes 2 inputs, got 1}}
+  fsdprt.kernel "add" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{kernel 'linear' takes 2 to 3 inputs, got 1}}
+  fsdprt.kernel "linear" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{kernel 'gelu' writes 1 outputs, got 2}}
+  fsdprt.kernel "gelu" ins(%a : memref<4xf32>) outs(%a, %a : memref<4xf32>, memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{kernel 'fill' needs a numeric parameter 'value'}}
+  fsdprt.kernel "fill" outs(%a : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%a: memref<4xf32>) {
+  // expected-error @+1 {{kernel 'fill' takes 1 parameters, got 2}}
+  fsdprt.kernel "fill" outs(%a : memref<4xf32>) params {value = 1.0 : f32, extra = 2 : i64}
+  return
+}
