@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache git python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  libopenmpi-dev openmpi-bin libopenblas-dev libblis-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-openmp libblis-dev
 )
 
 missing=()

@@ -425,7 +425,7 @@ void testLinear(const Blas &blas) {
 //===----------------------------------------------------------------------===//
 
 double refGelu(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
+  const double k = std::sqrt(2.0 / std::acos(-1.0));
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <vector>
 
 namespace fsdp::rt::cpu {
 namespace {
@@ -26,21 +27,32 @@ bool cpuHasAvx512() {
 
 std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
                                  std::string &error) {
-  const char *soname = nullptr;
+  // Candidates in order of preference. Debian's OpenMP build of OpenBLAS
+  // shares the OpenMP thread pool with our kernels; the pthreads build
+  // (the default libopenblas.so.0) keeps its own threads, which spin
+  // against the OpenMP ones on a machine with as many cores as threads.
+  std::vector<const char *> candidates;
   if (library == "openblas") {
-    soname = "libopenblas.so.0";
+    candidates = {"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
+                  "libopenblas.so.0"};
     // Must happen before the library's constructor reads it.
     if (cpuHasAvx512())
       setenv("OPENBLAS_CORETYPE", "SkylakeX", /*overwrite=*/0);
   } else if (library == "blis") {
-    soname = "libblis.so.4";
+    candidates = {"libblis.so.4"};
   } else {
     error = "unknown BLAS library '" + library + "', expected openblas or blis";
     return nullptr;
   }
-  void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  void *handle = nullptr;
+  std::string soname;
+  for (const char *candidate : candidates)
+    if ((handle = dlopen(candidate, RTLD_NOW | RTLD_LOCAL))) {
+      soname = candidate;
+      break;
+    }
   if (!handle) {
-    error = std::string("cannot load ") + soname + ": " + dlerror();
+    error = std::string("cannot load ") + candidates.back() + ": " + dlerror();
     return nullptr;
   }
   std::unique_ptr<Blas> blas(new Blas());
@@ -48,7 +60,7 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
   blas->library_ = library;
   blas->sgemm_ = lookup<SgemmFn>(handle, "cblas_sgemm");
   if (!blas->sgemm_) {
-    error = std::string(soname) + " has no cblas_sgemm";
+    error = soname + " has no cblas_sgemm";
     return nullptr;
   }
   if (library == "openblas") {
@@ -58,7 +70,7 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
     auto config = lookup<const char *(*)()>(handle, "openblas_get_config");
     blas->description_ = std::string("openblas (") +
                          (config ? config() : "?") + "; core " +
-                         (corename ? corename() : "?") + ")";
+                         (corename ? corename() : "?") + "; " + soname + ")";
   } else {
     if (auto setThreads =
             lookup<void (*)(long)>(handle, "bli_thread_set_num_threads"))

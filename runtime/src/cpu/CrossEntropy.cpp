@@ -66,12 +66,15 @@ inline float expApprox(float x) {
   return y * scale + 0.0f * x; // 0 * x is NaN exactly when x is not finite
 }
 
-inline float rowMax(const float *row, int64_t V) {
-  float m = row[0];
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < V; ++j)
-    m = std::max(m, row[j]);
-  return m;
+/// max(row[0..n)), as the integer max of the ordered keys: a float max
+/// is a compare-and-select, which GCC does not vectorise under
+/// -ftrapping-math. A positive NaN is the largest key, so it propagates.
+inline float rowMax(const float *row, int64_t n) {
+  int32_t key = orderedKey(floatBits(row[0]));
+#pragma omp simd reduction(max : key)
+  for (int64_t j = 0; j < n; ++j)
+    key = std::max(key, orderedKey(floatBits(row[j])));
+  return bitsFloat(orderedKey(key));
 }
 
 } // namespace

@@ -1,17 +1,21 @@
 // RUN: fsdp-opt %s --fsdp-summary -o /dev/null 2>&1 | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=TRAIN
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-lower-to-runtime --fsdp-summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOWERED
 // The summary changes nothing.
 // RUN: fsdp-opt %s --fsdp-summary 2>/dev/null | FileCheck %s --check-prefix=IR
 
 // CHECK:      fsdp-summary: 1 units, 3 parameters, 44 elements, 176 bytes
-// CHECK-NEXT:   unit           params      elements         bytes  fwd  bwd
-// CHECK-NEXT:   @layers.0           2            40           160    1    0
+// CHECK-NEXT:   unit           params      elements         bytes  fwd  bwd kernels
+// CHECK-NEXT:   @layers.0           2            40           160    1    0       0
 // CHECK-NEXT:   (no unit)           1             4            16
 // CHECK-NEXT:   func @forward: 7 ops
 
 // Once @train_step exists, its regions are the ones counted.
-// TRAIN:        @layers.0           2            40           160    1    1
+// TRAIN:        @layers.0           2            40           160    1    1       0
 // TRAIN:        func @train_step:
+
+// After lowering, kernel calls are counted by unit.
+// LOWERED:      @layers.0           2            40           160    0    0       3
 
 // IR: fsdp.unit @layers.0 params [@layers.0.w, @layers.0.b]
 

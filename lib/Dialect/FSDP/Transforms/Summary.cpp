@@ -16,7 +16,8 @@ using namespace mlir::fsdp;
 
 namespace {
 struct UnitRow {
-  int64_t params = 0, elements = 0, bytes = 0, forward = 0, backward = 0;
+  int64_t params = 0, elements = 0, bytes = 0, forward = 0, backward = 0,
+          kernels = 0;
 };
 
 struct FsdpSummaryPass
@@ -58,6 +59,13 @@ struct FsdpSummaryPass
       UnitRow &row = rows[compute.getUnit()];
       ++(compute.getPhase() == Phase::Forward ? row.forward : row.backward);
     });
+    // After lowering, regions are gone and kernel calls name their unit.
+    module.walk([&](Operation *op) {
+      if (op->getName().getStringRef() != "fsdprt.kernel")
+        return;
+      if (auto unit = op->getAttrOfType<StringAttr>("unit"))
+        ++rows[unit.getValue()].kernels;
+    });
 
     llvm::raw_ostream &os = llvm::errs();
     os << "fsdp-summary: " << rows.size() << " units, " << total.params
@@ -70,14 +78,16 @@ struct FsdpSummaryPass
          << llvm::format_decimal(row.bytes, 14);
       if (regions)
         os << llvm::format_decimal(row.forward, 5)
-           << llvm::format_decimal(row.backward, 5);
+           << llvm::format_decimal(row.backward, 5)
+           << llvm::format_decimal(row.kernels, 8);
       os << "\n";
     };
     os << "  " << llvm::left_justify("unit", 14)
        << llvm::right_justify("params", 7)
        << llvm::right_justify("elements", 14)
        << llvm::right_justify("bytes", 14) << llvm::right_justify("fwd", 5)
-       << llvm::right_justify("bwd", 5) << "\n";
+       << llvm::right_justify("bwd", 5) << llvm::right_justify("kernels", 8)
+       << "\n";
     for (auto &[name, row] : rows)
       printRow(("@" + name).str(), row, /*regions=*/true);
     if (unwrapped.params)

@@ -46,6 +46,8 @@ public:
   std::optional<uint32_t> gradientBuffer(uint32_t param) const;
 
   const KernelTimes &kernelTimes() const { return times; }
+  /// Forgets the times so far (the first step's page faults, say).
+  void resetKernelTimes() { times = KernelTimes(); }
   uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
 
 private:

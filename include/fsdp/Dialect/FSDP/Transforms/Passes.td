@@ -140,13 +140,15 @@ def FsdpSummaryPass : Pass<"fsdp-summary", "::mlir::ModuleOp"> {
   let summary = "Print a table of units, parameters and regions";
   let description = [{
     An analysis that changes nothing: prints, to stderr, one row per unit
-    with its parameter count, elements, bytes and number of forward and
-    backward regions, then the totals and the op count of each function.
+    with its parameter count, elements, bytes, number of forward and
+    backward regions (in `@train_step` once it exists) and, after lowering,
+    number of kernel calls; then the totals and the op count of each
+    function.
 
     ```
-    fsdp-summary: 2 units, 3 parameters, 160 elements, 640 bytes
-      unit        params  elements     bytes  fwd  bwd
-      @layers.0        2       136       544    1    1
+    fsdp-summary: 2 units, 4 parameters, 67 elements, 268 bytes
+      unit           params      elements         bytes  fwd  bwd kernels
+      @layers.0           2            40           160    1    1       0
       ...
     ```
   }];

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Proves that runtime/ builds on its own, with no LLVM or MLIR anywhere:
+# configures and builds it alone (CMake + a C++ compiler + its backends'
+# libraries), then checks that no compile command names an LLVM/MLIR include
+# path and that fsdp-run links neither libLLVM nor libMLIR, and runs it.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$root/build/runtime-standalone}"
+
+cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$build.configure.log"
+ninja -C "$build" > "$build.build.log"
+if grep -q -E 'llvm|mlir' "$build/compile_commands.json"; then
+  echo "runtime-standalone: a compile command mentions LLVM or MLIR" >&2
+  exit 1
+fi
+if ldd "$build/bin/fsdp-run" | grep -q -E 'libLLVM|libMLIR'; then
+  echo "runtime-standalone: fsdp-run links LLVM or MLIR" >&2
+  exit 1
+fi
+"$build/bin/fsdp-run" --help > /dev/null
+echo "runtime-standalone: built alone, no LLVM or MLIR"
