@@ -671,6 +671,7 @@ void checkCrossEntropy(int64_t N, int64_t V, float scale,
   float loss = std::numeric_limits<float>::quiet_NaN();
   crossEntropyForward(&loss, logits.data(), targets.data(), N, V);
   const double want = refCrossEntropy(dlogits0, targets, N, V);
+  CHECK(std::isfinite(loss));
   CHECK_CLOSE("crossEntropyForward" + at, &loss, &want, 1, 1e-6, 1e-5);
 
   const float dloss = 0.7f;
