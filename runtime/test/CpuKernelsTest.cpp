@@ -575,21 +575,25 @@ std::vector<double> refAttentionBackward(const std::vector<double> &dout,
   return dqkv;
 }
 
-/// fdCount < 0: central differences for every element of qkv.
+/// fdCount < 0: central differences for every element of qkv. qkv is
+/// uniform in +-qkvScale; tolerances are multiplied by tolScale.
 void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
-                    int64_t NH, int64_t fdCount, uint64_t seed) {
+                    int64_t NH, int64_t fdCount, uint64_t seed,
+                    float qkvScale = 1.5f, double tolScale = 1.0) {
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
       ", C=" + std::to_string(C) + ", NH=" + std::to_string(NH) + ")";
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto qkv = randomVector(rng, B * T * 3 * C, qkvScale);
   auto dqkv0 = toDouble(qkv);
   auto ref = refAttention(dqkv0, B, T, C, NH);
 
   auto out = nans(B * T * C), probs = nans(B * NH * T * T);
   attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH);
-  CHECK_CLOSE("attentionForward out" + at, out, ref.out, 1e-5, 1e-4);
-  CHECK_CLOSE("attentionForward probs" + at, probs, ref.probs, 1e-6, 1e-4);
+  CHECK_CLOSE("attentionForward out" + at, out, ref.out, 1e-5 * tolScale,
+              1e-4 * tolScale);
+  CHECK_CLOSE("attentionForward probs" + at, probs, ref.probs, 1e-6 * tolScale,
+              1e-4 * tolScale);
 
   // The causal mask: exact zeros above the diagonal, rows that sum to 1.
   int64_t aboveDiagonal = 0;
@@ -616,8 +620,10 @@ void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
                     probs.data(), B, T, C, NH);
   CHECK_CLOSE("attentionBackward vs reference backward" + at, dqkv,
-              refAttentionBackward(ddout, dqkv0, ref.probs, B, T, C, NH), 1e-5,
-              1e-4);
+              refAttentionBackward(ddout, dqkv0, ref.probs, B, T, C, NH),
+              1e-5 * tolScale, 1e-4 * tolScale);
+  if (fdCount == 0)
+    return;
   auto loss = [&](const std::vector<double> &v) {
     return dot(ddout, refAttention(v, B, T, C, NH).out);
   };
@@ -634,6 +640,11 @@ void testAttention(const Blas &blas) {
   checkAttention(blas, 1, 300, 16, 2, /*fdCount=*/48, 6);
   checkAttention(blas, 2, 512, 8, 2, /*fdCount=*/16, 7);
   checkAttention(blas, 1, 769, 8, 1, /*fdCount=*/8, 8);
+  // Scores spread over hundreds: the softmax must shift by the row maximum
+  // (exp saturates past 88). Float scores of that size carry ~1e-5 absolute
+  // error, hence the looser tolerances.
+  checkAttention(blas, 1, 300, 32, 2, /*fdCount=*/0, 15, /*qkvScale=*/8.0f,
+                 /*tolScale=*/10.0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -662,9 +673,14 @@ void checkCrossEntropy(int64_t N, int64_t V, float scale,
       " (N=" + std::to_string(N) + ", V=" + std::to_string(V) + ")";
   Rng rng(seed);
   auto logits = randomVector(rng, N * V, scale);
-  for (size_t i = 0; i < rowOffsets.size(); ++i)
+  // Rows with an offset also get a spread of 240 (two entries at
+  // +-120): shifting by anything but the row's maximum overflows exp.
+  for (size_t i = 0; i < rowOffsets.size(); ++i) {
     for (int64_t j = 0; j < V; ++j)
       logits[i * V + j] += rowOffsets[i];
+    logits[i * V + V / 2] = rowOffsets[i] + 120.0f;
+    logits[i * V + V - 1] = rowOffsets[i] - 120.0f;
+  }
   auto targets = randomTokens(rng, N, V);
   auto dlogits0 = toDouble(logits);
 
@@ -704,7 +720,7 @@ void checkCrossEntropy(int64_t N, int64_t V, float scale,
 
 void testCrossEntropy() {
   checkCrossEntropy(7, 11, 3.0f, {}, /*fd=*/true, 9);
-  // Rows far from zero and with a spread of 100: exp without the max shift
+  // Rows far from zero with a wide spread: exp without the max shift
   // would overflow or flush every term.
   checkCrossEntropy(4, 11, 50.0f, {1000.0f, -1000.0f, 0.0f, 80.0f},
                     /*fd=*/true, 10);

@@ -35,7 +35,10 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
   if (library == "openblas") {
     candidates = {"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
                   "libopenblas.so.0"};
-    // Must happen before the library's constructor reads it.
+    // Both must be set before the library's constructor reads them. A short
+    // thread timeout stops the pthreads fallback's idle workers from
+    // spinning against the OpenMP threads of our kernels.
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0);
     if (cpuHasAvx512())
       setenv("OPENBLAS_CORETYPE", "SkylakeX", /*overwrite=*/0);
   } else if (library == "blis") {
@@ -64,23 +67,25 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
     return nullptr;
   }
   if (library == "openblas") {
-    if (auto setThreads = lookup<void (*)(int)>(handle, "openblas_set_num_threads"))
+    if (auto setThreads =
+            lookup<void (*)(int)>(handle, "openblas_set_num_threads"))
       setThreads(threads);
     auto corename = lookup<const char *(*)()>(handle, "openblas_get_corename");
     auto config = lookup<const char *(*)()>(handle, "openblas_get_config");
-    blas->description_ = std::string("openblas (") +
-                         (config ? config() : "?") + "; core " +
-                         (corename ? corename() : "?") + "; " + soname + ")";
+    blas->description_ = std::string("openblas (") + (config ? config() : "?") +
+                         "; core " + (corename ? corename() : "?") + "; " +
+                         soname + ")";
   } else {
     if (auto setThreads =
             lookup<void (*)(long)>(handle, "bli_thread_set_num_threads"))
       setThreads(threads);
-    auto version = lookup<const char *(*)()>(handle, "bli_info_get_version_str");
+    auto version =
+        lookup<const char *(*)()>(handle, "bli_info_get_version_str");
     auto archId = lookup<int (*)()>(handle, "bli_arch_query_id");
     auto archName = lookup<const char *(*)(int)>(handle, "bli_arch_string");
-    blas->description_ =
-        std::string("blis ") + (version ? version() : "?") + " (arch " +
-        (archId && archName ? archName(archId()) : "?") + ")";
+    blas->description_ = std::string("blis ") + (version ? version() : "?") +
+                         " (arch " +
+                         (archId && archName ? archName(archId()) : "?") + ")";
   }
   return blas;
 }

@@ -113,14 +113,14 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
   }
   case Opcode::LinearGradInput: {
     int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    cpu::linearGradInput(*blas, O(0), I(0), I(1), in(0).numElements() / OC,
-                         IC, OC);
+    cpu::linearGradInput(*blas, O(0), I(0), I(1), in(0).numElements() / OC, IC,
+                         OC);
     break;
   }
   case Opcode::LinearGradWeight: {
     int64_t OC = out(0).shape[0], IC = out(0).shape[1];
-    cpu::linearGradWeight(*blas, O(0), I(0), I(1), in(0).numElements() / OC,
-                          IC, OC);
+    cpu::linearGradWeight(*blas, O(0), I(0), I(1), in(0).numElements() / OC, IC,
+                          OC);
     break;
   }
   case Opcode::BiasGrad: {

@@ -1,4 +1,5 @@
-//===- Kernels.h - the CPU backend's kernels ---------------------*- C++ -*-===//
+//===- Kernels.h - the CPU backend's kernels ---------------------*- C++
+//-*-===//
 //
 // One function per kernel of the plan, fp32, row-major, contiguous unless a
 // stride is given. Every output is overwritten (never accumulated into):
@@ -42,9 +43,8 @@ void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
                        const float *rstd, int64_t N, int64_t C);
 
 /// out (N x OC) = x (N x IC) * w^T (w is OC x IC) + bias (OC; may be null).
-void linearForward(const Blas &blas, float *out, const float *x,
-                   const float *w, const float *bias, int64_t N, int64_t IC,
-                   int64_t OC);
+void linearForward(const Blas &blas, float *out, const float *x, const float *w,
+                   const float *bias, int64_t N, int64_t IC, int64_t OC);
 
 /// dx (N x IC) = dout (N x OC) * w (OC x IC).
 void linearGradInput(const Blas &blas, float *dx, const float *dout,
@@ -80,9 +80,8 @@ void attentionForward(const Blas &blas, float *out, float *probs,
 /// dqkv (B x T x 3C) from dout (B x T x C), qkv and the saved probs.
 /// `scratch` holds B x NH x T x T floats for the gradient of the scores.
 void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
-                       const float *dout, const float *qkv,
-                       const float *probs, int64_t B, int64_t T, int64_t C,
-                       int64_t NH);
+                       const float *dout, const float *qkv, const float *probs,
+                       int64_t B, int64_t T, int64_t C, int64_t NH);
 
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]].
 void crossEntropyForward(float *loss, const float *logits,

@@ -14,30 +14,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "VectorMath.h"
 
 #include <algorithm>
 #include <cmath>
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
-namespace {
-
-/// Widest column block of the dw/db pass: 64 floats are four cache lines
-/// per row of each input, enough for the prefetchers to stream rows C apart.
-constexpr int64_t kMaxColBlock = 64;
-
-/// Columns per block: the widest multiple of 16 (one cache line) up to
-/// kMaxColBlock that still gives every thread a block.
-int64_t columnBlock(int64_t C) {
-  const int64_t threads = omp_get_max_threads();
-  int64_t width = kMaxColBlock;
-  while (width > 16 && (C + width - 1) / width < threads)
-    width /= 2;
-  return width;
-}
-
-} // namespace
-
 void layerNormForward(float *out, float *mean, float *rstd, const float *x,
                       const float *w, const float *b, int64_t N, int64_t C,
                       float eps) {

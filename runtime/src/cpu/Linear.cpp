@@ -8,28 +8,13 @@
 
 #include "Blas.h"
 #include "Kernels.h"
+#include "VectorMath.h"
 
 #include <algorithm>
 #include <cstring>
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
-namespace {
-
-/// Widest column block of biasGrad (see LayerNorm.cpp, which sums dw and
-/// db the same way).
-constexpr int64_t kMaxColBlock = 64;
-
-int64_t columnBlock(int64_t C) {
-  const int64_t threads = omp_get_max_threads();
-  int64_t width = kMaxColBlock;
-  while (width > 16 && (C + width - 1) / width < threads)
-    width /= 2;
-  return width;
-}
-
-} // namespace
-
 void linearForward(const Blas &blas, float *out, const float *x, const float *w,
                    const float *bias, int64_t N, int64_t IC, int64_t OC) {
   // The bias goes in first and the GEMM adds onto it (beta = 1), which

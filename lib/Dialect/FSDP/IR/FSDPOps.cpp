@@ -307,22 +307,31 @@ LogicalResult LinearOp::verify() {
   return expectShape(*this, "result", getResult(), withLastDim(shape, out));
 }
 
-LogicalResult AttentionOp::verify() {
-  if (failed(expectSameElementType(*this, {getQkv(), getResult(), getProbs()})))
-    return failure();
-  ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
+/// The fused qkv tensor of attention and its backward: B x T x 3C with
+/// `heads` dividing C. Returns {B, T, C} through `btc`.
+static LogicalResult verifyQkv(Operation *op, Value qkv, int64_t heads,
+                               SmallVectorImpl<int64_t> &btc) {
+  ArrayRef<int64_t> shape = tensorOf(qkv).getShape();
   if (shape.size() != 3 || shape[2] % 3 != 0)
-    return emitOpError() << "qkv must be B x T x 3C, got "
-                         << getQkv().getType();
-  int64_t channels = shape[2] / 3, heads = getHeads();
+    return op->emitOpError() << "qkv must be B x T x 3C, got " << qkv.getType();
+  int64_t channels = shape[2] / 3;
   if (channels % heads != 0)
-    return emitOpError() << "heads (" << heads << ") must divide the channels ("
-                         << channels << ")";
-  if (failed(expectShape(*this, "result", getResult(),
-                         {shape[0], shape[1], channels})))
+    return op->emitOpError()
+           << "heads (" << heads << ") must divide the channels (" << channels
+           << ")";
+  btc.assign({shape[0], shape[1], channels});
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  SmallVector<int64_t> btc;
+  if (failed(
+          expectSameElementType(*this, {getQkv(), getResult(), getProbs()})) ||
+      failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
+      failed(expectShape(*this, "result", getResult(), btc)))
     return failure();
   return expectShape(*this, "probs", getProbs(),
-                     {shape[0], heads, shape[1], shape[1]});
+                     {btc[0], int64_t(getHeads()), btc[1], btc[1]});
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -436,23 +445,16 @@ LogicalResult ReluBackwardOp::verify() {
 }
 
 LogicalResult AttentionBackwardOp::verify() {
+  SmallVector<int64_t> btc;
   if (failed(expectSameElementType(
-          *this, {getGrad(), getQkv(), getProbs(), getResult()})))
-    return failure();
-  ArrayRef<int64_t> shape = tensorOf(getQkv()).getShape();
-  if (shape.size() != 3 || shape[2] % 3 != 0)
-    return emitOpError() << "qkv must be B x T x 3C, got "
-                         << getQkv().getType();
-  int64_t channels = shape[2] / 3, heads = getHeads();
-  if (channels % heads != 0)
-    return emitOpError() << "heads (" << heads << ") must divide the channels ("
-                         << channels << ")";
-  if (failed(expectShape(*this, "grad", getGrad(),
-                         {shape[0], shape[1], channels})) ||
+          *this, {getGrad(), getQkv(), getProbs(), getResult()})) ||
+      failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
+      failed(expectShape(*this, "grad", getGrad(), btc)) ||
       failed(expectShape(*this, "probs", getProbs(),
-                         {shape[0], heads, shape[1], shape[1]})))
+                         {btc[0], int64_t(getHeads()), btc[1], btc[1]})))
     return failure();
-  return expectShape(*this, "result", getResult(), shape);
+  return expectShape(*this, "result", getResult(),
+                     tensorOf(getQkv()).getShape());
 }
 
 LogicalResult CrossEntropyBackwardOp::verify() {
