@@ -34,6 +34,13 @@ void FSDPDialect::initialize() {
 LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kWorldSizeAttrName) {
+    auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
+    if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
+      return op->emitError() << "'" << name
+                             << "' must be a positive integer on a module";
+    return success();
+  }
   if (name != kForwardAttrName && name != kTrainStepAttrName)
     return op->emitError() << "unknown fsdp dialect attribute '" << name << "'";
   if (!llvm::isa<UnitAttr>(attr.getValue()))
@@ -81,4 +88,18 @@ StringRef mlir::fsdp::getBlockPrefix(StringRef paramName) {
 
 int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
+}
+
+ShardRange mlir::fsdp::getShardRange(int64_t size, int64_t rank,
+                                     int64_t worldSize) {
+  // 128-bit products: size * rank overflows int64 for a 175B-element unit
+  // only beyond 2^63 / 2^40 ranks, but be exact anyway.
+  auto floorDiv = [](int64_t a, int64_t b, int64_t c) {
+    return int64_t((__int128)a * b / c);
+  };
+  return {floorDiv(size, rank, worldSize), floorDiv(size, rank + 1, worldSize)};
+}
+
+int64_t mlir::fsdp::getMaxShardSize(int64_t size, int64_t worldSize) {
+  return llvm::divideCeil(size, worldSize);
 }

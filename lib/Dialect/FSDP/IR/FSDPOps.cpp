@@ -501,5 +501,96 @@ LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Sharding ops
+//===----------------------------------------------------------------------===//
+
+/// The unit `ref` names, with its flat size (elements over all its
+/// parameters) and the module's world size (1 when unsharded).
+static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTable,
+                         FlatSymbolRefAttr ref, int64_t &flatSize,
+                         int64_t &worldSize) {
+  auto unit = symbolTable.lookupNearestSymbolFrom<UnitOp>(op, ref);
+  if (!unit) {
+    op->emitOpError() << "refers to unknown unit " << ref;
+    return {};
+  }
+  flatSize = 0;
+  for (Attribute param : unit.getParams())
+    if (auto decl = symbolTable.lookupNearestSymbolFrom<ParamOp>(
+            unit, llvm::cast<FlatSymbolRefAttr>(param)))
+      flatSize += decl.getNumElements();
+  worldSize = 1;
+  if (auto module = op->getParentOfType<ModuleOp>())
+    if (auto attr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
+      worldSize = attr.getInt();
+  return unit;
+}
+
+static LogicalResult expectElements(Operation *op, StringRef what, Value v,
+                                    int64_t elements, StringRef why) {
+  int64_t n = tensorOf(v).getNumElements();
+  if (n == elements)
+    return success();
+  return op->emitOpError() << what << " has " << n << " elements, expected "
+                           << elements << " (" << why << ")";
+}
+
+LogicalResult
+AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t flat, world;
+  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
+    return failure();
+  return expectElements(*this, "result", getResult(), flat,
+                        "the unit's flat size");
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t flat, world;
+  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world) ||
+      failed(expectElements(*this, "source", getSource(), flat,
+                            "the unit's flat size")))
+    return failure();
+  return expectElements(*this, "result", getResult(),
+                        getMaxShardSize(flat, world),
+                        "the largest shard, ceil(flat size / world size)");
+}
+
+LogicalResult
+AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t flat, world;
+  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
+    return failure();
+  return expectElements(*this, "gradient", getGrad(),
+                        getMaxShardSize(flat, world),
+                        "the largest shard, ceil(flat size / world size)");
+}
+
+LogicalResult ViewOp::verify() {
+  if (failed(expectSameElementType(*this, {getSource(), getResult()})))
+    return failure();
+  int64_t size = tensorOf(getSource()).getNumElements();
+  int64_t n = tensorOf(getResult()).getNumElements();
+  if (int64_t(getOffset()) + n > size)
+    return emitOpError() << "elements " << getOffset() << " .. "
+                         << int64_t(getOffset()) + n - 1
+                         << " lie outside the source's " << size
+                         << " elements";
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  SmallVector<Value> all(getValues().begin(), getValues().end());
+  all.push_back(getResult());
+  if (failed(expectSameElementType(*this, all)))
+    return failure();
+  int64_t total = 0;
+  for (Value v : getValues())
+    total += tensorOf(v).getNumElements();
+  return expectElements(*this, "result", getResult(), total,
+                        "the sum of the operands' elements");
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

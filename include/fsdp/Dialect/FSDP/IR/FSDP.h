@@ -25,6 +25,11 @@ namespace mlir::fsdp {
 struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
   llvm::StringRef getName() final { return "fsdp.param"; }
 };
+/// The order of collectives and frees (see FSDP_CollectiveResource).
+struct CollectiveResource
+    : public SideEffects::Resource::Base<CollectiveResource> {
+  llvm::StringRef getName() final { return "fsdp.collective"; }
+};
 } // namespace mlir::fsdp
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
@@ -50,6 +55,19 @@ llvm::StringRef getBlockPrefix(llvm::StringRef paramName);
 
 /// Size in bytes of one element of `type` (bf16 -> 2, f32 -> 4, ...).
 int64_t getElementSizeInBytes(Type type);
+
+/// The seed's shard layout: rank `rank` of `worldSize` owns elements
+/// [begin, end) of a flat tensor of `size` elements, begin =
+/// floor(rank * size / worldSize).
+struct ShardRange {
+  int64_t begin, end;
+};
+ShardRange getShardRange(int64_t size, int64_t rank, int64_t worldSize);
+/// The largest shard: ceil(size / worldSize).
+int64_t getMaxShardSize(int64_t size, int64_t worldSize);
+
+/// The module attribute --fsdp-shard sets: the number of ranks.
+constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDP_H

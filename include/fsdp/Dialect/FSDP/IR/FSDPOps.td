@@ -360,4 +360,6 @@ def FSDP_AdamWOp : FSDP_Op<"adamw", [
   let hasVerifier = 1;
 }
 
+include "fsdp/Dialect/FSDP/IR/FSDPShardingOps.td"
+
 #endif // FSDP_OPS_TD

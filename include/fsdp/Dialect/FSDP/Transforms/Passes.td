@@ -136,6 +136,102 @@ def FsdpAutodiffPass : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FsdpDataParallelPass : Pass<"fsdp-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Split the model's global batch across world-size ranks";
+  let description = [{
+    The model's batch is the global batch: the first dimension of every
+    input of `@forward`. Compiling for `world-size` N ranks divides it by N
+    in the inputs and in every value computed from them (activations, saved
+    statistics), so that each rank computes the forward of its B / N rows;
+    the loss becomes the mean over the rank's rows. Parameters keep their
+    shapes. Averaging the ranks' losses and gradients (the reduce-scatter
+    of `--fsdp-shard` averages) then gives exactly the global batch's: one
+    model file means the same training at every N. A batch that N does not
+    divide is an error. Records N as the module's `fsdp.world_size`. Runs
+    before `--fsdp-autodiff`.
+
+    Before (`world-size=2`):
+    ```mlir
+    func.func @forward(%x: tensor<8x16xf32>, %t: tensor<8xi32>) -> tensor<f32> attributes {fsdp.forward} {
+      %w = fsdp.load @w : tensor<4x16xf32>
+      %y = fsdp.linear %x, %w : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
+      ...
+    ```
+    After:
+    ```mlir
+    module attributes {fsdp.world_size = 2 : i64} {
+      func.func @forward(%x: tensor<4x16xf32>, %t: tensor<4xi32>) -> tensor<f32> attributes {fsdp.forward} {
+        %w = fsdp.load @w : tensor<4x16xf32>
+        %y = fsdp.linear %x, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x4xf32>
+        ...
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks">,
+    Option<"forwardName", "forward", "std::string", /*default=*/"\"forward\"",
+           "Name of the function that returns the loss">
+  ];
+}
+
+def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
+  let summary = "Shard parameters, gradients and AdamW states across ranks";
+  let description = [{
+    Implements the seed's FSDP cycle on `@train_step`. Each unit's
+    parameters, in unit order, form one flat parameter of P elements; rank
+    k owns elements floor(k P / N) .. floor((k + 1) P / N) - 1, and its
+    gradient and AdamW moment shards cover exactly that range.
+
+    * Forward, per region of a unit: `fsdp.all_gather` of the flat
+      parameter, the region computing with views (`fsdp.view`) into it
+      instead of loads, then `fsdp.free`.
+    * Backward, per region: all-gather and views again; after the unit's
+      last backward region, its full-size parameter gradients are packed
+      into one flat gradient (`fsdp.pack`), `fsdp.reduce_scatter` averages
+      it over ranks into the local gradient shard, and both the gradient
+      and the gathered parameter are freed.
+    * The per-parameter AdamW ops of a unit become one `fsdp.adamw_shard`
+      on the local shard, with no communication; elements of
+      `no_weight_decay` parameters get no decay, also where such a
+      parameter straddles two ranks.
+
+    Shards differ by at most one element; the shard tensors have the
+    largest shard's size, ceil(P / N). Run `--fsdp-data-parallel` with the
+    same world size first (the pipeline does).
+
+    Before (one unit `@u` of two parameters, `world-size=2`):
+    ```mlir
+    %y = fsdp.compute @u forward ins(%x : tensor<4x3xf32>) -> tensor<4x5xf32> {
+    ^bb0(%a: tensor<4x3xf32>):
+      %w = fsdp.load @u.w : tensor<5x3xf32>
+      %b = fsdp.load @u.b : tensor<5xf32>
+      ...
+    fsdp.adamw @u.w, %gw, %step {...} : tensor<5x3xf32>
+    fsdp.adamw @u.b, %gb, %step {...} : tensor<5xf32>
+    ```
+    After:
+    ```mlir
+    %full = fsdp.all_gather @u : tensor<20xf32>
+    %y = fsdp.compute @u forward ins(%x, %full : tensor<4x3xf32>, tensor<20xf32>) -> tensor<4x5xf32> {
+    ^bb0(%a: tensor<4x3xf32>, %p: tensor<20xf32>):
+      %w = fsdp.view %p[0] : tensor<20xf32> -> tensor<5x3xf32>
+      %b = fsdp.view %p[15] : tensor<20xf32> -> tensor<5xf32>
+      ...
+    fsdp.free %full : tensor<20xf32>
+    ...
+    %flat = fsdp.pack %gw, %gb : (tensor<5x3xf32>, tensor<5xf32>) -> tensor<20xf32>
+    %g = fsdp.reduce_scatter %flat @u : tensor<20xf32> -> tensor<10xf32>
+    fsdp.free %flat : tensor<20xf32>
+    fsdp.free %full2 : tensor<20xf32>
+    fsdp.adamw_shard @u, %g, %step {...} : tensor<10xf32>
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks">
+  ];
+}
+
 def FsdpSummaryPass : Pass<"fsdp-summary", "::mlir::ModuleOp"> {
   let summary = "Print a table of units, parameters and regions";
   let description = [{

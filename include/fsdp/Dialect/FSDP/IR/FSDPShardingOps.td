@@ -1,0 +1,133 @@
+//===- FSDPShardingOps.td - fsdp schedule-level ops --------*- tablegen -*-===//
+//
+// The ops --fsdp-shard introduces: collectives, views into gathered flat
+// parameters, explicit frees, and the optimizer step on a local shard.
+// None is Pure: collectives and frees must never be CSE'd, hoisted, sunk or
+// dropped, and their order is part of the program's meaning (every rank
+// must issue the same collectives in the same order).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_SHARDING_OPS_TD
+#define FSDP_SHARDING_OPS_TD
+
+/// The order of collectives and frees: ops on this resource are never
+/// reordered across each other, removed or duplicated.
+def FSDP_CollectiveResource : Resource<"::mlir::fsdp::CollectiveResource">;
+
+def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<FSDP_ParamResource>,
+                   MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "gathers a unit's flat parameter from every rank's shard";
+  let description = [{
+    Every rank contributes its local shard of unit `unit` (rank k holds
+    elements floor(k P / N) .. floor((k + 1) P / N) - 1 of the unit's P
+    flattened parameter elements) and receives the whole flat parameter,
+    every element at its global offset (all-gatherv semantics; shards differ
+    by at most one element). The result must be freed with `fsdp.free`.
+
+    ```mlir
+    %full = fsdp.all_gather @h.0 : tensor<7087872xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$unit attr-dict `:` type($result)";
+}
+
+def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+  let summary = "one parameter inside a gathered flat parameter";
+  let description = [{
+    The elements `offset` .. `offset + numel(result) - 1` of a flat tensor,
+    seen with the parameter's shape. No data moves: after lowering, the
+    result is a view of the gathered buffer.
+
+    ```mlir
+    %w = fsdp.view %full[1536] : tensor<7087872xf32> -> tensor<2304x768xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $source `[` $offset `]` attr-dict `:` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_PackOp : FSDP_Op<"pack", [Pure]> {
+  let summary = "a unit's parameter gradients as one flat tensor";
+  let description = [{
+    Concatenates the flattened operands, in order, into one flat tensor
+    whose size is the sum of theirs: the full-size gradient of a unit, laid
+    out like its flat parameter. After lowering the operands are views into
+    the result, so the backward kernels write straight into it.
+  }];
+  let arguments = (ins Variadic<FSDP_FloatTensor>:$values);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$values attr-dict `:` functional-type($values, $result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "averages a unit's gradient over ranks into the local shard";
+  let description = [{
+    Every rank contributes its full-size flat gradient of unit `unit`; rank
+    k receives the average over ranks of elements floor(k P / N) ..
+    floor((k + 1) P / N) - 1, its gradient shard, aligned with its parameter
+    and optimizer shards. The result has the largest shard's size,
+    ceil(P / N); a rank whose shard is one element shorter leaves the last
+    one unused.
+
+    ```mlir
+    %g = fsdp.reduce_scatter %flat @h.0 : tensor<7087872xf32> -> tensor<1771968xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $source $unit attr-dict `:` type($source) `->` type($result)
+  }];
+}
+
+def FSDP_FreeOp : FSDP_Op<"free", [
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "ends the life of a gathered parameter or a full gradient";
+  let description = [{
+    Marks the point after which `value` (an all-gathered flat parameter, or
+    a packed full-size gradient) is not used again: its memory is
+    reclaimed there. `--fsdp-verify` rejects any use after it.
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def FSDP_AdamWShardOp : FSDP_Op<"adamw_shard", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<FSDP_ParamResource>,
+                   MemWrite<FSDP_ParamResource>]>]> {
+  let summary = "AdamW on a unit's local shard, with no communication";
+  let description = [{
+    Updates this rank's shard of unit `unit` (and the optimizer moments
+    aligned with it) from its gradient shard. Elements that belong to a
+    `no_weight_decay` parameter get no decay, including where such a
+    parameter's range is split across ranks.
+
+    ```mlir
+    fsdp.adamw_shard @h.0, %g, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32,
+        beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32}
+        : tensor<1771968xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, 1DTensorOf<[AnyFloat]>:$grad,
+                       I64:$step, F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2,
+                       F32Attr:$eps, F32Attr:$weight_decay);
+  let assemblyFormat = [{
+    $unit `,` $grad `,` $step attr-dict `:` type($grad)
+  }];
+}
+
+#endif // FSDP_SHARDING_OPS_TD

@@ -1,0 +1,223 @@
+//===- Shard.cpp - the seed's FSDP cycle on @train_step -------------------===//
+//
+// Per unit: one flat parameter, sharded floor(k P / N) .. floor((k+1) P / N);
+// all-gather / compute / free around every forward region; all-gather /
+// compute / pack / reduce-scatter / free around the backward; AdamW on the
+// local shard. The graph-level ops stay value-semantic; the collectives and
+// frees carry memory effects that pin their order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSHARDPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// A unit's flat layout: its parameters in unit order and their offsets.
+struct FlatLayout {
+  UnitOp unit;
+  SmallVector<ParamOp> params;
+  llvm::DenseMap<Attribute, int64_t> offsetOf; ///< param symbol -> offset
+  int64_t size = 0;
+  Type elementType;
+};
+
+struct FsdpShardPass : public fsdp::impl::FsdpShardPassBase<FsdpShardPass> {
+  using FsdpShardPassBase::FsdpShardPassBase;
+  void runOnOperation() override;
+
+private:
+  /// Gathers the unit's flat parameter for `compute`, which then reads its
+  /// parameters as views into it. Returns the gathered value.
+  Value gatherInto(ComputeOp compute, const FlatLayout &layout);
+};
+} // namespace
+
+Value FsdpShardPass::gatherInto(ComputeOp compute, const FlatLayout &layout) {
+  OpBuilder builder(compute);
+  auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
+  Value full = AllGatherOp::create(builder, compute.getLoc(), flatType,
+                                   compute.getUnitAttr());
+  compute->insertOperands(compute->getNumOperands(), full);
+  Block &body = compute.getBodyBlock();
+  BlockArgument arg = body.addArgument(flatType, compute.getLoc());
+  for (LoadOp load : llvm::make_early_inc_range(body.getOps<LoadOp>())) {
+    builder.setInsertionPoint(load);
+    Value view = ViewOp::create(
+        builder, load.getLoc(), load.getType(), arg,
+        builder.getI64IntegerAttr(layout.offsetOf.lookup(load.getParamAttr())));
+    load.replaceAllUsesWith(view);
+    load.erase();
+  }
+  return full;
+}
+
+void FsdpShardPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  OpBuilder builder(module.getContext());
+  if (worldSize < 1) {
+    module.emitError() << "fsdp-shard: world-size must be at least 1, got "
+                       << int64_t(worldSize);
+    return signalPassFailure();
+  }
+  if (auto existing = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+      existing && existing.getInt() != worldSize) {
+    module.emitError() << "fsdp-shard: the batch was split for world size "
+                       << existing.getInt() << " but sharding asks for "
+                       << int64_t(worldSize)
+                       << " (use one world size for the whole pipeline)";
+    return signalPassFailure();
+  }
+  module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
+
+  func::FuncOp step;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+      step = func;
+  if (!step || !step.getBody().hasOneBlock()) {
+    module.emitError() << "fsdp-shard: no single-block function marked "
+                          "fsdp.train_step (run --fsdp-autodiff first)";
+    return signalPassFailure();
+  }
+  Block &block = step.getBody().front();
+  if (!block.getOps<AllGatherOp>().empty()) {
+    module.emitError() << "fsdp-shard: @train_step is already sharded";
+    return signalPassFailure();
+  }
+
+  // Layouts, and the AdamW ops of each unit's parameters.
+  SymbolTable symbols(module);
+  llvm::MapVector<Attribute, FlatLayout> layouts;
+  llvm::DenseMap<Attribute, Attribute> unitOfParam;
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    FlatLayout &layout = layouts[unit.getSymNameAttr()];
+    layout.unit = unit;
+    for (Attribute ref : unit.getParams()) {
+      auto param = symbols.lookup<ParamOp>(
+          llvm::cast<FlatSymbolRefAttr>(ref).getValue());
+      Type element = param.getTensorType().getElementType();
+      if (layout.elementType && layout.elementType != element) {
+        unit.emitOpError() << "mixes element types " << layout.elementType
+                           << " and " << element
+                           << "; a flat parameter has one";
+        return signalPassFailure();
+      }
+      layout.elementType = element;
+      layout.offsetOf[ref] = layout.size;
+      layout.size += param.getNumElements();
+      layout.params.push_back(param);
+      unitOfParam[ref] = unit.getSymNameAttr();
+    }
+  }
+  for (ParamOp param : module.getOps<ParamOp>())
+    if (!unitOfParam.count(FlatSymbolRefAttr::get(param.getSymNameAttr()))) {
+      param.emitOpError() << "is in no unit; fsdp-shard shards units (run "
+                             "--fsdp-wrap first)";
+      return signalPassFailure();
+    }
+  WalkResult stray = step.walk([&](LoadOp load) {
+    if (!load->getParentOfType<ComputeOp>()) {
+      load.emitOpError() << "reads a parameter outside every unit region; "
+                            "after sharding it would not be gathered";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (stray.wasInterrupted())
+    return signalPassFailure();
+
+  // The last backward region of each unit: its reduce-scatter follows it.
+  llvm::DenseMap<Attribute, ComputeOp> lastBackward;
+  for (ComputeOp compute : block.getOps<ComputeOp>())
+    if (compute.getPhase() == Phase::Backward)
+      lastBackward[compute.getUnitAttr().getAttr()] = compute;
+  llvm::MapVector<Attribute, SmallVector<AdamWOp>> adamws;
+  for (AdamWOp adamw : block.getOps<AdamWOp>())
+    adamws[unitOfParam.lookup(adamw.getParamAttr())].push_back(adamw);
+
+  // Forward and backward regions: gather, compute with views, free.
+  llvm::DenseMap<Attribute, Value> gradShard;
+  for (ComputeOp compute :
+       llvm::make_early_inc_range(block.getOps<ComputeOp>())) {
+    Attribute unit = compute.getUnitAttr().getAttr();
+    const FlatLayout &layout = layouts[unit];
+    Value full = gatherInto(compute, layout);
+    builder.setInsertionPointAfter(compute);
+    Location loc = compute.getLoc();
+    if (lastBackward.lookup(unit) == compute) {
+      // The unit's full-size gradient, packed in flat order from the
+      // gradients its AdamW ops consume.
+      llvm::DenseMap<Attribute, Value> gradOf;
+      for (AdamWOp adamw : adamws[unit])
+        gradOf[adamw.getParamAttr()] = adamw.getGrad();
+      SmallVector<Value> grads;
+      for (ParamOp param : layout.params) {
+        Value grad =
+            gradOf.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+        if (!grad) {
+          param.emitOpError() << "has no AdamW in @train_step";
+          return signalPassFailure();
+        }
+        if (auto constant = grad.getDefiningOp<arith::ConstantOp>())
+          grad = builder.clone(*constant)->getResult(0);
+        grads.push_back(grad);
+      }
+      auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
+      Value flat = PackOp::create(builder, loc, flatType, grads);
+      auto shardType = RankedTensorType::get(
+          {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
+      gradShard[unit] = ReduceScatterOp::create(builder, loc, shardType, flat,
+                                                compute.getUnitAttr());
+      FreeOp::create(builder, loc, flat);
+    }
+    FreeOp::create(builder, loc, full);
+  }
+
+  // One AdamW per unit, on its shard, where the unit's first AdamW was.
+  for (auto &[unit, ops] : adamws) {
+    FlatLayout &layout = layouts[unit];
+    AdamWOp first = ops.front();
+    float decay = 0.0f;
+    for (AdamWOp op : ops) {
+      float d = op.getWeightDecay().convertToFloat();
+      if (d != 0.0f && decay != 0.0f && d != decay) {
+        op.emitOpError() << "uses weight decay " << d << " where unit @"
+                         << layout.unit.getSymName() << " already uses "
+                         << decay << "; a shard's AdamW has one decay";
+        return signalPassFailure();
+      }
+      if (d != 0.0f)
+        decay = d;
+    }
+    Value shard = gradShard.lookup(unit);
+    if (!shard) {
+      first.emitOpError() << "belongs to unit @" << layout.unit.getSymName()
+                          << ", which has no backward region";
+      return signalPassFailure();
+    }
+    builder.setInsertionPoint(first);
+    AdamWShardOp::create(
+        builder, first.getLoc(),
+        FlatSymbolRefAttr::get(unit.getContext(), llvm::cast<StringAttr>(unit)),
+        shard, first.getStep(), first.getLrAttr(), first.getBeta1Attr(),
+        first.getBeta2Attr(), first.getEpsAttr(),
+        builder.getF32FloatAttr(decay));
+    for (AdamWOp op : ops)
+      op.erase();
+  }
+  // Zero gradients of parameters the loss ignores were cloned into the
+  // packs; the originals are dead now.
+  for (Operation &op : llvm::make_early_inc_range(block))
+    if (llvm::isa<arith::ConstantOp>(op) && op.use_empty())
+      op.erase();
+}
