@@ -732,3 +732,79 @@ func.func @f(%g: tensor<4xf32>, %s: i64) {
   fsdp.adamw @w, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Sharding ops
+//===----------------------------------------------------------------------===//
+
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f() {
+  // expected-error @+1 {{result has 10 elements, expected 12 (the unit's flat size)}}
+  %0 = fsdp.all_gather @u : tensor<10xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{refers to unknown unit @nope}}
+  %0 = fsdp.all_gather @nope : tensor<10xf32>
+  return
+}
+
+// -----
+
+module attributes {fsdp.world_size = 5 : i64} {
+  fsdp.param @w : tensor<3x4xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @f(%g: tensor<12xf32>) {
+    // expected-error @+1 {{result has 6 elements, expected 3 (the largest shard, ceil(flat size / world size))}}
+    %0 = fsdp.reduce_scatter %g @u : tensor<12xf32> -> tensor<6xf32>
+    return
+  }
+}
+
+// -----
+
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%g: tensor<11xf32>) {
+  // expected-error @+1 {{source has 11 elements, expected 12 (the unit's flat size)}}
+  %0 = fsdp.reduce_scatter %g @u : tensor<11xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%g: tensor<5xf32>, %s: i64) {
+  // expected-error @+1 {{gradient has 5 elements, expected 12 (the largest shard, ceil(flat size / world size))}}
+  fsdp.adamw_shard @u, %g, %s {lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<12xf32>) {
+  // expected-error @+1 {{elements 8 .. 13 lie outside the source's 12 elements}}
+  %0 = fsdp.view %p[8] : tensor<12xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{result has 12 elements, expected 10 (the sum of the operands' elements)}}
+  %0 = fsdp.pack %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<12xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.world_size' must be a positive integer on a module}}
+module attributes {fsdp.world_size = 0 : i64} {
+}

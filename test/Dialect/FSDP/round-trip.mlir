@@ -100,6 +100,25 @@ func.func @backward_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tenso
   return
 }
 
+// CHECK-LABEL: func.func @sharding_ops
+func.func @sharding_ops(%step: i64) {
+  // CHECK: %[[G:.*]] = fsdp.all_gather @root : tensor<96xf32>
+  %g = fsdp.all_gather @root : tensor<160xf32>
+  // CHECK: fsdp.view %[[G]][128] : tensor<160xf32> -> tensor<4x8xf32>
+  %v = fsdp.view %g[128] : tensor<160xf32> -> tensor<4x8xf32>
+  %w = fsdp.view %g[0] : tensor<160xf32> -> tensor<16x8xf32>
+  // CHECK: %[[P:.*]] = fsdp.pack %{{.*}}, %{{.*}} : (tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<160xf32>
+  %p = fsdp.pack %w, %v : (tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<160xf32>
+  // CHECK: %[[S:.*]] = fsdp.reduce_scatter %[[P]] @root : tensor<160xf32> -> tensor<160xf32>
+  %s = fsdp.reduce_scatter %p @root : tensor<160xf32> -> tensor<160xf32>
+  // CHECK: fsdp.free %[[P]] : tensor<160xf32>
+  fsdp.free %p : tensor<160xf32>
+  fsdp.free %g : tensor<160xf32>
+  // CHECK: fsdp.adamw_shard @root, %[[S]], %{{.*}} {beta1
+  fsdp.adamw_shard @root, %s, %step {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<160xf32>
+  return
+}
+
 // CHECK-LABEL: func.func private @token_type
 // CHECK-SAME: !fsdp.token
 func.func private @token_type(!fsdp.token) -> !fsdp.token

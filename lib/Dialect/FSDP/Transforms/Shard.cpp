@@ -40,6 +40,10 @@ private:
   /// Gathers the unit's flat parameter for `compute`, which then reads its
   /// parameters as views into it. Returns the gathered value.
   Value gatherInto(ComputeOp compute, const FlatLayout &layout);
+  /// Packs the unit's full-size gradient at the builder's insertion point,
+  /// reduce-scatters it into the local shard (returned) and frees it.
+  Value reduceGradient(OpBuilder &builder, Location loc, FlatLayout &layout,
+                       ArrayRef<AdamWOp> adamws);
 };
 } // namespace
 
@@ -60,6 +64,36 @@ Value FsdpShardPass::gatherInto(ComputeOp compute, const FlatLayout &layout) {
     load.erase();
   }
   return full;
+}
+
+Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
+                                    FlatLayout &layout,
+                                    ArrayRef<AdamWOp> adamws) {
+  // The unit's full-size gradient, packed in flat order from the gradients
+  // its AdamW ops consume.
+  llvm::DenseMap<Attribute, Value> gradOf;
+  for (AdamWOp adamw : adamws)
+    gradOf[adamw.getParamAttr()] = adamw.getGrad();
+  SmallVector<Value> grads;
+  for (ParamOp param : layout.params) {
+    Value grad = gradOf.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    if (!grad) {
+      param.emitOpError() << "has no AdamW in @train_step";
+      return {};
+    }
+    if (auto constant = grad.getDefiningOp<arith::ConstantOp>())
+      grad = builder.clone(*constant)->getResult(0);
+    grads.push_back(grad);
+  }
+  auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
+  Value flat = PackOp::create(builder, loc, flatType, grads);
+  auto shardType = RankedTensorType::get(
+      {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
+  Value shard = ReduceScatterOp::create(
+      builder, loc, shardType, flat,
+      FlatSymbolRefAttr::get(layout.unit.getSymNameAttr()));
+  FreeOp::create(builder, loc, flat);
+  return shard;
 }
 
 void FsdpShardPass::runOnOperation() {
@@ -150,35 +184,14 @@ void FsdpShardPass::runOnOperation() {
   for (ComputeOp compute :
        llvm::make_early_inc_range(block.getOps<ComputeOp>())) {
     Attribute unit = compute.getUnitAttr().getAttr();
-    const FlatLayout &layout = layouts[unit];
+    FlatLayout &layout = layouts[unit];
     Value full = gatherInto(compute, layout);
     builder.setInsertionPointAfter(compute);
     Location loc = compute.getLoc();
     if (lastBackward.lookup(unit) == compute) {
-      // The unit's full-size gradient, packed in flat order from the
-      // gradients its AdamW ops consume.
-      llvm::DenseMap<Attribute, Value> gradOf;
-      for (AdamWOp adamw : adamws[unit])
-        gradOf[adamw.getParamAttr()] = adamw.getGrad();
-      SmallVector<Value> grads;
-      for (ParamOp param : layout.params) {
-        Value grad =
-            gradOf.lookup(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-        if (!grad) {
-          param.emitOpError() << "has no AdamW in @train_step";
-          return signalPassFailure();
-        }
-        if (auto constant = grad.getDefiningOp<arith::ConstantOp>())
-          grad = builder.clone(*constant)->getResult(0);
-        grads.push_back(grad);
-      }
-      auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
-      Value flat = PackOp::create(builder, loc, flatType, grads);
-      auto shardType = RankedTensorType::get(
-          {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
-      gradShard[unit] = ReduceScatterOp::create(builder, loc, shardType, flat,
-                                                compute.getUnitAttr());
-      FreeOp::create(builder, loc, flat);
+      gradShard[unit] = reduceGradient(builder, loc, layout, adamws[unit]);
+      if (!gradShard[unit])
+        return signalPassFailure();
     }
     FreeOp::create(builder, loc, full);
   }
@@ -199,13 +212,14 @@ void FsdpShardPass::runOnOperation() {
       if (d != 0.0f)
         decay = d;
     }
-    Value shard = gradShard.lookup(unit);
-    if (!shard) {
-      first.emitOpError() << "belongs to unit @" << layout.unit.getSymName()
-                          << ", which has no backward region";
-      return signalPassFailure();
-    }
     builder.setInsertionPoint(first);
+    Value shard = gradShard.lookup(unit);
+    // A unit the loss does not depend on has no backward region: its zero
+    // gradient is still reduced, so that every rank runs the same
+    // collectives.
+    if (!shard &&
+        !(shard = reduceGradient(builder, first.getLoc(), layout, ops)))
+      return signalPassFailure();
     AdamWShardOp::create(
         builder, first.getLoc(),
         FlatSymbolRefAttr::get(unit.getContext(), llvm::cast<StringAttr>(unit)),
