@@ -102,7 +102,7 @@ func.func @backward_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tenso
 
 // CHECK-LABEL: func.func @sharding_ops
 func.func @sharding_ops(%step: i64) {
-  // CHECK: %[[G:.*]] = fsdp.all_gather @root : tensor<96xf32>
+  // CHECK: %[[G:.*]] = fsdp.all_gather @root : tensor<160xf32>
   %g = fsdp.all_gather @root : tensor<160xf32>
   // CHECK: fsdp.view %[[G]][128] : tensor<160xf32> -> tensor<4x8xf32>
   %v = fsdp.view %g[128] : tensor<160xf32> -> tensor<4x8xf32>
