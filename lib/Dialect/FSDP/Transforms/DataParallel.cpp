@@ -64,12 +64,12 @@ void FsdpDataParallelPass::runOnOperation() {
   for (BlockArgument arg : block.getArguments()) {
     auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
     if (!type || type.getRank() == 0) {
-      forward.emitError() << "fsdp-data-parallel: input #" << arg.getArgNumber()
+      emitError(forward.getLoc()) << "fsdp-data-parallel: input #" << arg.getArgNumber()
                           << " has no batch dimension: " << arg.getType();
       return signalPassFailure();
     }
     if (batch >= 0 && type.getDimSize(0) != batch) {
-      forward.emitError() << "fsdp-data-parallel: inputs disagree on the "
+      emitError(forward.getLoc()) << "fsdp-data-parallel: inputs disagree on the "
                              "batch (first dimension): "
                           << batch << " and " << type.getDimSize(0);
       return signalPassFailure();
@@ -79,7 +79,7 @@ void FsdpDataParallelPass::runOnOperation() {
   if (batch < 0)
     return;
   if (batch % worldSize != 0) {
-    forward.emitError() << "fsdp-data-parallel: the global batch " << batch
+    emitError(forward.getLoc()) << "fsdp-data-parallel: the global batch " << batch
                         << " is not divisible by world size "
                         << int64_t(worldSize)
                         << "; every rank must get the same number of rows";

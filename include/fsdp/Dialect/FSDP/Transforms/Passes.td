@@ -232,6 +232,34 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpMemoryReportPass : Pass<"fsdp-memory-report", "::mlir::ModuleOp"> {
+  let summary = "Report what every rank holds, from the sharded IR";
+  let description = [{
+    An analysis of the sharded `@train_step` (after `--fsdp-shard`) that
+    changes nothing and allocates nothing: it reads only types. Prints, to
+    stderr, for one rank (all ranks hold the same up to one element per
+    unit): parameter, gradient and AdamW shards, the steady state, the
+    largest gathered unit, and the forward and backward peaks with what is
+    live there (steady state, gathered parameters, full-size unit
+    gradients, activations) and where they occur; next to each, the seed's
+    formula (4P/N, 4P/N, 8P/N, 16P/N, and 16P/N + 4P/M + activations for
+    the forward peak of M equal units), and the DDP baseline 16P. Bytes are
+    exact; GB are 10^9 bytes, as the seed counts.
+
+    Lifetimes follow program order: a gathered parameter lives from its
+    all-gather to its free, a unit's full-size gradient from the first
+    kernel that writes a part of it to its free after the reduce-scatter,
+    any other value from its definition to its last use; shards live
+    throughout.
+
+    ```
+    fsdp-memory-report: world size 8, 41 units, 12759910400 parameters (P), f32
+      steady state       25519820800 bytes   25.520 GB   16P/N = 25.520 GB
+      ...
+    ```
+  }];
+}
+
 def FsdpSummaryPass : Pass<"fsdp-summary", "::mlir::ModuleOp"> {
   let summary = "Print a table of units, parameters and regions";
   let description = [{
