@@ -77,7 +77,8 @@ void FsdpMemoryReportPass::runOnOperation() {
       auto param = symbols.lookup<ParamOp>(
           llvm::cast<FlatSymbolRefAttr>(ref).getValue());
       size += param.getNumElements();
-      elementBytes = getElementSizeInBytes(param.getTensorType().getElementType());
+      elementBytes =
+          getElementSizeInBytes(param.getTensorType().getElementType());
     }
     P += size;
     ++units;
@@ -102,7 +103,8 @@ void FsdpMemoryReportPass::runOnOperation() {
   llvm::DenseMap<Value, Value> packOf;
   std::function<Value(Value)> root = [&](Value v) -> Value {
     if (auto arg = llvm::dyn_cast<BlockArgument>(v))
-      if (auto compute = llvm::dyn_cast<ComputeOp>(arg.getOwner()->getParentOp()))
+      if (auto compute =
+              llvm::dyn_cast<ComputeOp>(arg.getOwner()->getParentOp()))
         return root(compute.getInputs()[arg.getArgNumber()]);
     if (auto compute = v.getDefiningOp<ComputeOp>()) {
       auto yield = llvm::cast<YieldOp>(compute.getBodyBlock().getTerminator());
@@ -171,9 +173,9 @@ void FsdpMemoryReportPass::runOnOperation() {
   };
   int64_t forwardPeak = peakIn(0, forwardEnd + 1);
   int64_t backwardPeak = peakIn(forwardEnd + 1, int64_t(order.size()));
-  int64_t overall =
-      live[forwardPeak].total() >= live[backwardPeak].total() ? forwardPeak
-                                                              : backwardPeak;
+  int64_t overall = live[forwardPeak].total() >= live[backwardPeak].total()
+                        ? forwardPeak
+                        : backwardPeak;
 
   llvm::raw_ostream &os = llvm::errs();
   auto gb = [](double bytes) { return bytes / 1e9; };
@@ -233,7 +235,7 @@ void FsdpMemoryReportPass::runOnOperation() {
   ShardRange first = getShardRange(largestUnit, 0, N),
              lastRank = getShardRange(largestUnit, N - 1, N);
   os << "  shards of @" << largestName << ": rank 0 owns elements "
-     << first.begin << " .. " << first.end - 1 << ", rank " << N - 1
-     << " owns " << lastRank.begin << " .. " << lastRank.end - 1
+     << first.begin << " .. " << first.end - 1 << ", rank " << N - 1 << " owns "
+     << lastRank.begin << " .. " << lastRank.end - 1
      << " (at most one element apart)\n";
 }

@@ -260,6 +260,31 @@ def FsdpMemoryReportPass : Pass<"fsdp-memory-report", "::mlir::ModuleOp"> {
   }];
 }
 
+def FsdpVerifyPass : Pass<"fsdp-verify", "::mlir::ModuleOp"> {
+  let summary = "Check the FSDP contract of a sharded training step";
+  let description = [{
+    A contract pass between stages (in the spirit of torch-mlir's backend
+    contracts): it changes nothing and fails, with a diagnostic pointing at
+    the offending op, when the sharded `@train_step` breaks a rule the
+    runtime relies on:
+
+    * a gathered parameter or packed gradient used after its `fsdp.free`,
+      freed twice, or never freed;
+    * a parameter of a sharded unit read without gathering it (an
+      `fsdp.load` left in the step, or a view of something that is not the
+      region unit's all-gather);
+    * a unit whose AdamW does not consume exactly one reduce-scatter of
+      that unit (a missing reduce-scatter), or a unit reduce-scattered
+      twice;
+    * a collective nested in a region: inside control flow it could run a
+      different number of times on different ranks, and a collective
+      sequence that differs between ranks hangs the job.
+
+    The collectives of a step that passes are a fixed, rank-independent
+    sequence: the program has no rank-dependent value and no control flow.
+  }];
+}
+
 def FsdpSummaryPass : Pass<"fsdp-summary", "::mlir::ModuleOp"> {
   let summary = "Print a table of units, parameters and regions";
   let description = [{

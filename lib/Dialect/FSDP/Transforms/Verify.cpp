@@ -1,0 +1,133 @@
+//===- Verify.cpp - the FSDP contract of a sharded training step ----------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPVERIFYPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FsdpVerifyPass : public fsdp::impl::FsdpVerifyPassBase<FsdpVerifyPass> {
+  void runOnOperation() override;
+  LogicalResult verifyStep(func::FuncOp step);
+};
+
+/// The op of `block` that contains `op` (op itself when it is in `block`).
+Operation *ancestorIn(Block &block, Operation *op) {
+  while (op && op->getBlock() != &block)
+    op = op->getParentOp();
+  return op;
+}
+} // namespace
+
+LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
+  Block &block = step.getBody().front();
+  bool ok = true;
+  auto fail = [&](Operation *op) {
+    ok = false;
+    return op->emitOpError();
+  };
+
+  // Collectives run at the top level only: a fixed sequence on every rank.
+  step.walk([&](Operation *op) {
+    if (llvm::isa<AllGatherOp, ReduceScatterOp, FreeOp, AdamWShardOp>(op) &&
+        op->getBlock() != &block)
+      fail(op) << "is nested in a region; inside control flow it could run a "
+                  "different number of times on different ranks";
+  });
+
+  // Every gathered parameter and packed gradient is freed once, and not
+  // used after that.
+  auto checkFreed = [&](Operation *def, Value value) {
+    SmallVector<FreeOp> frees;
+    for (Operation *user : value.getUsers())
+      if (auto free = llvm::dyn_cast<FreeOp>(user))
+        frees.push_back(free);
+    llvm::sort(frees, [](FreeOp a, FreeOp b) { return a->isBeforeInBlock(b); });
+    if (frees.empty()) {
+      fail(def) << "produces a tensor that is never freed (fsdp.free): the "
+                   "gathered memory would stay for the rest of the step";
+      return;
+    }
+    if (frees.size() > 1) {
+      InFlightDiagnostic diag = fail(frees[1]) << "frees a tensor twice";
+      diag.attachNote(frees[0].getLoc()) << "first freed here";
+      return;
+    }
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = ancestorIn(block, use.getOwner());
+      if (user != frees[0] && frees[0]->isBeforeInBlock(user)) {
+        InFlightDiagnostic diag = fail(use.getOwner())
+                                  << "uses a tensor after it was freed";
+        diag.attachNote(frees[0].getLoc()) << "freed here";
+      }
+    }
+  };
+  for (Operation &op : block) {
+    if (auto gather = llvm::dyn_cast<AllGatherOp>(op))
+      checkFreed(gather, gather.getResult());
+    if (auto pack = llvm::dyn_cast<PackOp>(op))
+      checkFreed(pack, pack.getResult());
+  }
+
+  // Parameters are read only through views of their unit's gather.
+  step.walk([&](LoadOp load) {
+    fail(load) << "reads parameter " << load.getParamAttr()
+               << " without gathering it: a sharded step reads parameters "
+                  "as views of their unit's fsdp.all_gather";
+  });
+  step.walk([&](ViewOp view) {
+    Value source = view.getSource();
+    auto compute = view->getParentOfType<ComputeOp>();
+    if (auto arg = llvm::dyn_cast<BlockArgument>(source);
+        arg && compute && arg.getOwner() == &compute.getBodyBlock())
+      source = compute.getInputs()[arg.getArgNumber()];
+    auto gather = source.getDefiningOp<AllGatherOp>();
+    if (!gather) {
+      fail(view) << "views a tensor that is not a gathered parameter";
+      return;
+    }
+    if (compute && gather.getUnitAttr() != compute.getUnitAttr()) {
+      InFlightDiagnostic diag = fail(view) << "in a region of unit "
+                                           << compute.getUnitAttr()
+                                           << " views the parameters of unit "
+                                           << gather.getUnitAttr();
+      diag.attachNote(gather.getLoc()) << "gathered here";
+    }
+  });
+
+  // Each unit: one reduce-scatter, consumed by its AdamW.
+  llvm::MapVector<Attribute, SmallVector<ReduceScatterOp>> scatters;
+  for (auto scatter : block.getOps<ReduceScatterOp>())
+    scatters[scatter.getUnitAttr()].push_back(scatter);
+  for (auto &[unit, ops] : scatters)
+    if (ops.size() > 1) {
+      InFlightDiagnostic diag = fail(ops[1]) << "reduce-scatters unit " << unit
+                                             << " a second time";
+      diag.attachNote(ops[0].getLoc()) << "first reduce-scatter here";
+    }
+  for (auto adamw : block.getOps<AdamWShardOp>()) {
+    auto scatter = adamw.getGrad().getDefiningOp<ReduceScatterOp>();
+    if (!scatter || scatter.getUnitAttr() != adamw.getUnitAttr())
+      fail(adamw) << "updates unit " << adamw.getUnitAttr()
+                  << " from a gradient that is not that unit's "
+                     "reduce-scatter: the gradient shard would be missing";
+  }
+  return success(ok);
+}
+
+void FsdpVerifyPass::runOnOperation() {
+  markAllAnalysesPreserved();
+  for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName) &&
+        func.getBody().hasOneBlock() &&
+        !func.getBody().getOps<AllGatherOp>().empty())
+      if (failed(verifyStep(func)))
+        return signalPassFailure();
+}

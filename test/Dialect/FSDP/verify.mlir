@@ -1,0 +1,177 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics --fsdp-verify
+
+// A correct sharded step passes (one unit, world size 2).
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    %y = fsdp.compute @u forward ins(%x, %g : tensor<1x2xf32>, tensor<4xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>, %p: tensor<4xf32>):
+      %w = fsdp.view %p[0] : tensor<4xf32> -> tensor<2x2xf32>
+      %o = fsdp.linear %a, %w : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+      fsdp.yield %o : tensor<1x2xf32>
+    }
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    %z = arith.constant dense<0.0> : tensor<2x2xf32>
+    %f = fsdp.pack %z : (tensor<2x2xf32>) -> tensor<4xf32>
+    %sh = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
+    fsdp.free %f : tensor<4xf32>
+    fsdp.adamw_shard @u, %sh, %s {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<2xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    // expected-error @+1 {{produces a tensor that is never freed (fsdp.free): the gathered memory would stay for the rest of the step}}
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    %y = fsdp.compute @u forward ins(%x, %g : tensor<1x2xf32>, tensor<4xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>, %p: tensor<4xf32>):
+      %w = fsdp.view %p[0] : tensor<4xf32> -> tensor<2x2xf32>
+      %o = fsdp.linear %a, %w : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+      fsdp.yield %o : tensor<1x2xf32>
+    }
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    // expected-note @+1 {{freed here}}
+    fsdp.free %g : tensor<4xf32>
+    // expected-error @+1 {{uses a tensor after it was freed}}
+    %y = fsdp.compute @u forward ins(%x, %g : tensor<1x2xf32>, tensor<4xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>, %p: tensor<4xf32>):
+      %w = fsdp.view %p[0] : tensor<4xf32> -> tensor<2x2xf32>
+      %o = fsdp.linear %a, %w : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+      fsdp.yield %o : tensor<1x2xf32>
+    }
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    // expected-note @+1 {{first freed here}}
+    fsdp.free %g : tensor<4xf32>
+    // expected-error @+1 {{frees a tensor twice}}
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %y = fsdp.compute @u forward ins(%x : tensor<1x2xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>):
+      // expected-error @+1 {{reads parameter @w without gathering it: a sharded step reads parameters as views of their unit's fsdp.all_gather}}
+      %w = fsdp.load @w : tensor<2x2xf32>
+      %o = fsdp.linear %a, %w : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+      fsdp.yield %o : tensor<1x2xf32>
+    }
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @a : tensor<4xf32> init <zeros>
+  fsdp.param @b : tensor<4xf32> init <zeros>
+  fsdp.unit @ua params [@a]
+  fsdp.unit @ub params [@b]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    // expected-note @+1 {{gathered here}}
+    %g = fsdp.all_gather @ub : tensor<4xf32>
+    %y = fsdp.compute @ua forward ins(%g : tensor<4xf32>) -> tensor<4xf32> {
+    ^bb0(%p: tensor<4xf32>):
+      // expected-error @+1 {{in a region of unit @ua views the parameters of unit @ub}}
+      %v = fsdp.view %p[0] : tensor<4xf32> -> tensor<4xf32>
+      fsdp.yield %v : tensor<4xf32>
+    }
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    %z = arith.constant dense<0.0> : tensor<2xf32>
+    // expected-error @+1 {{updates unit @u from a gradient that is not that unit's reduce-scatter: the gradient shard would be missing}}
+    fsdp.adamw_shard @u, %z, %s {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<2xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %z = arith.constant dense<0.0> : tensor<4xf32>
+    %f = fsdp.pack %z : (tensor<4xf32>) -> tensor<4xf32>
+    // expected-note @+1 {{first reduce-scatter here}}
+    %s1 = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
+    // expected-error @+1 {{reduce-scatters unit @u a second time}}
+    %s2 = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
+    fsdp.free %f : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %y = fsdp.compute @u forward ins(%x : tensor<1x2xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>):
+      // expected-error @+1 {{is nested in a region; inside control flow it could run a different number of times on different ranks}}
+      %h = fsdp.all_gather @u : tensor<4xf32>
+      fsdp.yield %a : tensor<1x2xf32>
+    }
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
