@@ -19,6 +19,10 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   wrap.thresholdBytes = options.thresholdBytes;
   pm.addPass(createFsdpWrapPass(wrap));
 
+  FsdpDataParallelPassOptions dataParallel;
+  dataParallel.worldSize = options.worldSize;
+  pm.addPass(createFsdpDataParallelPass(dataParallel));
+
   FsdpAutodiffPassOptions autodiff;
   autodiff.learningRate = options.learningRate;
   autodiff.beta1 = options.beta1;
@@ -27,6 +31,11 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   pm.addPass(createFsdpAutodiffPass(autodiff));
 
+  FsdpShardPassOptions shard;
+  shard.worldSize = options.worldSize;
+  pm.addPass(createFsdpShardPass(shard));
+  pm.addPass(createFsdpVerifyPass());
+
   pm.addPass(createFsdpLowerToRuntimePass());
   pm.addPass(fsdprt::createFsdpPlanMemoryPass());
 }
@@ -34,7 +43,8 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 void mlir::fsdp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "fsdp-train-pipeline",
-      "Turn a model into a runtime step program: wrap into units, autodiff "
-      "(forward, backward, AdamW), lower to buffers and kernels, plan memory",
+      "Turn a model into a runtime step program: wrap into units, split the "
+      "batch, autodiff (forward, backward, AdamW), shard over world-size "
+      "ranks, verify, lower to buffers and kernels, plan memory",
       buildTrainPipeline);
 }

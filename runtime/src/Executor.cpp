@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/Session.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace fsdp::rt {
@@ -10,10 +11,23 @@ bool Session::initialize(uint64_t seed, std::string &error) {
   if (!backend.allocateArena(plan.arenaSize, error))
     return false;
   std::vector<float> host;
-  for (const ParamDesc &param : plan.params) {
-    const BufferDesc &buffer = plan.buffers[param.buffer];
-    host.resize(buffer.numElements());
-    initializeParam(param, seed, host.data());
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    const UnitDesc &unit = plan.units[u];
+    const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
+    plan::ShardRange range =
+        plan::shardRange(unit.flatSize, comm.rank(), comm.size());
+    host.assign(buffer.numElements(), 0.0f);
+    // The parameters this rank's shard overlaps, element by element.
+    for (const ParamDesc &param : plan.params) {
+      if (param.unit != u)
+        continue;
+      int64_t lo = std::max(range.begin, param.unitOffset);
+      int64_t hi = std::min(range.end, param.unitOffset + param.numElements());
+      if (lo < hi)
+        initializeParam(param, seed, lo - param.unitOffset,
+                        hi - param.unitOffset,
+                        host.data() + (lo - range.begin));
+    }
     backend.write(buffer.offset, host.data(), buffer.size);
   }
   for (const BufferDesc &buffer : plan.buffers)
@@ -35,10 +49,12 @@ float Session::run(int64_t step, bool optimizer) {
   std::vector<double> params;
   for (const Instruction &inst : plan.program) {
     plan::Opcode opcode = inst.kernel->opcode;
-    if (opcode == plan::Opcode::AdamW && !optimizer)
+    bool adamw =
+        opcode == plan::Opcode::AdamW || opcode == plan::Opcode::AdamWShard;
+    if (adamw && !optimizer)
       continue;
     params = inst.params;
-    if (opcode == plan::Opcode::AdamW && lrOverride)
+    if (adamw && lrOverride)
       params[0] = *lrOverride;
     auto start = Clock::now();
     backend.run(plan, inst, params.data(), step);
@@ -69,12 +85,29 @@ void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {
                 std::min<uint64_t>(buffer.size, values.size() * sizeof(float)));
 }
 
-std::optional<uint32_t> Session::gradientBuffer(uint32_t param) const {
+std::optional<uint32_t> Session::gradientShard(uint32_t unit) const {
   for (const Instruction &inst : plan.program)
-    if (inst.kernel->opcode == plan::Opcode::AdamW &&
-        inst.outs[0] == plan.params[param].buffer)
+    if (inst.kernel->opcode == plan::Opcode::AdamWShard &&
+        inst.outs[0] == plan.units[unit].shardBuffer)
       return inst.ins[0];
   return std::nullopt;
+}
+
+std::vector<std::vector<float>> Session::gatherParams() {
+  std::vector<std::vector<float>> values(plan.params.size());
+  std::vector<float> full;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    const UnitDesc &unit = plan.units[u];
+    std::vector<float> shard = readBuffer(unit.shardBuffer);
+    full.assign(unit.flatSize, 0.0f);
+    comm.allGather(shard.data(), full.data(), unit.flatSize);
+    for (size_t p = 0; p < plan.params.size(); ++p)
+      if (plan.params[p].unit == u)
+        values[p].assign(full.begin() + plan.params[p].unitOffset,
+                         full.begin() + plan.params[p].unitOffset +
+                             plan.params[p].numElements());
+  }
+  return values;
 }
 
 } // namespace fsdp::rt

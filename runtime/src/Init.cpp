@@ -29,8 +29,9 @@ uint64_t fnv1a(const std::string &s) {
 }
 } // namespace
 
-void initializeParam(const ParamDesc &param, uint64_t seed, float *out) {
-  int64_t n = param.rangeEnd - param.rangeBegin;
+void initializeParam(const ParamDesc &param, uint64_t seed, int64_t begin,
+                     int64_t end, float *out) {
+  int64_t n = end - begin;
   if (param.init != plan::InitKind::Normal) {
     float value = param.init == plan::InitKind::Ones ? 1.0f : 0.0f;
     for (int64_t i = 0; i < n; ++i)
@@ -41,7 +42,7 @@ void initializeParam(const ParamDesc &param, uint64_t seed, float *out) {
   double stddev = param.stddev;
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < n; ++j) {
-    int64_t i = param.rangeBegin + j;
+    int64_t i = begin + j;
     uint64_t bits = splitmix64(key + uint64_t(i >> 1));
     // Two uniforms in (0, 1], then the Box-Muller pair; i picks one.
     double u1 = (double((bits >> 32) & 0xFFFFFFFFu) + 1.0) / 4294967296.0;

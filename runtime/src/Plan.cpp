@@ -104,14 +104,16 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   plan = Plan();
   plan.path = path;
   Reader r(payload, payloadSize);
-  uint64_t peak[6] = {};
+  uint64_t peak[7] = {};
   r.read(plan.worldSize);
   r.read(plan.arenaSize);
   r.read(plan.peakBytes);
   r.read(plan.peakKernel);
   for (uint64_t &row : peak)
     r.read(row);
-  plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5]};
+  plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5], peak[6]};
+  if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
+    return fail("invalid world size " + std::to_string(plan.worldSize));
 
   uint32_t count = 0;
   if (!r.read(count) || count > payloadSize)
@@ -120,13 +122,23 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   for (BufferDesc &b : plan.buffers) {
     uint32_t kind, dtype;
     if (!r.read(kind) || !r.read(dtype) || !r.read(b.offset) ||
-        !r.read(b.size) || !r.readShape(b.shape) || !r.read(b.param) ||
+        !r.read(b.size) || !r.readShape(b.shape) || !r.read(b.unit) ||
         !r.read(b.input))
       return fail("malformed buffer table");
     if (kind >= plan::kNumBufferKinds || dtype >= plan::kDTypeNames.size())
       return fail("buffer with an unknown kind or element type");
     b.kind = plan::BufferKind(kind);
     b.dtype = plan::DType(dtype);
+  }
+  if (!r.read(count) || count > payloadSize)
+    return fail("malformed unit table");
+  plan.units.resize(count);
+  std::vector<uint32_t> unitNameIds(count);
+  for (size_t i = 0; i < count; ++i) {
+    UnitDesc &u = plan.units[i];
+    if (!r.read(unitNameIds[i]) || !r.read(u.flatSize) ||
+        !r.read(u.shardBuffer) || u.flatSize < 0)
+      return fail("malformed unit table");
   }
   if (!r.read(count) || count > payloadSize)
     return fail("malformed parameter table");
@@ -137,7 +149,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
     uint32_t dtype, init, noDecay;
     if (!r.read(nameIds[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
         !r.read(init) || !r.read(p.stddev) || !r.read(noDecay) ||
-        !r.read(p.buffer) || !r.read(p.rangeBegin) || !r.read(p.rangeEnd))
+        !r.read(p.unit) || !r.read(p.unitOffset))
       return fail("malformed parameter table");
     if (dtype >= plan::kDTypeNames.size() || init > 2)
       return fail("parameter with an unknown element type or initializer");
@@ -180,35 +192,44 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
     return fail("trailing bytes after the string table");
 
   // Cross-references.
+  for (size_t i = 0; i < plan.units.size(); ++i) {
+    UnitDesc &u = plan.units[i];
+    if (unitNameIds[i] >= strings.size())
+      return fail("unit #" + std::to_string(i) + " has no name");
+    u.name = strings[unitNameIds[i]];
+    if (u.shardBuffer >= plan.buffers.size() ||
+        plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
+        plan.buffers[u.shardBuffer].unit != int32_t(i) ||
+        plan.buffers[u.shardBuffer].numElements() !=
+            plan::maxShardSize(u.flatSize, plan.worldSize))
+      return fail("unit '" + u.name + "' has no valid shard buffer");
+  }
   for (size_t i = 0; i < plan.params.size(); ++i) {
     ParamDesc &p = plan.params[i];
     if (nameIds[i] >= strings.size())
       return fail("parameter #" + std::to_string(i) + " has no name");
     p.name = strings[nameIds[i]];
-    if (p.buffer >= plan.buffers.size() ||
-        plan.buffers[p.buffer].kind != plan::BufferKind::Param ||
-        plan.buffers[p.buffer].param != int32_t(i))
-      return fail("parameter '" + p.name + "' has no parameter buffer");
-    if (p.rangeBegin < 0 || p.rangeBegin > p.rangeEnd ||
-        p.rangeEnd > p.numElements() ||
-        plan.buffers[p.buffer].numElements() != p.rangeEnd - p.rangeBegin)
-      return fail("parameter '" + p.name + "' has an invalid element range");
+    if (p.unit >= plan.units.size() || p.unitOffset < 0 ||
+        p.unitOffset + p.numElements() > plan.units[p.unit].flatSize)
+      return fail("parameter '" + p.name + "' lies outside its unit");
   }
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
     std::string name = "buffer #" + std::to_string(i);
     if (b.size != uint64_t(b.numElements()) * plan::dtypeSize(b.dtype))
       return fail(name + " has a size that does not match its shape");
-    if (b.offset % plan::kBufferAlignment || b.offset > plan.arenaSize ||
-        b.size > plan.arenaSize - b.offset)
+    // Views into a gathered parameter or a full gradient start anywhere an
+    // element can.
+    if (b.offset % plan::dtypeSize(b.dtype))
+      return fail(name + " is not aligned to its element size");
+    if (b.offset > plan.arenaSize || b.size > plan.arenaSize - b.offset)
       return fail(name + " lies outside the arena");
     bool owned = b.kind == plan::BufferKind::Param ||
                  b.kind == plan::BufferKind::AdamM ||
                  b.kind == plan::BufferKind::AdamV;
-    if (owned != (b.param >= 0) || b.param >= int32_t(plan.params.size()))
-      return fail(name + " has an invalid owning parameter");
-    if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) ||
-        b.input > 64)
+    if (owned != (b.unit >= 0) || b.unit >= int32_t(plan.units.size()))
+      return fail(name + " has an invalid owning unit");
+    if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) || b.input > 64)
       return fail(name + " has an invalid input position");
     if (b.input >= 0) {
       if (plan.inputs.size() <= size_t(b.input))
@@ -241,8 +262,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &inst = plan.program[i];
     const plan::KernelInfo &info = *inst.kernel;
-    std::string where = "kernel #" + std::to_string(i) + " (" +
-                        std::string(info.name) + ")";
+    std::string where =
+        "kernel #" + std::to_string(i) + " (" + std::string(info.name) + ")";
     auto bad = [&](const std::string &what) {
       why = where + ": " + what;
       return false;
@@ -266,7 +287,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
     };
     // Float operands are f32 on every backend today; token ids are i32.
     bool idOperand[8] = {};
-    if (info.opcode == Opcode::Embedding || info.opcode == Opcode::EmbeddingBackward)
+    if (info.opcode == Opcode::Embedding ||
+        info.opcode == Opcode::EmbeddingBackward)
       idOperand[info.opcode == Opcode::Embedding ? 0 : 1] = true;
     if (info.opcode == Opcode::CrossEntropy)
       idOperand[1] = true;
@@ -274,7 +296,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
       idOperand[2] = true;
     for (size_t k = 0; k < inst.ins.size(); ++k)
       if (in(k).dtype != (idOperand[k] ? plan::DType::I32 : plan::DType::F32))
-        return bad("operand #" + std::to_string(k) + " has the wrong element type");
+        return bad("operand #" + std::to_string(k) +
+                   " has the wrong element type");
     for (size_t k = 0; k < inst.outs.size(); ++k)
       if (out(k).dtype != plan::DType::F32)
         return bad("result #" + std::to_string(k) + " is not f32");
@@ -322,12 +345,12 @@ static bool validateKernels(Plan &plan, std::string &why) {
     case Opcode::LinearGradInput:
     case Opcode::LinearGradWeight: {
       // x: N x IC, w: OC x IC, y: N x OC (with roles per kernel).
-      const BufferDesc &w = info.opcode == Opcode::LinearGradWeight ? out(0)
-                                                                     : in(1);
+      const BufferDesc &w =
+          info.opcode == Opcode::LinearGradWeight ? out(0) : in(1);
       if (w.shape.size() != 2)
         return bad("weight is not rank 2");
       int64_t oc = w.shape[0], ic = w.shape[1];
-      const BufferDesc &x = info.opcode == Opcode::Linear ? in(0)
+      const BufferDesc &x = info.opcode == Opcode::Linear            ? in(0)
                             : info.opcode == Opcode::LinearGradInput ? out(0)
                                                                      : in(1);
       const BufferDesc &y = info.opcode == Opcode::Linear ? out(0) : in(0);
@@ -392,13 +415,38 @@ static bool validateKernels(Plan &plan, std::string &why) {
       break;
     }
     case Opcode::AdamW:
-      if (!same(in(0), out(0)) || !same(in(0), out(1)) || !same(in(0), out(2)) ||
-          out(0).kind != plan::BufferKind::Param ||
+      if (!same(in(0), out(0)) || !same(in(0), out(1)) ||
+          !same(in(0), out(2)) || out(0).kind != plan::BufferKind::Param ||
           out(1).kind != plan::BufferKind::AdamM ||
           out(2).kind != plan::BufferKind::AdamV)
         return bad("does not update a parameter and its moments");
       break;
     case Opcode::Fill:
+      break;
+    case Opcode::AllGather: {
+      const BufferDesc &shard = in(0);
+      if (shard.kind != plan::BufferKind::Param || shard.unit < 0 ||
+          out(0).numElements() != plan.units[shard.unit].flatSize)
+        return bad("does not gather a unit's shard into its flat size");
+      break;
+    }
+    case Opcode::ReduceScatter:
+      if (out(0).numElements() !=
+          plan::maxShardSize(in(0).numElements(), plan.worldSize))
+        return bad("the shard does not match the flat gradient");
+      break;
+    case Opcode::AdamWShard:
+      if (out(0).kind != plan::BufferKind::Param || out(0).unit < 0 ||
+          out(1).kind != plan::BufferKind::AdamM ||
+          out(2).kind != plan::BufferKind::AdamV ||
+          out(1).unit != out(0).unit || out(2).unit != out(0).unit ||
+          !same(in(0), out(0)) || !same(out(0), out(1)) ||
+          !same(out(0), out(2)))
+        return bad("does not update a unit's shard and its moments");
+      break;
+    case Opcode::Copy:
+      if (in(0).numElements() != out(0).numElements())
+        return bad("inconsistent shapes");
       break;
     }
   }
@@ -411,15 +459,18 @@ std::string describePlan(const Plan &plan) {
   for (const ParamDesc &p : plan.params)
     paramElements += p.numElements();
   os << "plan " << plan.path << ": world size " << plan.worldSize << ", "
-     << plan.params.size() << " parameters (" << paramElements
-     << " elements), " << plan.buffers.size() << " buffers, "
-     << plan.program.size() << " kernels\n"
+     << plan.params.size() << " parameters (" << paramElements << " elements), "
+     << plan.buffers.size() << " buffers, " << plan.program.size()
+     << " kernels\n"
      << "  arena " << plan.arenaSize << " bytes, predicted peak "
-     << plan.peakBytes << " bytes at kernel #" << plan.peakKernel
-     << " (params " << plan.peak.params << ", grads " << plan.peak.grads
-     << ", optimizer " << plan.peak.optimizer << ", activations "
-     << plan.peak.activations << ", scratch " << plan.peak.scratch
+     << plan.peakBytes << " bytes at kernel #" << plan.peakKernel << " (params "
+     << plan.peak.params << ", grads " << plan.peak.grads << ", optimizer "
+     << plan.peak.optimizer << ", activations " << plan.peak.activations
+     << ", scratch " << plan.peak.scratch << ", gathered " << plan.peak.gathered
      << ", inputs " << plan.peak.inputs << ")\n";
+  for (const UnitDesc &u : plan.units)
+    os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
+       << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (plan.inputs[i] == plan::kNone)
       continue;

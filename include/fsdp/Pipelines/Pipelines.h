@@ -17,6 +17,10 @@ namespace mlir::fsdp {
 /// Options of --fsdp-train-pipeline: one struct for every stage, so that a
 /// later stage's options (world size, schedule) join here.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("Ranks to shard over (the global batch is split too)"),
+      llvm::cl::init(1)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init("per-block")};
@@ -37,8 +41,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                              llvm::cl::init(0.1)};
 };
 
-/// Adds the training pipeline to `pm`: wrap, autodiff, lower to the
-/// runtime, plan memory.
+/// Adds the training pipeline to `pm`: wrap, data-parallel, autodiff,
+/// shard, verify, lower to the runtime, plan memory.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers --fsdp-train-pipeline.

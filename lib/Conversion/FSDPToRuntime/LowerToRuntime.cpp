@@ -72,6 +72,16 @@ public:
   void bind(Value v, Value buffer) { buffers[v] = buffer; }
 
   Value resultBuffer(Value result) {
+    // A gradient that only feeds a pack is written straight into its slot
+    // of the unit's full-size gradient.
+    if (auto it = packSlots.find(result); it != packSlots.end()) {
+      Value b = fsdprt::ViewOp::create(
+          builder, result.getLoc(), toMemRef(result.getType()),
+          packBuffer(it->second.first),
+          builder.getI64IntegerAttr(it->second.second));
+      bind(result, b);
+      return b;
+    }
     Value b = buffer(result.getLoc(),
                      grads.contains(result) ? BufferKind::Grad
                                             : BufferKind::Activation,
@@ -80,9 +90,44 @@ public:
     return b;
   }
 
+  /// The buffer of a pack's result (a unit's full-size gradient).
+  Value packBuffer(PackOp pack) {
+    Value &b = buffers[pack.getResult()];
+    if (!b)
+      b = buffer(pack.getLoc(), BufferKind::Grad, toMemRef(pack.getType()));
+    return b;
+  }
+
+  /// Operands of packs that can be produced in place: used by the pack
+  /// only, and produced by an op of the step.
+  void findPackSlots(Block &block) {
+    for (auto pack : block.getOps<PackOp>()) {
+      int64_t offset = 0;
+      for (Value operand : pack.getValues()) {
+        if (operand.hasOneUse() && operand.getDefiningOp() &&
+            !packSlots.count(operand))
+          packSlots[operand] = {pack, offset};
+        offset +=
+            llvm::cast<RankedTensorType>(operand.getType()).getNumElements();
+      }
+    }
+  }
+
+  /// The local shard buffers of a sharded unit: parameter, AdamW moments.
+  void bindUnit(UnitOp unit, int64_t shardSize, Type elementType) {
+    auto ref = FlatSymbolRefAttr::get(unit.getSymNameAttr());
+    auto type = MemRefType::get({shardSize}, elementType);
+    Location loc = unit.getLoc();
+    unitBuffers[ref] = {buffer(loc, BufferKind::Param, type, ref),
+                        buffer(loc, BufferKind::AdamM, type, ref),
+                        buffer(loc, BufferKind::AdamV, type, ref)};
+  }
+
   void kernel(Operation *op, StringRef name, ValueRange ins, ValueRange outs,
               DictionaryAttr params) {
     StringAttr unit = tags.lookup(op).unit;
+    if (auto symbol = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
+      unit = symbol.getAttr(); // collectives and the shard's AdamW
     fsdprt::KernelOp::create(builder, op->getLoc(), name, ins, outs, params,
                              unit ? StringAttr(unit) : StringAttr());
   }
@@ -95,7 +140,8 @@ public:
       Attribute value = op->getAttr(key);
       // A default-valued attribute that the IR leaves out is not stored.
       if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
-        value = builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
+        value =
+            builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
       attrs.push_back(builder.getNamedAttr(key, value));
     }
     return attrs.empty() ? DictionaryAttr() : builder.getDictionaryAttr(attrs);
@@ -110,6 +156,8 @@ private:
   llvm::DenseMap<Value, Value> buffers;
   llvm::DenseMap<Attribute, Value> paramBuffers;
   llvm::DenseMap<Attribute, std::pair<Value, Value>> moments;
+  llvm::DenseMap<Value, std::pair<PackOp, int64_t>> packSlots;
+  llvm::DenseMap<Attribute, std::array<Value, 3>> unitBuffers;
 };
 
 LogicalResult ProgramBuilder::lower(Operation *op) {
@@ -143,6 +191,50 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            paramsOf(op, *plan::findKernel("adamw")));
     return success();
   }
+  if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
+    Value out = buffer(loc, BufferKind::Gathered, toMemRef(gather.getType()));
+    bind(gather.getResult(), out);
+    kernel(op, "all_gather", unitBuffers[gather.getUnitAttr()][0], out, {});
+    return success();
+  }
+  if (auto view = llvm::dyn_cast<ViewOp>(op)) {
+    bind(view.getResult(),
+         fsdprt::ViewOp::create(builder, loc, toMemRef(view.getType()),
+                                of(view.getSource()), view.getOffsetAttr()));
+    return success();
+  }
+  if (auto pack = llvm::dyn_cast<PackOp>(op)) {
+    Value flat = packBuffer(pack);
+    int64_t offset = 0;
+    for (Value operand : pack.getValues()) {
+      Value source = of(operand);
+      auto view = source.getDefiningOp<fsdprt::ViewOp>();
+      if (!view || view.getBase() != flat) {
+        Value slot = fsdprt::ViewOp::create(
+            builder, loc, llvm::cast<MemRefType>(source.getType()), flat,
+            builder.getI64IntegerAttr(offset));
+        kernel(op, "copy", source, slot, {});
+      }
+      offset +=
+          llvm::cast<RankedTensorType>(operand.getType()).getNumElements();
+    }
+    return success();
+  }
+  if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
+    Value out = buffer(loc, BufferKind::Grad, toMemRef(scatter.getType()));
+    bind(scatter.getResult(), out);
+    kernel(op, "reduce_scatter", of(scatter.getSource()), out, {});
+    return success();
+  }
+  if (llvm::isa<FreeOp>(op))
+    return success(); // lifetimes end at the last use; the planner sees it
+  if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
+    auto &shards = unitBuffers[adamw.getUnitAttr()];
+    kernel(op, "adamw_shard", of(adamw.getGrad()),
+           {shards[0], shards[1], shards[2]},
+           paramsOf(op, *plan::findKernel("adamw_shard")));
+    return success();
+  }
   StringRef name = op->getName().stripDialect();
   const plan::KernelInfo *info = plan::findKernel(name.str());
   if (op->getDialect() != op->getContext()->getLoadedDialect<FSDPDialect>() ||
@@ -161,7 +253,8 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
 }
 
 struct FsdpLowerToRuntimePass
-    : public mlir::fsdp::impl::FsdpLowerToRuntimePassBase<FsdpLowerToRuntimePass> {
+    : public mlir::fsdp::impl::FsdpLowerToRuntimePassBase<
+          FsdpLowerToRuntimePass> {
   void runOnOperation() override;
 };
 } // namespace
@@ -197,15 +290,34 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   for (BlockArgument arg : block.getArguments()) {
     if (!llvm::isa<RankedTensorType>(arg.getType()))
       continue; // the step number: the runtime passes it to AdamW
-    lowering.bind(arg, lowering.buffer(
-                           arg.getLoc(), BufferKind::Input,
-                           toMemRef(arg.getType()), FlatSymbolRefAttr(),
-                           builder.getI64IntegerAttr(arg.getArgNumber())));
+    lowering.bind(
+        arg, lowering.buffer(arg.getLoc(), BufferKind::Input,
+                             toMemRef(arg.getType()), FlatSymbolRefAttr(),
+                             builder.getI64IntegerAttr(arg.getArgNumber())));
   }
-  for (ParamOp param : module.getOps<ParamOp>()) {
-    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
-    lowering.bindParam(ref, lowering.buffer(param.getLoc(), BufferKind::Param,
-                                            toMemRef(param.getType()), ref));
+  bool sharded = !block.getOps<AllGatherOp>().empty();
+  if (sharded) {
+    // The ranks hold shards of units, never whole parameters.
+    auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+    for (UnitOp unit : module.getOps<UnitOp>()) {
+      int64_t size = 0;
+      Type element;
+      for (Attribute ref : unit.getParams()) {
+        auto param = module.lookupSymbol<ParamOp>(
+            llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
+        size += param.getNumElements();
+        element = param.getTensorType().getElementType();
+      }
+      lowering.bindUnit(unit, getMaxShardSize(size, world ? world.getInt() : 1),
+                        element);
+    }
+    lowering.findPackSlots(block);
+  } else {
+    for (ParamOp param : module.getOps<ParamOp>()) {
+      auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+      lowering.bindParam(ref, lowering.buffer(param.getLoc(), BufferKind::Param,
+                                              toMemRef(param.getType()), ref));
+    }
   }
   for (Operation &op : block.without_terminator())
     if (failed(lowering.lower(&op)))

@@ -81,67 +81,112 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
            << "memory is not planned: run --fsdp-plan-memory first";
 
   Block &body = program.getBody().front();
+  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+  SmallVector<UnitOp> units(module.getOps<UnitOp>());
+  llvm::StringMap<uint32_t> unitIndex;
+  for (auto [i, unit] : llvm::enumerate(units))
+    unitIndex[unit.getSymName()] = i;
+
   PayloadWriter w;
   llvm::DenseMap<Value, uint32_t> bufferIds;
-  SmallVector<fsdprt::BufferOp> buffers;
+  SmallVector<Operation *> buffers; // fsdprt.buffer and fsdprt.view ops
   SmallVector<fsdprt::KernelOp> kernels;
+  llvm::DenseMap<Value, int64_t> offsetOf;
   for (Operation &op : body) {
     if (auto buffer = llvm::dyn_cast<fsdprt::BufferOp>(op)) {
       if (!buffer.getOffset())
         return buffer.emitOpError() << "has no offset: run --fsdp-plan-memory";
       if (!dtypeOf(buffer.getType().getElementType()))
         return buffer.emitOpError() << "has an element type plans cannot hold";
-      bufferIds[buffer.getBuffer()] = buffers.size();
-      buffers.push_back(buffer);
+      if (buffer.getParam() && !unitIndex.count(*buffer.getParam()))
+        return buffer.emitOpError()
+               << "holds a whole parameter: the step program is not sharded "
+                  "(run --fsdp-shard, with world-size=1 for a single rank)";
+      offsetOf[buffer.getBuffer()] = *buffer.getOffset();
+    } else if (auto view = llvm::dyn_cast<fsdprt::ViewOp>(op)) {
+      MemRefType type = view.getResult().getType();
+      offsetOf[view.getResult()] =
+          offsetOf.lookup(view.getBase()) +
+          int64_t(view.getOffset()) *
+              llvm::divideCeil(type.getElementTypeBitWidth(), 8);
     } else if (auto kernel = llvm::dyn_cast<fsdprt::KernelOp>(op)) {
       kernels.push_back(kernel);
+      continue;
+    } else {
+      continue;
     }
+    bufferIds[op.getResult(0)] = buffers.size();
+    buffers.push_back(&op);
   }
 
-  SmallVector<ParamOp> params(module.getOps<ParamOp>());
-  llvm::StringMap<uint32_t> paramIndex;
-  for (auto [i, param] : llvm::enumerate(params))
-    paramIndex[param.getSymName()] = i;
-
-  // Header fields of the payload.
-  w.put<uint32_t>(1); // world size: one rank until sharding arrives
+  // Summary.
+  w.put<uint32_t>(world ? world.getInt() : 1);
   w.put<uint64_t>(arena.getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("bytes")).getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("kernel")).getInt());
-  for (StringRef row :
-       {"params", "grads", "optimizer", "activations", "scratch", "inputs"})
+  for (StringRef row : {"params", "grads", "optimizer", "activations",
+                        "scratch", "gathered", "inputs"})
     w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get(row)).getInt());
 
-  // Buffers.
+  // Buffers (a view is a buffer at its base's offset plus its own).
+  llvm::DenseMap<Attribute, uint32_t> shardBuffer;
   w.put<uint32_t>(buffers.size());
-  for (fsdprt::BufferOp buffer : buffers) {
-    w.put<uint32_t>(uint32_t(buffer.getKind()));
-    w.put<uint32_t>(uint32_t(*dtypeOf(buffer.getType().getElementType())));
-    w.put<uint64_t>(*buffer.getOffset());
-    w.put<uint64_t>(buffer.getSizeInBytes());
-    w.putShape(buffer.getType().getShape());
-    int32_t owner = -1;
-    if (buffer.getParam()) {
-      auto it = paramIndex.find(*buffer.getParam());
-      if (it == paramIndex.end())
-        return buffer.emitOpError() << "names an unknown parameter";
-      owner = it->second;
+  for (Operation *op : buffers) {
+    auto type = llvm::cast<MemRefType>(op->getResult(0).getType());
+    fsdprt::BufferKind kind = fsdprt::BufferKind::Activation;
+    int32_t owner = -1, input = -1;
+    if (auto buffer = llvm::dyn_cast<fsdprt::BufferOp>(op)) {
+      kind = buffer.getKind();
+      if (buffer.getParam()) {
+        owner = unitIndex.lookup(*buffer.getParam());
+        if (kind == fsdprt::BufferKind::Param)
+          shardBuffer[buffer.getParamAttr()] = bufferIds[buffer.getBuffer()];
+      }
+      if (buffer.getInput())
+        input = int32_t(*buffer.getInput());
+    } else {
+      Value base = llvm::cast<fsdprt::ViewOp>(op).getBase();
+      while (auto view = base.getDefiningOp<fsdprt::ViewOp>())
+        base = view.getBase();
+      kind = base.getDefiningOp<fsdprt::BufferOp>().getKind();
     }
+    w.put<uint32_t>(uint32_t(kind));
+    w.put<uint32_t>(uint32_t(*dtypeOf(type.getElementType())));
+    w.put<uint64_t>(offsetOf.lookup(op->getResult(0)));
+    w.put<uint64_t>(type.getNumElements() *
+                    llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+    w.putShape(type.getShape());
     w.put<int32_t>(owner);
-    w.put<int32_t>(buffer.getInput() ? int32_t(*buffer.getInput()) : -1);
+    w.put<int32_t>(input);
   }
 
-  // Parameters: what the runtime needs to create, initialise and report.
-  llvm::DenseMap<Attribute, uint32_t> paramBuffer;
-  for (fsdprt::BufferOp buffer : buffers)
-    if (buffer.getKind() == fsdprt::BufferKind::Param)
-      paramBuffer[buffer.getParamAttr()] = bufferIds[buffer.getBuffer()];
+  // Units: the flat parameters whose shards this rank holds.
+  llvm::DenseMap<Attribute, std::pair<uint32_t, int64_t>> placeOfParam;
+  w.put<uint32_t>(units.size());
+  for (auto [i, unit] : llvm::enumerate(units)) {
+    int64_t size = 0;
+    for (Attribute ref : unit.getParams()) {
+      auto param = module.lookupSymbol<ParamOp>(
+          llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
+      placeOfParam[ref] = {uint32_t(i), size};
+      size += param.getNumElements();
+    }
+    auto it = shardBuffer.find(FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+    if (it == shardBuffer.end())
+      return unit.emitOpError() << "has no shard buffer in the step program";
+    w.put<uint32_t>(w.string(unit.getSymName()));
+    w.put<uint64_t>(size);
+    w.put<uint32_t>(it->second);
+  }
+
+  // Parameters: what the runtime needs to initialise and name them.
+  SmallVector<ParamOp> params(module.getOps<ParamOp>());
   w.put<uint32_t>(params.size());
   for (ParamOp param : params) {
-    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
-    auto it = paramBuffer.find(ref);
-    if (it == paramBuffer.end())
-      return param.emitOpError() << "has no buffer in the step program";
+    auto place =
+        placeOfParam.find(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    if (place == placeOfParam.end())
+      return param.emitOpError() << "is in no unit; plans hold units";
     std::optional<plan::DType> dtype =
         dtypeOf(param.getTensorType().getElementType());
     if (!dtype)
@@ -152,10 +197,8 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     w.put<uint32_t>(uint32_t(param.getInit().getKind()));
     w.putF64(param.getInit().getStd().convertToDouble());
     w.put<uint32_t>(param.getNoWeightDecay() ? 1 : 0);
-    w.put<uint32_t>(it->second);
-    // The element range of the full parameter held by this rank.
-    w.put<int64_t>(0);
-    w.put<int64_t>(param.getNumElements());
+    w.put<uint32_t>(place->second.first);
+    w.put<uint64_t>(place->second.second);
   }
 
   // The program.
@@ -167,8 +210,8 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     w.put<uint32_t>(uint32_t(info->opcode));
     w.put<uint32_t>(kernel.getUnit() ? w.string(*kernel.getUnit())
                                      : plan::kNone);
-    for (ValueRange group : {ValueRange(kernel.getIns()),
-                             ValueRange(kernel.getOuts())}) {
+    for (ValueRange group :
+         {ValueRange(kernel.getIns()), ValueRange(kernel.getOuts())}) {
       w.put<uint32_t>(group.size());
       for (Value v : group)
         w.put<uint32_t>(bufferIds.lookup(v));

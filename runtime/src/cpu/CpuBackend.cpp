@@ -1,10 +1,12 @@
 //===- CpuBackend.cpp - the CPU backend: our kernels plus a CBLAS ---------===//
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Communicator.h"
 
 #include "Blas.h"
 #include "Kernels.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
@@ -15,8 +17,8 @@ constexpr unsigned char kCanary = 0xA5;
 
 class CpuBackend : public Backend {
 public:
-  CpuBackend(std::unique_ptr<cpu::Blas> blas, int threads)
-      : blas(std::move(blas)), threads(threads) {}
+  CpuBackend(std::unique_ptr<cpu::Blas> blas, int threads, Communicator &comm)
+      : blas(std::move(blas)), threads(threads), comm(comm) {}
   ~CpuBackend() override { std::free(arena); }
 
   std::string description() const override {
@@ -64,6 +66,7 @@ private:
 
   std::unique_ptr<cpu::Blas> blas;
   int threads;
+  Communicator &comm;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
 };
@@ -175,6 +178,38 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
   case Opcode::Fill:
     cpu::fill(O(0), out(0).numElements(), float(params[0]));
     break;
+  case Opcode::Copy:
+    std::memmove(O(0), I(0), out(0).size);
+    break;
+  case Opcode::AllGather:
+    comm.allGather(I(0), O(0), out(0).numElements());
+    break;
+  case Opcode::ReduceScatter:
+    comm.reduceScatterMean(I(0), O(0), in(0).numElements());
+    break;
+  case Opcode::AdamWShard: {
+    // The shard's elements, segment by parameter: a no_weight_decay
+    // parameter gets no decay, also where its range straddles two ranks.
+    // Elements past this rank's range (the padding of a shorter shard)
+    // are left alone.
+    uint32_t unit = uint32_t(out(0).unit);
+    plan::ShardRange range =
+        plan::shardRange(plan.units[unit].flatSize, comm.rank(), comm.size());
+    for (const ParamDesc &param : plan.params) {
+      if (param.unit != unit)
+        continue;
+      int64_t lo = std::max(range.begin, param.unitOffset);
+      int64_t hi = std::min(range.end, param.unitOffset + param.numElements());
+      if (lo >= hi)
+        continue;
+      int64_t at = lo - range.begin;
+      cpu::adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, hi - lo,
+                 float(params[0]), float(params[1]), float(params[2]),
+                 float(params[3]),
+                 param.noWeightDecay ? 0.0f : float(params[4]), step);
+    }
+    break;
+  }
   }
 }
 } // namespace
@@ -187,7 +222,11 @@ std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
       cpu::Blas::open(options.blas, threads, error);
   if (!blas)
     return nullptr;
-  return std::make_unique<CpuBackend>(std::move(blas), threads);
+  if (!options.comm) {
+    error = "the CPU backend needs a communicator";
+    return nullptr;
+  }
+  return std::make_unique<CpuBackend>(std::move(blas), threads, *options.comm);
 }
 
 } // namespace fsdp::rt

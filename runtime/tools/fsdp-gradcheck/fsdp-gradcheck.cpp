@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
 
@@ -105,10 +106,15 @@ int main(int argc, char **argv) {
   std::string error;
   if (!loadPlan(planPath, plan, error))
     die(error);
-  std::unique_ptr<Backend> backend = createCpuBackend({1, blas}, error);
+  if (plan.worldSize != 1)
+    die(planPath + ": compiled for world size " +
+        std::to_string(plan.worldSize) + "; gradient checks run one rank");
+  std::unique_ptr<Communicator> comm = createLocalCommunicator();
+  std::unique_ptr<Backend> backend =
+      createCpuBackend({1, blas, comm.get()}, error);
   if (!backend)
     die(error);
-  Session session(plan, *backend);
+  Session session(plan, *backend, *comm);
   if (!session.initialize(seed, error))
     die(error);
   std::mt19937_64 rng(seed * 31 + 7);
@@ -118,19 +124,27 @@ int main(int argc, char **argv) {
   std::printf("gradcheck: %s, loss %.6f\n", planPath.c_str(), loss);
   // Every gradient is read before any parameter moves: each finite
   // difference below reruns the backward at a perturbed point.
+  // On one rank a unit's shard is its whole flat tensor: a parameter is
+  // the slice [unitOffset, unitOffset + numel) of it and of its gradient.
   std::vector<std::vector<float>> grads;
-  for (uint32_t p = 0; p < plan.params.size(); ++p) {
-    std::optional<uint32_t> gradBuffer = session.gradientBuffer(p);
+  for (const ParamDesc &param : plan.params) {
+    std::optional<uint32_t> gradBuffer = session.gradientShard(param.unit);
     if (!gradBuffer)
-      die("parameter '" + plan.params[p].name +
+      die("unit '" + plan.units[param.unit].name +
           "' has no AdamW, hence no gradient");
-    grads.push_back(session.readBuffer(*gradBuffer));
+    std::vector<float> flat = session.readBuffer(*gradBuffer);
+    grads.emplace_back(flat.begin() + param.unitOffset,
+                       flat.begin() + param.unitOffset + param.numElements());
   }
   int passed = 0, failed = 0;
   for (uint32_t p = 0; p < plan.params.size(); ++p) {
     const ParamDesc &param = plan.params[p];
     const std::vector<float> &grad = grads[p];
-    std::vector<float> theta = session.readBuffer(param.buffer);
+    uint32_t shardBuffer = plan.units[param.unit].shardBuffer;
+    const std::vector<float> shard = session.readBuffer(shardBuffer);
+    std::vector<float> theta(shard.begin() + param.unitOffset,
+                             shard.begin() + param.unitOffset +
+                                 param.numElements());
 
     std::normal_distribution<float> normal;
     std::vector<float> random(theta.size());
@@ -147,14 +161,15 @@ int main(int argc, char **argv) {
         v = float(v / norm);
       double analytic = dot(grad, *direction);
       auto lossAt = [&](double scale) {
-        std::vector<float> moved(theta.size());
+        std::vector<float> moved = shard;
         for (size_t i = 0; i < theta.size(); ++i)
-          moved[i] = theta[i] + float(scale) * (*direction)[i];
-        session.writeBuffer(param.buffer, moved);
+          moved[param.unitOffset + i] =
+              theta[i] + float(scale) * (*direction)[i];
+        session.writeBuffer(shardBuffer, moved);
         return double(session.forwardBackward());
       };
       double numeric = (lossAt(epsilon) - lossAt(-epsilon)) / (2 * epsilon);
-      session.writeBuffer(param.buffer, theta);
+      session.writeBuffer(shardBuffer, shard);
       // A float32 loss is exact to a few units in the last place (~2e-7
       // relative); the difference quotient turns that into an absolute
       // uncertainty of the numeric derivative. Only the disagreement beyond

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
@@ -31,8 +32,7 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, blas = "openblas",
-                                            backend = "cpu";
+  std::string planPath, dataPath, savePath, blas = "openblas", backend = "cpu";
   int64_t steps = 20, logEvery = 1, threads = 0;
   uint64_t seed = 1;
   double lr = -1.0;
@@ -44,8 +44,19 @@ const char *const kUsage =
     "                [--log-every N] [--threads N] [--blas openblas|blis]\n"
     "                [--backend cpu] [--save FILE] [--profile] [--describe]\n";
 
+/// Set once the ranks are connected: an error on any rank then ends the
+/// whole job (MPI_Abort), so no rank waits forever in a collective.
+Communicator *gComm = nullptr;
+
 [[noreturn]] void die(const std::string &message, int code = 1) {
-  std::fprintf(stderr, "fsdp-run: error: %s\n", message.c_str());
+  if (gComm && gComm->size() > 1)
+    std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", gComm->rank(),
+                 message.c_str());
+  else
+    std::fprintf(stderr, "fsdp-run: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (gComm && gComm->size() > 1)
+    gComm->abort(code);
   std::exit(code);
 }
 
@@ -158,9 +169,13 @@ public:
     for (float &w : weights)
       w = normal(rng);
   }
-  void batch(int64_t step, int64_t B, float *x, int32_t *y) const {
+  /// Rows [rowBegin, rowBegin + B) of the global batch of step `step`.
+  void batch(int64_t step, int64_t rowBegin, int64_t B, float *x,
+             int32_t *y) const {
     std::mt19937_64 rng(step * 7919 + 17);
     std::normal_distribution<float> normal;
+    for (int64_t skip = 0; skip < rowBegin * features; ++skip)
+      normal(rng);
     for (int64_t b = 0; b < B; ++b) {
       float *row = x + b * features;
       for (int64_t f = 0; f < features; ++f)
@@ -187,7 +202,8 @@ private:
 
 /// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
 /// length, name, u32 rank, i64 dims, f32 values (docs/plan-format.md).
-void saveParams(const Plan &plan, Session &session, const std::string &path) {
+void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
+                const std::string &path) {
   std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   auto put = [&](const void *p, size_t n) {
@@ -196,14 +212,14 @@ void saveParams(const Plan &plan, Session &session, const std::string &path) {
   put("FSDPPARM", 8);
   uint32_t count = plan.params.size();
   put(&count, 4);
-  for (const ParamDesc &p : plan.params) {
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamDesc &p = plan.params[i];
     uint32_t len = p.name.size(), rank = p.shape.size();
     put(&len, 4);
     put(p.name.data(), len);
     put(&rank, 4);
     put(p.shape.data(), rank * sizeof(int64_t));
-    std::vector<float> values = session.readBuffer(p.buffer);
-    put(values.data(), values.size() * sizeof(float));
+    put(params[i].data(), params[i].size() * sizeof(float));
   }
   out.close();
   if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -232,23 +248,39 @@ std::string bytes(uint64_t b) {
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
+  // Ranks first: every later error can then end the whole job.
+  std::unique_ptr<Communicator> comm = haveMpi()
+                                           ? createMpiCommunicator(&argc, &argv)
+                                           : createLocalCommunicator();
+  gComm = comm.get();
+  bool lead = comm->rank() == 0;
+
   Plan plan;
   std::string error;
   if (!loadPlan(options.planPath, plan, error))
     die(error);
   if (options.describe) {
-    std::fputs(describePlan(plan).c_str(), stdout);
+    if (lead)
+      std::fputs(describePlan(plan).c_str(), stdout);
     return 0;
   }
-  if (plan.worldSize != 1)
+  if (int64_t(plan.worldSize) != comm->size())
     die(plan.path + ": compiled for world size " +
-        std::to_string(plan.worldSize) +
-        ", but this fsdp-run runs one rank (launch it with mpirun -np " +
-        std::to_string(plan.worldSize) + ")");
+        std::to_string(plan.worldSize) + ", but launched on " +
+        std::to_string(comm->size()) + " rank" +
+        (comm->size() == 1 ? "" : "s") +
+        (plan.worldSize > 1
+             ? " (launch it with mpirun -np " + std::to_string(plan.worldSize) +
+                   ")"
+             : " (recompile with --fsdp-train-pipeline=\"world-size=" +
+                   std::to_string(comm->size()) + "\")"));
   if (options.backend != "cpu")
     die("backend '" + options.backend +
         "' is not available in this build (available: cpu)");
   Inputs inputs = classifyInputs(plan);
+  // The plan holds one rank's rows; the data is the global batch.
+  int64_t globalBatch = inputs.batch * comm->size();
+  int64_t rowBegin = inputs.batch * comm->rank();
 
   TokenData tokens;
   if (inputs.kind == InputKind::Tokens) {
@@ -256,31 +288,37 @@ int main(int argc, char **argv) {
       tokens.loadBuiltin();
     else if (!tokens.load(options.dataPath, error))
       die(error);
-    if (!tokens.check(inputs.batch, inputs.seq, inputs.vocab, error))
+    if (!tokens.check(globalBatch, inputs.seq, inputs.vocab, error))
       die(error);
   } else if (!options.dataPath.empty()) {
     die(plan.path + " classifies features; --data feeds token models only");
   }
-  if (!options.savePath.empty())
+  if (!options.savePath.empty() && lead)
     checkWritable(options.savePath);
 
-  std::unique_ptr<Backend> backend = createCpuBackend(
-      {int(options.threads), options.blas}, error);
+  std::unique_ptr<Backend> backend =
+      createCpuBackend({int(options.threads), options.blas, comm.get()}, error);
   if (!backend)
     die(error);
-  Session session(plan, *backend);
+  Session session(plan, *backend, *comm);
   if (!session.initialize(options.seed, error))
     die(error);
   if (options.lr >= 0.0)
     session.overrideLearningRate(options.lr);
 
-  std::printf("fsdp-run: %s\n", backend->description().c_str());
-  std::printf("fsdp-run: %s, %zu parameters, %zu kernels, data %s\n",
-              plan.path.c_str(), plan.params.size(), plan.program.size(),
-              inputs.kind == InputKind::Tokens ? tokens.source().c_str()
-                                               : "(synthetic teacher)");
-  int64_t tokensPerStep = inputs.batch * inputs.seq;
-  std::vector<int32_t> x(tokensPerStep), y(tokensPerStep);
+  if (lead) {
+    std::printf("fsdp-run: %s; %s\n", backend->description().c_str(),
+                comm->description().c_str());
+    std::printf("fsdp-run: %s, %zu parameters in %zu units, %zu kernels, "
+                "global batch %lld, data %s\n",
+                plan.path.c_str(), plan.params.size(), plan.units.size(),
+                plan.program.size(), (long long)globalBatch,
+                inputs.kind == InputKind::Tokens ? tokens.source().c_str()
+                                                 : "(synthetic teacher)");
+  }
+  int64_t tokensPerStep = globalBatch * inputs.seq;
+  int64_t localTokens = inputs.batch * inputs.seq;
+  std::vector<int32_t> x(localTokens), y(localTokens);
   std::vector<float> features(inputs.batch * inputs.features);
   TeacherData teacher(inputs.features, inputs.vocab, options.seed);
 
@@ -289,17 +327,20 @@ int main(int argc, char **argv) {
   float firstLoss = 0.0f, loss = 0.0f;
   for (int64_t step = 1; step <= options.steps; ++step) {
     if (inputs.kind == InputKind::Tokens) {
-      tokens.batch(step - 1, inputs.batch, inputs.seq, 0, inputs.batch,
+      tokens.batch(step - 1, globalBatch, inputs.seq, rowBegin, inputs.batch,
                    x.data(), y.data());
       session.setInput(0, x.data(), x.size() * sizeof(int32_t));
     } else {
-      teacher.batch(step, inputs.batch, features.data(), y.data());
+      teacher.batch(step, rowBegin, inputs.batch, features.data(), y.data());
       session.setInput(0, features.data(), features.size() * sizeof(float));
     }
-    session.setInput(1, y.data(), inputs.batch * inputs.seq * sizeof(int32_t));
+    session.setInput(1, y.data(), localTokens * sizeof(int32_t));
     auto start = Clock::now();
-    loss = session.step(step);
-    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // Each rank's loss is the mean over its rows; their mean is the
+    // global batch's (every rank has as many rows).
+    loss = float(comm->allReduceMean(session.step(step)));
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
     if (step > 1)
       steadySeconds += seconds;
@@ -313,7 +354,8 @@ int main(int argc, char **argv) {
     if (!std::isfinite(loss))
       die("the loss is " + std::to_string(loss) + " at step " +
           std::to_string(step) + "; training diverged");
-    if (step % options.logEvery == 0 || step == 1 || step == options.steps)
+    if (lead &&
+        (step % options.logEvery == 0 || step == 1 || step == options.steps))
       std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
                   (long long)step, (long long)options.steps, loss,
                   seconds * 1e3, tokensPerStep / seconds);
@@ -321,28 +363,37 @@ int main(int argc, char **argv) {
   }
 
   int64_t timed = options.steps > 1 ? options.steps - 1 : 1;
-  double meanSeconds =
-      options.steps > 1 ? steadySeconds / timed : totalSeconds;
+  double meanSeconds = options.steps > 1 ? steadySeconds / timed : totalSeconds;
   uint64_t measured = session.measureHighWaterMark();
-  std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
-              "tok/s (mean over steps %s)\n",
-              (long long)options.steps, firstLoss, loss, meanSeconds * 1e3,
-              tokensPerStep / meanSeconds,
-              options.steps > 1 ? "2.." : "1");
-  std::printf("summary: arena high-water mark %s measured, %s predicted "
-              "(%s)\n",
-              bytes(measured).c_str(), bytes(plan.arenaSize).c_str(),
-              measured == plan.arenaSize ? "match" : "MISMATCH");
-  std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
-              "optimizer %llu, activations %llu, scratch %llu, inputs %llu\n",
-              bytes(plan.peakBytes).c_str(),
-              (unsigned long long)plan.peak.params,
-              (unsigned long long)plan.peak.grads,
-              (unsigned long long)plan.peak.optimizer,
-              (unsigned long long)plan.peak.activations,
-              (unsigned long long)plan.peak.scratch,
-              (unsigned long long)plan.peak.inputs);
-  if (options.profile) {
+  uint64_t measuredMax = comm->allReduceMax(measured);
+  std::vector<std::vector<float>> finalParams;
+  if (!options.savePath.empty())
+    finalParams = session.gatherParams();
+  if (lead) {
+    std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
+                "tok/s (mean over steps %s)\n",
+                (long long)options.steps, firstLoss, loss, meanSeconds * 1e3,
+                tokensPerStep / meanSeconds, options.steps > 1 ? "2.." : "1");
+    std::printf("summary: arena high-water mark per rank %s measured (max "
+                "over %d ranks), %s predicted (%s)\n",
+                bytes(measuredMax).c_str(), comm->size(),
+                bytes(plan.arenaSize).c_str(),
+                measured == plan.arenaSize && measuredMax == plan.arenaSize
+                    ? "match"
+                    : "MISMATCH");
+    std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
+                "optimizer %llu, activations %llu, scratch %llu, gathered "
+                "%llu, inputs %llu\n",
+                bytes(plan.peakBytes).c_str(),
+                (unsigned long long)plan.peak.params,
+                (unsigned long long)plan.peak.grads,
+                (unsigned long long)plan.peak.optimizer,
+                (unsigned long long)plan.peak.activations,
+                (unsigned long long)plan.peak.scratch,
+                (unsigned long long)plan.peak.gathered,
+                (unsigned long long)plan.peak.inputs);
+  }
+  if (options.profile && lead) {
     const KernelTimes &t = session.kernelTimes();
     double all = 0.0;
     for (double s : t.seconds)
@@ -356,7 +407,7 @@ int main(int argc, char **argv) {
                     (long long)t.calls[k], t.seconds[k] * 1e3,
                     100.0 * t.seconds[k] / all);
   }
-  if (!options.savePath.empty())
-    saveParams(plan, session, options.savePath);
+  if (!options.savePath.empty() && lead)
+    saveParams(plan, finalParams, options.savePath);
   return 0;
 }

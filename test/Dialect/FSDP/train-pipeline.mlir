@@ -1,26 +1,30 @@
-// The named pipeline runs wrap, autodiff, lower-to-runtime and plan-memory,
-// forwarding its options.
+// The named pipeline runs wrap, data-parallel, autodiff, shard, verify,
+// lower-to-runtime and plan-memory, forwarding its options.
 // RUN: fsdp-opt %s --fsdp-train-pipeline | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-train-pipeline="policy=none lr=0.5 weight-decay=0.0" | FileCheck %s --check-prefix=OPTS
 // The pipeline equals the passes run one by one.
 // RUN: fsdp-opt %s --fsdp-train-pipeline > %t.pipeline
-// RUN: fsdp-opt %s --fsdp-wrap --fsdp-autodiff --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
+// RUN: fsdp-opt %s --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
 // RUN: diff %t.pipeline %t.passes
 
 // CHECK: fsdp.unit @layers.0 params [@layers.0.w]
 // CHECK: fsdp.unit @layers.1 params [@layers.1.w]
 // CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.arena_size
+// CHECK: fsdprt.kernel "all_gather" {{.*}} unit "layers.0"
 // CHECK: fsdprt.kernel "linear" {{.*}} unit "layers.0"
+// CHECK: fsdprt.kernel "all_gather" {{.*}} unit "layers.1"
 // CHECK: fsdprt.kernel "linear" {{.*}} unit "layers.1"
 // CHECK: fsdprt.kernel "linear_grad_weight" {{.*}} unit "layers.1"
+// CHECK: fsdprt.kernel "reduce_scatter" {{.*}} unit "layers.1"
 // CHECK: fsdprt.kernel "linear_grad_weight" {{.*}} unit "layers.0"
-// CHECK: fsdprt.kernel "adamw" {{.*}}lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32}
-// CHECK: fsdprt.kernel "adamw"
+// CHECK: fsdprt.kernel "reduce_scatter" {{.*}} unit "layers.0"
+// CHECK: fsdprt.kernel "adamw_shard" {{.*}}lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32} unit "layers.0"
+// CHECK: fsdprt.kernel "adamw_shard" {{.*}} unit "layers.1"
 
 // OPTS: fsdp.unit @root params [@layers.0.w, @layers.1.w]
 // OPTS-LABEL: func.func @train_step
 // OPTS: fsdprt.kernel "linear" {{.*}} unit "root"
-// OPTS: fsdprt.kernel "adamw" {{.*}}lr = 5.000000e-01 : f32, weight_decay = 0.000000e+00 : f32}
+// OPTS: fsdprt.kernel "adamw_shard" {{.*}}lr = 5.000000e-01 : f32, weight_decay = 0.000000e+00 : f32} unit "root"
 
 fsdp.param @layers.0.w : tensor<8x4xf32> init <normal, std = 0.5>
 fsdp.param @layers.1.w : tensor<3x8xf32> init <normal, std = 0.5>

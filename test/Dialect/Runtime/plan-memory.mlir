@@ -8,7 +8,7 @@
 // %dead is removed.
 // CHECK-LABEL: func.func @train_step()
 // CHECK-SAME: fsdprt.arena_size = 768 : i64
-// CHECK-SAME: fsdprt.peak = {activations = 512 : i64, bytes = 768 : i64, grads = 0 : i64, inputs = 64 : i64, kernel = 1 : i64, optimizer = 128 : i64, params = 64 : i64, scratch = 0 : i64}
+// CHECK-SAME: fsdprt.peak = {activations = 512 : i64, bytes = 768 : i64, gathered = 0 : i64, grads = 0 : i64, inputs = 64 : i64, kernel = 1 : i64, optimizer = 128 : i64, params = 64 : i64, scratch = 0 : i64}
 // CHECK-NEXT: fsdprt.buffer <input> input 0 offset 0 : memref<16xf32>
 // CHECK-NEXT: fsdprt.buffer <param> param @p offset 64 : memref<16xf32>
 // CHECK-NEXT: fsdprt.buffer <adam_m> param @p offset 128 : memref<16xf32>
@@ -27,6 +27,7 @@
 // REPORT-NEXT: optimizer 128 bytes
 // REPORT-NEXT: activations 512 bytes
 // REPORT-NEXT: scratch 0 bytes
+// REPORT-NEXT: gathered 0 bytes
 // REPORT-NEXT: inputs 64 bytes
 
 fsdp.param @p : tensor<16xf32> init <zeros>

@@ -48,30 +48,32 @@ void FsdpDataParallelPass::runOnOperation() {
     }
     return; // already split: running twice changes nothing
   }
+  OpBuilder builder(module.getContext());
+  module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
+  if (worldSize == 1)
+    return; // one rank takes the whole batch
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
     module.emitError() << "fsdp-data-parallel: no single-block function @"
                        << forwardName;
     return signalPassFailure();
   }
-  OpBuilder builder(module.getContext());
-  module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
-  if (worldSize == 1)
-    return;
 
   Block &block = forward.getBody().front();
   int64_t batch = -1;
   for (BlockArgument arg : block.getArguments()) {
     auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
     if (!type || type.getRank() == 0) {
-      emitError(forward.getLoc()) << "fsdp-data-parallel: input #" << arg.getArgNumber()
-                          << " has no batch dimension: " << arg.getType();
+      emitError(forward.getLoc())
+          << "fsdp-data-parallel: input #" << arg.getArgNumber()
+          << " has no batch dimension: " << arg.getType();
       return signalPassFailure();
     }
     if (batch >= 0 && type.getDimSize(0) != batch) {
-      emitError(forward.getLoc()) << "fsdp-data-parallel: inputs disagree on the "
-                             "batch (first dimension): "
-                          << batch << " and " << type.getDimSize(0);
+      emitError(forward.getLoc())
+          << "fsdp-data-parallel: inputs disagree on the "
+             "batch (first dimension): "
+          << batch << " and " << type.getDimSize(0);
       return signalPassFailure();
     }
     batch = type.getDimSize(0);
@@ -79,10 +81,10 @@ void FsdpDataParallelPass::runOnOperation() {
   if (batch < 0)
     return;
   if (batch % worldSize != 0) {
-    emitError(forward.getLoc()) << "fsdp-data-parallel: the global batch " << batch
-                        << " is not divisible by world size "
-                        << int64_t(worldSize)
-                        << "; every rank must get the same number of rows";
+    emitError(forward.getLoc())
+        << "fsdp-data-parallel: the global batch " << batch
+        << " is not divisible by world size " << int64_t(worldSize)
+        << "; every rank must get the same number of rows";
     return signalPassFailure();
   }
 

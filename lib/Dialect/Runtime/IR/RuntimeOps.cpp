@@ -40,6 +40,20 @@ LogicalResult BufferOp::verify() {
   return success();
 }
 
+LogicalResult ViewOp::verify() {
+  MemRefType base = getBase().getType(), result = getResult().getType();
+  if (base.getElementType() != result.getElementType())
+    return emitOpError() << "changes the element type from "
+                         << base.getElementType() << " to "
+                         << result.getElementType();
+  if (int64_t(getOffset()) + result.getNumElements() > base.getNumElements())
+    return emitOpError() << "elements " << getOffset() << " .. "
+                         << int64_t(getOffset()) + result.getNumElements() - 1
+                         << " lie outside the base's " << base.getNumElements()
+                         << " elements";
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   const plan::KernelInfo *info = plan::findKernel(getName().str());
   if (!info)

@@ -70,6 +70,12 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
   SmallVector<Slot> slots;
   llvm::DenseMap<Value, size_t> slotOf;
   SmallVector<KernelOp> kernels;
+  // A view lives in its base: using the view keeps the base alive.
+  auto baseOf = [](Value v) {
+    while (auto view = v.getDefiningOp<ViewOp>())
+      v = view.getBase();
+    return v;
+  };
   for (Operation &op : body) {
     if (auto buffer = llvm::dyn_cast<BufferOp>(op)) {
       slotOf[buffer.getBuffer()] = slots.size();
@@ -79,7 +85,7 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
       int64_t index = kernels.size();
       kernels.push_back(kernel);
       for (Value operand : kernel->getOperands()) {
-        Slot &slot = slots[slotOf.lookup(operand)];
+        Slot &slot = slots[slotOf.lookup(baseOf(operand))];
         if (slot.first < 0)
           slot.first = index;
         slot.last = index;
@@ -88,7 +94,7 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
   }
   int64_t end = kernels.size();
   for (Value returned : body.getTerminator()->getOperands())
-    slots[slotOf.lookup(returned)].last = end;
+    slots[slotOf.lookup(baseOf(returned))].last = end;
 
   // Unused temporaries need no memory at all.
   SmallVector<Slot> used;
@@ -178,6 +184,7 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
       {"optimizer", kindBytes({BufferKind::AdamM, BufferKind::AdamV})},
       {"activations", kindBytes({BufferKind::Activation})},
       {"scratch", kindBytes({BufferKind::Scratch})},
+      {"gathered", kindBytes({BufferKind::Gathered})},
       {"inputs", kindBytes({BufferKind::Input})},
   };
   SmallVector<NamedAttribute> attrs = {

@@ -1,4 +1,5 @@
-//===- Backend.h - what executes a plan's kernels ----------------*- C++ -*-===//
+//===- Backend.h - what executes a plan's kernels ----------------*- C++
+//-*-===//
 //
 // A backend owns the arena (allocated once, laid out by the compiler) and
 // runs one kernel at a time on it. The CPU backend is the reference; the
@@ -38,9 +39,12 @@ public:
   virtual uint64_t measureHighWaterMark() = 0;
 };
 
+class Communicator;
+
 struct CpuBackendOptions {
-  int threads = 0;              ///< 0: all cores
+  int threads = 0;               ///< 0: all cores
   std::string blas = "openblas"; ///< or "blis"
+  Communicator *comm = nullptr;  ///< the ranks' collectives (required)
 };
 
 /// The CPU backend; on failure (no BLAS library) returns null with `error`.

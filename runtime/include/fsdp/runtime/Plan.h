@@ -1,4 +1,5 @@
-//===- Plan.h - a plan file, loaded and validated ----------------*- C++ -*-===//
+//===- Plan.h - a plan file, loaded and validated ----------------*- C++
+//-*-===//
 //
 // The in-memory form of a plan (PlanFormat.h has the file format). loadPlan
 // checks everything a kernel will rely on, so that a corrupt or
@@ -25,9 +26,17 @@ struct BufferDesc {
   plan::DType dtype;
   uint64_t offset = 0, size = 0;
   std::vector<int64_t> shape;
-  int32_t param = -1; ///< owning parameter (param, adam_m, adam_v buffers)
+  int32_t unit = -1;  ///< owning unit (param, adam_m, adam_v buffers)
   int32_t input = -1; ///< step input position (input buffers)
   int64_t numElements() const;
+};
+
+/// An FSDP unit: its parameters flattened into one tensor of flatSize
+/// elements, of which each rank holds the seed's shard in shardBuffer.
+struct UnitDesc {
+  std::string name;
+  int64_t flatSize = 0;
+  uint32_t shardBuffer = 0;
 };
 
 struct ParamDesc {
@@ -37,10 +46,8 @@ struct ParamDesc {
   plan::InitKind init;
   double stddev = 0.0;
   bool noWeightDecay = false;
-  uint32_t buffer = 0;
-  /// Elements [rangeBegin, rangeEnd) of the full, flattened parameter live
-  /// in this rank's buffer.
-  int64_t rangeBegin = 0, rangeEnd = 0;
+  uint32_t unit = 0;      ///< the unit it is flattened into
+  int64_t unitOffset = 0; ///< its first element in the unit's flat tensor
   int64_t numElements() const;
 };
 
@@ -54,7 +61,7 @@ struct Instruction {
 /// Bytes live at the predicted peak, by row of the memory report.
 struct PeakBreakdown {
   uint64_t params = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0,
-           inputs = 0;
+           gathered = 0, inputs = 0;
 };
 
 struct Plan {
@@ -64,6 +71,7 @@ struct Plan {
   uint64_t peakBytes = 0, peakKernel = 0;
   PeakBreakdown peak;
   std::vector<BufferDesc> buffers;
+  std::vector<UnitDesc> units;
   std::vector<ParamDesc> params;
   std::vector<uint32_t> inputs; ///< buffer of each step input, by position
   uint32_t lossBuffer = 0;

@@ -1,4 +1,5 @@
-//===- PlanFormat.h - the plan file format, shared by both sides -*- C++ -*-===//
+//===- PlanFormat.h - the plan file format, shared by both sides -*- C++
+//-*-===//
 //
 // The compiler (fsdp-opt, which writes plans) and the runtime (fsdp-run,
 // which reads them) meet here and only here: this header has no dependency
@@ -20,7 +21,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 1;
+inline constexpr uint32_t kPlanVersion = 2;
 /// magic, version, flags, payload size, payload CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Buffers start at multiples of this many bytes in the arena.
@@ -37,12 +38,13 @@ enum class BufferKind : uint32_t {
   AdamV = 4,      ///< AdamW second moment
   Activation = 5, ///< anything else a kernel produces
   Scratch = 6,    ///< temporary space of one kernel
+  Gathered = 7,   ///< a unit's all-gathered flat parameter
 };
-inline constexpr uint32_t kNumBufferKinds = 7;
+inline constexpr uint32_t kNumBufferKinds = 8;
 
 inline constexpr std::array<std::string_view, kNumBufferKinds>
-    kBufferKindNames = {"input", "param",      "grad",   "adam_m",
-                        "adam_v", "activation", "scratch"};
+    kBufferKindNames = {"input",  "param",      "grad",    "adam_m",
+                        "adam_v", "activation", "scratch", "gathered"};
 
 inline bool isPersistent(BufferKind kind) {
   return kind == BufferKind::Input || kind == BufferKind::Param ||
@@ -79,6 +81,10 @@ enum class Opcode : uint32_t {
   CrossEntropyBackward,
   AdamW, // ins: grad; outs: param, m, v (updated in place)
   Fill,
+  AllGather,     // ins: the unit's local shard; outs: the full flat tensor
+  ReduceScatter, // ins: the full flat gradient; outs: the local shard (avg)
+  AdamWShard,    // ins: grad shard; outs: param, m, v shards
+  Copy,
 };
 
 struct KernelInfo {
@@ -88,7 +94,7 @@ struct KernelInfo {
   std::array<std::string_view, 5> params; ///< empty names end the list
 };
 
-inline constexpr std::array<KernelInfo, 19> kKernels = {{
+inline constexpr std::array<KernelInfo, 23> kKernels = {{
     {Opcode::Embedding, "embedding", 3, 3, 1, {}},
     {Opcode::EmbeddingBackward, "embedding_backward", 2, 2, 2, {}},
     {Opcode::LayerNorm, "layer_norm", 3, 3, 3, {"epsilon"}},
@@ -106,9 +112,22 @@ inline constexpr std::array<KernelInfo, 19> kKernels = {{
     {Opcode::AttentionBackward, "attention_backward", 3, 3, 2, {"heads"}},
     {Opcode::CrossEntropy, "cross_entropy", 2, 2, 1, {}},
     {Opcode::CrossEntropyBackward, "cross_entropy_backward", 3, 3, 1, {}},
-    {Opcode::AdamW, "adamw", 1, 1, 3,
+    {Opcode::AdamW,
+     "adamw",
+     1,
+     1,
+     3,
      {"lr", "beta1", "beta2", "eps", "weight_decay"}},
     {Opcode::Fill, "fill", 0, 0, 1, {"value"}},
+    {Opcode::AllGather, "all_gather", 1, 1, 1, {}},
+    {Opcode::ReduceScatter, "reduce_scatter", 1, 1, 1, {}},
+    {Opcode::AdamWShard,
+     "adamw_shard",
+     1,
+     1,
+     3,
+     {"lr", "beta1", "beta2", "eps", "weight_decay"}},
+    {Opcode::Copy, "copy", 1, 1, 1, {}},
 }};
 
 inline const KernelInfo *findKernel(std::string_view name) {
@@ -127,6 +146,22 @@ inline size_t numParams(const KernelInfo &info) {
   while (n < info.params.size() && !info.params[n].empty())
     ++n;
   return n;
+}
+
+/// The seed's shard layout: of a flat tensor of `size` elements, rank
+/// `rank` of `worldSize` owns [begin, end) with begin = floor(rank * size /
+/// worldSize). Shards differ by at most one element.
+struct ShardRange {
+  int64_t begin, end;
+};
+inline ShardRange shardRange(int64_t size, int64_t rank, int64_t worldSize) {
+  auto at = [&](int64_t r) { return int64_t((__int128)size * r / worldSize); };
+  return {at(rank), at(rank + 1)};
+}
+/// The largest shard, ceil(size / worldSize): every rank's shard buffers
+/// have this many elements.
+inline int64_t maxShardSize(int64_t size, int64_t worldSize) {
+  return (size + worldSize - 1) / worldSize;
 }
 
 /// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of `size` bytes.

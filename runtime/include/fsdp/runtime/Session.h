@@ -1,9 +1,11 @@
-//===- Session.h - a plan running on a backend -------------------*- C++ -*-===//
+//===- Session.h - a plan running on a backend -------------------*- C++
+//-*-===//
 
 #ifndef FSDP_RUNTIME_SESSION_H
 #define FSDP_RUNTIME_SESSION_H
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <array>
@@ -20,11 +22,13 @@ struct KernelTimes {
 
 class Session {
 public:
-  Session(const Plan &plan, Backend &backend) : plan(plan), backend(backend) {}
+  Session(const Plan &plan, Backend &backend, Communicator &comm)
+      : plan(plan), backend(backend), comm(comm) {}
 
-  /// Allocates the arena and initialises every parameter from its
-  /// initializer and `seed` (deterministically: element i of a parameter
-  /// depends only on the seed, the parameter's name and i) and every
+  /// Allocates the arena and initialises this rank's shard of every unit
+  /// from the parameters' initializers and `seed` (deterministically:
+  /// element i of a parameter depends only on the seed, the parameter's
+  /// name and i, so every world size starts from the same model) and every
   /// optimizer moment to zero.
   bool initialize(uint64_t seed, std::string &error);
 
@@ -34,7 +38,8 @@ public:
   /// One training step (forward, backward, AdamW); returns the loss.
   float step(int64_t step);
   /// Forward and backward only (every kernel but AdamW): parameters are
-  /// unchanged and each AdamW's gradient buffer holds that gradient.
+  /// unchanged and each unit's AdamW gradient buffer holds its gradient
+  /// shard.
   float forwardBackward();
 
   /// Uses `lr` for every AdamW instead of the compiled learning rate.
@@ -42,8 +47,11 @@ public:
 
   std::vector<float> readBuffer(uint32_t buffer);
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);
-  /// The buffer AdamW reads the gradient of parameter `param` from.
-  std::optional<uint32_t> gradientBuffer(uint32_t param) const;
+  /// The buffer the AdamW of unit `unit` reads its gradient shard from.
+  std::optional<uint32_t> gradientShard(uint32_t unit) const;
+  /// The full values of every parameter, gathered from all ranks, in
+  /// plan order (a collective: every rank must call it).
+  std::vector<std::vector<float>> gatherParams();
 
   const KernelTimes &kernelTimes() const { return times; }
   /// Forgets the times so far (the first step's page faults, say).
@@ -55,12 +63,14 @@ private:
 
   const Plan &plan;
   Backend &backend;
+  Communicator &comm;
   std::optional<double> lrOverride;
   KernelTimes times;
 };
 
 /// Elements [begin, end) of parameter `param`, initialised with `seed`.
-void initializeParam(const ParamDesc &param, uint64_t seed, float *out);
+void initializeParam(const ParamDesc &param, uint64_t seed, int64_t begin,
+                     int64_t end, float *out);
 
 } // namespace fsdp::rt
 

@@ -14,7 +14,8 @@ def Runtime_BufferKind : I32EnumAttr<"BufferKind", "what a buffer holds", [
   I32EnumAttrCase<"AdamM", 3, "adam_m">,
   I32EnumAttrCase<"AdamV", 4, "adam_v">,
   I32EnumAttrCase<"Activation", 5, "activation">,
-  I32EnumAttrCase<"Scratch", 6, "scratch">
+  I32EnumAttrCase<"Scratch", 6, "scratch">,
+  I32EnumAttrCase<"Gathered", 7, "gathered">
 ]> {
   let cppNamespace = "::mlir::fsdprt";
   let genSpecializedAttr = 0;

@@ -12,7 +12,9 @@ def Runtime_BufferOp : Runtime_Op<"buffer", [
     MemoryEffects<[MemAlloc<DefaultResource>]>]> {
   let summary = "a buffer of the step program";
   let description = [{
-    Declares one buffer. Its kind decides its lifetime (inputs, parameters
+    Declares one buffer. A `<param>` buffer (and its `<adam_m>` and
+    `<adam_v>` moments) names either an `fsdp.param` or, after sharding,
+    the `fsdp.unit` whose local shard it holds. Its kind decides its lifetime (inputs, parameters
     and optimizer moments live for the whole run; everything else lives from
     the first to the last kernel that touches it) and its row in the memory
     report. A parameter buffer, and the moments of a parameter, name the
@@ -40,6 +42,28 @@ def Runtime_BufferOp : Runtime_Op<"buffer", [
     ::mlir::MemRefType getType() { return getBuffer().getType(); }
     int64_t getSizeInBytes();
   }];
+}
+
+def Runtime_ViewOp : Runtime_Op<"view", [Pure]> {
+  let summary = "a buffer inside another buffer";
+  let description = [{
+    Elements `offset` .. of `base`, seen with another static shape: a
+    parameter inside a gathered flat parameter, or a parameter gradient
+    inside a unit's full-size gradient. No data moves; the memory planner
+    places the view at the base's offset plus its own, and the base lives
+    as long as any view of it is used.
+
+    ```mlir
+    %w = fsdprt.view %full[1536] : memref<7087872xf32> -> memref<2304x768xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$base,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = [{
+    $base `[` $offset `]` attr-dict `:` type($base) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 def Runtime_KernelOp : Runtime_Op<"kernel", [AttrSizedOperandSegments,

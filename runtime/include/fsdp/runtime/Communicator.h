@@ -1,0 +1,54 @@
+//===- Communicator.h - the collectives a sharded step needs -----*- C++
+//-*-===//
+//
+// All-gather and reduce-scatter of flat fp32 tensors in the seed's uneven
+// layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), plus the few
+// scalars a step reports. One process per rank. The local communicator
+// serves one rank with no MPI at all; the MPI one is built when MPI is
+// found, and aborts the whole job on any error instead of letting the
+// other ranks hang.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_COMMUNICATOR_H
+#define FSDP_RUNTIME_COMMUNICATOR_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fsdp::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "local (1 rank)", "MPI (Open MPI ...), 4 ranks".
+  virtual std::string description() const = 0;
+
+  /// `full` (total elements) receives every rank's shard at its offset;
+  /// `shard` holds this rank's shardRange(total, rank, size).
+  virtual void allGather(const float *shard, float *full, int64_t total) = 0;
+  /// `shard` receives this rank's range of the element-wise mean over
+  /// ranks of `full`.
+  virtual void reduceScatterMean(const float *full, float *shard,
+                                 int64_t total) = 0;
+  virtual double allReduceMean(double value) = 0;
+  virtual uint64_t allReduceMax(uint64_t value) = 0;
+  /// Ends every rank of the job with `code`.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// One rank, no communication.
+std::unique_ptr<Communicator> createLocalCommunicator();
+
+/// MPI_COMM_WORLD after MPI_Init_thread; null when this build has no MPI.
+std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv);
+
+/// True when this build can run more than one rank.
+bool haveMpi();
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_COMMUNICATOR_H

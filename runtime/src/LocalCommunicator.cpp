@@ -1,0 +1,32 @@
+//===- LocalCommunicator.cpp - one rank, no communication -----------------===//
+
+#include "fsdp/runtime/Communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace fsdp::rt {
+namespace {
+class LocalCommunicator : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string description() const override { return "local (1 rank)"; }
+  void allGather(const float *shard, float *full, int64_t total) override {
+    std::memmove(full, shard, total * sizeof(float));
+  }
+  void reduceScatterMean(const float *full, float *shard,
+                         int64_t total) override {
+    std::memmove(shard, full, total * sizeof(float));
+  }
+  double allReduceMean(double value) override { return value; }
+  uint64_t allReduceMax(uint64_t value) override { return value; }
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+};
+} // namespace
+
+std::unique_ptr<Communicator> createLocalCommunicator() {
+  return std::make_unique<LocalCommunicator>();
+}
+
+} // namespace fsdp::rt
