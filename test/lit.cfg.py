@@ -28,3 +28,15 @@ llvm_config.add_tool_substitutions(
     tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
+
+# Multi-rank tests run the ranks as processes on this machine under mpirun:
+# more ranks than cores (--oversubscribe), as root where CI runs, one
+# OpenMP thread per rank.
+import shutil
+if config.fsdp_have_mpi and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    config.environment["OMP_NUM_THREADS"] = "1"
+    config.substitutions.append(
+        ("%mpirun", "mpirun --oversubscribe --bind-to none -np"))
