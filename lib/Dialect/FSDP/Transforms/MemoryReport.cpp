@@ -232,6 +232,9 @@ void FsdpMemoryReportPass::runOnOperation() {
   row("peak", steady + live[overall].total(),
       overall == forwardPeak ? "in the forward" : "in the backward");
   row("DDP baseline", 4 * elementBytes * P, "16P: every rank holds everything");
+  os << "total over " << N << " ranks:\n";
+  row("steady state", N * steady, formula("16P", 4 * eb * P));
+  row("peak", N * (steady + live[overall].total()), "");
   ShardRange first = getShardRange(largestUnit, 0, N),
              lastRank = getShardRange(largestUnit, N - 1, N);
   os << "  shards of @" << largestName << ": rank 0 owns elements "

@@ -243,8 +243,9 @@ def FsdpMemoryReportPass : Pass<"fsdp-memory-report", "::mlir::ModuleOp"> {
     live there (steady state, gathered parameters, full-size unit
     gradients, activations) and where they occur; next to each, the seed's
     formula (4P/N, 4P/N, 8P/N, 16P/N, and 16P/N + 4P/M + activations for
-    the forward peak of M equal units), and the DDP baseline 16P. Bytes are
-    exact; GB are 10^9 bytes, as the seed counts.
+    the forward peak of M equal units), the DDP baseline 16P, and the
+    totals over the N ranks. Bytes are exact; GB are 10^9 bytes, as the
+    seed counts.
 
     Lifetimes follow program order: a gathered parameter lives from its
     all-gather to its free, a unit's full-size gradient from the first
