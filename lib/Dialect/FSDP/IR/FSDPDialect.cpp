@@ -1,6 +1,7 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and checks -------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -90,16 +91,15 @@ int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
 }
 
+// The layout is the plan format's: compiler and runtime must agree on it
+// element for element.
 ShardRange mlir::fsdp::getShardRange(int64_t size, int64_t rank,
                                      int64_t worldSize) {
-  // 128-bit products: size * rank overflows int64 for a 175B-element unit
-  // only beyond 2^63 / 2^40 ranks, but be exact anyway.
-  auto floorDiv = [](int64_t a, int64_t b, int64_t c) {
-    return int64_t((__int128)a * b / c);
-  };
-  return {floorDiv(size, rank, worldSize), floorDiv(size, rank + 1, worldSize)};
+  ::fsdp::plan::ShardRange range =
+      ::fsdp::plan::shardRange(size, rank, worldSize);
+  return {range.begin, range.end};
 }
 
 int64_t mlir::fsdp::getMaxShardSize(int64_t size, int64_t worldSize) {
-  return llvm::divideCeil(size, worldSize);
+  return ::fsdp::plan::maxShardSize(size, worldSize);
 }
