@@ -52,8 +52,8 @@ static LogicalResult writePlanOutput(StringRef inputFilename,
   }
   std::string transformed;
   llvm::raw_string_ostream transformedStream(transformed);
-  if (failed(MlirOptMain(transformedStream, std::move(input), registry,
-                         config)))
+  if (failed(
+          MlirOptMain(transformedStream, std::move(input), registry, config)))
     return failure();
 
   MLIRContext context(registry);

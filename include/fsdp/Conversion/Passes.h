@@ -1,4 +1,5 @@
-//===- Passes.h - fsdp conversion passes -------------------------*- C++ -*-===//
+//===- Passes.h - fsdp conversion passes -------------------------*- C++
+//-*-===//
 
 #ifndef FSDP_CONVERSION_PASSES_H
 #define FSDP_CONVERSION_PASSES_H

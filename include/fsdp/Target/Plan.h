@@ -1,4 +1,5 @@
-//===- Plan.h - writing plan files -------------------------------*- C++ -*-===//
+//===- Plan.h - writing plan files -------------------------------*- C++
+//-*-===//
 
 #ifndef FSDP_TARGET_PLAN_H
 #define FSDP_TARGET_PLAN_H

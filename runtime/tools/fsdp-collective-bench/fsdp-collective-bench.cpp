@@ -62,8 +62,8 @@ int main(int argc, char **argv) {
   if (rank == 0)
     std::printf("collective-bench: %s\n"
                 "%10s %12s %12s %12s %12s %12s\n",
-                comm->description().c_str(), "size", "memcpy GB/s",
-                "ag algbw", "ag busbw", "rs algbw", "rs busbw");
+                comm->description().c_str(), "size", "memcpy GB/s", "ag algbw",
+                "ag busbw", "rs algbw", "rs busbw");
   for (int mb = minMb; mb <= maxMb; mb *= 2) {
     int64_t total = int64_t(mb) * (1 << 20) / sizeof(float);
     plan::ShardRange range = plan::shardRange(total, rank, n);
@@ -73,9 +73,8 @@ int main(int argc, char **argv) {
     double tCopy = timeIt(*comm, [&] {
       std::memcpy(copy.data(), full.data(), total * sizeof(float));
     });
-    double tGather = timeIt(*comm, [&] {
-      comm->allGather(shard.data(), full.data(), total);
-    });
+    double tGather = timeIt(
+        *comm, [&] { comm->allGather(shard.data(), full.data(), total); });
     double tScatter = timeIt(*comm, [&] {
       comm->reduceScatterMean(full.data(), shard.data(), total);
     });

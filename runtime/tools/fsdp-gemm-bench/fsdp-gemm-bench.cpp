@@ -131,8 +131,8 @@ int main(int argc, char **argv) {
         ref += double(transA ? A[k * M + i] : A[i * K + k]) *
                double(transB ? B[j * K + k] : B[k * N + j]);
       if (std::fabs(ref - C[i * N + j]) > 1e-3 * std::sqrt(double(K)))
-        die("sgemm result differs from the reference at " +
-            std::to_string(i) + "," + std::to_string(j));
+        die("sgemm result differs from the reference at " + std::to_string(i) +
+            "," + std::to_string(j));
     }
     int reps = 0;
     auto start = std::chrono::steady_clock::now();

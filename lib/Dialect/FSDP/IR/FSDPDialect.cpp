@@ -38,8 +38,8 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   if (name == kWorldSizeAttrName) {
     auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
     if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
-      return op->emitError() << "'" << name
-                             << "' must be a positive integer on a module";
+      return op->emitError()
+             << "'" << name << "' must be a positive integer on a module";
     return success();
   }
   if (name != kForwardAttrName && name != kTrainStepAttrName)

@@ -575,8 +575,7 @@ LogicalResult ViewOp::verify() {
   if (int64_t(getOffset()) + n > size)
     return emitOpError() << "elements " << getOffset() << " .. "
                          << int64_t(getOffset()) + n - 1
-                         << " lie outside the source's " << size
-                         << " elements";
+                         << " lie outside the source's " << size << " elements";
   return success();
 }
 

@@ -1,4 +1,5 @@
-//===- Data.h - token streams for language-model training --------*- C++ -*-===//
+//===- Data.h - token streams for language-model training --------*- C++
+//-*-===//
 //
 // Two file formats:
 //  * any file: its bytes are the tokens (vocabulary 256);
