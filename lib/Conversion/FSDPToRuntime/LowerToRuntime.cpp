@@ -191,12 +191,16 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            paramsOf(op, *plan::findKernel("adamw")));
     return success();
   }
-  if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
-    Value out = buffer(loc, BufferKind::Gathered, toMemRef(gather.getType()));
-    bind(gather.getResult(), out);
-    kernel(op, "all_gather", unitBuffers[gather.getUnitAttr()][0], out, {});
+  // A started collective runs where it starts; its wait is where the
+  // runtime must have finished it (streams are the scheduling issue's).
+  if (Value gathered = getGatheredTensor(op)) {
+    Value out = buffer(loc, BufferKind::Gathered, toMemRef(gathered.getType()));
+    bind(gathered, out);
+    kernel(op, "all_gather", unitBuffers[getCollectiveUnit(op)][0], out, {});
     return success();
   }
+  if (llvm::isa<WaitOp>(op))
+    return success();
   if (auto view = llvm::dyn_cast<ViewOp>(op)) {
     bind(view.getResult(),
          fsdprt::ViewOp::create(builder, loc, toMemRef(view.getType()),
@@ -220,10 +224,10 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
     }
     return success();
   }
-  if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
-    Value out = buffer(loc, BufferKind::Grad, toMemRef(scatter.getType()));
-    bind(scatter.getResult(), out);
-    kernel(op, "reduce_scatter", of(scatter.getSource()), out, {});
+  if (Value shard = getScatteredShard(op)) {
+    Value out = buffer(loc, BufferKind::Grad, toMemRef(shard.getType()));
+    bind(shard, out);
+    kernel(op, "reduce_scatter", of(op->getOperand(0)), out, {});
     return success();
   }
   if (llvm::isa<FreeOp>(op))
@@ -295,7 +299,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
                              toMemRef(arg.getType()), FlatSymbolRefAttr(),
                              builder.getI64IntegerAttr(arg.getArgNumber())));
   }
-  bool sharded = !block.getOps<AllGatherOp>().empty();
+  bool sharded = isShardedStep(block);
   if (sharded) {
     // The ranks hold shards of units, never whole parameters.
     auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -567,6 +568,27 @@ AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                         "the largest shard, ceil(flat size / world size)");
 }
 
+LogicalResult
+AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t flat, world;
+  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
+    return failure();
+  return expectElements(*this, "result", getResult(), flat,
+                        "the unit's flat size");
+}
+
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t flat, world;
+  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world) ||
+      failed(expectElements(*this, "source", getSource(), flat,
+                            "the unit's flat size")))
+    return failure();
+  return expectElements(*this, "result", getResult(),
+                        getMaxShardSize(flat, world),
+                        "the largest shard, ceil(flat size / world size)");
+}
+
 LogicalResult ViewOp::verify() {
   if (failed(expectSameElementType(*this, {getSource(), getResult()})))
     return failure();
@@ -589,6 +611,35 @@ LogicalResult PackOp::verify() {
     total += tensorOf(v).getNumElements();
   return expectElements(*this, "result", getResult(), total,
                         "the sum of the operands' elements");
+}
+
+Value mlir::fsdp::getGatheredTensor(Operation *op) {
+  if (auto gather = llvm::dyn_cast_or_null<AllGatherOp>(op))
+    return gather.getResult();
+  if (auto start = llvm::dyn_cast_or_null<AllGatherStartOp>(op))
+    return start.getResult();
+  return {};
+}
+
+Value mlir::fsdp::getScatteredShard(Operation *op) {
+  if (auto scatter = llvm::dyn_cast_or_null<ReduceScatterOp>(op))
+    return scatter.getResult();
+  if (auto start = llvm::dyn_cast_or_null<ReduceScatterStartOp>(op))
+    return start.getResult();
+  return {};
+}
+
+FlatSymbolRefAttr mlir::fsdp::getCollectiveUnit(Operation *op) {
+  return llvm::TypeSwitch<Operation *, FlatSymbolRefAttr>(op)
+      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp>([](auto op) { return op.getUnitAttr(); })
+      .Default([](Operation *) { return FlatSymbolRefAttr(); });
+}
+
+bool mlir::fsdp::isShardedStep(Block &block) {
+  return llvm::any_of(block, [](Operation &op) {
+    return bool(getGatheredTensor(&op));
+  });
 }
 
 #define GET_OP_CLASSES

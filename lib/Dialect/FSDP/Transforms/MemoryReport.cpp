@@ -57,7 +57,7 @@ void FsdpMemoryReportPass::runOnOperation() {
   for (func::FuncOp func : module.getOps<func::FuncOp>())
     if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
       step = func;
-  if (!worldAttr || !step || step.getBody().getOps<AllGatherOp>().empty()) {
+  if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
     module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
                           "--fsdp-shard first)";
     return signalPassFailure();
@@ -129,7 +129,7 @@ void FsdpMemoryReportPass::runOnOperation() {
     if (s.first < 0) {
       s.bytes = tensorBytes(r.getType());
       Operation *def = r.getDefiningOp();
-      s.kind = llvm::isa_and_nonnull<AllGatherOp>(def) ? Gathered
+      s.kind = getGatheredTensor(def) == r ? Gathered
                : llvm::isa_and_nonnull<PackOp>(def)    ? FullGrad
                                                        : Activation;
       s.first = at;
@@ -148,8 +148,9 @@ void FsdpMemoryReportPass::runOnOperation() {
         touch(result, i);
   }
   // Gradient shards are part of the steady state, not a transient.
-  for (ReduceScatterOp scatter : step.getBody().getOps<ReduceScatterOp>())
-    storage.erase(scatter.getResult());
+  for (Operation &op : step.getBody().front())
+    if (Value shard = getScatteredShard(&op))
+      storage.erase(shard);
 
   SmallVector<Point> live(order.size() + 1);
   for (auto &[value, s] : storage) {

@@ -124,7 +124,7 @@ void FsdpShardPass::runOnOperation() {
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
-  if (!block.getOps<AllGatherOp>().empty()) {
+  if (isShardedStep(block)) {
     module.emitError() << "fsdp-shard: @train_step is already sharded";
     return signalPassFailure();
   }

@@ -36,7 +36,8 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
 
   // Collectives run at the top level only: a fixed sequence on every rank.
   step.walk([&](Operation *op) {
-    if (llvm::isa<AllGatherOp, ReduceScatterOp, FreeOp, AdamWShardOp>(op) &&
+    if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+                  ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp>(op) &&
         op->getBlock() != &block)
       fail(op) << "is nested in a region; inside control flow it could run a "
                   "different number of times on different ranks";
@@ -70,8 +71,8 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
     }
   };
   for (Operation &op : block) {
-    if (auto gather = llvm::dyn_cast<AllGatherOp>(op))
-      checkFreed(gather, gather.getResult());
+    if (Value gathered = getGatheredTensor(&op))
+      checkFreed(&op, gathered);
     if (auto pack = llvm::dyn_cast<PackOp>(op))
       checkFreed(pack, pack.getResult());
   }
@@ -103,18 +104,20 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   });
 
   // Each unit: one reduce-scatter, consumed by its AdamW.
-  llvm::MapVector<Attribute, SmallVector<ReduceScatterOp>> scatters;
-  for (auto scatter : block.getOps<ReduceScatterOp>())
-    scatters[scatter.getUnitAttr()].push_back(scatter);
+  llvm::MapVector<Attribute, SmallVector<Operation *>> scatters;
+  for (Operation &op : block)
+    if (getScatteredShard(&op))
+      scatters[getCollectiveUnit(&op)].push_back(&op);
   for (auto &[unit, ops] : scatters)
     if (ops.size() > 1) {
       InFlightDiagnostic diag = fail(ops[1]) << "reduce-scatters unit " << unit
                                              << " a second time";
-      diag.attachNote(ops[0].getLoc()) << "first reduce-scatter here";
+      diag.attachNote(ops[0]->getLoc()) << "first reduce-scatter here";
     }
   for (auto adamw : block.getOps<AdamWShardOp>()) {
-    auto scatter = adamw.getGrad().getDefiningOp<ReduceScatterOp>();
-    if (!scatter || scatter.getUnitAttr() != adamw.getUnitAttr())
+    Operation *scatter = adamw.getGrad().getDefiningOp();
+    if (!getScatteredShard(scatter) ||
+        getCollectiveUnit(scatter) != adamw.getUnitAttr())
       fail(adamw) << "updates unit " << adamw.getUnitAttr()
                   << " from a gradient that is not that unit's "
                      "reduce-scatter: the gradient shard would be missing";
@@ -127,7 +130,7 @@ void FsdpVerifyPass::runOnOperation() {
   for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
     if (func->hasAttr(FSDPDialect::kTrainStepAttrName) &&
         func.getBody().hasOneBlock() &&
-        !func.getBody().getOps<AllGatherOp>().empty())
+        isShardedStep(func.getBody().front()))
       if (failed(verifyStep(func)))
         return signalPassFailure();
 }

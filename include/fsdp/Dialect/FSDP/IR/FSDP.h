@@ -66,6 +66,16 @@ ShardRange getShardRange(int64_t size, int64_t rank, int64_t worldSize);
 /// The largest shard: ceil(size / worldSize).
 int64_t getMaxShardSize(int64_t size, int64_t worldSize);
 
+/// A gather of a unit's flat parameter, synchronous (fsdp.all_gather) or
+/// started (fsdp.all_gather_start): the gathered tensor, or null.
+Value getGatheredTensor(Operation *op);
+/// A reduce-scatter, synchronous or started: the gradient shard, or null.
+Value getScatteredShard(Operation *op);
+/// The unit a gather or reduce-scatter (either form) works on, or null.
+FlatSymbolRefAttr getCollectiveUnit(Operation *op);
+/// True when `block` (a @train_step body) has been sharded.
+bool isShardedStep(Block &block);
+
 /// The module attribute --fsdp-shard sets: the number of ranks.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";
 } // namespace mlir::fsdp

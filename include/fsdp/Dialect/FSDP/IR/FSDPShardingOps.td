@@ -130,4 +130,60 @@ def FSDP_AdamWShardOp : FSDP_Op<"adamw_shard", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Asynchronous collectives (after --fsdp-schedule)
+//===----------------------------------------------------------------------===//
+
+def FSDP_AllGatherStartOp : FSDP_Op<"all_gather_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead<FSDP_ParamResource>,
+                   MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "starts gathering a unit's flat parameter on a stream";
+  let description = [{
+    The asynchronous form of `fsdp.all_gather`: issues the collective on
+    stream `stream` and returns a token and the tensor it fills. The tensor
+    may be read only after an `fsdp.wait` on the token; its memory is taken
+    from the start, which is what prefetching costs.
+
+    ```mlir
+    %tok, %full = fsdp.all_gather_start @h.1 stream 1 : tensor<7087872xf32>
+    ...
+    fsdp.wait %tok
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream);
+  let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$unit `stream` $stream attr-dict `:` type($result)";
+}
+
+def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "starts reducing a unit's gradient into the local shard";
+  let description = [{
+    The asynchronous form of `fsdp.reduce_scatter` on stream `stream`. The
+    full-size gradient must stay alive, and the shard unread, until an
+    `fsdp.wait` on the token.
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream);
+  let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $source $unit `stream` $stream attr-dict `:` type($source) `->`
+    type($result)
+  }];
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "waits for an asynchronous collective";
+  let description = [{
+    Returns when the collective that produced `token` has completed on
+    this rank; after it, the collective's result may be read.
+  }];
+  let arguments = (ins FSDP_TokenType:$token);
+  let assemblyFormat = "$token attr-dict";
+}
+
 #endif // FSDP_SHARDING_OPS_TD
