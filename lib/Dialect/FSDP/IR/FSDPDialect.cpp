@@ -35,7 +35,7 @@ void FSDPDialect::initialize() {
 LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kWorldSizeAttrName) {
+  if (name == kWorldSizeAttrName || name == kMaxInflightGathersAttrName) {
     auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
     if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
       return op->emitError()

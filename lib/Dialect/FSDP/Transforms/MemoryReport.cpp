@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/FSDP/Transforms/MemoryProfile.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -23,16 +24,9 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-enum Class { Gathered, FullGrad, Activation, NumClasses };
-
 struct Storage {
   int64_t bytes = 0, first = -1, last = -1;
-  Class kind = Activation;
-};
-
-struct Point {
-  std::array<int64_t, NumClasses> bytes{};
-  int64_t total() const { return bytes[0] + bytes[1] + bytes[2]; }
+  MemoryClass kind = Activation;
 };
 
 int64_t tensorBytes(Type type) {
@@ -49,20 +43,11 @@ struct FsdpMemoryReportPass
 };
 } // namespace
 
-void FsdpMemoryReportPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  markAllAnalysesPreserved();
+MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
+                                               func::FuncOp step) {
+  MemoryProfile profile;
   auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
-  if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
-                          "--fsdp-shard first)";
-    return signalPassFailure();
-  }
-  int64_t N = worldAttr.getInt();
+  int64_t N = worldAttr ? worldAttr.getInt() : 1;
 
   // Shards: every rank holds ceil(P_u / N) elements of each unit's flat
   // parameter, gradient and two AdamW moments (the last shard of a unit
@@ -152,14 +137,14 @@ void FsdpMemoryReportPass::runOnOperation() {
     if (Value shard = getScatteredShard(&op))
       storage.erase(shard);
 
-  SmallVector<Point> live(order.size() + 1);
+  SmallVector<MemoryPoint> live(order.size() + 1);
   for (auto &[value, s] : storage) {
     live[s.first].bytes[s.kind] += s.bytes;
     live[s.last + 1].bytes[s.kind] -= s.bytes;
   }
   live.pop_back();
   for (size_t i = 1; i < live.size(); ++i)
-    for (int k = 0; k < NumClasses; ++k)
+    for (int k = 0; k < NumMemoryClasses; ++k)
       live[i].bytes[k] += live[i - 1].bytes[k];
 
   // The forward ends where the loss is computed.
@@ -178,6 +163,46 @@ void FsdpMemoryReportPass::runOnOperation() {
                         ? forwardPeak
                         : backwardPeak;
 
+  profile.worldSize = N;
+  profile.params = P;
+  profile.units = units;
+  profile.elementBytes = elementBytes;
+  profile.shardBytes = shardBytes;
+  profile.steady = steady;
+  profile.largestUnit = largestUnit;
+  profile.smallestUnit = smallestUnit;
+  profile.largestName = largestName.str();
+  profile.order = std::move(order);
+  profile.live = std::move(live);
+  profile.forwardPeak = forwardPeak;
+  profile.backwardPeak = backwardPeak;
+  profile.overall = overall;
+  return profile;
+}
+
+void FsdpMemoryReportPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  markAllAnalysesPreserved();
+  auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+  func::FuncOp step;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+      step = func;
+  if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
+    module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
+                          "--fsdp-shard first)";
+    return signalPassFailure();
+  }
+  MemoryProfile profile = computeMemoryProfile(module, step);
+  int64_t N = profile.worldSize, P = profile.params, units = profile.units,
+          elementBytes = profile.elementBytes, shardBytes = profile.shardBytes,
+          steady = profile.steady, largestUnit = profile.largestUnit,
+          smallestUnit = profile.smallestUnit,
+          forwardPeak = profile.forwardPeak,
+          backwardPeak = profile.backwardPeak, overall = profile.overall;
+  StringRef largestName = profile.largestName;
+  const SmallVector<Operation *> &order = profile.order;
+  const SmallVector<MemoryPoint> &live = profile.live;
   llvm::raw_ostream &os = llvm::errs();
   auto gb = [](double bytes) { return bytes / 1e9; };
   auto row = [&](StringRef name, int64_t bytes, const Twine &note) {
@@ -203,7 +228,7 @@ void FsdpMemoryReportPass::runOnOperation() {
       "@" + largestName + formula(", 4P/M", eb * P / units));
 
   auto describe = [&](StringRef name, int64_t at) {
-    const Point &p = live[at];
+    const MemoryPoint &p = live[at];
     Operation *op = order[at];
     std::string where;
     llvm::raw_string_ostream w(where);

@@ -2,6 +2,7 @@
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::fsdp {
@@ -102,6 +103,51 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
       diag.attachNote(gather.getLoc()) << "gathered here";
     }
   });
+
+  // Started collectives: each token awaited exactly once, and the result
+  // read only after that wait.
+  for (Operation &op : block) {
+    if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp>(op))
+      continue;
+    Value token = op.getResult(0), result = op.getResult(1);
+    SmallVector<Operation *> waits(token.getUsers());
+    if (waits.size() != 1) {
+      fail(&op) << (waits.empty() ? "is never waited for: its result would "
+                                    "never be known to be complete"
+                                  : "is waited for more than once");
+      continue;
+    }
+    Operation *wait = waits.front();
+    for (OpOperand &use : result.getUses()) {
+      Operation *user = ancestorIn(block, use.getOwner());
+      if (user->isBeforeInBlock(wait) && !llvm::isa<FreeOp>(user)) {
+        InFlightDiagnostic diag =
+            fail(use.getOwner())
+            << "reads the result of a collective before waiting for it";
+        diag.attachNote(wait->getLoc()) << "the wait is here";
+      }
+    }
+  }
+
+  // The in-flight limit the schedule promised: gathers started and not yet
+  // freed, at every point of the step.
+  if (auto limit = step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+          kMaxInflightGathersAttrName)) {
+    int64_t inflight = 0;
+    llvm::DenseSet<Value> gathered;
+    for (Operation &op : block) {
+      if (Value g = getGatheredTensor(&op)) {
+        gathered.insert(g);
+        if (++inflight > limit.getInt())
+          fail(&op) << "starts gather number " << inflight
+                    << " in flight; the schedule allows "
+                    << limit.getInt();
+      }
+      if (auto free = llvm::dyn_cast<FreeOp>(op))
+        if (gathered.contains(free.getValue()))
+          --inflight;
+    }
+  }
 
   // Each unit: one reduce-scatter, consumed by its AdamW.
   llvm::MapVector<Attribute, SmallVector<Operation *>> scatters;

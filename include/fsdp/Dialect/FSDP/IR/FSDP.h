@@ -78,6 +78,9 @@ bool isShardedStep(Block &block);
 
 /// The module attribute --fsdp-shard sets: the number of ranks.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";
+/// The module attribute --fsdp-schedule sets: gathers allowed in flight.
+constexpr llvm::StringLiteral kMaxInflightGathersAttrName =
+    "fsdp.max_inflight_gathers";
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDP_H
