@@ -34,6 +34,13 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   FsdpShardPassOptions shard;
   shard.worldSize = options.worldSize;
   pm.addPass(createFsdpShardPass(shard));
+
+  FsdpSchedulePassOptions schedule;
+  schedule.forwardPrefetch = options.forwardPrefetch;
+  schedule.backwardPrefetch = options.backwardPrefetch;
+  schedule.maxInflightGathers = options.maxInflightGathers;
+  schedule.memoryBudget = options.memoryBudget;
+  pm.addPass(createFsdpSchedulePass(schedule));
   pm.addPass(createFsdpVerifyPass());
 
   pm.addPass(createFsdpLowerToRuntimePass());
@@ -45,6 +52,7 @@ void mlir::fsdp::registerTrainPipeline() {
       "fsdp-train-pipeline",
       "Turn a model into a runtime step program: wrap into units, split the "
       "batch, autodiff (forward, backward, AdamW), shard over world-size "
-      "ranks, verify, lower to buffers and kernels, plan memory",
+      "ranks, schedule collectives, verify, lower to buffers and kernels, "
+      "plan memory",
       buildTrainPipeline);
 }

@@ -21,6 +21,22 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "world-size",
       llvm::cl::desc("Ranks to shard over (the global batch is split too)"),
       llvm::cl::init(1)};
+  Option<int64_t> forwardPrefetch{
+      *this, "forward-prefetch",
+      llvm::cl::desc("Forward regions ahead whose gathers start early"),
+      llvm::cl::init(0)};
+  Option<int64_t> backwardPrefetch{
+      *this, "backward-prefetch",
+      llvm::cl::desc("Backward regions ahead whose gathers start early"),
+      llvm::cl::init(0)};
+  Option<int64_t> maxInflightGathers{
+      *this, "max-inflight-gathers",
+      llvm::cl::desc("Gathers allowed in flight (0: no limit)"),
+      llvm::cl::init(0)};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Bytes a rank may use (0: no budget)"),
+      llvm::cl::init(0)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init("per-block")};
@@ -42,7 +58,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 };
 
 /// Adds the training pipeline to `pm`: wrap, data-parallel, autodiff,
-/// shard, verify, lower to the runtime, plan memory.
+/// shard, schedule, verify, lower to the runtime, plan memory.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers --fsdp-train-pipeline.

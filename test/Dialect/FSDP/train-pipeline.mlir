@@ -1,10 +1,10 @@
-// The named pipeline runs wrap, data-parallel, autodiff, shard, verify,
+// The named pipeline runs wrap, data-parallel, autodiff, shard, schedule, verify,
 // lower-to-runtime and plan-memory, forwarding its options.
 // RUN: fsdp-opt %s --fsdp-train-pipeline | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-train-pipeline="policy=none lr=0.5 weight-decay=0.0" | FileCheck %s --check-prefix=OPTS
 // The pipeline equals the passes run one by one.
 // RUN: fsdp-opt %s --fsdp-train-pipeline > %t.pipeline
-// RUN: fsdp-opt %s --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
+// RUN: fsdp-opt %s --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
 // RUN: diff %t.pipeline %t.passes
 
 // CHECK: fsdp.unit @layers.0 params [@layers.0.w]

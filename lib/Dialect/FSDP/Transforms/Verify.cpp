@@ -90,17 +90,17 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
     if (auto arg = llvm::dyn_cast<BlockArgument>(source);
         arg && compute && arg.getOwner() == &compute.getBodyBlock())
       source = compute.getInputs()[arg.getArgNumber()];
-    auto gather = source.getDefiningOp<AllGatherOp>();
-    if (!gather) {
+    Operation *gather = source.getDefiningOp();
+    if (!getGatheredTensor(gather)) {
       fail(view) << "views a tensor that is not a gathered parameter";
       return;
     }
-    if (compute && gather.getUnitAttr() != compute.getUnitAttr()) {
-      InFlightDiagnostic diag = fail(view) << "in a region of unit "
-                                           << compute.getUnitAttr()
-                                           << " views the parameters of unit "
-                                           << gather.getUnitAttr();
-      diag.attachNote(gather.getLoc()) << "gathered here";
+    if (compute && getCollectiveUnit(gather) != compute.getUnitAttr()) {
+      InFlightDiagnostic diag =
+          fail(view) << "in a region of unit " << compute.getUnitAttr()
+                     << " views the parameters of unit "
+                     << getCollectiveUnit(gather);
+      diag.attachNote(gather->getLoc()) << "gathered here";
     }
   });
 

@@ -232,6 +232,55 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
+  let summary = "Make collectives asynchronous and prefetch gathers";
+  let description = [{
+    Turns every collective of a sharded `@train_step` into a start/wait pair
+    linked by a `!fsdp.token`: all-gathers on stream 1, reduce-scatters on
+    stream 2, apart from compute (stream 0). Waits sit right before the
+    first use of the result. Then:
+
+    * `forward-prefetch=k`: the all-gather of the forward region k regions
+      ahead starts before the current region computes;
+    * `backward-prefetch=k`: likewise in the backward, so the next unit's
+      all-gather is issued before the current unit's reduce-scatter;
+    * `max-inflight-gathers=K` (like PyTorch's `limit_all_gathers`, but
+      decided at compile time): a start that would put more than K gathers
+      in flight (started and not yet freed) moves later, to the first
+      point where one has been freed; 0 means no limit;
+    * `memory-budget=B`: fails, naming the peak, the budget and the op
+      where the peak occurs, when a rank would need more than B bytes.
+
+    Prefetching moves starts only: it never changes what is computed, so
+    the losses are the unscheduled plan's, bit for bit.
+
+    Before:
+    ```mlir
+    %g1 = fsdp.all_gather @l1 : tensor<27xf32>
+    %y = fsdp.compute @l1 forward ins(%x, %g1 : ...) { ... }
+    fsdp.free %g1 : tensor<27xf32>
+    ```
+    After (no prefetch):
+    ```mlir
+    %t, %g1 = fsdp.all_gather_start @l1 stream 1 : tensor<27xf32>
+    fsdp.wait %t
+    %y = fsdp.compute @l1 forward ins(%x, %g1 : ...) { ... }
+    fsdp.free %g1 : tensor<27xf32>
+    ```
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
+           "Forward regions ahead whose gathers start early">,
+    Option<"backwardPrefetch", "backward-prefetch", "int64_t",
+           /*default=*/"0",
+           "Backward regions ahead whose gathers start early">,
+    Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
+           /*default=*/"0", "Gathers allowed in flight (0: no limit)">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "Bytes a rank may use (0: no budget)">
+  ];
+}
+
 def FsdpMemoryReportPass : Pass<"fsdp-memory-report", "::mlir::ModuleOp"> {
   let summary = "Report what every rank holds, from the sharded IR";
   let description = [{

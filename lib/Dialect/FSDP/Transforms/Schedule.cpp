@@ -1,0 +1,201 @@
+//===- Schedule.cpp - asynchronous collectives and prefetch ---------------===//
+//
+// Collectives become start/wait pairs; prefetch moves gather starts earlier
+// (never computes), bounded by the in-flight limit; the memory profile of
+// the result is checked against the budget.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/MemoryProfile.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSCHEDULEPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+constexpr int64_t kGatherStream = 1, kScatterStream = 2;
+
+/// A started gather, where it is waited for, and the region that uses it.
+struct Gather {
+  AllGatherStartOp start;
+  WaitOp wait;
+  ComputeOp region;
+};
+
+struct FsdpSchedulePass
+    : public fsdp::impl::FsdpSchedulePassBase<FsdpSchedulePass> {
+  using FsdpSchedulePassBase::FsdpSchedulePassBase;
+  void runOnOperation() override;
+};
+
+/// Gathers started and not yet freed just before `point`.
+int64_t inflightBefore(Block &block, Operation *point) {
+  int64_t inflight = 0;
+  for (Operation &op : block) {
+    if (&op == point)
+      break;
+    if (llvm::isa<AllGatherStartOp>(op))
+      ++inflight;
+    if (auto free = llvm::dyn_cast<FreeOp>(op))
+      if (free.getValue().getDefiningOp<AllGatherStartOp>())
+        --inflight;
+  }
+  return inflight;
+}
+} // namespace
+
+void FsdpSchedulePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  for (auto [name, value] : {std::pair<StringRef, int64_t>{"forward-prefetch",
+                                                           forwardPrefetch},
+                             {"backward-prefetch", backwardPrefetch},
+                             {"max-inflight-gathers", maxInflightGathers},
+                             {"memory-budget", memoryBudget}})
+    if (value < 0) {
+      module.emitError() << "fsdp-schedule: " << name
+                         << " must be non-negative, got " << value;
+      return signalPassFailure();
+    }
+  func::FuncOp step;
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+      step = func;
+  if (!step || !step.getBody().hasOneBlock() ||
+      !isShardedStep(step.getBody().front())) {
+    module.emitError() << "fsdp-schedule: no sharded @train_step (run "
+                          "--fsdp-shard first)";
+    return signalPassFailure();
+  }
+  Block &block = step.getBody().front();
+  if (!block.getOps<AllGatherStartOp>().empty()) {
+    module.emitError() << "fsdp-schedule: @train_step is already scheduled";
+    return signalPassFailure();
+  }
+  OpBuilder builder(module.getContext());
+
+  // Start/wait pairs; each wait right before the first use of the result.
+  SmallVector<Gather> forward, backward;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    builder.setInsertionPoint(&op);
+    if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
+      auto start = AllGatherStartOp::create(
+          builder, gather.getLoc(),
+          TokenType::get(builder.getContext()), gather.getType(),
+          gather.getUnitAttr(), builder.getI64IntegerAttr(kGatherStream));
+      gather.replaceAllUsesWith(start.getResult());
+      gather.erase();
+      auto region = llvm::dyn_cast_or_null<ComputeOp>(
+          *llvm::find_if(start.getResult().getUsers(), [](Operation *user) {
+            return llvm::isa<ComputeOp>(user);
+          }));
+      builder.setInsertionPoint(region);
+      auto wait = WaitOp::create(builder, start.getLoc(), start.getToken());
+      (region.getPhase() == Phase::Forward ? forward : backward)
+          .push_back({start, wait, region});
+    } else if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
+      auto start = ReduceScatterStartOp::create(
+          builder, scatter.getLoc(), TokenType::get(builder.getContext()),
+          scatter.getType(), scatter.getSource(), scatter.getUnitAttr(),
+          builder.getI64IntegerAttr(kScatterStream));
+      scatter.replaceAllUsesWith(start.getResult());
+      scatter.erase();
+      // The source may be freed only once the reduction has read it.
+      Operation *firstUse = nullptr;
+      for (Operation *user : start.getSource().getUsers())
+        if (llvm::isa<FreeOp>(user) &&
+            (!firstUse || user->isBeforeInBlock(firstUse)))
+          firstUse = user;
+      for (Operation *user : start.getResult().getUsers())
+        if (!firstUse || user->isBeforeInBlock(firstUse))
+          firstUse = user;
+      builder.setInsertionPoint(firstUse ? firstUse : block.getTerminator());
+      WaitOp::create(builder, start.getLoc(), start.getToken());
+    }
+  }
+
+  // One reduce-scatter in flight: each is waited for just before the next
+  // one starts (or before the optimizer, for the last), so it overlaps the
+  // next unit's backward; its full-size gradient is freed after the wait.
+  SmallVector<ReduceScatterStartOp> scatters(
+      block.getOps<ReduceScatterStartOp>());
+  Operation *optimizer = block.getTerminator();
+  for (Operation &op : block)
+    if (llvm::isa<AdamWShardOp>(op)) {
+      optimizer = &op;
+      break;
+    }
+  for (auto [i, scatter] : llvm::enumerate(scatters)) {
+    Operation *until = i + 1 < scatters.size()
+                           ? scatters[i + 1].getOperation()
+                           : optimizer;
+    auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
+    wait->moveBefore(until);
+    for (Operation *user : scatter.getSource().getUsers())
+      if (llvm::isa<FreeOp>(user))
+        user->moveAfter(wait);
+  }
+
+  // Prefetch: the start of region i + k moves before region i.
+  auto prefetch = [&](MutableArrayRef<Gather> gathers, int64_t ahead) {
+    if (ahead == 0)
+      return;
+    for (size_t i = 0; i + ahead < gathers.size(); ++i) {
+      Gather &later = gathers[i + ahead];
+      Operation *anchor = gathers[i].region;
+      if (anchor->isBeforeInBlock(later.start))
+        later.start->moveBefore(anchor);
+    }
+  };
+  prefetch(forward, forwardPrefetch);
+  prefetch(backward, backwardPrefetch);
+
+  // The in-flight limit: a start that would exceed it moves to just after
+  // the next free of a gathered tensor (never past its own wait).
+  if (maxInflightGathers > 0) {
+    for (Gather &g : llvm::concat<Gather>(forward, backward)) {
+      while (inflightBefore(block, g.start) >= maxInflightGathers) {
+        Operation *next = g.start->getNextNode();
+        while (next && next != g.wait.getOperation() &&
+               !(llvm::isa<FreeOp>(next) &&
+                 llvm::cast<FreeOp>(next)
+                     .getValue()
+                     .getDefiningOp<AllGatherStartOp>()))
+          next = next->getNextNode();
+        if (!next || next == g.wait.getOperation())
+          break; // as late as it can be: right before its wait
+        g.start->moveAfter(next);
+      }
+    }
+    module->setAttr(kMaxInflightGathersAttrName,
+                    builder.getI64IntegerAttr(maxInflightGathers));
+  }
+
+  if (memoryBudget > 0) {
+    MemoryProfile profile = computeMemoryProfile(module, step);
+    if (profile.peakBytes() > memoryBudget) {
+      Operation *at = profile.order[profile.overall];
+      InFlightDiagnostic diag = emitError(at->getLoc())
+                                << "fsdp-schedule: the step needs "
+                                << profile.peakBytes()
+                                << " bytes per rank at its peak, over the "
+                                   "memory budget of "
+                                << int64_t(memoryBudget) << " bytes";
+      diag.attachNote(at->getLoc())
+          << "the peak is here ('" << at->getName().getStringRef()
+          << "'): steady state " << profile.steady << ", gathered "
+          << profile.live[profile.overall].bytes[Gathered]
+          << ", full-size gradients "
+          << profile.live[profile.overall].bytes[FullGrad]
+          << ", activations "
+          << profile.live[profile.overall].bytes[Activation];
+      return signalPassFailure();
+    }
+  }
+}
