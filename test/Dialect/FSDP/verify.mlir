@@ -175,3 +175,59 @@ module attributes {fsdp.world_size = 2 : i64} {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    // expected-error @+1 {{is never waited for: its result would never be known to be complete}}
+    %tok, %g = fsdp.all_gather_start @u stream 1 : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %tok, %g = fsdp.all_gather_start @u stream 1 : tensor<4xf32>
+    // expected-error @+1 {{reads the result of a collective before waiting for it}}
+    %y = fsdp.compute @u forward ins(%x, %g : tensor<1x2xf32>, tensor<4xf32>) -> tensor<1x2xf32> {
+    ^bb0(%a: tensor<1x2xf32>, %p: tensor<4xf32>):
+      %w = fsdp.view %p[0] : tensor<4xf32> -> tensor<2x2xf32>
+      %o = fsdp.linear %a, %w : (tensor<1x2xf32>, tensor<2x2xf32>) -> tensor<1x2xf32>
+      fsdp.yield %o : tensor<1x2xf32>
+    }
+    // expected-note @+1 {{the wait is here}}
+    fsdp.wait %tok
+    fsdp.free %g : tensor<4xf32>
+    %l = fsdp.cross_entropy %y, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i64} {
+  fsdp.param @a : tensor<4xf32> init <zeros>
+  fsdp.param @b : tensor<4xf32> init <zeros>
+  fsdp.unit @ua params [@a]
+  fsdp.unit @ub params [@b]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %t1, %g1 = fsdp.all_gather_start @ua stream 1 : tensor<4xf32>
+    // expected-error @+1 {{starts gather number 2 in flight; the schedule allows 1}}
+    %t2, %g2 = fsdp.all_gather_start @ub stream 1 : tensor<4xf32>
+    fsdp.wait %t1
+    fsdp.wait %t2
+    fsdp.free %g1 : tensor<4xf32>
+    fsdp.free %g2 : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

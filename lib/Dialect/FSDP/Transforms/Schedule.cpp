@@ -156,26 +156,42 @@ void FsdpSchedulePass::runOnOperation() {
   prefetch(forward, forwardPrefetch);
   prefetch(backward, backwardPrefetch);
 
-  // The in-flight limit: a start that would exceed it moves to just after
-  // the next free of a gathered tensor (never past its own wait).
-  if (maxInflightGathers > 0) {
-    for (Gather &g : llvm::concat<Gather>(forward, backward)) {
-      while (inflightBefore(block, g.start) >= maxInflightGathers) {
-        Operation *next = g.start->getNextNode();
-        while (next && next != g.wait.getOperation() &&
-               !(llvm::isa<FreeOp>(next) &&
-                 llvm::cast<FreeOp>(next)
-                     .getValue()
-                     .getDefiningOp<AllGatherStartOp>()))
-          next = next->getNextNode();
-        if (!next || next == g.wait.getOperation())
-          break; // as late as it can be: right before its wait
-        g.start->moveAfter(next);
+  // Gathers start in the order their regions run (a later region's gather
+  // never overtakes an earlier one's), and the in-flight limit holds: a
+  // start that would exceed it moves to just after the next free of a
+  // gathered tensor, never past its own wait. Moving a start can push the
+  // next ones, so repeat until nothing moves.
+  auto isGatherFree = [](Operation *op) {
+    auto free = llvm::dyn_cast<FreeOp>(op);
+    return free && free.getValue().getDefiningOp<AllGatherStartOp>();
+  };
+  for (MutableArrayRef<Gather> phase : {MutableArrayRef<Gather>(forward),
+                                        MutableArrayRef<Gather>(backward)}) {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t i = 0; i < phase.size(); ++i) {
+        Gather &g = phase[i];
+        if (i > 0 && g.start->isBeforeInBlock(phase[i - 1].start)) {
+          g.start->moveAfter(phase[i - 1].start);
+          moved = true;
+        }
+        if (maxInflightGathers == 0)
+          continue;
+        while (inflightBefore(block, g.start) >= maxInflightGathers) {
+          Operation *next = g.start->getNextNode();
+          while (next && next != g.wait.getOperation() && !isGatherFree(next))
+            next = next->getNextNode();
+          if (!next || next == g.wait.getOperation())
+            break; // as late as it can be: right before its wait
+          g.start->moveAfter(next);
+          moved = true;
+        }
       }
     }
+  }
+  if (maxInflightGathers > 0)
     module->setAttr(kMaxInflightGathersAttrName,
                     builder.getI64IntegerAttr(maxInflightGathers));
-  }
 
   if (memoryBudget > 0) {
     MemoryProfile profile = computeMemoryProfile(module, step);
