@@ -35,8 +35,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init(0)};
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Bytes a rank may use (0: no budget)"),
-      llvm::cl::init(0)};
+      llvm::cl::desc("Bytes a rank may use (0: no budget)"), llvm::cl::init(0)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init("per-block")};

@@ -537,56 +537,57 @@ static LogicalResult expectElements(Operation *op, StringRef what, Value v,
                            << elements << " (" << why << ")";
 }
 
+/// A gather's result is the unit's whole flat parameter.
+static LogicalResult verifyGather(Operation *op,
+                                  SymbolTableCollection &symbolTable,
+                                  FlatSymbolRefAttr unit, Value result) {
+  int64_t flat, world;
+  if (!lookupUnit(op, symbolTable, unit, flat, world))
+    return failure();
+  return expectElements(op, "result", result, flat, "the unit's flat size");
+}
+
+/// A reduce-scatter takes the unit's full gradient (`source`, or none for
+/// AdamW) and gives the largest shard.
+static LogicalResult verifyShard(Operation *op,
+                                 SymbolTableCollection &symbolTable,
+                                 FlatSymbolRefAttr unit, Value source,
+                                 StringRef what, Value shard) {
+  int64_t flat, world;
+  if (!lookupUnit(op, symbolTable, unit, flat, world) ||
+      (source && failed(expectElements(op, "source", source, flat,
+                                       "the unit's flat size"))))
+    return failure();
+  return expectElements(op, what, shard, getMaxShardSize(flat, world),
+                        "the largest shard, ceil(flat size / world size)");
+}
+
 LogicalResult
 AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  int64_t flat, world;
-  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
-    return failure();
-  return expectElements(*this, "result", getResult(), flat,
-                        "the unit's flat size");
-}
-
-LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  int64_t flat, world;
-  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world) ||
-      failed(expectElements(*this, "source", getSource(), flat,
-                            "the unit's flat size")))
-    return failure();
-  return expectElements(*this, "result", getResult(),
-                        getMaxShardSize(flat, world),
-                        "the largest shard, ceil(flat size / world size)");
-}
-
-LogicalResult
-AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  int64_t flat, world;
-  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
-    return failure();
-  return expectElements(*this, "gradient", getGrad(),
-                        getMaxShardSize(flat, world),
-                        "the largest shard, ceil(flat size / world size)");
+  return verifyGather(*this, symbolTable, getUnitAttr(), getResult());
 }
 
 LogicalResult
 AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  int64_t flat, world;
-  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world))
-    return failure();
-  return expectElements(*this, "result", getResult(), flat,
-                        "the unit's flat size");
+  return verifyGather(*this, symbolTable, getUnitAttr(), getResult());
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShard(*this, symbolTable, getUnitAttr(), getSource(), "result",
+                     getResult());
 }
 
 LogicalResult
 ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  int64_t flat, world;
-  if (!lookupUnit(*this, symbolTable, getUnitAttr(), flat, world) ||
-      failed(expectElements(*this, "source", getSource(), flat,
-                            "the unit's flat size")))
-    return failure();
-  return expectElements(*this, "result", getResult(),
-                        getMaxShardSize(flat, world),
-                        "the largest shard, ceil(flat size / world size)");
+  return verifyShard(*this, symbolTable, getUnitAttr(), getSource(), "result",
+                     getResult());
+}
+
+LogicalResult
+AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShard(*this, symbolTable, getUnitAttr(), Value(), "gradient",
+                     getGrad());
 }
 
 LogicalResult ViewOp::verify() {
@@ -637,9 +638,8 @@ FlatSymbolRefAttr mlir::fsdp::getCollectiveUnit(Operation *op) {
 }
 
 bool mlir::fsdp::isShardedStep(Block &block) {
-  return llvm::any_of(block, [](Operation &op) {
-    return bool(getGatheredTensor(&op));
-  });
+  return llvm::any_of(
+      block, [](Operation &op) { return bool(getGatheredTensor(&op)); });
 }
 
 #define GET_OP_CLASSES

@@ -114,9 +114,9 @@ MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
     if (s.first < 0) {
       s.bytes = tensorBytes(r.getType());
       Operation *def = r.getDefiningOp();
-      s.kind = getGatheredTensor(def) == r ? Gathered
-               : llvm::isa_and_nonnull<PackOp>(def)    ? FullGrad
-                                                       : Activation;
+      s.kind = getGatheredTensor(def) == r          ? Gathered
+               : llvm::isa_and_nonnull<PackOp>(def) ? FullGrad
+                                                    : Activation;
       s.first = at;
     }
     s.first = std::min(s.first, at);

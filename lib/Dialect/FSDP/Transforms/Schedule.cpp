@@ -53,11 +53,11 @@ int64_t inflightBefore(Block &block, Operation *point) {
 
 void FsdpSchedulePass::runOnOperation() {
   ModuleOp module = getOperation();
-  for (auto [name, value] : {std::pair<StringRef, int64_t>{"forward-prefetch",
-                                                           forwardPrefetch},
-                             {"backward-prefetch", backwardPrefetch},
-                             {"max-inflight-gathers", maxInflightGathers},
-                             {"memory-budget", memoryBudget}})
+  for (auto [name, value] :
+       {std::pair<StringRef, int64_t>{"forward-prefetch", forwardPrefetch},
+        {"backward-prefetch", backwardPrefetch},
+        {"max-inflight-gathers", maxInflightGathers},
+        {"memory-budget", memoryBudget}})
     if (value < 0) {
       module.emitError() << "fsdp-schedule: " << name
                          << " must be non-negative, got " << value;
@@ -86,9 +86,9 @@ void FsdpSchedulePass::runOnOperation() {
     builder.setInsertionPoint(&op);
     if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
       auto start = AllGatherStartOp::create(
-          builder, gather.getLoc(),
-          TokenType::get(builder.getContext()), gather.getType(),
-          gather.getUnitAttr(), builder.getI64IntegerAttr(kGatherStream));
+          builder, gather.getLoc(), TokenType::get(builder.getContext()),
+          gather.getType(), gather.getUnitAttr(),
+          builder.getI64IntegerAttr(kGatherStream));
       gather.replaceAllUsesWith(start.getResult());
       gather.erase();
       auto region = llvm::dyn_cast_or_null<ComputeOp>(
@@ -132,9 +132,8 @@ void FsdpSchedulePass::runOnOperation() {
       break;
     }
   for (auto [i, scatter] : llvm::enumerate(scatters)) {
-    Operation *until = i + 1 < scatters.size()
-                           ? scatters[i + 1].getOperation()
-                           : optimizer;
+    Operation *until =
+        i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);
     for (Operation *user : scatter.getSource().getUsers())
@@ -165,8 +164,8 @@ void FsdpSchedulePass::runOnOperation() {
     auto free = llvm::dyn_cast<FreeOp>(op);
     return free && free.getValue().getDefiningOp<AllGatherStartOp>();
   };
-  for (MutableArrayRef<Gather> phase : {MutableArrayRef<Gather>(forward),
-                                        MutableArrayRef<Gather>(backward)}) {
+  for (MutableArrayRef<Gather> phase :
+       {MutableArrayRef<Gather>(forward), MutableArrayRef<Gather>(backward)}) {
     for (bool moved = true; moved;) {
       moved = false;
       for (size_t i = 0; i < phase.size(); ++i) {
@@ -208,8 +207,7 @@ void FsdpSchedulePass::runOnOperation() {
           << "'): steady state " << profile.steady << ", gathered "
           << profile.live[profile.overall].bytes[Gathered]
           << ", full-size gradients "
-          << profile.live[profile.overall].bytes[FullGrad]
-          << ", activations "
+          << profile.live[profile.overall].bytes[FullGrad] << ", activations "
           << profile.live[profile.overall].bytes[Activation];
       return signalPassFailure();
     }

@@ -96,10 +96,10 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
       return;
     }
     if (compute && getCollectiveUnit(gather) != compute.getUnitAttr()) {
-      InFlightDiagnostic diag =
-          fail(view) << "in a region of unit " << compute.getUnitAttr()
-                     << " views the parameters of unit "
-                     << getCollectiveUnit(gather);
+      InFlightDiagnostic diag = fail(view) << "in a region of unit "
+                                           << compute.getUnitAttr()
+                                           << " views the parameters of unit "
+                                           << getCollectiveUnit(gather);
       diag.attachNote(gather->getLoc()) << "gathered here";
     }
   });
@@ -131,8 +131,9 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
 
   // The in-flight limit the schedule promised: gathers started and not yet
   // freed, at every point of the step.
-  if (auto limit = step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
-          kMaxInflightGathersAttrName)) {
+  if (auto limit =
+          step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+              kMaxInflightGathersAttrName)) {
     int64_t inflight = 0;
     llvm::DenseSet<Value> gathered;
     for (Operation &op : block) {
@@ -140,8 +141,7 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
         gathered.insert(g);
         if (++inflight > limit.getInt())
           fail(&op) << "starts gather number " << inflight
-                    << " in flight; the schedule allows "
-                    << limit.getInt();
+                    << " in flight; the schedule allows " << limit.getInt();
       }
       if (auto free = llvm::dyn_cast<FreeOp>(op))
         if (gathered.contains(free.getValue()))
@@ -175,8 +175,7 @@ void FsdpVerifyPass::runOnOperation() {
   markAllAnalysesPreserved();
   for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
     if (func->hasAttr(FSDPDialect::kTrainStepAttrName) &&
-        func.getBody().hasOneBlock() &&
-        isShardedStep(func.getBody().front()))
+        func.getBody().hasOneBlock() && isShardedStep(func.getBody().front()))
       if (failed(verifyStep(func)))
         return signalPassFailure();
 }
