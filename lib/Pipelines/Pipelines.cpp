@@ -40,6 +40,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   schedule.backwardPrefetch = options.backwardPrefetch;
   schedule.maxInflightGathers = options.maxInflightGathers;
   schedule.memoryBudget = options.memoryBudget;
+  schedule.reshardAfterForward = options.reshardAfterForward;
   pm.addPass(createFsdpSchedulePass(schedule));
   pm.addPass(createFsdpVerifyPass());
 

@@ -33,6 +33,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "max-inflight-gathers",
       llvm::cl::desc("Gathers allowed in flight (0: no limit)"),
       llvm::cl::init(0)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("Free gathered parameters after each forward region"),
+      llvm::cl::init(true)};
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Bytes a rank may use (0: no budget)"), llvm::cl::init(0)};

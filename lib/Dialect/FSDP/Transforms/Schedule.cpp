@@ -80,6 +80,42 @@ void FsdpSchedulePass::runOnOperation() {
   }
   OpBuilder builder(module.getContext());
 
+  // No resharding after the forward: the backward regions of a unit use
+  // the parameters its last forward region gathered, freed once after the
+  // unit's last backward use.
+  if (!reshardAfterForward) {
+    llvm::DenseMap<Attribute, AllGatherOp> lastForward;
+    for (auto gather :
+         llvm::make_early_inc_range(block.getOps<AllGatherOp>())) {
+      ComputeOp region;
+      for (Operation *user : gather.getResult().getUsers())
+        if (auto compute = llvm::dyn_cast<ComputeOp>(user))
+          region = compute;
+      Attribute unit = gather.getUnitAttr();
+      if (region && region.getPhase() == Phase::Forward) {
+        lastForward[unit] = gather;
+        continue;
+      }
+      AllGatherOp kept = lastForward.lookup(unit);
+      if (!kept)
+        continue;
+      // Reuse the kept gather; its free moves to where this one's was.
+      FreeOp keptFree, ownFree;
+      for (Operation *user : kept.getResult().getUsers())
+        if (auto free = llvm::dyn_cast<FreeOp>(user))
+          keptFree = free;
+      for (Operation *user : gather.getResult().getUsers())
+        if (auto free = llvm::dyn_cast<FreeOp>(user))
+          ownFree = free;
+      if (!keptFree || !ownFree)
+        continue;
+      keptFree->moveBefore(ownFree);
+      ownFree.erase();
+      gather.replaceAllUsesWith(kept.getResult());
+      gather.erase();
+    }
+  }
+
   // Start/wait pairs; each wait right before the first use of the result.
   SmallVector<Gather> forward, backward;
   for (Operation &op : llvm::make_early_inc_range(block)) {
@@ -91,10 +127,13 @@ void FsdpSchedulePass::runOnOperation() {
           builder.getI64IntegerAttr(kGatherStream));
       gather.replaceAllUsesWith(start.getResult());
       gather.erase();
-      auto region = llvm::dyn_cast_or_null<ComputeOp>(
-          *llvm::find_if(start.getResult().getUsers(), [](Operation *user) {
-            return llvm::isa<ComputeOp>(user);
-          }));
+      // The first region that reads it (without resharding after the
+      // forward, the backward reads it too, later).
+      ComputeOp region;
+      for (Operation *user : start.getResult().getUsers())
+        if (auto compute = llvm::dyn_cast<ComputeOp>(user))
+          if (!region || compute->isBeforeInBlock(region))
+            region = compute;
       builder.setInsertionPoint(region);
       auto wait = WaitOp::create(builder, start.getLoc(), start.getToken());
       (region.getPhase() == Phase::Forward ? forward : backward)

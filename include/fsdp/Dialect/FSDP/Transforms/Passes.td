@@ -248,6 +248,12 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
       decided at compile time): a start that would put more than K gathers
       in flight (started and not yet freed) moves later, to the first
       point where one has been freed; 0 means no limit;
+    * `reshard-after-forward=false`: a unit's parameters gathered for its
+      last forward region stay gathered until its backward is done, and
+      the backward regions use them instead of gathering again (PyTorch's
+      SHARD_GRAD_OP, ZeRO-2): one all-gather per unit per step fewer, at
+      the cost of holding every unit's full parameters from forward to
+      backward (the memory report and the plan show it);
     * `memory-budget=B`: fails, naming the peak, the budget and the op
       where the peak occurs, when a rank would need more than B bytes.
 
@@ -277,7 +283,10 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
            /*default=*/"0", "Gathers allowed in flight (0: no limit)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
-           "Bytes a rank may use (0: no budget)">
+           "Bytes a rank may use (0: no budget)">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true",
+           "Free gathered parameters after each forward region">
   ];
 }
 
