@@ -47,7 +47,8 @@ void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
 float Session::run(int64_t step, bool optimizer) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> params;
-  for (const Instruction &inst : plan.program) {
+  for (size_t index = 0; index < plan.program.size(); ++index) {
+    const Instruction &inst = plan.program[index];
     plan::Opcode opcode = inst.kernel->opcode;
     bool adamw =
         opcode == plan::Opcode::AdamW || opcode == plan::Opcode::AdamWShard;
@@ -58,9 +59,16 @@ float Session::run(int64_t step, bool optimizer) {
       params[0] = *lrOverride;
     auto start = Clock::now();
     backend.run(plan, inst, params.data(), step);
-    times.seconds[uint32_t(opcode)] +=
-        std::chrono::duration<double>(Clock::now() - start).count();
+    auto end = Clock::now();
+    double seconds = std::chrono::duration<double>(end - start).count();
+    times.seconds[uint32_t(opcode)] += seconds;
     ++times.calls[uint32_t(opcode)];
+    if (tracing)
+      trace.push_back(
+          {uint32_t(index), step,
+           std::chrono::duration<double, std::micro>(start - traceOrigin)
+               .count(),
+           seconds * 1e6});
   }
   backend.synchronize();
   float loss = 0.0f;
@@ -69,6 +77,12 @@ float Session::run(int64_t step, bool optimizer) {
 }
 
 float Session::step(int64_t step) { return run(step, /*optimizer=*/true); }
+
+void Session::startTrace() {
+  tracing = true;
+  traceOrigin = std::chrono::steady_clock::now();
+  trace.clear();
+}
 
 float Session::forwardBackward() { return run(1, /*optimizer=*/false); }
 

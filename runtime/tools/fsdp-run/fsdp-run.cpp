@@ -32,7 +32,8 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, blas = "openblas", backend = "cpu";
+  std::string planPath, dataPath, savePath, tracePath, blas = "openblas",
+                                                       backend = "cpu";
   int64_t steps = 20, logEvery = 1, threads = 0;
   uint64_t seed = 1;
   double lr = -1.0;
@@ -42,7 +43,8 @@ struct Options {
 const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
     "                [--log-every N] [--threads N] [--blas openblas|blis]\n"
-    "                [--backend cpu] [--save FILE] [--profile] [--describe]\n";
+    "                [--backend cpu] [--save FILE] [--trace FILE] [--profile]\n"
+    "                [--describe]\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
@@ -104,6 +106,8 @@ Options parseOptions(int argc, char **argv) {
       o.backend = value();
     else if (arg == "--save")
       o.savePath = value();
+    else if (arg == "--trace")
+      o.tracePath = value();
     else if (arg == "--profile")
       o.profile = true;
     else if (arg == "--describe")
@@ -228,6 +232,50 @@ void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
   }
 }
 
+/// The measured timeline as a Chrome trace (JSON; Perfetto opens it), one
+/// process per rank and one lane per stream, like --fsdp-simulate's. With
+/// several ranks, rank r writes PATH with ".rank<r>" before the extension.
+void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
+                const std::string &path) {
+  std::string file = path;
+  if (ranks > 1) {
+    size_t dot = path.rfind('.');
+    std::string suffix = ".rank" + std::to_string(rank);
+    file = dot == std::string::npos
+               ? path + suffix
+               : path.substr(0, dot) + suffix + path.substr(dot);
+  }
+  std::string tmp = file + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
+  for (int lane = 0; lane < 3; ++lane)
+    out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
+        << ", \"tid\": " << lane << ", \"args\": {\"name\": \"" << lanes[lane]
+        << "\"}},\n";
+  out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
+      << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
+  char number[64];
+  for (const Session::TraceEvent &e : session.traceEvents()) {
+    const Instruction &inst = plan.program[e.instruction];
+    int lane = inst.kernel->opcode == plan::Opcode::AllGather       ? 1
+               : inst.kernel->opcode == plan::Opcode::ReduceScatter ? 2
+                                                                    : 0;
+    out << ",\n{\"name\": \"" << inst.kernel->name
+        << (inst.unit.empty() ? "" : " @" + inst.unit) << "\", \"ph\": \"X\", "
+        << "\"pid\": " << rank << ", \"tid\": " << lane;
+    std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
+                  e.start, e.duration);
+    out << number << ", \"args\": {\"step\": " << e.step << "}}";
+  }
+  out << "\n]}\n";
+  out.close();
+  if (!out || std::rename(tmp.c_str(), file.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    die(file + ": cannot write the trace: " + std::strerror(errno));
+  }
+}
+
 /// Fails now, not after training, when the output cannot be written.
 void checkWritable(const std::string &path) {
   std::string tmp = path + ".tmp";
@@ -295,6 +343,8 @@ int main(int argc, char **argv) {
   }
   if (!options.savePath.empty() && lead)
     checkWritable(options.savePath);
+  if (!options.tracePath.empty())
+    checkWritable(options.tracePath);
 
   std::unique_ptr<Backend> backend =
       createCpuBackend({int(options.threads), options.blas, comm.get()}, error);
@@ -305,6 +355,8 @@ int main(int argc, char **argv) {
     die(error);
   if (options.lr >= 0.0)
     session.overrideLearningRate(options.lr);
+  if (!options.tracePath.empty())
+    session.startTrace();
 
   if (lead) {
     std::printf("fsdp-run: %s; %s\n", backend->description().c_str(),
@@ -409,5 +461,7 @@ int main(int argc, char **argv) {
   }
   if (!options.savePath.empty() && lead)
     saveParams(plan, finalParams, options.savePath);
+  if (!options.tracePath.empty())
+    writeTrace(plan, session, comm->rank(), comm->size(), options.tracePath);
   return 0;
 }

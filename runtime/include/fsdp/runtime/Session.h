@@ -9,6 +9,7 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <array>
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -56,6 +57,17 @@ public:
   const KernelTimes &kernelTimes() const { return times; }
   /// Forgets the times so far (the first step's page faults, say).
   void resetKernelTimes() { times = KernelTimes(); }
+
+  /// One executed kernel, for a timeline (microseconds since the session
+  /// started tracing).
+  struct TraceEvent {
+    uint32_t instruction;
+    int64_t step;
+    double start, duration;
+  };
+  /// Records every kernel of every later step.
+  void startTrace();
+  const std::vector<TraceEvent> &traceEvents() const { return trace; }
   uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
 
 private:
@@ -66,6 +78,9 @@ private:
   Communicator &comm;
   std::optional<double> lrOverride;
   KernelTimes times;
+  bool tracing = false;
+  std::chrono::steady_clock::time_point traceOrigin;
+  std::vector<TraceEvent> trace;
 };
 
 /// Elements [begin, end) of parameter `param`, initialised with `seed`.
