@@ -57,8 +57,20 @@ float Session::run(int64_t step, bool optimizer) {
     params = inst.params;
     if (adamw && lrOverride)
       params[0] = *lrOverride;
+    bool isCollective = opcode == plan::Opcode::AllGather ||
+                        opcode == plan::Opcode::ReduceScatter;
     auto start = Clock::now();
+    if (isCollective) {
+      collective.step = step;
+      collective.startNanos =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              start.time_since_epoch())
+              .count();
+      collective.instruction = int64_t(index);
+    }
     backend.run(plan, inst, params.data(), step);
+    if (isCollective)
+      collective.instruction = -1;
     auto end = Clock::now();
     double seconds = std::chrono::duration<double>(end - start).count();
     times.seconds[uint32_t(opcode)] += seconds;

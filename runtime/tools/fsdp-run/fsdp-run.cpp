@@ -17,6 +17,7 @@
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace fsdp;
@@ -35,6 +37,9 @@ struct Options {
   std::string planPath, dataPath, savePath, tracePath, blas = "openblas",
                                                        backend = "cpu";
   int64_t steps = 20, logEvery = 1, threads = 0;
+  double collectiveTimeout = 300.0;
+  int64_t stallRank = -1;
+  double stallSeconds = 0.0;
   uint64_t seed = 1;
   double lr = -1.0;
   bool profile = false, describe = false;
@@ -44,7 +49,7 @@ const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
     "                [--log-every N] [--threads N] [--blas openblas|blis]\n"
     "                [--backend cpu] [--save FILE] [--trace FILE] [--profile]\n"
-    "                [--describe]\n";
+    "                [--collective-timeout SECONDS] [--describe]\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
@@ -108,7 +113,23 @@ Options parseOptions(int argc, char **argv) {
       o.savePath = value();
     else if (arg == "--trace")
       o.tracePath = value();
-    else if (arg == "--profile")
+    else if (arg == "--collective-timeout") {
+      const char *text = value();
+      char *end = nullptr;
+      o.collectiveTimeout = std::strtod(text, &end);
+      if (*end || end == text || !(o.collectiveTimeout >= 0.0))
+        die("--collective-timeout expects seconds >= 0, got '" +
+                std::string(text) + "'",
+            2);
+    } else if (arg == "--debug-stall") {
+      // Fault injection for testing the watchdog: RANK:SECONDS.
+      std::string text = value();
+      size_t colon = text.find(':');
+      if (colon == std::string::npos)
+        die("--debug-stall expects RANK:SECONDS, got '" + text + "'", 2);
+      o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
+      o.stallSeconds = std::strtod(text.c_str() + colon + 1, nullptr);
+    } else if (arg == "--profile")
       o.profile = true;
     else if (arg == "--describe")
       o.describe = true;
@@ -276,6 +297,39 @@ void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
   }
 }
 
+/// Ends the job when this rank has been inside one collective for longer
+/// than `timeout` seconds: a rank that died or diverged would otherwise
+/// leave the others waiting forever. Exiting makes mpirun end every rank.
+std::thread startWatchdog(const Plan &plan, Session &session, int rank,
+                          double timeout, std::atomic<bool> &done) {
+  return std::thread([&plan, &session, rank, timeout, &done] {
+    Session::InFlight &inFlight = session.inFlight();
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      int64_t index = inFlight.instruction;
+      if (index < 0)
+        continue;
+      int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count();
+      double waited = double(now - inFlight.startNanos) * 1e-9;
+      if (waited < timeout || inFlight.instruction != index)
+        continue;
+      const Instruction &inst = plan.program[index];
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: error: collective timeout: %s of unit "
+                   "'%s' at step %lld (kernel #%lld) did not finish within "
+                   "%.1f s; another rank failed, stalled or runs a different "
+                   "plan\n",
+                   rank, std::string(inst.kernel->name).c_str(),
+                   inst.unit.c_str(), (long long)inFlight.step.load(),
+                   (long long)index, timeout);
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  });
+}
+
 /// Fails now, not after training, when the output cannot be written.
 void checkWritable(const std::string &path) {
   std::string tmp = path + ".tmp";
@@ -357,6 +411,14 @@ int main(int argc, char **argv) {
     session.overrideLearningRate(options.lr);
   if (!options.tracePath.empty())
     session.startTrace();
+  std::atomic<bool> finished{false};
+  std::thread watchdog;
+  if (options.collectiveTimeout > 0.0 && comm->size() > 1)
+    watchdog = startWatchdog(plan, session, comm->rank(),
+                             options.collectiveTimeout, finished);
+  if (options.stallRank == comm->rank())
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(options.stallSeconds));
 
   if (lead) {
     std::printf("fsdp-run: %s; %s\n", backend->description().c_str(),
@@ -463,5 +525,8 @@ int main(int argc, char **argv) {
     saveParams(plan, finalParams, options.savePath);
   if (!options.tracePath.empty())
     writeTrace(plan, session, comm->rank(), comm->size(), options.tracePath);
+  finished = true;
+  if (watchdog.joinable())
+    watchdog.join();
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <vector>
@@ -65,6 +66,14 @@ public:
     int64_t step;
     double start, duration;
   };
+  /// The collective this rank is inside, for the watchdog: instruction
+  /// index (or -1 for none), its step, and when it started (steady-clock
+  /// nanoseconds). Written by the executing thread, read by the watchdog.
+  struct InFlight {
+    std::atomic<int64_t> instruction{-1}, step{0}, startNanos{0};
+  };
+  InFlight &inFlight() { return collective; }
+
   /// Records every kernel of every later step.
   void startTrace();
   const std::vector<TraceEvent> &traceEvents() const { return trace; }
@@ -78,6 +87,7 @@ private:
   Communicator &comm;
   std::optional<double> lrOverride;
   KernelTimes times;
+  InFlight collective;
   bool tracing = false;
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
