@@ -265,10 +265,7 @@ struct FsdpLowerToRuntimePass
 
 void FsdpLowerToRuntimePass::runOnOperation() {
   ModuleOp module = getOperation();
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
+  func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
     module.emitError() << "fsdp-lower-to-runtime: no single-block function "
                           "marked fsdp.train_step (run --fsdp-autodiff first)";

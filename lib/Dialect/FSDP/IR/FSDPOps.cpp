@@ -637,6 +637,13 @@ FlatSymbolRefAttr mlir::fsdp::getCollectiveUnit(Operation *op) {
       .Default([](Operation *) { return FlatSymbolRefAttr(); });
 }
 
+func::FuncOp mlir::fsdp::getTrainStep(ModuleOp module) {
+  for (func::FuncOp func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
+      return func;
+  return {};
+}
+
 bool mlir::fsdp::isShardedStep(Block &block) {
   return llvm::any_of(
       block, [](Operation &op) { return bool(getGatheredTensor(&op)); });

@@ -184,10 +184,7 @@ void FsdpMemoryReportPass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
   auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
+  func::FuncOp step = getTrainStep(module);
   if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
     module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
                           "--fsdp-shard first)";

@@ -63,10 +63,7 @@ void FsdpSchedulePass::runOnOperation() {
                          << " must be non-negative, got " << value;
       return signalPassFailure();
     }
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
+  func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock() ||
       !isShardedStep(step.getBody().front())) {
     module.emitError() << "fsdp-schedule: no sharded @train_step (run "

@@ -114,10 +114,7 @@ void FsdpShardPass::runOnOperation() {
   }
   module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
 
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
+  func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
     module.emitError() << "fsdp-shard: no single-block function marked "
                           "fsdp.train_step (run --fsdp-autodiff first)";

@@ -106,10 +106,7 @@ void FsdpSimulatePass::runOnOperation() {
   if (latencyUs >= 0)
     hw.latency = latencyUs * 1e-6;
 
-  func::FuncOp step;
-  for (func::FuncOp func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-      step = func;
+  func::FuncOp step = getTrainStep(module);
   auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   if (!step || !world || !isShardedStep(step.getBody().front())) {
     module.emitError() << "fsdp-simulate: no sharded @train_step (run "

@@ -52,9 +52,8 @@ struct FsdpSummaryPass
     // Regions are counted in the function that will run: @train_step once
     // autodiff has built it, the forward before that.
     Operation *counted = module;
-    for (func::FuncOp func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(FSDPDialect::kTrainStepAttrName))
-        counted = func;
+    if (func::FuncOp step = getTrainStep(module))
+      counted = step;
     counted->walk([&](ComputeOp compute) {
       UnitRow &row = rows[compute.getUnit()];
       ++(compute.getPhase() == Phase::Forward ? row.forward : row.backward);

@@ -173,9 +173,8 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
 
 void FsdpVerifyPass::runOnOperation() {
   markAllAnalysesPreserved();
-  for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName) &&
-        func.getBody().hasOneBlock() && isShardedStep(func.getBody().front()))
-      if (failed(verifyStep(func)))
-        return signalPassFailure();
+  func::FuncOp step = getTrainStep(getOperation());
+  if (step && step.getBody().hasOneBlock() &&
+      isShardedStep(step.getBody().front()) && failed(verifyStep(step)))
+    return signalPassFailure();
 }

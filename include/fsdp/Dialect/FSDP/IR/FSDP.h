@@ -73,6 +73,9 @@ Value getGatheredTensor(Operation *op);
 Value getScatteredShard(Operation *op);
 /// The unit a gather or reduce-scatter (either form) works on, or null.
 FlatSymbolRefAttr getCollectiveUnit(Operation *op);
+/// The function --fsdp-autodiff built (marked fsdp.train_step), or null.
+func::FuncOp getTrainStep(ModuleOp module);
+
 /// True when `block` (a @train_step body) has been sharded.
 bool isShardedStep(Block &block);
 
