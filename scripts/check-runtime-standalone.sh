@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Proves that runtime/ builds on its own, with no LLVM or MLIR anywhere:
+# Proves that runtime/ builds on its own, with no LLVM or MLIR anywhere, and
+# with neither CUDA nor MPI (the smallest runtime: CPU backend, one rank):
 # configures and builds it alone (CMake + a C++ compiler + its backends'
 # libraries), then checks that no compile command names an LLVM/MLIR include
 # path and that fsdp-run links neither libLLVM nor libMLIR, and runs it.
@@ -8,7 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/runtime-standalone}"
 
 cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$build.configure.log"
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DFSDP_ENABLE_CUDA=OFF -DFSDP_ENABLE_MPI=OFF > "$build.configure.log"
 ninja -C "$build" > "$build.build.log"
 if grep -q -E 'llvm|mlir' "$build/compile_commands.json"; then
   echo "runtime-standalone: a compile command mentions LLVM or MLIR" >&2

@@ -44,48 +44,83 @@ void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
   backend.write(buffer.offset, data, std::min(bytes, buffer.size));
 }
 
+static int64_t nanosOf(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
 float Session::run(int64_t step, bool optimizer) {
   using Clock = std::chrono::steady_clock;
+  using plan::Opcode;
   std::vector<double> params;
   for (size_t index = 0; index < plan.program.size(); ++index) {
     const Instruction &inst = plan.program[index];
-    plan::Opcode opcode = inst.kernel->opcode;
-    bool adamw =
-        opcode == plan::Opcode::AdamW || opcode == plan::Opcode::AdamWShard;
+    Opcode opcode = inst.kernel->opcode;
+    bool adamw = opcode == Opcode::AdamW || opcode == Opcode::AdamWShard;
     if (adamw && !optimizer)
+      continue;
+    bool isCollective =
+        opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter;
+    bool started = isCollective && inst.params[0] != 0.0 && !synchronous;
+    if ((isCollective || opcode == Opcode::Wait) && skipCollectives)
+      continue;
+    if (opcode == Opcode::Wait && synchronous)
       continue;
     params = inst.params;
     if (adamw && lrOverride)
       params[0] = *lrOverride;
-    bool isCollective = opcode == plan::Opcode::AllGather ||
-                        opcode == plan::Opcode::ReduceScatter;
-    auto start = Clock::now();
-    if (isCollective) {
-      collective.step = step;
-      collective.startNanos =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              start.time_since_epoch())
-              .count();
-      collective.instruction = int64_t(index);
-    }
-    backend.run(plan, inst, params.data(), step);
-    if (isCollective)
+    auto begin = Clock::now();
+    uint32_t lane = 0;
+    if (started) {
+      // Returns at once; the wait accounts for the time and the trace.
+      backend.start(plan, inst, uint32_t(params[0]), uint32_t(params[1]));
+      startedAt[uint32_t(params[1])] = index;
+    } else if (opcode == Opcode::Wait) {
+      uint32_t token = uint32_t(params[0]);
+      size_t at = startedAt[token];
+      watch(at, step, begin);
+      Backend::Span span = backend.wait(token);
       collective.instruction = -1;
+      const Instruction &startInst = plan.program[at];
+      if (tracing && span.endNanos > span.startNanos)
+        trace.push_back({uint32_t(at), step,
+                         double(span.startNanos - nanosOf(traceOrigin)) * 1e-3,
+                         double(span.endNanos - span.startNanos) * 1e-3,
+                         uint32_t(startInst.params[0])});
+      double ran = double(span.endNanos - span.startNanos) * 1e-9;
+      times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
+      ++times.calls[uint32_t(startInst.kernel->opcode)];
+    } else {
+      if (isCollective) {
+        watch(index, step, begin);
+        lane = opcode == Opcode::AllGather ? 1 : 2;
+      }
+      backend.run(plan, inst, params.data(), step);
+      collective.instruction = -1;
+    }
     auto end = Clock::now();
-    double seconds = std::chrono::duration<double>(end - start).count();
+    double seconds = std::chrono::duration<double>(end - begin).count();
     times.seconds[uint32_t(opcode)] += seconds;
     ++times.calls[uint32_t(opcode)];
-    if (tracing)
+    if (tracing && !started)
       trace.push_back(
           {uint32_t(index), step,
-           std::chrono::duration<double, std::micro>(start - traceOrigin)
+           std::chrono::duration<double, std::micro>(begin - traceOrigin)
                .count(),
-           seconds * 1e6});
+           seconds * 1e6, lane});
   }
   backend.synchronize();
   float loss = 0.0f;
   backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));
   return loss;
+}
+
+void Session::watch(size_t instruction, int64_t step,
+                    std::chrono::steady_clock::time_point since) {
+  collective.step = step;
+  collective.startNanos = nanosOf(since);
+  collective.instruction = int64_t(instruction);
 }
 
 float Session::step(int64_t step) { return run(step, /*optimizer=*/true); }

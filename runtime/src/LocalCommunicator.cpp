@@ -21,6 +21,11 @@ public:
   }
   double allReduceMean(double value) override { return value; }
   uint64_t allReduceMax(uint64_t value) override { return value; }
+  void broadcast(void *, uint64_t, int) override {}
+  int localRank() const override { return 0; }
+  std::unique_ptr<Communicator> duplicate(std::string &) override {
+    return std::make_unique<LocalCommunicator>();
+  }
   [[noreturn]] void abort(int code) override { std::exit(code); }
 };
 } // namespace

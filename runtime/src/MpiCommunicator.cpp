@@ -15,18 +15,31 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace fsdp::rt {
 namespace {
 class MpiCommunicator : public Communicator {
 public:
-  MpiCommunicator() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  /// `comm` is MPI_COMM_WORLD (owned: finalizes MPI) or a duplicate of it.
+  MpiCommunicator(MPI_Comm comm, bool threadMultiple)
+      : comm(comm), threadMultiple(threadMultiple) {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm node;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                        &node);
+    MPI_Comm_rank(node, &localRank_);
+    MPI_Comm_free(&node);
   }
-  ~MpiCommunicator() override { MPI_Finalize(); }
+  ~MpiCommunicator() override {
+    if (comm == MPI_COMM_WORLD)
+      MPI_Finalize();
+    else
+      MPI_Comm_free(&comm);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -42,7 +55,7 @@ public:
   void allGather(const float *shard, float *full, int64_t total) override {
     layout(total);
     check(MPI_Allgatherv(shard, counts[rank_], MPI_FLOAT, full, counts.data(),
-                         displs.data(), MPI_FLOAT, MPI_COMM_WORLD),
+                         displs.data(), MPI_FLOAT, comm),
           "MPI_Allgatherv");
   }
 
@@ -50,7 +63,7 @@ public:
                          int64_t total) override {
     layout(total);
     check(MPI_Reduce_scatter(full, shard, counts.data(), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD),
+                             comm),
           "MPI_Reduce_scatter");
     float scale = 1.0f / float(size_);
     for (int i = 0; i < counts[rank_]; ++i)
@@ -59,14 +72,30 @@ public:
 
   double allReduceMean(double value) override {
     double sum = 0.0;
-    check(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+    check(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm),
           "MPI_Allreduce");
     return sum / size_;
   }
 
+  void broadcast(void *data, uint64_t bytes, int root) override {
+    check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm), "MPI_Bcast");
+  }
+
+  int localRank() const override { return localRank_; }
+
+  std::unique_ptr<Communicator> duplicate(std::string &why) override {
+    if (!threadMultiple) {
+      why = "this MPI library gives no MPI_THREAD_MULTIPLE";
+      return nullptr;
+    }
+    MPI_Comm copy;
+    check(MPI_Comm_dup(comm, &copy), "MPI_Comm_dup");
+    return std::make_unique<MpiCommunicator>(copy, true);
+  }
+
   uint64_t allReduceMax(uint64_t value) override {
     uint64_t max = 0;
-    check(MPI_Allreduce(&value, &max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD),
+    check(MPI_Allreduce(&value, &max, 1, MPI_UINT64_T, MPI_MAX, comm),
           "MPI_Allreduce");
     return max;
   }
@@ -105,15 +134,26 @@ private:
     abort(1);
   }
 
-  int rank_ = 0, size_ = 1;
+  MPI_Comm comm;
+  bool threadMultiple;
+  int rank_ = 0, size_ = 1, localRank_ = 0;
   std::vector<int> counts, displs;
 };
 } // namespace
 
 std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv) {
+  // Collectives run on a thread per stream, each stream on its own
+  // duplicate of MPI_COMM_WORLD, concurrently with each other and with the
+  // main thread's scalar reductions: that needs MPI_THREAD_MULTIPLE. With
+  // less, started collectives run synchronously (see duplicate()).
+  // A stream thread that busy-polls inside a collective takes a core from
+  // the compute it should overlap; Open MPI yields instead when asked (the
+  // environment still decides where it says otherwise).
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-  return std::make_unique<MpiCommunicator>();
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD,
+                                           provided >= MPI_THREAD_MULTIPLE);
 }
 
 bool haveMpi() { return true; }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace fsdp::rt {
@@ -65,6 +67,7 @@ int64_t BufferDesc::numElements() const { return product(shape); }
 int64_t ParamDesc::numElements() const { return product(shape); }
 
 static bool validateKernels(Plan &plan, std::string &why);
+static bool validateStreams(Plan &plan, std::string &why);
 
 bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   auto fail = [&](const std::string &why) {
@@ -448,7 +451,94 @@ static bool validateKernels(Plan &plan, std::string &why) {
       if (in(0).numElements() != out(0).numElements())
         return bad("inconsistent shapes");
       break;
+    case Opcode::Wait:
+      break; // validateStreams matches it with its start
     }
+  }
+  return validateStreams(plan, why);
+}
+
+/// True when buffers a and b share an arena byte.
+static bool overlap(const BufferDesc &a, const BufferDesc &b) {
+  return a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+}
+
+/// The asynchronous collectives: each started one (stream >= 1) has a
+/// unique token and exactly one later wait naming its buffers, and until
+/// that wait no kernel writes what it reads or touches what it writes (a
+/// corrupt plan would otherwise race with the collective's thread or
+/// stream, silently).
+static bool validateStreams(Plan &plan, std::string &why) {
+  using plan::Opcode;
+  struct Started {
+    size_t at;
+    uint32_t source, result;
+  };
+  std::map<int64_t, Started> inFlight;
+  std::set<int64_t> used;
+  auto isCount = [](double v, double limit) {
+    return v >= 0 && v < limit && v == double(int64_t(v));
+  };
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    const Instruction &inst = plan.program[i];
+    Opcode opcode = inst.kernel->opcode;
+    std::string where = "kernel #" + std::to_string(i) + " (" +
+                        std::string(inst.kernel->name) + ")";
+    auto bad = [&](const std::string &what) {
+      why = where + ": " + what;
+      return false;
+    };
+    for (const auto &[token, started] : inFlight) {
+      const Instruction &start = plan.program[started.at];
+      bool writesSource = false, touchesResult = false;
+      for (uint32_t id : inst.outs) {
+        writesSource |= overlap(plan.buffers[id], plan.buffers[started.source]);
+        touchesResult |=
+            overlap(plan.buffers[id], plan.buffers[started.result]);
+      }
+      if (opcode != Opcode::Wait)
+        for (uint32_t id : inst.ins)
+          touchesResult |=
+              overlap(plan.buffers[id], plan.buffers[started.result]);
+      if (writesSource || touchesResult)
+        return bad(std::string(writesSource ? "overwrites the input"
+                                            : "uses the output") +
+                   " of " + std::string(start.kernel->name) + " #" +
+                   std::to_string(started.at) + " (token " +
+                   std::to_string(token) + ") before its wait");
+    }
+    if (opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter) {
+      double stream = inst.params[0], token = inst.params[1];
+      if (!isCount(stream, plan::kNumStreams))
+        return bad("invalid stream " + std::to_string(stream));
+      if (!isCount(token, 1e15) || (stream == 0) != (token == 0))
+        return bad("invalid token " + std::to_string(token) + " on stream " +
+                   std::to_string(int64_t(stream)));
+      if (stream == 0)
+        continue;
+      if (!used.insert(int64_t(token)).second)
+        return bad("token " + std::to_string(int64_t(token)) +
+                   " is started twice");
+      inFlight[int64_t(token)] = {i, inst.ins[0], inst.outs[0]};
+    } else if (opcode == Opcode::Wait) {
+      double token = inst.params[0];
+      auto found = isCount(token, 1e15) ? inFlight.find(int64_t(token))
+                                        : inFlight.end();
+      if (found == inFlight.end())
+        return bad("waits for token " + std::to_string(token) +
+                   ", which is not in flight");
+      if (inst.ins[0] != found->second.source ||
+          inst.ins[1] != found->second.result)
+        return bad("does not name the buffers of the collective it waits for");
+      inFlight.erase(found);
+    }
+  }
+  if (!inFlight.empty()) {
+    const auto &[token, started] = *inFlight.begin();
+    why = "kernel #" + std::to_string(started.at) + " (" +
+          std::string(plan.program[started.at].kernel->name) + "): token " +
+          std::to_string(token) + " is never awaited";
+    return false;
   }
   return true;
 }

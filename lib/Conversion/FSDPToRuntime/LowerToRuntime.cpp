@@ -124,12 +124,32 @@ public:
   }
 
   void kernel(Operation *op, StringRef name, ValueRange ins, ValueRange outs,
-              DictionaryAttr params) {
-    StringAttr unit = tags.lookup(op).unit;
+              DictionaryAttr params, StringAttr unit = {}) {
+    if (!unit)
+      unit = tags.lookup(op).unit;
     if (auto symbol = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
       unit = symbol.getAttr(); // collectives and the shard's AdamW
     fsdprt::KernelOp::create(builder, op->getLoc(), name, ins, outs, params,
-                             unit ? StringAttr(unit) : StringAttr());
+                             unit);
+  }
+
+  /// A collective kernel: synchronous (stream 0, token 0) for the plain
+  /// ops, started on the op's stream under a fresh token for the `_start`
+  /// forms, whose wait looks the token up.
+  void collective(Operation *op, StringRef name, Value source, Value result) {
+    int64_t stream = 0, token = 0;
+    if (auto attr = op->getAttrOfType<IntegerAttr>("stream")) {
+      stream = attr.getInt();
+      token = ++lastToken;
+      started[op->getResult(0)] = {token, source, result,
+                                   getCollectiveUnit(op).getAttr()};
+    }
+    kernel(op, name, source, result,
+           builder.getDictionaryAttr(
+               {builder.getNamedAttr("stream",
+                                     builder.getI64IntegerAttr(stream)),
+                builder.getNamedAttr("token",
+                                     builder.getI64IntegerAttr(token))}));
   }
 
   /// The numeric parameters the kernel table names, copied from `op`.
@@ -158,6 +178,14 @@ private:
   llvm::DenseMap<Attribute, std::pair<Value, Value>> moments;
   llvm::DenseMap<Value, std::pair<PackOp, int64_t>> packSlots;
   llvm::DenseMap<Attribute, std::array<Value, 3>> unitBuffers;
+  /// Started collectives by token value: their plan token and buffers.
+  struct Started {
+    int64_t token = 0;
+    Value source, result;
+    StringAttr unit;
+  };
+  llvm::DenseMap<Value, Started> started;
+  int64_t lastToken = 0;
 };
 
 LogicalResult ProgramBuilder::lower(Operation *op) {
@@ -191,16 +219,25 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            paramsOf(op, *plan::findKernel("adamw")));
     return success();
   }
-  // A started collective runs where it starts; its wait is where the
-  // runtime must have finished it (streams are the scheduling issue's).
+  // A started collective keeps its stream and gets a token; its wait reads
+  // the collective's input and output, so the memory planner keeps both
+  // alive (and unshared) until the runtime has finished it.
   if (Value gathered = getGatheredTensor(op)) {
     Value out = buffer(loc, BufferKind::Gathered, toMemRef(gathered.getType()));
     bind(gathered, out);
-    kernel(op, "all_gather", unitBuffers[getCollectiveUnit(op)][0], out, {});
+    collective(op, "all_gather", unitBuffers[getCollectiveUnit(op)][0], out);
     return success();
   }
-  if (llvm::isa<WaitOp>(op))
+  if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
+    Started start = started.lookup(wait.getToken());
+    if (!start.token)
+      return op->emitOpError() << "waits for a token no collective started";
+    kernel(op, "wait", {start.source, start.result}, {},
+           builder.getDictionaryAttr(builder.getNamedAttr(
+               "token", builder.getI64IntegerAttr(start.token))),
+           start.unit);
     return success();
+  }
   if (auto view = llvm::dyn_cast<ViewOp>(op)) {
     bind(view.getResult(),
          fsdprt::ViewOp::create(builder, loc, toMemRef(view.getType()),
@@ -227,7 +264,7 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   if (Value shard = getScatteredShard(op)) {
     Value out = buffer(loc, BufferKind::Grad, toMemRef(shard.getType()));
     bind(shard, out);
-    kernel(op, "reduce_scatter", of(op->getOperand(0)), out, {});
+    collective(op, "reduce_scatter", of(op->getOperand(0)), out);
     return success();
   }
   if (llvm::isa<FreeOp>(op))

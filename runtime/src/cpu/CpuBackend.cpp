@@ -4,6 +4,7 @@
 #include "fsdp/runtime/Communicator.h"
 
 #include "Blas.h"
+#include "CollectiveStreams.h"
 #include "Kernels.h"
 
 #include <algorithm>
@@ -18,8 +19,26 @@ constexpr unsigned char kCanary = 0xA5;
 class CpuBackend : public Backend {
 public:
   CpuBackend(std::unique_ptr<cpu::Blas> blas, int threads, Communicator &comm)
-      : blas(std::move(blas)), threads(threads), comm(comm) {}
-  ~CpuBackend() override { std::free(arena); }
+      : blas(std::move(blas)), threads(threads), comm(comm) {
+    // A thread per plan stream, on its own communicator; synchronous
+    // collectives where the communicator cannot run on other threads.
+    std::vector<std::unique_ptr<Communicator>> comms;
+    for (uint32_t s = 1; s < plan::kNumStreams; ++s) {
+      std::string why;
+      if (auto copy = comm.duplicate(why)) {
+        comms.push_back(std::move(copy));
+        continue;
+      }
+      mode = "synchronously (" + why + ")";
+      return;
+    }
+    streams = std::make_unique<CollectiveStreams>(std::move(comms));
+    mode = "a thread per stream";
+  }
+  ~CpuBackend() override {
+    streams.reset(); // joins the stream threads first
+    std::free(arena);
+  }
 
   std::string description() const override {
     return "cpu: " + std::to_string(threads) + " threads, GEMM " +
@@ -56,7 +75,30 @@ public:
   void run(const Plan &plan, const Instruction &inst, const double *params,
            int64_t step) override;
 
+  void start(const Plan &plan, const Instruction &inst, uint32_t stream,
+             uint32_t token) override {
+    if (!streams)
+      return collective(plan, inst)(comm);
+    streams->start(stream, token, collective(plan, inst));
+  }
+  Span wait(uint32_t token) override {
+    return streams ? streams->wait(token) : Span();
+  }
+  std::string collectiveMode() const override { return mode; }
+
 private:
+  /// The all-gather or reduce-scatter `inst` as a job for a communicator.
+  CollectiveStreams::Job collective(const Plan &plan, const Instruction &inst) {
+    const float *in = f32(plan, inst.ins[0]);
+    float *out = f32(plan, inst.outs[0]);
+    if (inst.kernel->opcode == plan::Opcode::AllGather) {
+      int64_t total = plan.buffers[inst.outs[0]].numElements();
+      return [=](Communicator &c) { c.allGather(in, out, total); };
+    }
+    int64_t total = plan.buffers[inst.ins[0]].numElements();
+    return [=](Communicator &c) { c.reduceScatterMean(in, out, total); };
+  }
+
   float *f32(const Plan &plan, uint32_t id) {
     return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
   }
@@ -69,6 +111,8 @@ private:
   Communicator &comm;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
+  std::unique_ptr<CollectiveStreams> streams;
+  std::string mode;
 };
 
 void CpuBackend::run(const Plan &plan, const Instruction &inst,
@@ -182,11 +226,11 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
     std::memmove(O(0), I(0), out(0).size);
     break;
   case Opcode::AllGather:
-    comm.allGather(I(0), O(0), out(0).numElements());
-    break;
   case Opcode::ReduceScatter:
-    comm.reduceScatterMean(I(0), O(0), in(0).numElements());
+    collective(plan, inst)(comm);
     break;
+  case Opcode::Wait:
+    break; // the executor calls wait()
   case Opcode::AdamWShard: {
     // The shard's elements, segment by parameter: a no_weight_decay
     // parameter gets no decay, also where its range straddles two ranks.

@@ -1,8 +1,10 @@
 //===- fsdp-run.cpp - train a compiled plan -------------------------------===//
 //
 //   fsdp-run model.plan [--steps N] [--data FILE] [--seed N] [--lr X]
-//            [--log-every N] [--threads N] [--blas openblas|blis]
-//            [--save FILE] [--profile] [--describe]
+//            [--log-every N] [--backend cpu|cuda] [--threads N]
+//            [--blas openblas|blis] [--device N] [--tf32 on|off]
+//            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
+//            [--skip-collectives] [--sync-collectives] [--describe]
 //
 // Loads and validates the plan, allocates its arena once, initialises the
 // parameters from their initializers, and trains: one progress line per
@@ -34,8 +36,10 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, tracePath, blas = "openblas",
-                                                       backend = "cpu";
+  std::string planPath, dataPath, savePath, tracePath, reportPath,
+      blas = "openblas", backend = "cpu";
+  int64_t device = -1;
+  bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
   double collectiveTimeout = 300.0;
   int64_t stallRank = -1;
@@ -47,9 +51,12 @@ struct Options {
 
 const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
-    "                [--log-every N] [--threads N] [--blas openblas|blis]\n"
-    "                [--backend cpu] [--save FILE] [--trace FILE] [--profile]\n"
-    "                [--collective-timeout SECONDS] [--describe]\n";
+    "                [--log-every N] [--backend cpu|cuda]\n"
+    "                [--threads N] [--blas openblas|blis]      (cpu)\n"
+    "                [--device N] [--tf32 on|off]              (cuda)\n"
+    "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
+    "                [--profile] [--collective-timeout SECONDS]\n"
+    "                [--skip-collectives] [--sync-collectives] [--describe]\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
@@ -109,6 +116,19 @@ Options parseOptions(int argc, char **argv) {
       o.blas = value();
     else if (arg == "--backend")
       o.backend = value();
+    else if (arg == "--device")
+      o.device = parseInt(arg, value(), 0);
+    else if (arg == "--tf32") {
+      std::string text = value();
+      if (text != "on" && text != "off")
+        die("--tf32 expects on or off, got '" + text + "'", 2);
+      o.tf32 = text == "on";
+    } else if (arg == "--skip-collectives")
+      o.skipCollectives = true;
+    else if (arg == "--sync-collectives")
+      o.syncCollectives = true;
+    else if (arg == "--report-json")
+      o.reportPath = value();
     else if (arg == "--save")
       o.savePath = value();
     else if (arg == "--trace")
@@ -279,9 +299,7 @@ void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
   char number[64];
   for (const Session::TraceEvent &e : session.traceEvents()) {
     const Instruction &inst = plan.program[e.instruction];
-    int lane = inst.kernel->opcode == plan::Opcode::AllGather       ? 1
-               : inst.kernel->opcode == plan::Opcode::ReduceScatter ? 2
-                                                                    : 0;
+    uint32_t lane = e.lane;
     out << ",\n{\"name\": \"" << inst.kernel->name
         << (inst.unit.empty() ? "" : " @" + inst.unit) << "\", \"ph\": \"X\", "
         << "\"pid\": " << rank << ", \"tid\": " << lane;
@@ -330,6 +348,52 @@ std::thread startWatchdog(const Plan &plan, Session &session, int rank,
   });
 }
 
+/// What --report-json writes: the run's figures for scripts (the GPU check,
+/// benchmarks), one JSON object.
+struct Report {
+  std::string backend, collectives;
+  int ranks;
+  bool skipCollectives;
+  double secondsPerStep, tokensPerSecond;
+  std::vector<float> losses;
+  uint64_t arenaPredicted, arenaMeasured, peakPredicted;
+};
+
+void writeReport(const Report &r, const std::string &path) {
+  auto quoted = [](const std::string &text) {
+    std::string out = "\"";
+    for (char c : text)
+      out += c == '"' || c == '\\' ? std::string("\\") + c
+             : c == '\n'           ? std::string(" ")
+                                   : std::string(1, c);
+    return out + "\"";
+  };
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  char number[64];
+  out << "{\"backend\": " << quoted(r.backend)
+      << ", \"collectives\": " << quoted(r.collectives)
+      << ", \"ranks\": " << r.ranks << ", \"skip_collectives\": "
+      << (r.skipCollectives ? "true" : "false");
+  std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
+  out << ", \"ms_per_step\": " << number;
+  std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
+  out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
+  for (size_t i = 0; i < r.losses.size(); ++i) {
+    std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
+    out << (i ? ", " : "")
+        << (std::isfinite(r.losses[i]) ? number : "null");
+  }
+  out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
+      << ", \"arena_bytes_measured\": " << r.arenaMeasured
+      << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    die(path + ": cannot write the report: " + std::strerror(errno));
+  }
+}
+
 /// Fails now, not after training, when the output cannot be written.
 void checkWritable(const std::string &path) {
   std::string tmp = path + ".tmp";
@@ -376,9 +440,8 @@ int main(int argc, char **argv) {
                    ")"
              : " (recompile with --fsdp-train-pipeline=\"world-size=" +
                    std::to_string(comm->size()) + "\")"));
-  if (options.backend != "cpu")
-    die("backend '" + options.backend +
-        "' is not available in this build (available: cpu)");
+  if (options.backend != "cpu" && options.backend != "cuda")
+    die("unknown backend '" + options.backend + "' (expected cpu or cuda)", 2);
   Inputs inputs = classifyInputs(plan);
   // The plan holds one rank's rows; the data is the global batch.
   int64_t globalBatch = inputs.batch * comm->size();
@@ -399,12 +462,20 @@ int main(int argc, char **argv) {
     checkWritable(options.savePath);
   if (!options.tracePath.empty())
     checkWritable(options.tracePath);
+  if (!options.reportPath.empty() && lead)
+    checkWritable(options.reportPath);
 
   std::unique_ptr<Backend> backend =
-      createCpuBackend({int(options.threads), options.blas, comm.get()}, error);
+      options.backend == "cuda"
+          ? createCudaBackend({int(options.device), options.tf32, comm.get()},
+                              error)
+          : createCpuBackend({int(options.threads), options.blas, comm.get()},
+                             error);
   if (!backend)
-    die(error);
+    die(options.backend + " backend: " + error);
   Session session(plan, *backend, *comm);
+  session.setSkipCollectives(options.skipCollectives);
+  session.setSynchronousCollectives(options.syncCollectives);
   if (!session.initialize(options.seed, error))
     die(error);
   if (options.lr >= 0.0)
@@ -421,8 +492,14 @@ int main(int argc, char **argv) {
         std::chrono::duration<double>(options.stallSeconds));
 
   if (lead) {
-    std::printf("fsdp-run: %s; %s\n", backend->description().c_str(),
-                comm->description().c_str());
+    std::printf("fsdp-run: %s; %s; started collectives run %s\n",
+                backend->description().c_str(), comm->description().c_str(),
+                options.syncCollectives
+                    ? "synchronously (--sync-collectives)"
+                    : backend->collectiveMode().c_str());
+    if (options.skipCollectives)
+      std::printf("fsdp-run: --skip-collectives: compute only, no "
+                  "communication; the losses mean nothing\n");
     std::printf("fsdp-run: %s, %zu parameters in %zu units, %zu kernels, "
                 "global batch %lld, data %s\n",
                 plan.path.c_str(), plan.params.size(), plan.units.size(),
@@ -439,6 +516,7 @@ int main(int argc, char **argv) {
   using Clock = std::chrono::steady_clock;
   double totalSeconds = 0.0, steadySeconds = 0.0;
   float firstLoss = 0.0f, loss = 0.0f;
+  std::vector<float> losses;
   for (int64_t step = 1; step <= options.steps; ++step) {
     if (inputs.kind == InputKind::Tokens) {
       tokens.batch(step - 1, globalBatch, inputs.seq, rowBegin, inputs.batch,
@@ -465,7 +543,8 @@ int main(int argc, char **argv) {
       if (options.steps > 1)
         session.resetKernelTimes();
     }
-    if (!std::isfinite(loss))
+    losses.push_back(loss);
+    if (!std::isfinite(loss) && !options.skipCollectives)
       die("the loss is " + std::to_string(loss) + " at step " +
           std::to_string(step) + "; training diverged");
     if (lead &&
@@ -523,6 +602,20 @@ int main(int argc, char **argv) {
   }
   if (!options.savePath.empty() && lead)
     saveParams(plan, finalParams, options.savePath);
+  if (!options.reportPath.empty() && lead) {
+    Report report{options.backend + ": " + backend->description(),
+                  options.syncCollectives ? "synchronously (--sync-collectives)"
+                                          : backend->collectiveMode(),
+                  comm->size(),
+                  options.skipCollectives,
+                  meanSeconds,
+                  double(tokensPerStep) / meanSeconds,
+                  losses,
+                  plan.arenaSize,
+                  measuredMax,
+                  plan.peakBytes};
+    writeReport(report, options.reportPath);
+  }
   if (!options.tracePath.empty())
     writeTrace(plan, session, comm->rank(), comm->size(), options.tracePath);
   finished = true;

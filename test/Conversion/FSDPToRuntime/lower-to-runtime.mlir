@@ -1,4 +1,22 @@
 // RUN: fsdp-opt %s --fsdp-lower-to-runtime | FileCheck %s
+// Collectives: a plain one runs in place (stream 0, token 0); a started one
+// keeps its stream, gets a token, and its wait reads the collective's input
+// and output so that the memory planner keeps both alive until then.
+// RUN: fsdp-gen mlp --layers 1 --width 4 --in-features 4 --classes 3 --batch 2 > %t.mlp.mlir
+// RUN: fsdp-opt %t.mlp.mlir --fsdp-wrap --fsdp-data-parallel=world-size=2 --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-lower-to-runtime | FileCheck %s --check-prefix=SYNC
+// RUN: fsdp-opt %t.mlp.mlir --fsdp-wrap --fsdp-data-parallel=world-size=2 --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-schedule --fsdp-lower-to-runtime | FileCheck %s --check-prefix=ASYNC
+// SYNC: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<8xf32>
+// SYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%{{.*}} : memref<15xf32>) params {stream = 0 : i64, token = 0 : i64} unit "layers.0"
+// SYNC: fsdprt.kernel "reduce_scatter" ins(%{{.*}} : memref<15xf32>) outs(%{{.*}} : memref<8xf32>) params {stream = 0 : i64, token = 0 : i64} unit "layers.0"
+// SYNC-NOT: "wait"
+// ASYNC: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<8xf32>
+// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G1:.*]] : memref<15xf32>) params {stream = 1 : i64, token = 1 : i64} unit "layers.0"
+// ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[SHARD]], %[[G1]] : memref<8xf32>, memref<15xf32>) params {token = 1 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G2:.*]] : memref<15xf32>) params {stream = 1 : i64, token = 2 : i64} unit "layers.0"
+// ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[SHARD]], %[[G2]] : memref<8xf32>, memref<15xf32>) params {token = 2 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "reduce_scatter" ins(%[[FULL:.*]] : memref<15xf32>) outs(%[[GS:.*]] : memref<8xf32>) params {stream = 2 : i64, token = 3 : i64} unit "layers.0"
+// ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[FULL]], %[[GS]] : memref<15xf32>, memref<8xf32>) params {token = 3 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "adamw_shard" ins(%[[GS]] : memref<8xf32>)
 
 // A one-layer classifier's training step, as --fsdp-autodiff builds it.
 fsdp.param @w : tensor<3x4xf32> init <normal, std = 0.5>

@@ -33,6 +33,26 @@ public:
   /// correction). `params` overrides the instruction's parameters.
   virtual void run(const Plan &plan, const Instruction &inst,
                    const double *params, int64_t step) = 0;
+  /// Starts collective `inst` (all_gather or reduce_scatter) on `stream`
+  /// (>= 1) under `token` and returns without waiting for it where the
+  /// backend can overlap it with compute (the CPU: a thread per stream; the
+  /// GPU: a CUDA stream per plan stream). The default runs it here.
+  virtual void start(const Plan &plan, const Instruction &inst,
+                     uint32_t stream, uint32_t token) {
+    run(plan, inst, inst.params.data(), 0);
+  }
+  /// When a started collective ran, in steady-clock nanoseconds; zeros
+  /// where the backend cannot tell.
+  struct Span {
+    int64_t startNanos = 0, endNanos = 0;
+  };
+  /// Makes the kernels after this call wait for collective `token` (the
+  /// CPU blocks until it has finished; the GPU orders the compute stream
+  /// after it).
+  virtual Span wait(uint32_t token) { return {}; }
+  /// How started collectives run: "a thread per stream", "synchronously
+  /// (MPI without thread support)", "CUDA streams".
+  virtual std::string collectiveMode() const { return "synchronously"; }
   /// Waits for all kernels issued so far.
   virtual void synchronize() {}
   /// One past the highest arena byte that differs from the canary.
@@ -50,6 +70,19 @@ struct CpuBackendOptions {
 /// The CPU backend; on failure (no BLAS library) returns null with `error`.
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
                                           std::string &error);
+
+struct CudaBackendOptions {
+  int device = -1;              ///< -1: the rank's local rank
+  bool tf32 = true;             ///< cuBLAS TF32 tensor-op math for GEMMs
+  Communicator *comm = nullptr; ///< the ranks' host communicator (required):
+                                ///< bootstraps NCCL, reduces the loss
+};
+
+/// The CUDA backend (cuBLAS, our kernels, NCCL). Returns null with `error`
+/// when this build has no CUDA or the machine no usable GPU. Every rank
+/// must call it (NCCL's setup is collective).
+std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
+                                           std::string &error);
 
 } // namespace fsdp::rt
 

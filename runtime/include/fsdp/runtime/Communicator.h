@@ -35,6 +35,15 @@ public:
   virtual void reduceScatterMean(const float *full, float *shard,
                                  int64_t total) = 0;
   virtual double allReduceMean(double value) = 0;
+  /// Copies `bytes` bytes from rank `root` to every rank.
+  virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
+  /// This rank's index among the ranks on its node (picks its GPU).
+  virtual int localRank() const = 0;
+  /// A communicator over the same ranks whose collectives never match this
+  /// one's, for a stream of its own; null when this one's collectives may
+  /// not run on another thread (MPI without MPI_THREAD_MULTIPLE), with the
+  /// reason in `why`. Every rank must call it, in the same order.
+  virtual std::unique_ptr<Communicator> duplicate(std::string &why) = 0;
   virtual uint64_t allReduceMax(uint64_t value) = 0;
   /// Ends every rank of the job with `code`.
   [[noreturn]] virtual void abort(int code) = 0;

@@ -21,7 +21,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 2;
+inline constexpr uint32_t kPlanVersion = 3;
 /// magic, version, flags, payload size, payload CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Buffers start at multiples of this many bytes in the arena.
@@ -85,7 +85,16 @@ enum class Opcode : uint32_t {
   ReduceScatter, // ins: the full flat gradient; outs: the local shard (avg)
   AdamWShard,    // ins: grad shard; outs: param, m, v shards
   Copy,
+  Wait, // ins: a started collective's input and output; no outs
 };
+
+/// A collective with stream 0 runs where it stands in the program. One with
+/// stream s >= 1 is started there on stream s (collectives of one stream
+/// run in program order; streams run concurrently with compute and with
+/// each other) under token t >= 1, and `wait {token = t}` later in the
+/// program is where it must have finished. The wait names the collective's
+/// input and output buffers so that their lifetimes reach it.
+inline constexpr uint32_t kNumStreams = 3; ///< compute, gathers, scatters
 
 struct KernelInfo {
   Opcode opcode;
@@ -94,7 +103,7 @@ struct KernelInfo {
   std::array<std::string_view, 5> params; ///< empty names end the list
 };
 
-inline constexpr std::array<KernelInfo, 23> kKernels = {{
+inline constexpr std::array<KernelInfo, 24> kKernels = {{
     {Opcode::Embedding, "embedding", 3, 3, 1, {}},
     {Opcode::EmbeddingBackward, "embedding_backward", 2, 2, 2, {}},
     {Opcode::LayerNorm, "layer_norm", 3, 3, 3, {"epsilon"}},
@@ -119,8 +128,8 @@ inline constexpr std::array<KernelInfo, 23> kKernels = {{
      3,
      {"lr", "beta1", "beta2", "eps", "weight_decay"}},
     {Opcode::Fill, "fill", 0, 0, 1, {"value"}},
-    {Opcode::AllGather, "all_gather", 1, 1, 1, {}},
-    {Opcode::ReduceScatter, "reduce_scatter", 1, 1, 1, {}},
+    {Opcode::AllGather, "all_gather", 1, 1, 1, {"stream", "token"}},
+    {Opcode::ReduceScatter, "reduce_scatter", 1, 1, 1, {"stream", "token"}},
     {Opcode::AdamWShard,
      "adamw_shard",
      1,
@@ -128,6 +137,7 @@ inline constexpr std::array<KernelInfo, 23> kKernels = {{
      3,
      {"lr", "beta1", "beta2", "eps", "weight_decay"}},
     {Opcode::Copy, "copy", 1, 1, 1, {}},
+    {Opcode::Wait, "wait", 2, 2, 0, {"token"}},
 }};
 
 inline const KernelInfo *findKernel(std::string_view name) {

@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -59,16 +60,27 @@ public:
   /// Forgets the times so far (the first step's page faults, say).
   void resetKernelTimes() { times = KernelTimes(); }
 
+  /// Skips every collective and wait: the compute of the same plan alone,
+  /// for measuring how much communication a schedule hides. Losses are
+  /// then meaningless (gathered buffers hold stale values).
+  void setSkipCollectives(bool skip) { skipCollectives = skip; }
+  /// Runs every started collective where it starts, on this thread, and
+  /// skips the waits: the same plan without overlap, for comparison.
+  void setSynchronousCollectives(bool sync) { synchronous = sync; }
+
   /// One executed kernel, for a timeline (microseconds since the session
-  /// started tracing).
+  /// started tracing), on lane 0 (compute; waits included), 1 (gathers) or
+  /// 2 (reduce-scatters).
   struct TraceEvent {
     uint32_t instruction;
     int64_t step;
     double start, duration;
+    uint32_t lane;
   };
-  /// The collective this rank is inside, for the watchdog: instruction
-  /// index (or -1 for none), its step, and when it started (steady-clock
-  /// nanoseconds). Written by the executing thread, read by the watchdog.
+  /// The collective this rank is inside or waits for, for the watchdog:
+  /// instruction index (or -1 for none), its step, and since when
+  /// (steady-clock nanoseconds). Written by the executing thread, read by
+  /// the watchdog.
   struct InFlight {
     std::atomic<int64_t> instruction{-1}, step{0}, startNanos{0};
   };
@@ -81,6 +93,9 @@ public:
 
 private:
   float run(int64_t step, bool optimizer);
+  /// Tells the watchdog this thread now waits for collective `instruction`.
+  void watch(size_t instruction, int64_t step,
+             std::chrono::steady_clock::time_point since);
 
   const Plan &plan;
   Backend &backend;
@@ -88,7 +103,8 @@ private:
   std::optional<double> lrOverride;
   KernelTimes times;
   InFlight collective;
-  bool tracing = false;
+  bool tracing = false, skipCollectives = false, synchronous = false;
+  std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
 };

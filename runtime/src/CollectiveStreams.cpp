@@ -1,0 +1,70 @@
+//===- CollectiveStreams.cpp - collectives on threads of their own --------===//
+
+#include "CollectiveStreams.h"
+
+#include <chrono>
+
+namespace fsdp::rt {
+
+static int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CollectiveStreams::CollectiveStreams(
+    std::vector<std::unique_ptr<Communicator>> comms) {
+  for (auto &comm : comms) {
+    streams.push_back(std::make_unique<Stream>());
+    streams.back()->comm = std::move(comm);
+  }
+  for (auto &stream : streams)
+    stream->thread = std::thread([this, s = stream.get()] { serve(*s); });
+}
+
+CollectiveStreams::~CollectiveStreams() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  queued.notify_all();
+  for (auto &stream : streams)
+    stream->thread.join();
+}
+
+void CollectiveStreams::start(uint32_t stream, uint32_t token, Job job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    streams.at(stream - 1)->queue.emplace_back(token, std::move(job));
+  }
+  queued.notify_all();
+}
+
+Backend::Span CollectiveStreams::wait(uint32_t token) {
+  std::unique_lock<std::mutex> lock(mutex);
+  finished.wait(lock, [&] { return done.count(token) != 0; });
+  Backend::Span span = done[token];
+  done.erase(token);
+  return span;
+}
+
+void CollectiveStreams::serve(Stream &stream) {
+  std::unique_lock<std::mutex> lock(mutex);
+  while (true) {
+    queued.wait(lock, [&] { return stopping || !stream.queue.empty(); });
+    if (stream.queue.empty())
+      return; // stopping, nothing left
+    auto [token, job] = std::move(stream.queue.front());
+    stream.queue.pop_front();
+    lock.unlock();
+    Backend::Span span;
+    span.startNanos = nowNanos();
+    job(*stream.comm);
+    span.endNanos = nowNanos();
+    lock.lock();
+    done[token] = span;
+    finished.notify_all();
+  }
+}
+
+} // namespace fsdp::rt

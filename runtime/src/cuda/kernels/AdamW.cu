@@ -1,0 +1,86 @@
+//===- AdamW.cu - the AdamW optimiser step --------------------------------===//
+//
+// One streaming pass over param, m, v and grad (float4 when all four are
+// 16-byte aligned), exactly the update of cpu::adamw: the bias corrections
+// 1 - beta^t are computed on the host in double, as there, and divided (not
+// folded into lr); sqrtf and the divisions are IEEE (no fast math).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include <cmath>
+
+namespace fsdp::rt::cuda {
+namespace {
+
+struct AdamWParams {
+  float lr, beta1, beta2, eps, weightDecay, corr1, corr2;
+};
+
+__device__ __forceinline__ void adamwOne(float &p, float &m, float &v, float g,
+                                         const AdamWParams &a) {
+  const float mj = a.beta1 * m + (1.0f - a.beta1) * g;
+  const float vj = a.beta2 * v + (1.0f - a.beta2) * g * g;
+  m = mj;
+  v = vj;
+  const float root = sqrtf(vj / a.corr2);
+  const float mhat = mj / a.corr1;
+  p -= a.lr * (mhat / (root + a.eps) + a.weightDecay * p);
+}
+
+__global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
+                            float *__restrict__ v,
+                            const float *__restrict__ grad, int64_t n,
+                            AdamWParams a, bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t done = 0;
+  if (vec) {
+    const int64_t n4 = n / 4;
+    float4 *p4 = reinterpret_cast<float4 *>(param);
+    float4 *m4 = reinterpret_cast<float4 *>(m);
+    float4 *v4 = reinterpret_cast<float4 *>(v);
+    const float4 *g4 = reinterpret_cast<const float4 *>(grad);
+    for (int64_t i = tid; i < n4; i += stride) {
+      float4 p = p4[i], mm = m4[i], vv = v4[i];
+      const float4 g = g4[i];
+      adamwOne(p.x, mm.x, vv.x, g.x, a);
+      adamwOne(p.y, mm.y, vv.y, g.y, a);
+      adamwOne(p.z, mm.z, vv.z, g.z, a);
+      adamwOne(p.w, mm.w, vv.w, g.w, a);
+      p4[i] = p;
+      m4[i] = mm;
+      v4[i] = vv;
+    }
+    done = n4 * 4;
+  }
+  for (int64_t i = done + tid; i < n; i += stride)
+    adamwOne(param[i], m[i], v[i], grad[i], a);
+}
+
+} // namespace
+
+void adamw(const Context &ctx, float *param, float *m, float *v,
+           const float *grad, int64_t n, float lr, float beta1, float beta2,
+           float eps, float weightDecay, int64_t step) {
+  if (n <= 0)
+    return;
+  AdamWParams a;
+  a.lr = lr;
+  a.beta1 = beta1;
+  a.beta2 = beta2;
+  a.eps = eps;
+  a.weightDecay = weightDecay;
+  a.corr1 = float(1.0 - std::pow(double(beta1), double(step)));
+  a.corr2 = float(1.0 - std::pow(double(beta2), double(step)));
+  const bool vec = detail::aligned16(param) && detail::aligned16(m) &&
+                   detail::aligned16(v) && detail::aligned16(grad);
+  const int threads = 256;
+  const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
+  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a,
+                                                  vec);
+  detail::checkLaunch("adamw");
+}
+
+} // namespace fsdp::rt::cuda

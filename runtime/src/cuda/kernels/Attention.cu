@@ -1,0 +1,149 @@
+//===- Attention.cu - causal multi-head self-attention --------------------===//
+//
+// The products are cuBLAS strided-batched GEMMs over (batch, head), reading
+// q, k, v and writing dq, dk, dv in place in the B x T x 3C layout through
+// row strides (ld = 3C; head h starts hs floats after head h - 1), with the
+// same row-major arguments as the CPU backend's Blas::sgemm calls
+// (src/cpu/Attention.cpp) minus its causal row blocking: each (b, h) is one
+// full T x T product. rowGemmBatched (Linear.cu) issues min(B, NH) cuBLAS
+// calls, each batched over the other level; per call, for the batch over
+// heads (strides in floats; over b they are T*3C, T*C and NH*T*T):
+//
+//   S  = scale q k^T  Sgemm(T, N, m=T,  n=T,  k=hs, A=k  ld 3C  stride hs,
+//                           B=q  ld 3C stride hs,   C=probs ld T stride T*T)
+//   O  = P v          Sgemm(N, N, m=hs, n=T,  k=T,  A=v  ld 3C  stride hs,
+//                           B=P  ld T  stride T*T,  C=out   ld C stride hs)
+//   dP = dO v^T       Sgemm(T, N, m=T,  n=T,  k=hs, A=v  ld 3C  stride hs,
+//                           B=dO ld C  stride hs,   C=dS    ld T stride T*T)
+//   dq = scale dS k   Sgemm(N, N, m=hs, n=T,  k=T,  A=k  ld 3C  stride hs,
+//                           B=dS ld T  stride T*T,  C=dq    ld 3C stride hs)
+//   dk = scale dS^T q Sgemm(N, T, m=hs, n=T,  k=T,  A=q  ld 3C  stride hs,
+//                           B=dS ld T  stride T*T,  C=dk    ld 3C stride hs)
+//   dv = P^T dO       Sgemm(N, T, m=hs, n=T,  k=T,  A=dO ld C   stride hs,
+//                           B=P  ld T  stride T*T,  C=dv    ld 3C stride hs)
+//
+// (A, B: cuBLAS's first and second operand.) The outputs of different
+// heads interleave in memory (ldc > m) but never overlap, which cuBLAS
+// allows. Full products compute the scores above the diagonal too; the
+// softmax overwrites them with zeros, and the zeros make the P v and
+// dS-based products exact.
+//
+// The softmax runs one warp per row of T scores, an online (max, sum of
+// exp) pass over the causal prefix, then a pass that writes the
+// probabilities and the zeros. Its backward, also a warp per row, computes
+// dS = P (dP - sum(dP P)) in place in the scratch (the 1/sqrt(hs) is the
+// alpha of the dq and dk products, as on the CPU), zero above the diagonal.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include <cmath>
+
+namespace fsdp::rt::cuda {
+namespace {
+
+constexpr int kRowThreads = 256; // 8 rows per block
+
+__global__ void __launch_bounds__(kRowThreads)
+    causalSoftmaxKernel(float *__restrict__ probs, int64_t rows, int64_t T) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (r >= rows)
+    return;
+  const int64_t n = r % T + 1; // columns j <= i
+  float *p = probs + r * T;
+  detail::MaxSum acc = detail::maxSumEmpty();
+  for (int64_t j = lane; j < n; j += 32)
+    detail::maxSumAdd(acc, p[j]);
+  acc = detail::warpMaxSum(acc);
+  const float inv = 1.0f / acc.s;
+  for (int64_t j = lane; j < T; j += 32)
+    p[j] = j < n ? __expf(p[j] - acc.m) * inv : 0.0f;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    causalSoftmaxBackwardKernel(float *__restrict__ dscores,
+                                const float *__restrict__ probs, int64_t rows,
+                                int64_t T) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (r >= rows)
+    return;
+  const int64_t n = r % T + 1;
+  const float *p = probs + r * T;
+  float *d = dscores + r * T;
+  float dot = 0.0f;
+  for (int64_t j = lane; j < n; j += 32)
+    dot += d[j] * p[j];
+  dot = detail::warpSum(dot);
+  for (int64_t j = lane; j < T; j += 32)
+    d[j] = j < n ? p[j] * (d[j] - dot) : 0.0f;
+}
+
+unsigned rowBlocks(int64_t rows) {
+  return unsigned((rows * 32 + kRowThreads - 1) / kRowThreads);
+}
+
+} // namespace
+
+void attentionForward(const Context &ctx, float *out, float *probs,
+                      const float *qkv, int64_t B, int64_t T, int64_t C,
+                      int64_t NH) {
+  if (B <= 0 || T <= 0 || NH <= 0)
+    return;
+  const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
+  const float scale = 1.0f / std::sqrt(float(hs));
+  const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
+
+  // S = scale q k^T into probs.
+  detail::rowGemmBatched(ctx, "attentionForward (q k^T)", false, true, T, T,
+                         hs, scale, q, ld, T * ld, hs, k, ld, T * ld, hs, 0.0f,
+                         probs, T, NH * TT, TT, B, NH);
+
+  const int64_t rows = B * NH * T;
+  causalSoftmaxKernel<<<rowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
+      probs, rows, T);
+  detail::checkLaunch("attentionForward (softmax)");
+
+  // out = P v, heads side by side.
+  detail::rowGemmBatched(ctx, "attentionForward (P v)", false, false, T, hs, T,
+                         1.0f, probs, T, NH * TT, TT, v, ld, T * ld, hs, 0.0f,
+                         out, C, T * C, hs, B, NH);
+}
+
+void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
+                       const float *dout, const float *qkv, const float *probs,
+                       int64_t B, int64_t T, int64_t C, int64_t NH) {
+  if (B <= 0 || T <= 0 || NH <= 0)
+    return;
+  const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
+  const float scale = 1.0f / std::sqrt(float(hs));
+  const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
+  float *dq = dqkv, *dk = dqkv + C, *dv = dqkv + 2 * C;
+
+  // dP = dO v^T into scratch.
+  detail::rowGemmBatched(ctx, "attentionBackward (dO v^T)", false, true, T, T,
+                         hs, 1.0f, dout, C, T * C, hs, v, ld, T * ld, hs, 0.0f,
+                         scratch, T, NH * TT, TT, B, NH);
+
+  // dS = P (dP - rowsum(dP P)) in place, zero above the diagonal.
+  const int64_t rows = B * NH * T;
+  causalSoftmaxBackwardKernel<<<rowBlocks(rows), kRowThreads, 0,
+                                ctx.stream>>>(scratch, probs, rows, T);
+  detail::checkLaunch("attentionBackward (softmax)");
+
+  // dq = scale dS k, dk = scale dS^T q, dv = P^T dO (beta = 0: every
+  // element of dqkv is written once).
+  detail::rowGemmBatched(ctx, "attentionBackward (dS k)", false, false, T, hs,
+                         T, scale, scratch, T, NH * TT, TT, k, ld, T * ld, hs,
+                         0.0f, dq, ld, T * ld, hs, B, NH);
+  detail::rowGemmBatched(ctx, "attentionBackward (dS^T q)", true, false, T, hs,
+                         T, scale, scratch, T, NH * TT, TT, q, ld, T * ld, hs,
+                         0.0f, dk, ld, T * ld, hs, B, NH);
+  detail::rowGemmBatched(ctx, "attentionBackward (P^T dO)", true, false, T, hs,
+                         T, 1.0f, probs, T, NH * TT, TT, dout, C, T * C, hs,
+                         0.0f, dv, ld, T * ld, hs, B, NH);
+}
+
+} // namespace fsdp::rt::cuda

@@ -1,0 +1,167 @@
+//===- CrossEntropy.cu - softmax cross-entropy loss -----------------------===//
+//
+// Rows of V logits (V ~ 50k for GPT-2). Each row's log-sum-exp is one
+// online pass (running max and sum of exp(x - max), rescaled when the max
+// grows; __expf, whose error is a few ulp on the arguments <= 0 it sees
+// here), merged across lanes and warps in a fixed order.
+//
+// Forward, deterministic, two ways (see Kernels.h):
+//   - no scratch: ONE block of 1024 threads, warp w taking rows w, w + 32,
+//     ...; each warp sums its rows' losses in double, then thread 0 adds the
+//     32 warp sums in order. The order is fixed, but the whole loss runs on
+//     one SM: exp throughput bounds it at several ms for N = 4096,
+//     V = 50257.
+//   - with N floats of scratch: one block per row writes the row's loss,
+//     then one block adds them (each thread a fixed strided subset, in
+//     double, then a fixed tree).
+// Backward: one block per row; an online pass, then the write pass
+// d = exp(x - max) * (dloss / N / sum), minus dloss / N at the target.
+// dloss is read on the device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+namespace fsdp::rt::cuda {
+namespace {
+
+constexpr int kOneBlockThreads = 1024;
+constexpr int kRowBlockThreads = 512;
+
+/// One lane's share of a row: columns lane, lane + 32, ... (four loads in
+/// flight per step).
+__device__ __forceinline__ detail::MaxSum laneMaxSum(const float *row,
+                                                     int64_t V, int lane) {
+  detail::MaxSum acc = detail::maxSumEmpty();
+  int64_t j = lane;
+  for (; j + 96 < V; j += 128) {
+    const float x0 = row[j], x1 = row[j + 32], x2 = row[j + 64],
+                x3 = row[j + 96];
+    detail::maxSumAdd(acc, x0);
+    detail::maxSumAdd(acc, x1);
+    detail::maxSumAdd(acc, x2);
+    detail::maxSumAdd(acc, x3);
+  }
+  for (; j < V; j += 32)
+    detail::maxSumAdd(acc, row[j]);
+  return acc;
+}
+
+/// A thread's share of a row for block-per-row kernels.
+__device__ __forceinline__ detail::MaxSum threadMaxSum(const float *row,
+                                                       int64_t V) {
+  detail::MaxSum acc = detail::maxSumEmpty();
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+    detail::maxSumAdd(acc, row[j]);
+  return acc;
+}
+
+/// Sums one double per thread of the block in a fixed order; thread 0 gets
+/// the result.
+__device__ double blockSumDouble(double v) {
+  __shared__ double part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = detail::warpSum(v);
+  if (lane == 0)
+    part[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < int(blockDim.x >> 5); ++w)
+      total += part[w];
+  return total;
+}
+
+__global__ void __launch_bounds__(kOneBlockThreads)
+    crossEntropyOneBlockKernel(float *__restrict__ loss,
+                               const float *__restrict__ logits,
+                               const int32_t *__restrict__ targets, int64_t N,
+                               int64_t V) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  double acc = 0.0;
+  for (int64_t i = warp; i < N; i += warps) {
+    const float *row = logits + i * V;
+    const detail::MaxSum ms = detail::warpMaxSum(laneMaxSum(row, V, lane));
+    // -log softmax[target] = log(sum exp(l - m)) + m - l[target].
+    if (lane == 0)
+      acc += double(logf(ms.s)) + double(ms.m) - double(row[targets[i]]);
+  }
+  // Lanes other than 0 hold 0; the warp sum is lane 0's value exactly.
+  const double total = blockSumDouble(acc);
+  if (threadIdx.x == 0)
+    *loss = N > 0 ? float(total / double(N)) : 0.0f;
+}
+
+__global__ void __launch_bounds__(kRowBlockThreads)
+    crossEntropyRowLossKernel(float *__restrict__ rowLoss,
+                              const float *__restrict__ logits,
+                              const int32_t *__restrict__ targets, int64_t V) {
+  const int64_t i = blockIdx.x;
+  const float *row = logits + i * V;
+  const detail::MaxSum ms = detail::blockMaxSum(threadMaxSum(row, V));
+  if (threadIdx.x == 0)
+    rowLoss[i] = logf(ms.s) + ms.m - row[targets[i]];
+}
+
+__global__ void __launch_bounds__(kOneBlockThreads)
+    meanKernel(float *__restrict__ loss, const float *__restrict__ values,
+               int64_t N) {
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    acc += values[i];
+  const double total = blockSumDouble(acc);
+  if (threadIdx.x == 0)
+    *loss = N > 0 ? float(total / double(N)) : 0.0f;
+}
+
+__global__ void __launch_bounds__(kRowBlockThreads)
+    crossEntropyBackwardKernel(float *__restrict__ dlogits,
+                               const float *__restrict__ dloss,
+                               const float *__restrict__ logits,
+                               const int32_t *__restrict__ targets, int64_t N,
+                               int64_t V) {
+  const int64_t i = blockIdx.x;
+  const float *row = logits + i * V;
+  float *d = dlogits + i * V;
+  const detail::MaxSum ms = detail::blockMaxSum(threadMaxSum(row, V));
+  const float scale = dloss[0] / float(N);
+  const float k = scale / ms.s;
+  const int64_t target = targets[i];
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    float g = __expf(row[j] - ms.m) * k;
+    if (j == target)
+      g -= scale;
+    d[j] = g;
+  }
+}
+
+} // namespace
+
+void crossEntropyForward(const Context &ctx, float *loss, const float *logits,
+                         const int32_t *targets, int64_t N, int64_t V,
+                         float *rowScratch) {
+  if (rowScratch && N > 0) {
+    crossEntropyRowLossKernel<<<unsigned(N), kRowBlockThreads, 0,
+                                ctx.stream>>>(rowScratch, logits, targets, V);
+    detail::checkLaunch("crossEntropyForward (rows)");
+    meanKernel<<<1, kOneBlockThreads, 0, ctx.stream>>>(loss, rowScratch, N);
+    detail::checkLaunch("crossEntropyForward (mean)");
+    return;
+  }
+  crossEntropyOneBlockKernel<<<1, kOneBlockThreads, 0, ctx.stream>>>(
+      loss, logits, targets, N, V);
+  detail::checkLaunch("crossEntropyForward");
+}
+
+void crossEntropyBackward(const Context &ctx, float *dlogits,
+                          const float *dloss, const float *logits,
+                          const int32_t *targets, int64_t N, int64_t V) {
+  if (N <= 0 || V <= 0)
+    return;
+  crossEntropyBackwardKernel<<<unsigned(N), kRowBlockThreads, 0, ctx.stream>>>(
+      dlogits, dloss, logits, targets, N, V);
+  detail::checkLaunch("crossEntropyBackward");
+}
+
+} // namespace fsdp::rt::cuda

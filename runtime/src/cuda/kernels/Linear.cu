@@ -1,0 +1,154 @@
+//===- Linear.cu - fully connected layers through cuBLAS ------------------===//
+//
+// The three GEMMs of a linear layer (weights stored OC x IC, as PyTorch
+// does), each one cublasSgemm through rowGemm, with the arguments of the
+// CPU backend's Blas::sgemm calls (src/cpu/Linear.cpp). The handle's math
+// mode decides between fp32 and TF32. The row-major to column-major
+// mapping is rowGemm's (Common.cuh):
+//
+//   forward      out = x w^T   cublasSgemm(T, N, m=OC, n=N,  k=IC,
+//                                          A=w,    lda=IC, B=x,    ldb=IC,
+//                                          C=out,  ldc=OC)
+//   grad input   dx = dout w   cublasSgemm(N, N, m=IC, n=N,  k=OC,
+//                                          A=w,    lda=IC, B=dout, ldb=OC,
+//                                          C=dx,   ldc=IC)
+//   grad weight  dw = dout^T x cublasSgemm(N, T, m=IC, n=OC, k=N,
+//                                          A=x,    lda=IC, B=dout, ldb=OC,
+//                                          C=dw,   ldc=IC)
+//
+// (A, B as cuBLAS's first and second operand.) The bias is broadcast into
+// out first and the GEMM adds onto it (beta = 1), as on the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include <climits>
+
+namespace fsdp::rt::cuda {
+namespace detail {
+namespace {
+
+bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+bool checkDims(const char *where, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims) {
+    if (!fitsInt(d)) {
+      recordError(where, "GEMM dimension or leading dimension outside "
+                         "cuBLAS's int range");
+      return false;
+    }
+  }
+  return true;
+}
+
+inline cublasOperation_t op(bool trans) {
+  return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+} // namespace
+
+void rowGemm(const Context &ctx, const char *where, bool transA, bool transB,
+             int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+             int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+             int64_t ldc) {
+  if (!checkDims(where, {M, N, K, lda, ldb, ldc}))
+    return;
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) { // an empty sum: C = beta C
+    if (beta == 0.0f)
+      checkCuda(cudaMemset2DAsync(C, size_t(ldc) * sizeof(float), 0,
+                                  size_t(N) * sizeof(float), size_t(M),
+                                  ctx.stream),
+                where);
+    else if (beta != 1.0f)
+      recordError(where, "K = 0 with beta other than 0 or 1");
+    return;
+  }
+  checkBlas(cublasSgemm(ctx.blas, op(transB), op(transA), int(N), int(M),
+                        int(K), &alpha, B, int(ldb), A, int(lda), &beta, C,
+                        int(ldc)),
+            where);
+}
+
+void rowGemmBatched(const Context &ctx, const char *where, bool transA,
+                    bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, int64_t strideAOuter,
+                    int64_t strideAInner, const float *B, int64_t ldb,
+                    int64_t strideBOuter, int64_t strideBInner, float beta,
+                    float *C, int64_t ldc, int64_t strideCOuter,
+                    int64_t strideCInner, int64_t outer, int64_t inner) {
+  if (!checkDims(where, {M, N, K, lda, ldb, ldc, outer, inner}))
+    return;
+  if (M == 0 || N == 0 || outer == 0 || inner == 0)
+    return;
+  // Loop over the smaller level on the host, batch the larger one.
+  const bool loopOuter = outer <= inner;
+  const int64_t loops = loopOuter ? outer : inner;
+  const int batch = int(loopOuter ? inner : outer);
+  const int64_t loopA = loopOuter ? strideAOuter : strideAInner;
+  const int64_t loopB = loopOuter ? strideBOuter : strideBInner;
+  const int64_t loopC = loopOuter ? strideCOuter : strideCInner;
+  const long long batchA = loopOuter ? strideAInner : strideAOuter;
+  const long long batchB = loopOuter ? strideBInner : strideBOuter;
+  const long long batchC = loopOuter ? strideCInner : strideCOuter;
+  for (int64_t l = 0; l < loops; ++l) {
+    checkBlas(cublasSgemmStridedBatched(
+                  ctx.blas, op(transB), op(transA), int(N), int(M), int(K),
+                  &alpha, B + l * loopB, int(ldb), batchB, A + l * loopA,
+                  int(lda), batchA, &beta, C + l * loopC, int(ldc), batchC,
+                  batch),
+              where);
+  }
+}
+
+} // namespace detail
+
+namespace {
+
+/// out[i, :] = bias for every row i: columns over x, rows over y
+/// (grid-strided, as N may exceed the grid's y limit).
+__global__ void broadcastRowsKernel(float *__restrict__ out,
+                                    const float *__restrict__ bias, int64_t N,
+                                    int64_t OC) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= OC)
+    return;
+  const float value = bias[c];
+  for (int64_t i = blockIdx.y; i < N; i += gridDim.y)
+    out[i * OC + c] = value;
+}
+
+} // namespace
+
+void linearForward(const Context &ctx, float *out, const float *x,
+                   const float *w, const float *bias, int64_t N, int64_t IC,
+                   int64_t OC) {
+  if (N <= 0 || OC <= 0)
+    return;
+  float beta = 0.0f;
+  if (bias) {
+    const dim3 grid(unsigned((OC + 255) / 256),
+                    unsigned(N < 65535 ? N : 65535));
+    broadcastRowsKernel<<<grid, 256, 0, ctx.stream>>>(out, bias, N, OC);
+    detail::checkLaunch("linearForward (bias)");
+    beta = 1.0f;
+  }
+  detail::rowGemm(ctx, "linearForward", /*transA=*/false, /*transB=*/true, N,
+                  OC, IC, 1.0f, x, IC, w, IC, beta, out, OC);
+}
+
+void linearGradInput(const Context &ctx, float *dx, const float *dout,
+                     const float *w, int64_t N, int64_t IC, int64_t OC) {
+  detail::rowGemm(ctx, "linearGradInput", /*transA=*/false, /*transB=*/false,
+                  N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dx, IC);
+}
+
+void linearGradWeight(const Context &ctx, float *dw, const float *dout,
+                      const float *x, int64_t N, int64_t IC, int64_t OC) {
+  detail::rowGemm(ctx, "linearGradWeight", /*transA=*/true, /*transB=*/false,
+                  OC, IC, N, 1.0f, dout, OC, x, IC, 0.0f, dw, IC);
+}
+
+} // namespace fsdp::rt::cuda
