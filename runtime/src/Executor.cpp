@@ -14,20 +14,13 @@ bool Session::initialize(uint64_t seed, std::string &error) {
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const UnitDesc &unit = plan.units[u];
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
-    plan::ShardRange range =
-        plan::shardRange(unit.flatSize, comm.rank(), comm.size());
     host.assign(buffer.numElements(), 0.0f);
-    // The parameters this rank's shard overlaps, element by element.
-    for (const ParamDesc &param : plan.params) {
-      if (param.unit != u)
-        continue;
-      int64_t lo = std::max(range.begin, param.unitOffset);
-      int64_t hi = std::min(range.end, param.unitOffset + param.numElements());
-      if (lo < hi)
-        initializeParam(param, seed, lo - param.unitOffset,
-                        hi - param.unitOffset,
-                        host.data() + (lo - range.begin));
-    }
+    forEachShardSegment(plan, uint32_t(u), comm.rank(), comm.size(),
+                        [&](const ParamDesc &param, int64_t at, int64_t begin,
+                            int64_t count) {
+                          initializeParam(param, seed, begin, begin + count,
+                                          host.data() + at);
+                        });
     backend.write(buffer.offset, host.data(), buffer.size);
   }
   for (const BufferDesc &buffer : plan.buffers)

@@ -9,4 +9,7 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &,
           "at build time, or FSDP_ENABLE_CUDA=OFF)";
   return nullptr;
 }
+std::string listCudaDevices() {
+  return "no CUDA device: this fsdp-run was built without CUDA";
+}
 } // namespace fsdp::rt

@@ -476,6 +476,11 @@ static bool validateStreams(Plan &plan, std::string &why) {
   };
   std::map<int64_t, Started> inFlight;
   std::set<int64_t> used;
+  auto text = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
   auto isCount = [](double v, double limit) {
     return v >= 0 && v < limit && v == double(int64_t(v));
   };
@@ -510,10 +515,10 @@ static bool validateStreams(Plan &plan, std::string &why) {
     if (opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter) {
       double stream = inst.params[0], token = inst.params[1];
       if (!isCount(stream, plan::kNumStreams))
-        return bad("invalid stream " + std::to_string(stream));
+        return bad("invalid stream " + text(stream));
       if (!isCount(token, 1e15) || (stream == 0) != (token == 0))
-        return bad("invalid token " + std::to_string(token) + " on stream " +
-                   std::to_string(int64_t(stream)));
+        return bad("invalid token " + text(token) + " on stream " +
+                   text(stream));
       if (stream == 0)
         continue;
       if (!used.insert(int64_t(token)).second)
@@ -525,7 +530,7 @@ static bool validateStreams(Plan &plan, std::string &why) {
       auto found = isCount(token, 1e15) ? inFlight.find(int64_t(token))
                                         : inFlight.end();
       if (found == inFlight.end())
-        return bad("waits for token " + std::to_string(token) +
+        return bad("waits for token " + text(token) +
                    ", which is not in flight");
       if (inst.ins[0] != found->second.source ||
           inst.ins[1] != found->second.result)

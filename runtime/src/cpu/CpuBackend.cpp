@@ -231,29 +231,19 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
     break;
   case Opcode::Wait:
     break; // the executor calls wait()
-  case Opcode::AdamWShard: {
-    // The shard's elements, segment by parameter: a no_weight_decay
-    // parameter gets no decay, also where its range straddles two ranks.
-    // Elements past this rank's range (the padding of a shorter shard)
-    // are left alone.
-    uint32_t unit = uint32_t(out(0).unit);
-    plan::ShardRange range =
-        plan::shardRange(plan.units[unit].flatSize, comm.rank(), comm.size());
-    for (const ParamDesc &param : plan.params) {
-      if (param.unit != unit)
-        continue;
-      int64_t lo = std::max(range.begin, param.unitOffset);
-      int64_t hi = std::min(range.end, param.unitOffset + param.numElements());
-      if (lo >= hi)
-        continue;
-      int64_t at = lo - range.begin;
-      cpu::adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, hi - lo,
-                 float(params[0]), float(params[1]), float(params[2]),
-                 float(params[3]),
-                 param.noWeightDecay ? 0.0f : float(params[4]), step);
-    }
+  case Opcode::AdamWShard:
+    // Segment by parameter: a no_weight_decay parameter gets no decay.
+    // Elements past this rank's range (the padding of a shorter shard) are
+    // left alone.
+    forEachShardSegment(
+        plan, uint32_t(out(0).unit), comm.rank(), comm.size(),
+        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+          cpu::adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
+                     float(params[0]), float(params[1]), float(params[2]),
+                     float(params[3]),
+                     param.noWeightDecay ? 0.0f : float(params[4]), step);
+        });
     break;
-  }
   }
 }
 } // namespace

@@ -56,7 +56,8 @@ const char *const kUsage =
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--collective-timeout SECONDS]\n"
-    "                [--skip-collectives] [--sync-collectives] [--describe]\n";
+    "                [--skip-collectives] [--sync-collectives] [--describe]\n"
+    "       fsdp-run --list-devices\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
@@ -153,7 +154,10 @@ Options parseOptions(int argc, char **argv) {
       o.profile = true;
     else if (arg == "--describe")
       o.describe = true;
-    else if (arg == "--help" || arg == "-h") {
+    else if (arg == "--list-devices") {
+      std::printf("%s\n", listCudaDevices().c_str());
+      std::exit(0);
+    } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-')
@@ -467,7 +471,8 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<Backend> backend =
       options.backend == "cuda"
-          ? createCudaBackend({int(options.device), options.tf32, comm.get()},
+          ? createCudaBackend({int(options.device), options.tf32, comm.get(),
+                               options.collectiveTimeout},
                               error)
           : createCpuBackend({int(options.threads), options.blas, comm.get()},
                              error);

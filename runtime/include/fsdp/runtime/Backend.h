@@ -76,6 +76,9 @@ struct CudaBackendOptions {
   bool tf32 = true;             ///< cuBLAS TF32 tensor-op math for GEMMs
   Communicator *comm = nullptr; ///< the ranks' host communicator (required):
                                 ///< bootstraps NCCL, reduces the loss
+  /// A collective unfinished this long (seconds; 0: never) when the host
+  /// waits for the step aborts the NCCL communicators and ends the job.
+  double collectiveTimeout = 300.0;
 };
 
 /// The CUDA backend (cuBLAS, our kernels, NCCL). Returns null with `error`
@@ -83,6 +86,10 @@ struct CudaBackendOptions {
 /// must call it (NCCL's setup is collective).
 std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
                                            std::string &error);
+
+/// The CUDA devices this process sees, one line each, or why there are
+/// none (also in a build without CUDA).
+std::string listCudaDevices();
 
 } // namespace fsdp::rt
 

@@ -15,6 +15,7 @@
 #include "fsdp/runtime/PlanFormat.h"
 
 #include <array>
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -84,6 +85,26 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error);
 
 /// A short description: kernels, buffers, arena, predicted peak.
 std::string describePlan(const Plan &plan);
+
+/// Calls fn(param, at, begin, count) for each parameter of unit `unit`
+/// that rank `rank` of `worldSize`'s shard overlaps: elements [begin, begin
+/// + count) of the parameter lie at element `at` of the shard. Per-element
+/// rules (initialisation, no weight decay) follow these segments, also
+/// where a parameter straddles two ranks.
+template <typename Fn>
+void forEachShardSegment(const Plan &plan, uint32_t unit, int rank,
+                         int worldSize, Fn fn) {
+  plan::ShardRange range =
+      plan::shardRange(plan.units[unit].flatSize, rank, worldSize);
+  for (const ParamDesc &param : plan.params) {
+    if (param.unit != unit)
+      continue;
+    int64_t lo = std::max(range.begin, param.unitOffset);
+    int64_t hi = std::min(range.end, param.unitOffset + param.numElements());
+    if (lo < hi)
+      fn(param, lo - range.begin, lo - param.unitOffset, hi - lo);
+  }
+}
 
 } // namespace fsdp::rt
 

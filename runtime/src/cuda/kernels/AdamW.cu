@@ -78,8 +78,7 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
                    detail::aligned16(v) && detail::aligned16(grad);
   const int threads = 256;
   const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
-  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a,
-                                                  vec);
+  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a, vec);
   detail::checkLaunch("adamw");
 }
 

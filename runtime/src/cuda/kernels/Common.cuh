@@ -1,4 +1,5 @@
-//===- Common.cuh - helpers shared by the CUDA kernels ----------*- CUDA -*-===//
+//===- Common.cuh - helpers shared by the CUDA kernels ----------*- CUDA
+//-*-===//
 //
 // Error recording (the launch check after every launch), warp and block
 // reductions, alignment tests for the float4 paths, the row-major GEMM
@@ -95,9 +96,7 @@ struct MaxSum {
   float s;
 };
 
-__device__ __forceinline__ MaxSum maxSumEmpty() {
-  return {-INFINITY, 0.0f};
-}
+__device__ __forceinline__ MaxSum maxSumEmpty() { return {-INFINITY, 0.0f}; }
 
 /// Adds x. One exp per element; the rescale runs only when the max grows.
 /// A NaN x makes the sum NaN (x > m is false, exp(NaN) is NaN).

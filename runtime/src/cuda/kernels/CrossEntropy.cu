@@ -142,8 +142,8 @@ void crossEntropyForward(const Context &ctx, float *loss, const float *logits,
                          const int32_t *targets, int64_t N, int64_t V,
                          float *rowScratch) {
   if (rowScratch && N > 0) {
-    crossEntropyRowLossKernel<<<unsigned(N), kRowBlockThreads, 0,
-                                ctx.stream>>>(rowScratch, logits, targets, V);
+    crossEntropyRowLossKernel<<<unsigned(N), kRowBlockThreads, 0, ctx.stream>>>(
+        rowScratch, logits, targets, V);
     detail::checkLaunch("crossEntropyForward (rows)");
     meanKernel<<<1, kOneBlockThreads, 0, ctx.stream>>>(loss, rowScratch, N);
     detail::checkLaunch("crossEntropyForward (mean)");

@@ -71,8 +71,8 @@ struct ScaleOp {
 /// out may alias a or b: each element is read before it is written, by the
 /// same thread.
 template <int NIn, class F>
-__global__ void mapKernel(float *out, const float *a, const float *b,
-                          int64_t n, F f, bool vec) {
+__global__ void mapKernel(float *out, const float *a, const float *b, int64_t n,
+                          F f, bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t done = 0;

@@ -28,8 +28,8 @@ template <bool Vec>
 __global__ void embeddingForwardKernel(float *__restrict__ out,
                                        const int32_t *__restrict__ tokens,
                                        const float *__restrict__ wte,
-                                       const float *__restrict__ wpe,
-                                       int64_t T, int64_t C) {
+                                       const float *__restrict__ wpe, int64_t T,
+                                       int64_t C) {
   const int64_t row = blockIdx.x;
   const int64_t t = row % T;
   const int64_t token = tokens[row];
@@ -132,13 +132,11 @@ void embeddingForward(const Context &ctx, float *out, const int32_t *tokens,
   const int64_t work = vec ? C / 4 : C;
   const int threads = work >= 256 ? 256 : int((work + 31) / 32 * 32);
   if (vec)
-    embeddingForwardKernel<true>
-        <<<unsigned(rows), threads, 0, ctx.stream>>>(out, tokens, wte, wpe, T,
-                                                     C);
+    embeddingForwardKernel<true><<<unsigned(rows), threads, 0, ctx.stream>>>(
+        out, tokens, wte, wpe, T, C);
   else
-    embeddingForwardKernel<false>
-        <<<unsigned(rows), threads, 0, ctx.stream>>>(out, tokens, wte, wpe, T,
-                                                     C);
+    embeddingForwardKernel<false><<<unsigned(rows), threads, 0, ctx.stream>>>(
+        out, tokens, wte, wpe, T, C);
   detail::checkLaunch("embeddingForward");
 }
 
@@ -154,8 +152,8 @@ void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
   }
   if (V <= 0)
     return;
-  detail::checkCuda(cudaMemsetAsync(dwte, 0, size_t(V) * size_t(C) *
-                                                 sizeof(float),
+  detail::checkCuda(cudaMemsetAsync(dwte, 0,
+                                    size_t(V) * size_t(C) * sizeof(float),
                                     ctx.stream),
                     "embeddingBackward (zero dwte)");
   const int64_t BT = B * T;

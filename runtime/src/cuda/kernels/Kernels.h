@@ -1,4 +1,5 @@
-//===- Kernels.h - the CUDA backend's kernels --------------------*- C++ -*-===//
+//===- Kernels.h - the CUDA backend's kernels --------------------*- C++
+//-*-===//
 //
 // The same kernels as src/cpu/Kernels.h, with the same semantics, shapes and
 // argument order, on the GPU: fp32, row-major, every output overwritten
@@ -59,8 +60,8 @@ void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
 
 /// out = (x - mean) * rstd * w + b over rows of C; mean, rstd (N) saved.
 void layerNormForward(const Context &ctx, float *out, float *mean, float *rstd,
-                      const float *x, const float *w, const float *b,
-                      int64_t N, int64_t C, float eps);
+                      const float *x, const float *w, const float *b, int64_t N,
+                      int64_t C, float eps);
 
 /// Overwrites dx (N x C), dw (C) and db (C); deterministic. dx must not
 /// alias the inputs.

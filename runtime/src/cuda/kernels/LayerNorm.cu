@@ -22,13 +22,10 @@ namespace {
 
 constexpr int kRowThreads = 256; // 8 rows per block
 
-__global__ void __launch_bounds__(kRowThreads)
-    layerNormForwardKernel(float *__restrict__ out, float *__restrict__ mean,
-                           float *__restrict__ rstd,
-                           const float *__restrict__ x,
-                           const float *__restrict__ w,
-                           const float *__restrict__ b, int64_t N, int64_t C,
-                           float eps) {
+__global__ void __launch_bounds__(kRowThreads) layerNormForwardKernel(
+    float *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd,
+    const float *__restrict__ x, const float *__restrict__ w,
+    const float *__restrict__ b, int64_t N, int64_t C, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (i >= N)
@@ -55,14 +52,11 @@ __global__ void __launch_bounds__(kRowThreads)
 
 /// dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)), with
 /// norm = (x - mean) rstd and dnorm = w dout.
-__global__ void __launch_bounds__(kRowThreads)
-    layerNormBackwardDxKernel(float *__restrict__ dx,
-                              const float *__restrict__ dout,
-                              const float *__restrict__ x,
-                              const float *__restrict__ w,
-                              const float *__restrict__ mean,
-                              const float *__restrict__ rstd, int64_t N,
-                              int64_t C) {
+__global__ void __launch_bounds__(kRowThreads) layerNormBackwardDxKernel(
+    float *__restrict__ dx, const float *__restrict__ dout,
+    const float *__restrict__ x, const float *__restrict__ w,
+    const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N,
+    int64_t C) {
   const int lane = threadIdx.x & 31;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (i >= N)
@@ -93,8 +87,8 @@ unsigned rowBlocks(int64_t N) {
 } // namespace
 
 void layerNormForward(const Context &ctx, float *out, float *mean, float *rstd,
-                      const float *x, const float *w, const float *b,
-                      int64_t N, int64_t C, float eps) {
+                      const float *x, const float *w, const float *b, int64_t N,
+                      int64_t C, float eps) {
   if (N <= 0)
     return;
   layerNormForwardKernel<<<rowBlocks(N), kRowThreads, 0, ctx.stream>>>(
@@ -113,8 +107,8 @@ void layerNormBackward(const Context &ctx, float *dx, float *dw, float *db,
         dx, dout, x, w, mean, rstd, N, C);
     detail::checkLaunch("layerNormBackward (dx)");
   }
-  detail::launchColumnSum<true>(ctx, "layerNormBackward (dw, db)", dw, db,
-                                dout, x, mean, rstd, N, C);
+  detail::launchColumnSum<true>(ctx, "layerNormBackward (dw, db)", dw, db, dout,
+                                x, mean, rstd, N, C);
 }
 
 } // namespace fsdp::rt::cuda

@@ -94,11 +94,11 @@ void rowGemmBatched(const Context &ctx, const char *where, bool transA,
   const long long batchB = loopOuter ? strideBInner : strideBOuter;
   const long long batchC = loopOuter ? strideCInner : strideCOuter;
   for (int64_t l = 0; l < loops; ++l) {
-    checkBlas(cublasSgemmStridedBatched(
-                  ctx.blas, op(transB), op(transA), int(N), int(M), int(K),
-                  &alpha, B + l * loopB, int(ldb), batchB, A + l * loopA,
-                  int(lda), batchA, &beta, C + l * loopC, int(ldc), batchC,
-                  batch),
+    checkBlas(cublasSgemmStridedBatched(ctx.blas, op(transB), op(transA),
+                                        int(N), int(M), int(K), &alpha,
+                                        B + l * loopB, int(ldb), batchB,
+                                        A + l * loopA, int(lda), batchA, &beta,
+                                        C + l * loopC, int(ldc), batchC, batch),
               where);
   }
 }
@@ -141,8 +141,8 @@ void linearForward(const Context &ctx, float *out, const float *x,
 
 void linearGradInput(const Context &ctx, float *dx, const float *dout,
                      const float *w, int64_t N, int64_t IC, int64_t OC) {
-  detail::rowGemm(ctx, "linearGradInput", /*transA=*/false, /*transB=*/false,
-                  N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dx, IC);
+  detail::rowGemm(ctx, "linearGradInput", /*transA=*/false, /*transB=*/false, N,
+                  IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dx, IC);
 }
 
 void linearGradWeight(const Context &ctx, float *dw, const float *dout,

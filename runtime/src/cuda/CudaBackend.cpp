@@ -1,0 +1,525 @@
+//===- CudaBackend.cpp - the CUDA backend: cuBLAS, our kernels, NCCL ------===//
+//
+// One device per rank (its local rank unless --device says otherwise). The
+// arena is one cudaMalloc laid out by the compiler. Kernels run in program
+// order on one compute stream; the plan's streams 1 and 2 are CUDA streams
+// of their own, each with its own NCCL communicator (so gathers and
+// reduce-scatters never serialise behind each other's communicator).
+// Nothing in a step synchronises the host: a started collective waits for
+// the compute before it (an event), its wait is an event the compute
+// stream waits for. The host waits once per step, in synchronize(), which
+// also checks NCCL's asynchronous errors and the collective timeout, and
+// names the collective that did not finish.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Communicator.h"
+
+#include "Nccl.h"
+#include "kernels/Kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <thread>
+#include <vector>
+
+namespace fsdp::rt {
+namespace {
+constexpr unsigned char kCanary = 0xA5;
+
+std::string cudaText(cudaError_t code) {
+  return std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code);
+}
+
+/// A started collective, until the step's synchronize().
+struct InFlight {
+  uint32_t token;
+  size_t instruction;
+  int64_t step;
+};
+
+class CudaBackend : public Backend {
+public:
+  CudaBackend(const CudaBackendOptions &options, int device)
+      : comm(*options.comm), device(device), tf32(options.tf32),
+        timeout(options.collectiveTimeout) {}
+  ~CudaBackend() override;
+
+  bool initialize(std::string &error);
+
+  std::string description() const override { return text; }
+  bool allocateArena(uint64_t bytes, std::string &error) override;
+  void write(uint64_t offset, const void *data, uint64_t bytes) override;
+  void read(uint64_t offset, void *data, uint64_t bytes) override;
+  void run(const Plan &plan, const Instruction &inst, const double *params,
+           int64_t step) override;
+  void start(const Plan &plan, const Instruction &inst, uint32_t stream,
+             uint32_t token) override;
+  Span wait(uint32_t token) override;
+  std::string collectiveMode() const override {
+    return "on CUDA streams (NCCL " + cuda::Nccl::version() + ")";
+  }
+  void synchronize() override;
+  uint64_t measureHighWaterMark() override;
+
+private:
+  float *f32(const Plan &plan, uint32_t id) {
+    return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
+  }
+  int32_t *i32(const Plan &plan, uint32_t id) {
+    return reinterpret_cast<int32_t *>(arena + plan.buffers[id].offset);
+  }
+  /// Ends the job on every rank with `message`.
+  [[noreturn]] void fail(const std::string &message);
+  void check(cudaError_t code, const char *what) {
+    if (code != cudaSuccess)
+      fail(std::string(what) + ": " + cudaText(code));
+  }
+  /// Fails on the first error a kernel launch or cuBLAS call recorded.
+  void checkKernels(const Instruction &inst) {
+    std::string message;
+    if (cuda::takeError(message))
+      fail("kernel " + std::string(inst.kernel->name) + ": " + message);
+  }
+  void collective(const Plan &plan, const Instruction &inst, cuda::Nccl &nccl,
+                  cudaStream_t stream);
+  cudaEvent_t event(std::map<uint32_t, cudaEvent_t> &events, uint32_t key);
+
+  Communicator &comm;
+  int device;
+  bool tf32;
+  double timeout;
+  std::string text;
+  cudaStream_t compute = nullptr;
+  cudaStream_t streams[plan::kNumStreams] = {};
+  std::unique_ptr<cuda::Nccl> nccl[plan::kNumStreams];
+  cublasHandle_t blas = nullptr;
+  unsigned char *arena = nullptr;
+  uint64_t arenaSize = 0;
+  const Plan *currentPlan = nullptr;
+  int64_t currentStep = 0;
+  std::map<uint32_t, cudaEvent_t> done, ready;
+  std::vector<InFlight> inFlight;
+};
+
+bool CudaBackend::initialize(std::string &error) {
+  auto cudaOk = [&](cudaError_t code, const char *what) {
+    if (code == cudaSuccess)
+      return true;
+    error = std::string(what) + ": " + cudaText(code);
+    return false;
+  };
+  if (!cudaOk(cudaSetDevice(device), "cudaSetDevice"))
+    return false;
+  cudaDeviceProp prop;
+  if (!cudaOk(cudaGetDeviceProperties(&prop, device),
+              "cudaGetDeviceProperties"))
+    return false;
+  if (!cudaOk(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+              "cudaStreamCreate"))
+    return false;
+  streams[0] = compute;
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s)
+    if (!cudaOk(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking),
+                "cudaStreamCreate"))
+      return false;
+  cublasStatus_t status = cublasCreate(&blas);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    error = std::string("cublasCreate: ") + cuda::cublasStatusName(status);
+    return false;
+  }
+  cublasSetStream(blas, compute);
+  cublasSetMathMode(blas,
+                    tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  // Stream 0's collectives (plans without a schedule) share stream 1's
+  // communicator: they run on the compute stream, never concurrently.
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s)
+    if (!(nccl[s] = cuda::Nccl::create(comm, error)))
+      return false;
+  int runtimeVersion = 0, driverVersion = 0, blasVersion = 0;
+  cudaRuntimeGetVersion(&runtimeVersion);
+  cudaDriverGetVersion(&driverVersion);
+  cublasGetVersion(blas, &blasVersion);
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "cuda: device %d, %s (sm_%d%d, %d SMs, %.1f GiB); GEMM cuBLAS "
+                "%d (%s); CUDA runtime %d, driver %d",
+                device, prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount,
+                double(prop.totalGlobalMem) / (1ull << 30), blasVersion,
+                tf32 ? "TF32 tensor cores" : "pedantic fp32", runtimeVersion,
+                driverVersion);
+  text = line;
+  return true;
+}
+
+CudaBackend::~CudaBackend() {
+  if (compute)
+    cudaStreamSynchronize(compute);
+  for (auto *events : {&done, &ready})
+    for (auto &[key, e] : *events)
+      cudaEventDestroy(e);
+  for (auto &n : nccl)
+    n.reset();
+  if (blas)
+    cublasDestroy(blas);
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s)
+    if (streams[s])
+      cudaStreamDestroy(streams[s]);
+  if (compute)
+    cudaStreamDestroy(compute);
+  if (arena)
+    cudaFree(arena);
+}
+
+void CudaBackend::fail(const std::string &message) {
+  std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm.rank(),
+               message.c_str());
+  std::fflush(stderr);
+  for (auto &n : nccl)
+    if (n)
+      n->abort();
+  comm.abort(1);
+  std::abort(); // not reached: abort() ends the job
+}
+
+bool CudaBackend::allocateArena(uint64_t bytes, std::string &error) {
+  size_t freeBytes = 0, totalBytes = 0;
+  cudaMemGetInfo(&freeBytes, &totalBytes);
+  cudaError_t code =
+      cudaMalloc(reinterpret_cast<void **>(&arena), std::max<uint64_t>(bytes, 1));
+  if (code != cudaSuccess) {
+    error = "cannot allocate the " + std::to_string(bytes) +
+            "-byte arena on device " + std::to_string(device) + " (" +
+            std::to_string(freeBytes) + " bytes free): " + cudaText(code);
+    arena = nullptr;
+    return false;
+  }
+  arenaSize = bytes;
+  code = cudaMemset(arena, kCanary, std::max<uint64_t>(bytes, 1));
+  if (code != cudaSuccess) {
+    error = "cudaMemset of the arena: " + cudaText(code);
+    return false;
+  }
+  return true;
+}
+
+void CudaBackend::write(uint64_t offset, const void *data, uint64_t bytes) {
+  check(cudaMemcpyAsync(arena + offset, data, bytes, cudaMemcpyHostToDevice,
+                        compute),
+        "cudaMemcpyAsync (to the device)");
+  // The caller may reuse `data` at once.
+  check(cudaStreamSynchronize(compute), "cudaStreamSynchronize");
+}
+
+void CudaBackend::read(uint64_t offset, void *data, uint64_t bytes) {
+  synchronize();
+  check(cudaMemcpy(data, arena + offset, bytes, cudaMemcpyDeviceToHost),
+        "cudaMemcpy (to the host)");
+}
+
+cudaEvent_t CudaBackend::event(std::map<uint32_t, cudaEvent_t> &events,
+                               uint32_t key) {
+  auto [it, inserted] = events.try_emplace(key, nullptr);
+  if (inserted)
+    check(cudaEventCreateWithFlags(&it->second, cudaEventDisableTiming),
+          "cudaEventCreate");
+  return it->second;
+}
+
+void CudaBackend::collective(const Plan &plan, const Instruction &inst,
+                             cuda::Nccl &nccl, cudaStream_t stream) {
+  std::string error;
+  bool ok =
+      inst.kernel->opcode == plan::Opcode::AllGather
+          ? nccl.allGather(f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
+                           plan.buffers[inst.outs[0]].numElements(), stream,
+                           error)
+          : nccl.reduceScatterMean(f32(plan, inst.ins[0]),
+                                   f32(plan, inst.outs[0]),
+                                   plan.buffers[inst.ins[0]].numElements(),
+                                   stream, error);
+  if (!ok)
+    fail(std::string(inst.kernel->name) + " of unit '" + inst.unit +
+         "': " + error);
+}
+
+void CudaBackend::start(const Plan &plan, const Instruction &inst,
+                        uint32_t stream, uint32_t token) {
+  // The collective reads what compute wrote before it: the comm stream
+  // waits for everything issued on the compute stream so far.
+  cudaEvent_t before = event(ready, stream);
+  check(cudaEventRecord(before, compute), "cudaEventRecord");
+  check(cudaStreamWaitEvent(streams[stream], before, 0), "cudaStreamWaitEvent");
+  collective(plan, inst, *nccl[stream], streams[stream]);
+  check(cudaEventRecord(event(done, token), streams[stream]),
+        "cudaEventRecord");
+  currentPlan = &plan;
+  inFlight.push_back({token, size_t(&inst - plan.program.data()), currentStep});
+}
+
+Backend::Span CudaBackend::wait(uint32_t token) {
+  check(cudaStreamWaitEvent(compute, event(done, token), 0),
+        "cudaStreamWaitEvent");
+  return {}; // the device decides when; the host does not wait here
+}
+
+void CudaBackend::synchronize() {
+  using Clock = std::chrono::steady_clock;
+  auto begin = Clock::now();
+  auto stuck = [&]() -> std::string {
+    for (const InFlight &f : inFlight)
+      if (cudaEventQuery(done[f.token]) == cudaErrorNotReady) {
+        const Instruction &inst = currentPlan->program[f.instruction];
+        return std::string(inst.kernel->name) + " of unit '" + inst.unit +
+               "' at step " + std::to_string(f.step) + " (kernel #" +
+               std::to_string(f.instruction) + ")";
+      }
+    return "a collective";
+  };
+  for (int spins = 0;; ++spins) {
+    cudaError_t state = cudaStreamQuery(compute);
+    if (state == cudaSuccess)
+      break;
+    if (state != cudaErrorNotReady)
+      fail("the step failed on the device: " + cudaText(state));
+    for (auto &n : nccl)
+      if (n && n->asyncError() != ncclSuccess && n->asyncError() != ncclInProgress)
+        fail("NCCL error in " + stuck() + ": " +
+             ncclGetErrorString(n->asyncError()));
+    double waited = std::chrono::duration<double>(Clock::now() - begin).count();
+    if (timeout > 0 && waited > timeout && !inFlight.empty()) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.1f", timeout);
+      fail("collective timeout: " + stuck() + " did not finish within " +
+           seconds +
+           " s; another rank failed, stalled or runs a different plan");
+    }
+    // Spin briefly (a step's tail is short), then yield the core.
+    if (spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  inFlight.clear();
+}
+
+uint64_t CudaBackend::measureHighWaterMark() {
+  synchronize();
+  // From the end, a chunk at a time, to the last byte a kernel wrote.
+  constexpr uint64_t kChunk = 64ull << 20;
+  std::vector<unsigned char> host;
+  uint64_t end = arenaSize;
+  while (end > 0) {
+    uint64_t begin = end > kChunk ? end - kChunk : 0;
+    host.resize(end - begin);
+    check(cudaMemcpy(host.data(), arena + begin, end - begin,
+                     cudaMemcpyDeviceToHost),
+          "cudaMemcpy (to the host)");
+    for (uint64_t i = end - begin; i > 0; --i)
+      if (host[i - 1] != kCanary)
+        return begin + i;
+    end = begin;
+  }
+  return 0;
+}
+
+void CudaBackend::run(const Plan &plan, const Instruction &inst,
+                      const double *params, int64_t step) {
+  using plan::Opcode;
+  currentPlan = &plan;
+  currentStep = step;
+  cuda::Context ctx{compute, blas};
+  auto in = [&](size_t k) -> const BufferDesc & {
+    return plan.buffers[inst.ins[k]];
+  };
+  auto out = [&](size_t k) -> const BufferDesc & {
+    return plan.buffers[inst.outs[k]];
+  };
+  auto I = [&](size_t k) { return f32(plan, inst.ins[k]); };
+  auto O = [&](size_t k) { return f32(plan, inst.outs[k]); };
+  auto last = [](const BufferDesc &b) {
+    return b.shape.empty() ? int64_t(1) : b.shape.back();
+  };
+  switch (inst.kernel->opcode) {
+  case Opcode::Embedding:
+    cuda::embeddingForward(ctx, O(0), i32(plan, inst.ins[0]), I(1), I(2),
+                           in(0).shape[0], in(0).shape[1], in(1).shape[1]);
+    break;
+  case Opcode::EmbeddingBackward:
+    cuda::embeddingBackward(ctx, O(0), O(1), I(0), i32(plan, inst.ins[1]),
+                            in(1).shape[0], in(1).shape[1], out(0).shape[1],
+                            out(0).shape[0], out(1).shape[0]);
+    break;
+  case Opcode::LayerNorm: {
+    int64_t C = last(in(0));
+    cuda::layerNormForward(ctx, O(0), O(1), O(2), I(0), I(1), I(2),
+                           in(0).numElements() / C, C, float(params[0]));
+    break;
+  }
+  case Opcode::LayerNormBackward: {
+    int64_t C = last(in(1));
+    cuda::layerNormBackward(ctx, O(0), O(1), O(2), I(0), I(1), I(2), I(3),
+                            I(4), in(1).numElements() / C, C);
+    break;
+  }
+  case Opcode::Linear: {
+    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
+    cuda::linearForward(ctx, O(0), I(0), I(1),
+                        inst.ins.size() == 3 ? I(2) : nullptr,
+                        in(0).numElements() / IC, IC, OC);
+    break;
+  }
+  case Opcode::LinearGradInput: {
+    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
+    cuda::linearGradInput(ctx, O(0), I(0), I(1), in(0).numElements() / OC, IC,
+                          OC);
+    break;
+  }
+  case Opcode::LinearGradWeight: {
+    int64_t OC = out(0).shape[0], IC = out(0).shape[1];
+    cuda::linearGradWeight(ctx, O(0), I(0), I(1), in(0).numElements() / OC,
+                           IC, OC);
+    break;
+  }
+  case Opcode::BiasGrad: {
+    int64_t OC = last(in(0));
+    cuda::biasGrad(ctx, O(0), I(0), in(0).numElements() / OC, OC);
+    break;
+  }
+  case Opcode::Add:
+    cuda::add(ctx, O(0), I(0), I(1), out(0).numElements());
+    break;
+  case Opcode::Gelu:
+    cuda::geluForward(ctx, O(0), I(0), out(0).numElements());
+    break;
+  case Opcode::GeluBackward:
+    cuda::geluBackward(ctx, O(0), I(0), I(1), out(0).numElements());
+    break;
+  case Opcode::Relu:
+    cuda::reluForward(ctx, O(0), I(0), out(0).numElements());
+    break;
+  case Opcode::ReluBackward:
+    cuda::reluBackward(ctx, O(0), I(0), I(1), out(0).numElements());
+    break;
+  case Opcode::Attention: {
+    const auto &s = in(0).shape;
+    cuda::attentionForward(ctx, O(0), O(1), I(0), s[0], s[1], s[2] / 3,
+                           int64_t(params[0]));
+    break;
+  }
+  case Opcode::AttentionBackward: {
+    const auto &s = in(1).shape;
+    cuda::attentionBackward(ctx, O(0), O(1), I(0), I(1), I(2), s[0], s[1],
+                            s[2] / 3, int64_t(params[0]));
+    break;
+  }
+  case Opcode::CrossEntropy: {
+    int64_t V = last(in(0));
+    cuda::crossEntropyForward(ctx, O(0), I(0), i32(plan, inst.ins[1]),
+                              in(0).numElements() / V, V);
+    break;
+  }
+  case Opcode::CrossEntropyBackward: {
+    int64_t V = last(in(1));
+    cuda::crossEntropyBackward(ctx, O(0), I(0), I(1), i32(plan, inst.ins[2]),
+                               in(1).numElements() / V, V);
+    break;
+  }
+  case Opcode::AdamW:
+    cuda::adamw(ctx, O(0), O(1), O(2), I(0), out(0).numElements(),
+                float(params[0]), float(params[1]), float(params[2]),
+                float(params[3]), float(params[4]), step);
+    break;
+  case Opcode::Fill:
+    cuda::fill(ctx, O(0), out(0).numElements(), float(params[0]));
+    break;
+  case Opcode::Copy:
+    check(cudaMemcpyAsync(O(0), I(0), out(0).size, cudaMemcpyDeviceToDevice,
+                          compute),
+          "cudaMemcpyAsync (copy kernel)");
+    break;
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+    // A collective the plan runs in place: on the compute stream.
+    collective(plan, inst, *nccl[1], compute);
+    break;
+  case Opcode::Wait:
+    break; // the executor calls wait()
+  case Opcode::AdamWShard:
+    // Segment by parameter, as on the CPU: no decay where the parameter
+    // says so; a shorter shard's padding is left alone.
+    forEachShardSegment(
+        plan, uint32_t(out(0).unit), comm.rank(), comm.size(),
+        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+          cuda::adamw(ctx, O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
+                      float(params[0]), float(params[1]), float(params[2]),
+                      float(params[3]),
+                      param.noWeightDecay ? 0.0f : float(params[4]), step);
+        });
+    break;
+  }
+  checkKernels(inst);
+}
+} // namespace
+
+std::string listCudaDevices() {
+  int count = 0;
+  cudaError_t code = cudaGetDeviceCount(&count);
+  if (code != cudaSuccess)
+    return "no usable CUDA device (" + cudaText(code) + ")";
+  if (count == 0)
+    return "no CUDA device";
+  std::string out;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
+      continue;
+    char line[768];
+    std::snprintf(line, sizeof(line),
+                  "device %d: %s, sm_%d%d, %d SMs, %.1f GiB%s", d, prop.name,
+                  prop.major, prop.minor, prop.multiProcessorCount,
+                  double(prop.totalGlobalMem) / (1ull << 30),
+                  d + 1 < count ? "\n" : "");
+    out += line;
+  }
+  return out;
+}
+
+std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
+                                           std::string &error) {
+  if (!options.comm) {
+    error = "the CUDA backend needs a communicator";
+    return nullptr;
+  }
+  // Every rank reaches NCCL's collective setup, also one without a GPU,
+  // so that a missing device on one rank ends the job instead of hanging
+  // the others in the bootstrap: the error is agreed on first.
+  int count = 0;
+  cudaError_t code = cudaGetDeviceCount(&count);
+  int device = options.device >= 0 ? options.device
+                                   : (count > 0 ? options.comm->localRank() % count : 0);
+  bool usable = code == cudaSuccess && count > 0 && device < count;
+  if (!usable)
+    error = code != cudaSuccess
+                ? "no usable CUDA device (" + cudaText(code) + ")"
+            : count == 0 ? std::string("no CUDA device")
+                         : "device " + std::to_string(device) +
+                               " does not exist (this node has " +
+                               std::to_string(count) + ")";
+  if (options.comm->allReduceMax(usable ? 0 : 1) != 0) {
+    if (usable)
+      error = "another rank has no usable CUDA device";
+    return nullptr;
+  }
+  auto backend = std::make_unique<CudaBackend>(options, device);
+  if (!backend->initialize(error))
+    return nullptr;
+  return backend;
+}
+
+} // namespace fsdp::rt

@@ -1,0 +1,105 @@
+//===- Nccl.cpp - one NCCL communicator over the job's ranks --------------===//
+
+#include "Nccl.h"
+#include "NcclTypes.h"
+
+#include "fsdp/runtime/PlanFormat.h"
+
+#include <cstring>
+
+namespace fsdp::rt::cuda {
+
+static bool ok(ncclResult_t result, const char *what, std::string &error) {
+  if (result == ncclSuccess)
+    return true;
+  error = std::string(what) + " failed: " + ncclGetErrorString(result);
+  if (const char *last = ncclGetLastError(nullptr); last && *last)
+    error += std::string(" (") + last + ")";
+  return false;
+}
+
+std::unique_ptr<Nccl> Nccl::create(Communicator &host, std::string &error) {
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  bool haveId = host.rank() != 0 || ok(ncclGetUniqueId(&id), "ncclGetUniqueId",
+                                       error);
+  // Every rank joins the broadcast even when rank 0 failed (it then sends
+  // zeros and ends the job below), so that no rank waits in it.
+  host.broadcast(&id, sizeof(id), 0);
+  if (!haveId)
+    return nullptr;
+  ncclComm_t comm;
+  if (!ok(ncclCommInitRank(&comm, host.size(), id, host.rank()),
+          "ncclCommInitRank", error))
+    return nullptr;
+  return std::unique_ptr<Nccl>(new Nccl(comm, host.rank(), host.size()));
+}
+
+Nccl::~Nccl() {
+  if (!aborted)
+    ncclCommDestroy(comm);
+}
+
+bool Nccl::allGather(const float *shard, float *full, int64_t total,
+                     cudaStream_t stream, std::string &error) {
+  ncclDataType_t type = ncclTypeOf(plan::DType::F32).nccl;
+  if (total % size == 0)
+    return ok(ncclAllGather(shard, full, total / size, type, comm, stream),
+              "ncclAllGather", error);
+  if (!ok(ncclGroupStart(), "ncclGroupStart", error))
+    return false;
+  for (int r = 0; r < size; ++r) {
+    plan::ShardRange range = plan::shardRange(total, r, size);
+    if (!ok(ncclBroadcast(r == rank ? shard : nullptr, full + range.begin,
+                          range.end - range.begin, type, r, comm, stream),
+            "ncclBroadcast", error)) {
+      ncclGroupEnd();
+      return false;
+    }
+  }
+  return ok(ncclGroupEnd(), "ncclGroupEnd", error);
+}
+
+bool Nccl::reduceScatterMean(const float *full, float *shard, int64_t total,
+                             cudaStream_t stream, std::string &error) {
+  ncclDataType_t type = ncclTypeOf(plan::DType::F32).nccl;
+  if (total % size == 0)
+    return ok(ncclReduceScatter(full, shard, total / size, type, ncclAvg, comm,
+                                stream),
+              "ncclReduceScatter", error);
+  if (!ok(ncclGroupStart(), "ncclGroupStart", error))
+    return false;
+  for (int r = 0; r < size; ++r) {
+    plan::ShardRange range = plan::shardRange(total, r, size);
+    if (!ok(ncclReduce(full + range.begin, r == rank ? shard : nullptr,
+                       range.end - range.begin, type, ncclAvg, r, comm,
+                       stream),
+            "ncclReduce", error)) {
+      ncclGroupEnd();
+      return false;
+    }
+  }
+  return ok(ncclGroupEnd(), "ncclGroupEnd", error);
+}
+
+ncclResult_t Nccl::asyncError() {
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+  return result != ncclSuccess ? result : state;
+}
+
+void Nccl::abort() {
+  if (!aborted)
+    ncclCommAbort(comm);
+  aborted = true;
+}
+
+std::string Nccl::version() {
+  int v = 0;
+  ncclGetVersion(&v);
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+         "." + std::to_string(v % 100);
+}
+
+} // namespace fsdp::rt::cuda

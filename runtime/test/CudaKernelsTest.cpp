@@ -1,0 +1,807 @@
+//===- CudaKernelsTest.cpp - CPU-versus-GPU parity of the CUDA kernels ----===//
+//
+// A standalone program (no test framework) that runs every kernel of
+// src/cuda/kernels/Kernels.h and its CPU twin (src/cpu/Kernels.h) on the
+// same random inputs and compares them:
+//   - on small odd shapes (scalar paths, partial blocks and warps) and on a
+//     small GPT-2-like shape (float4 paths, several warps per row);
+//   - fp32 with the cuBLAS handle in CUBLAS_PEDANTIC_MATH, tolerance 1e-4
+//     of the reference's largest magnitude; the GEMM-based kernels once
+//     more with CUBLAS_TF32_TENSOR_OP_MATH at 5e-3;
+//   - that outputs are overwritten (device outputs start as NaN, bytes
+//     0xFF), that probs is exactly zero above the diagonal, that views at
+//     odd float offsets (no float4) give the same results;
+//   - that the row reductions are deterministic (two runs, same bits);
+//   - that errors are recorded and taken (takeError).
+// Then, for information, the GPU time of each kernel at the GPT-2 124M shape
+// (B=4, T=1024, C=768, NH=12, V=50257), measured with CUDA events.
+//
+// Prints one line per check ("ok" or "FAILED", with the error found), then
+// "cuda-kernels: N passed, M failed"; exits 1 if any failed, 77 (skipped)
+// when there is no CUDA device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cpu/Blas.h"
+#include "cpu/Kernels.h"
+#include "kernels/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace cpu = fsdp::rt::cpu;
+namespace gpu = fsdp::rt::cuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Checking
+//===----------------------------------------------------------------------===//
+
+int gPassed = 0, gFailed = 0;
+
+bool report(bool ok, const char *file, int line, const std::string &what) {
+  if (ok) {
+    ++gPassed;
+    std::printf("  ok      %s\n", what.c_str());
+  } else {
+    ++gFailed;
+    std::printf("  FAILED  %s (%s:%d)\n", what.c_str(), file, line);
+  }
+  std::fflush(stdout);
+  return ok;
+}
+
+#define CHECK_MSG(cond, msg) report(bool(cond), __FILE__, __LINE__, msg)
+
+/// max |got - want| <= rtol * max |want| (NaN anywhere fails). Reports the
+/// ratio found, so that the tolerances can be judged from the log.
+bool checkRel(const char *file, int line, const std::string &what,
+              const float *got, const float *want, size_t n, double rtol) {
+  double maxRef = 0.0, maxErr = 0.0;
+  size_t worst = 0, nans = 0;
+  for (size_t i = 0; i < n; ++i) {
+    maxRef = std::max(maxRef, std::fabs(double(want[i])));
+    const double err = std::fabs(double(got[i]) - double(want[i]));
+    if (std::isnan(got[i]) || std::isnan(err)) {
+      if (nans++ == 0)
+        worst = i;
+      continue;
+    }
+    if (err > maxErr && nans == 0) {
+      maxErr = err;
+      worst = i;
+    }
+  }
+  const double scale = maxRef > 0.0 ? maxRef : 1.0;
+  const bool ok = nans == 0 && maxErr <= rtol * scale;
+  char buf[320];
+  if (nans)
+    std::snprintf(buf, sizeof buf, "%s: %zu NaN of %zu (first [%zu])",
+                  what.c_str(), nans, n, worst);
+  else
+    std::snprintf(buf, sizeof buf, "%s: err %.2e of max|ref| %.3g (tol %.0e)%s",
+                  what.c_str(), maxErr / scale, maxRef, rtol,
+                  ok ? "" : " <-- too large");
+  std::string msg = buf;
+  if (!ok && n > 0) {
+    std::snprintf(buf, sizeof buf, "; worst [%zu] got %.8g want %.8g", worst,
+                  double(got[worst]), double(want[worst]));
+    msg += buf;
+  }
+  return report(ok, file, line, msg);
+}
+
+bool checkRel(const char *file, int line, const std::string &what,
+              const std::vector<float> &got, const std::vector<float> &want,
+              double rtol) {
+  if (got.size() != want.size())
+    return report(false, file, line, what + ": sizes differ");
+  return checkRel(file, line, what, got.data(), want.data(), got.size(), rtol);
+}
+
+#define CHECK_REL(...) checkRel(__FILE__, __LINE__, __VA_ARGS__)
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+/// Fails if a CUDA or cuBLAS error was recorded (and clears it).
+void checkNoError(const char *file, int line, const std::string &where) {
+  std::string message;
+  const bool error = gpu::takeError(message);
+  const cudaError_t sync = cudaDeviceSynchronize();
+  if (error)
+    report(false, file, line, where + ": recorded error: " + message);
+  if (sync != cudaSuccess)
+    report(false, file, line,
+           where + ": asynchronous error: " + cudaGetErrorString(sync));
+}
+
+#define CHECK_NO_ERROR(where) checkNoError(__FILE__, __LINE__, where)
+
+[[noreturn]] void fatal(const std::string &what) {
+  std::printf("cuda-kernels: fatal: %s\n", what.c_str());
+  std::printf("cuda-kernels: %d passed, %d failed\n", gPassed, gFailed + 1);
+  std::exit(1);
+}
+
+void cudaOrDie(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    fatal(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+/// xorshift64*, the same inputs on every machine.
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+  }
+  float uniform() { return float(next() >> 40) / float(1 << 23) - 1.0f; }
+  int32_t below(int64_t n) { return int32_t((next() >> 33) % uint64_t(n)); }
+};
+
+std::vector<float> randomVector(Rng &rng, size_t n, float scale = 1.0f,
+                                float offset = 0.0f) {
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = offset + scale * rng.uniform();
+  return v;
+}
+
+std::vector<int32_t> randomTokens(Rng &rng, size_t n, int64_t V) {
+  std::vector<int32_t> v(n);
+  for (int32_t &t : v)
+    t = rng.below(V);
+  return v;
+}
+
+std::vector<float> nans(size_t n) {
+  return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
+}
+
+/// A device array of n elements, `offset` elements into its allocation (an
+/// odd offset makes a view that is not 16-byte aligned). Starts as NaN
+/// (every byte 0xFF).
+template <typename T> class Dev {
+public:
+  explicit Dev(size_t n, size_t offset = 0) : n_(n) {
+    void *raw = nullptr;
+    cudaOrDie(cudaMalloc(&raw, sizeof(T) * (n + offset + 1)), "cudaMalloc");
+    base_ = static_cast<T *>(raw);
+    p_ = base_ + offset;
+    poison();
+  }
+  explicit Dev(const std::vector<T> &v, size_t offset = 0)
+      : Dev(v.size(), offset) {
+    upload(v);
+  }
+  Dev(const Dev &) = delete;
+  Dev &operator=(const Dev &) = delete;
+  ~Dev() { cudaFree(base_); }
+
+  T *get() const { return p_; }
+  operator T *() const { return p_; }
+  size_t size() const { return n_; }
+
+  void poison() {
+    cudaOrDie(cudaMemset(p_, 0xFF, sizeof(T) * n_), "cudaMemset");
+  }
+  void upload(const std::vector<T> &v) {
+    cudaOrDie(cudaMemcpy(p_, v.data(), sizeof(T) * std::min(v.size(), n_),
+                         cudaMemcpyHostToDevice),
+              "cudaMemcpy to device");
+  }
+  /// Synchronises the device first (the kernels run on their own stream).
+  std::vector<T> download() const {
+    cudaOrDie(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    std::vector<T> v(n_);
+    cudaOrDie(cudaMemcpy(v.data(), p_, sizeof(T) * n_, cudaMemcpyDeviceToHost),
+              "cudaMemcpy to host");
+    return v;
+  }
+
+private:
+  T *base_ = nullptr, *p_ = nullptr;
+  size_t n_;
+};
+
+using DevF = Dev<float>;
+using DevI = Dev<int32_t>;
+
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  gpu::Context ctx() const { return {stream, blas}; }
+  void mathMode(cublasMath_t mode) {
+    if (cublasSetMathMode(blas, mode) != CUBLAS_STATUS_SUCCESS)
+      fatal("cublasSetMathMode");
+  }
+};
+
+constexpr double kTolFp32 = 1e-4;
+constexpr double kTolTf32 = 5e-3;
+
+struct Shape {
+  const char *name;
+  int64_t B, T, C, NH, V;
+};
+
+const Shape kShapes[] = {
+    {"small", 3, 7, 15, 3, 37},       // odd everything: scalar paths
+    {"gpt2-like", 2, 64, 96, 4, 517}, // float4 paths, several warps per row
+};
+
+std::string label(const char *kernel, const Shape &s,
+                  const char *extra = nullptr) {
+  std::string out = std::string(kernel) + " [" + s.name;
+  if (extra)
+    out += std::string(", ") + extra;
+  return out + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Parity checks
+//===----------------------------------------------------------------------===//
+
+void testEmbedding(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t B = s.B, T = s.T, C = s.C, V = s.V, Tmax = T + 3, N = B * T;
+  Rng rng(seed);
+  auto wte = randomVector(rng, V * C), wpe = randomVector(rng, Tmax * C);
+  auto dout = randomVector(rng, N * C);
+  for (int variant = 0; variant < 2; ++variant) {
+    // Variant 1: tokens from three values only, so that rows collide a lot.
+    auto tokens = randomTokens(rng, N, variant ? std::min<int64_t>(V, 3) : V);
+    const char *what = variant ? "3 distinct tokens" : nullptr;
+    DevI dTokens(tokens);
+    DevF dWte(wte), dWpe(wpe), dOut(N * C);
+
+    std::vector<float> ref(N * C);
+    cpu::embeddingForward(ref.data(), tokens.data(), wte.data(), wpe.data(), B,
+                          T, C);
+    gpu::embeddingForward(g.ctx(), dOut, dTokens, dWte, dWpe, B, T, C);
+    CHECK_REL(label("embeddingForward", s, what), dOut.download(), ref, 0.0);
+
+    std::vector<float> refWte = nans(V * C), refWpe = nans(Tmax * C);
+    cpu::embeddingBackward(refWte.data(), refWpe.data(), dout.data(),
+                           tokens.data(), B, T, C, V, Tmax);
+    DevF dDout(dout), dDwte(V * C), dDwpe(Tmax * C);
+    gpu::embeddingBackward(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T, C, V,
+                           Tmax);
+    auto gotWte = dDwte.download(), gotWpe = dDwpe.download();
+    CHECK_REL(label("embeddingBackward dwte", s, what), gotWte, refWte,
+              kTolFp32);
+    CHECK_REL(label("embeddingBackward dwpe", s, what), gotWpe, refWpe,
+              kTolFp32);
+    dDwte.poison();
+    dDwpe.poison();
+    gpu::embeddingBackward(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T, C, V,
+                           Tmax);
+    CHECK_MSG(sameBits(dDwte.download(), gotWte) &&
+                  sameBits(dDwpe.download(), gotWpe),
+              label("embeddingBackward deterministic", s, what));
+  }
+  CHECK_NO_ERROR(label("embedding", s));
+}
+
+void testLayerNorm(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t N = s.B * s.T, C = s.C;
+  const float eps = 1e-5f;
+  Rng rng(seed);
+  auto x = randomVector(rng, N * C, 2.0f, 0.5f);
+  auto w = randomVector(rng, C, 0.5f, 1.0f), b = randomVector(rng, C, 0.2f);
+  std::vector<float> out(N * C), mean(N), rstd(N);
+  cpu::layerNormForward(out.data(), mean.data(), rstd.data(), x.data(),
+                        w.data(), b.data(), N, C, eps);
+  DevF dX(x), dW(w), dB(b), dOut(N * C), dMean(N), dRstd(N);
+  gpu::layerNormForward(g.ctx(), dOut, dMean, dRstd, dX, dW, dB, N, C, eps);
+  CHECK_REL(label("layerNormForward out", s), dOut.download(), out, kTolFp32);
+  CHECK_REL(label("layerNormForward mean", s), dMean.download(), mean,
+            kTolFp32);
+  CHECK_REL(label("layerNormForward rstd", s), dRstd.download(), rstd,
+            kTolFp32);
+
+  // Backward from the CPU's saved statistics (the same inputs for both).
+  auto dout = randomVector(rng, N * C);
+  std::vector<float> dx(N * C), dw(C), db(C);
+  cpu::layerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(),
+                         w.data(), mean.data(), rstd.data(), N, C);
+  DevF dDout(dout), dMeanRef(mean), dRstdRef(rstd), dDx(N * C), dDw(C), dDb(C);
+  gpu::layerNormBackward(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
+                         dRstdRef, N, C);
+  auto gotDx = dDx.download(), gotDw = dDw.download(), gotDb = dDb.download();
+  CHECK_REL(label("layerNormBackward dx", s), gotDx, dx, kTolFp32);
+  CHECK_REL(label("layerNormBackward dw", s), gotDw, dw, kTolFp32);
+  CHECK_REL(label("layerNormBackward db", s), gotDb, db, kTolFp32);
+  dDx.poison();
+  dDw.poison();
+  dDb.poison();
+  gpu::layerNormBackward(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
+                         dRstdRef, N, C);
+  CHECK_MSG(sameBits(dDx.download(), gotDx) &&
+                sameBits(dDw.download(), gotDw) &&
+                sameBits(dDb.download(), gotDb),
+            label("layerNormBackward deterministic", s));
+  CHECK_NO_ERROR(label("layerNorm", s));
+}
+
+void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
+                double tol, const char *mode) {
+  const int64_t N = s.B * s.T, IC = s.C, OC = 2 * s.C + 3;
+  Rng rng(seed);
+  auto x = randomVector(rng, N * IC), w = randomVector(rng, OC * IC);
+  auto bias = randomVector(rng, OC), dout = randomVector(rng, N * OC);
+  DevF dX(x), dW(w), dBias(bias), dDout(dout);
+  if (blas) {
+    for (int withBias = 0; withBias < 2; ++withBias) {
+      std::vector<float> out(N * OC);
+      cpu::linearForward(*blas, out.data(), x.data(), w.data(),
+                         withBias ? bias.data() : nullptr, N, IC, OC);
+      DevF dOut(N * OC);
+      gpu::linearForward(g.ctx(), dOut, dX, dW,
+                         withBias ? dBias.get() : nullptr, N, IC, OC);
+      CHECK_REL(label("linearForward", s,
+                      (std::string(mode) + (withBias ? ", bias" : ", no bias"))
+                          .c_str()),
+                dOut.download(), out, tol);
+    }
+    std::vector<float> dx(N * IC), dw(OC * IC);
+    cpu::linearGradInput(*blas, dx.data(), dout.data(), w.data(), N, IC, OC);
+    cpu::linearGradWeight(*blas, dw.data(), dout.data(), x.data(), N, IC, OC);
+    DevF dDx(N * IC), dDw(OC * IC);
+    gpu::linearGradInput(g.ctx(), dDx, dDout, dW, N, IC, OC);
+    gpu::linearGradWeight(g.ctx(), dDw, dDout, dX, N, IC, OC);
+    CHECK_REL(label("linearGradInput", s, mode), dDx.download(), dx, tol);
+    CHECK_REL(label("linearGradWeight", s, mode), dDw.download(), dw, tol);
+  }
+  if (std::string(mode) == "fp32") { // no GEMM: once is enough
+    std::vector<float> db(OC);
+    cpu::biasGrad(db.data(), dout.data(), N, OC);
+    DevF dDb(OC);
+    gpu::biasGrad(g.ctx(), dDb, dDout, N, OC);
+    auto got = dDb.download();
+    CHECK_REL(label("biasGrad", s), got, db, kTolFp32);
+    dDb.poison();
+    gpu::biasGrad(g.ctx(), dDb, dDout, N, OC);
+    CHECK_MSG(sameBits(dDb.download(), got),
+              label("biasGrad deterministic", s));
+  }
+  CHECK_NO_ERROR(label("linear", s, mode));
+}
+
+void testElementwise(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t n = s.B * s.T * s.C + 3; // not a multiple of 4
+  Rng rng(seed);
+  auto a = randomVector(rng, n, 3.0f), b = randomVector(rng, n, 3.0f);
+  std::vector<float> add(n), gelu(n), geluB(n), relu(n), reluB(n), scaled(n);
+  cpu::add(add.data(), a.data(), b.data(), n);
+  cpu::geluForward(gelu.data(), a.data(), n);
+  cpu::geluBackward(geluB.data(), b.data(), a.data(), n);
+  cpu::reluForward(relu.data(), a.data(), n);
+  cpu::reluBackward(reluB.data(), b.data(), a.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    scaled[i] = a[i] * 0.375f;
+  const std::vector<float> filled(n, -2.5f);
+
+  // Offsets 0 (float4 paths) and 1 (views that are not 16-byte aligned).
+  for (size_t offset = 0; offset < 2; ++offset) {
+    const char *what = offset ? "unaligned" : "aligned";
+    DevF dA(a, offset), dB(b, offset), dOut(n, offset);
+    gpu::add(g.ctx(), dOut, dA, dB, n);
+    CHECK_REL(label("add", s, what), dOut.download(), add, 0.0);
+    dOut.poison();
+    gpu::geluForward(g.ctx(), dOut, dA, n);
+    CHECK_REL(label("geluForward", s, what), dOut.download(), gelu, kTolFp32);
+    dOut.poison();
+    gpu::geluBackward(g.ctx(), dOut, dB, dA, n);
+    CHECK_REL(label("geluBackward", s, what), dOut.download(), geluB, kTolFp32);
+    dOut.poison();
+    gpu::reluForward(g.ctx(), dOut, dA, n);
+    CHECK_REL(label("reluForward", s, what), dOut.download(), relu, 0.0);
+    dOut.poison();
+    gpu::reluBackward(g.ctx(), dOut, dB, dA, n);
+    CHECK_REL(label("reluBackward", s, what), dOut.download(), reluB, 0.0);
+    dOut.poison();
+    gpu::fill(g.ctx(), dOut, n, -2.5f);
+    CHECK_REL(label("fill", s, what), dOut.download(), filled, 0.0);
+    DevF dS(a, offset);
+    gpu::scale(g.ctx(), dS, n, 0.375f);
+    CHECK_REL(label("scale", s, what), dS.download(), scaled, 0.0);
+    // add with out aliasing an input.
+    gpu::add(g.ctx(), dA, dA, dB, n);
+    CHECK_REL(label("add in place", s, what), dA.download(), add, 0.0);
+  }
+  CHECK_NO_ERROR(label("elementwise", s));
+}
+
+void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
+                   double tol, const char *mode) {
+  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH;
+  Rng rng(seed);
+  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  std::vector<float> out(B * T * C), probs(B * NH * T * T);
+  cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C,
+                        NH);
+  DevF dQkv(qkv), dOut(B * T * C), dProbs(B * NH * T * T);
+  gpu::attentionForward(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
+  auto gotProbs = dProbs.download();
+  CHECK_REL(label("attentionForward probs", s, mode), gotProbs, probs, tol);
+  CHECK_REL(label("attentionForward out", s, mode), dOut.download(), out, tol);
+  bool zeros = true;
+  for (int64_t r = 0; r < B * NH * T; ++r)
+    for (int64_t j = r % T + 1; j < T; ++j)
+      zeros &= gotProbs[r * T + j] == 0.0f;
+  CHECK_MSG(zeros,
+            label("attentionForward probs exactly 0 above diagonal", s, mode));
+
+  // Backward from the CPU's probs (the same inputs for both).
+  std::vector<float> dqkv(B * T * 3 * C), scratch(B * NH * T * T);
+  cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
+                         qkv.data(), probs.data(), B, T, C, NH);
+  DevF dProbsRef(probs), dDout(dout), dDqkv(B * T * 3 * C),
+      dScratch(B * NH * T * T);
+  gpu::attentionBackward(g.ctx(), dDqkv, dScratch, dDout, dQkv, dProbsRef, B, T,
+                         C, NH);
+  auto got = dDqkv.download();
+  // Each third separately: dq, dk, dv.
+  const char *names[] = {"dq", "dk", "dv"};
+  for (int part = 0; part < 3; ++part) {
+    std::vector<float> g3, r3;
+    for (int64_t bt = 0; bt < B * T; ++bt)
+      for (int64_t c = 0; c < C; ++c) {
+        g3.push_back(got[bt * 3 * C + part * C + c]);
+        r3.push_back(dqkv[bt * 3 * C + part * C + c]);
+      }
+    CHECK_REL(label("attentionBackward", s,
+                    (std::string(mode) + ", " + names[part]).c_str()),
+              g3, r3, tol);
+  }
+  CHECK_NO_ERROR(label("attention", s, mode));
+}
+
+void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
+                      uint64_t seed) {
+  const Shape s{name, 1, N, 0, 1, V};
+  Rng rng(seed);
+  auto logits = randomVector(rng, N * V, 4.0f);
+  auto targets = randomTokens(rng, N, V);
+  float loss = 0.0f;
+  cpu::crossEntropyForward(&loss, logits.data(), targets.data(), N, V);
+  DevF dLogits(logits), dLoss(1), dScratch(N);
+  DevI dTargets(targets);
+  const std::vector<float> ref{loss};
+
+  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V);
+  auto got = dLoss.download();
+  CHECK_REL(label("crossEntropyForward", s, "one block"), got, ref, kTolFp32);
+  dLoss.poison();
+  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V);
+  CHECK_MSG(sameBits(dLoss.download(), got),
+            label("crossEntropyForward deterministic", s, "one block"));
+
+  dLoss.poison();
+  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V, dScratch);
+  got = dLoss.download();
+  CHECK_REL(label("crossEntropyForward", s, "row scratch"), got, ref, kTolFp32);
+  dLoss.poison();
+  dScratch.poison();
+  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V, dScratch);
+  CHECK_MSG(sameBits(dLoss.download(), got),
+            label("crossEntropyForward deterministic", s, "row scratch"));
+
+  const float dloss = 0.75f;
+  std::vector<float> dlogits(N * V);
+  cpu::crossEntropyBackward(dlogits.data(), &dloss, logits.data(),
+                            targets.data(), N, V);
+  DevF dDloss(std::vector<float>{dloss}), dDlogits(N * V);
+  gpu::crossEntropyBackward(g.ctx(), dDlogits, dDloss, dLogits, dTargets, N, V);
+  auto gotD = dDlogits.download();
+  CHECK_REL(label("crossEntropyBackward", s), gotD, dlogits, kTolFp32);
+  dDlogits.poison();
+  gpu::crossEntropyBackward(g.ctx(), dDlogits, dDloss, dLogits, dTargets, N, V);
+  CHECK_MSG(sameBits(dDlogits.download(), gotD),
+            label("crossEntropyBackward deterministic", s));
+  CHECK_NO_ERROR(label("crossEntropy", s));
+}
+
+void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t n = s.B * s.T * s.C + 1;
+  Rng rng(seed);
+  auto param = randomVector(rng, n), m = randomVector(rng, n, 0.1f);
+  auto v = randomVector(rng, n, 0.01f, 0.01f);
+  for (size_t offset = 0; offset < 2; ++offset) {
+    const char *what = offset ? "unaligned" : "aligned";
+    auto p = param, mm = m, vv = v;
+    DevF dP(p, offset), dM(mm, offset), dV(vv, offset), dG(n, offset);
+    Rng grng(seed + 100);
+    for (int64_t step = 1; step <= 3; ++step) {
+      auto grad = randomVector(grng, n);
+      dG.upload(grad);
+      cpu::adamw(p.data(), mm.data(), vv.data(), grad.data(), n, 1e-3f, 0.9f,
+                 0.95f, 1e-8f, 0.1f, step);
+      gpu::adamw(g.ctx(), dP, dM, dV, dG, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                 step);
+      cudaOrDie(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+    CHECK_REL(label("adamw param (3 steps)", s, what), dP.download(), p,
+              kTolFp32);
+    CHECK_REL(label("adamw m", s, what), dM.download(), mm, kTolFp32);
+    CHECK_REL(label("adamw v", s, what), dV.download(), vv, kTolFp32);
+  }
+  CHECK_NO_ERROR(label("adamw", s));
+}
+
+void testErrorRecording(Gpu &g) {
+  std::string message;
+  CHECK_MSG(!gpu::takeError(message), "takeError: no error recorded");
+  // A K that cuBLAS's int cannot hold is refused before any call.
+  gpu::linearGradWeight(g.ctx(), nullptr, nullptr, nullptr, int64_t(1) << 33, 4,
+                        4);
+  gpu::linearGradInput(g.ctx(), nullptr, nullptr, nullptr, int64_t(1) << 33, 4,
+                       4);
+  const bool taken = gpu::takeError(message);
+  CHECK_MSG(taken && message.rfind("linearGradWeight", 0) == 0,
+            "takeError: returns the first error (" + message + ")");
+  CHECK_MSG(!gpu::takeError(message), "takeError: clears it");
+  CHECK_MSG(std::string(gpu::cublasStatusName(CUBLAS_STATUS_INVALID_VALUE)) ==
+                "CUBLAS_STATUS_INVALID_VALUE",
+            "cublasStatusName");
+}
+
+//===----------------------------------------------------------------------===//
+// Timing at the GPT-2 124M shape (information only)
+//===----------------------------------------------------------------------===//
+
+/// Fills a device array with a random pattern of up to 1M values, tiled.
+void randomFill(DevF &d, Rng &rng, float scale = 1.0f) {
+  const size_t tile = std::min<size_t>(d.size(), size_t(1) << 20);
+  auto pattern = randomVector(rng, tile, scale);
+  for (size_t i = 0; i < d.size(); i += tile)
+    cudaOrDie(cudaMemcpy(d.get() + i, pattern.data(),
+                         sizeof(float) * std::min(tile, d.size() - i),
+                         cudaMemcpyHostToDevice),
+              "cudaMemcpy");
+}
+
+template <typename F> void timeIt(Gpu &g, const char *what, F &&f) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  f(); // warm-up (cuBLAS heuristics, first-launch costs)
+  const int iters = 5;
+  cudaEventRecord(start, g.stream);
+  for (int i = 0; i < iters; ++i)
+    f();
+  cudaEventRecord(stop, g.stream);
+  cudaEventSynchronize(stop);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::string message;
+  if (gpu::takeError(message))
+    std::printf("  time    %-44s error: %s\n", what, message.c_str());
+  else
+    std::printf("  time    %-44s %9.3f ms\n", what, ms / iters);
+  std::fflush(stdout);
+}
+
+void timeGpt2(Gpu &g) {
+  const int64_t B = 4, T = 1024, C = 768, NH = 12, V = 50257, N = B * T;
+  const int64_t params = 124439808; // GPT-2 124M
+  size_t freeBytes = 0, totalBytes = 0;
+  cudaMemGetInfo(&freeBytes, &totalBytes);
+  // The largest set of buffers alive at once: the AdamW step's four arrays.
+  const size_t need = sizeof(float) * size_t(4 * params + 2 * N * V);
+  if (freeBytes < need) {
+    std::printf("cuda-kernels: timing skipped (needs %.1f GiB, %.1f free)\n",
+                need / 1073741824.0, freeBytes / 1073741824.0);
+    return;
+  }
+  std::printf("cuda-kernels: GPU time per call at the GPT-2 124M shape "
+              "(B=%lld T=%lld C=%lld NH=%lld V=%lld)\n",
+              (long long)B, (long long)T, (long long)C, (long long)NH,
+              (long long)V);
+  Rng rng(777);
+  const gpu::Context ctx = g.ctx();
+  {
+    DevI tokens(randomTokens(rng, N, V));
+    DevF wte(V * C), wpe(T * C), out(N * C), dwte(V * C), dwpe(T * C);
+    randomFill(wte, rng);
+    randomFill(wpe, rng);
+    randomFill(out, rng);
+    timeIt(g, "embeddingForward",
+           [&] { gpu::embeddingForward(ctx, out, tokens, wte, wpe, B, T, C); });
+    timeIt(g, "embeddingBackward", [&] {
+      gpu::embeddingBackward(ctx, dwte, dwpe, out, tokens, B, T, C, V, T);
+    });
+  }
+  {
+    DevF x(N * C), w(C), b(C), out(N * C), mean(N), rstd(N), dx(N * C), dw(C),
+        db(C);
+    randomFill(x, rng);
+    randomFill(w, rng);
+    randomFill(b, rng);
+    timeIt(g, "layerNormForward", [&] {
+      gpu::layerNormForward(ctx, out, mean, rstd, x, w, b, N, C, 1e-5f);
+    });
+    timeIt(g, "layerNormBackward", [&] {
+      gpu::layerNormBackward(ctx, dx, dw, db, out, x, w, mean, rstd, N, C);
+    });
+  }
+  {
+    const int64_t n = N * 4 * C;
+    DevF a(n), b(n), out(n);
+    randomFill(a, rng);
+    randomFill(b, rng);
+    timeIt(g, "add (N x 4C)", [&] { gpu::add(ctx, out, a, b, n); });
+    timeIt(g, "geluForward (N x 4C)",
+           [&] { gpu::geluForward(ctx, out, a, n); });
+    timeIt(g, "geluBackward (N x 4C)",
+           [&] { gpu::geluBackward(ctx, out, b, a, n); });
+    timeIt(g, "reluForward (N x 4C)",
+           [&] { gpu::reluForward(ctx, out, a, n); });
+    timeIt(g, "fill (N x 4C)", [&] { gpu::fill(ctx, out, n, 0.0f); });
+    timeIt(g, "scale (N x 4C)", [&] { gpu::scale(ctx, out, n, 1.0f); });
+    timeIt(g, "biasGrad (N x 4C)",
+           [&] { gpu::biasGrad(ctx, out, a, N, 4 * C); });
+    timeIt(g, "biasGrad (N x C)", [&] { gpu::biasGrad(ctx, out, a, N, C); });
+  }
+  for (int tf32 = 0; tf32 < 2; ++tf32) {
+    g.mathMode(tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    const std::string mode = tf32 ? " (tf32)" : " (fp32)";
+    {
+      const int64_t OC = 4 * C;
+      DevF x(N * C), w(OC * C), bias(OC), out(N * OC), dx(N * C), dw(OC * C);
+      randomFill(x, rng);
+      randomFill(w, rng);
+      randomFill(bias, rng);
+      randomFill(out, rng);
+      timeIt(g, ("linearForward C->4C, bias" + mode).c_str(),
+             [&] { gpu::linearForward(ctx, out, x, w, bias, N, C, OC); });
+      timeIt(g, ("linearGradInput C->4C" + mode).c_str(),
+             [&] { gpu::linearGradInput(ctx, dx, out, w, N, C, OC); });
+      timeIt(g, ("linearGradWeight C->4C" + mode).c_str(),
+             [&] { gpu::linearGradWeight(ctx, dw, out, x, N, C, OC); });
+    }
+    {
+      DevF x(N * C), wte(V * C), logits(N * V);
+      randomFill(x, rng);
+      randomFill(wte, rng, 0.1f);
+      timeIt(g, ("linearForward lm head C->V" + mode).c_str(), [&] {
+        gpu::linearForward(ctx, logits, x, wte, nullptr, N, C, V);
+      });
+    }
+    {
+      DevF qkv(N * 3 * C), out(N * C), probs(B * NH * T * T),
+          scratch(B * NH * T * T), dqkv(N * 3 * C);
+      randomFill(qkv, rng);
+      randomFill(out, rng);
+      timeIt(g, ("attentionForward" + mode).c_str(),
+             [&] { gpu::attentionForward(ctx, out, probs, qkv, B, T, C, NH); });
+      timeIt(g, ("attentionBackward" + mode).c_str(), [&] {
+        gpu::attentionBackward(ctx, dqkv, scratch, out, qkv, probs, B, T, C,
+                               NH);
+      });
+    }
+  }
+  g.mathMode(CUBLAS_PEDANTIC_MATH);
+  {
+    DevF logits(N * V), dlogits(N * V), loss(1), scratch(N),
+        dloss(std::vector<float>{1.0f});
+    DevI targets(randomTokens(rng, N, V));
+    randomFill(logits, rng, 4.0f);
+    timeIt(g, "crossEntropyForward (one block)",
+           [&] { gpu::crossEntropyForward(ctx, loss, logits, targets, N, V); });
+    timeIt(g, "crossEntropyForward (row scratch)", [&] {
+      gpu::crossEntropyForward(ctx, loss, logits, targets, N, V, scratch);
+    });
+    timeIt(g, "crossEntropyBackward", [&] {
+      gpu::crossEntropyBackward(ctx, dlogits, dloss, logits, targets, N, V);
+    });
+  }
+  {
+    DevF p(params), m(params), v(params), grad(params);
+    randomFill(p, rng);
+    randomFill(grad, rng);
+    cudaOrDie(cudaMemset(m, 0, sizeof(float) * params), "cudaMemset");
+    cudaOrDie(cudaMemset(v, 0, sizeof(float) * params), "cudaMemset");
+    timeIt(g, "adamw (124M parameters)", [&] {
+      gpu::adamw(ctx, p, m, v, grad, params, 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                 1);
+    });
+  }
+}
+
+} // namespace
+
+int main() {
+  int devices = 0;
+  const cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("cuda-kernels: no CUDA device: skipped (%s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err)
+                                   : "cudaGetDeviceCount found none");
+    return 77;
+  }
+  cudaDeviceProp prop;
+  cudaOrDie(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("cuda-kernels: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major,
+              prop.minor, prop.multiProcessorCount);
+
+  Gpu g;
+  cudaOrDie(cudaStreamCreate(&g.stream), "cudaStreamCreate");
+  if (cublasCreate(&g.blas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(g.blas, g.stream) != CUBLAS_STATUS_SUCCESS)
+    fatal("cannot create the cuBLAS handle");
+  g.mathMode(CUBLAS_PEDANTIC_MATH);
+
+  std::string error;
+  std::unique_ptr<cpu::Blas> blas = cpu::Blas::open("openblas", 1, error);
+  if (!blas)
+    blas = cpu::Blas::open("blis", 1, error);
+  if (blas)
+    std::printf("cuda-kernels: CPU reference GEMMs: %s\n",
+                blas->description().c_str());
+  else
+    std::printf("cuda-kernels: no CPU BLAS (%s): GEMM-based checks skipped\n",
+                error.c_str());
+
+  testErrorRecording(g);
+  uint64_t seed = 1;
+  for (const Shape &s : kShapes) {
+    testEmbedding(g, s, seed++);
+    testLayerNorm(g, s, seed++);
+    testLinear(g, blas.get(), s, seed++, kTolFp32, "fp32");
+    testElementwise(g, s, seed++);
+    if (blas)
+      testAttention(g, *blas, s, seed++, kTolFp32, "fp32");
+    testAdamW(g, s, seed++);
+  }
+  // T > 256: the causal row blocks of the attention products (256 + 44).
+  const Shape twoBlocks{"T=300", 2, 300, 48, 4, 1};
+  if (blas)
+    testAttention(g, *blas, twoBlocks, seed++, kTolFp32, "fp32");
+  testCrossEntropy(g, "small", 7, 37, seed++);
+  testCrossEntropy(g, "gpt2-like", 128, 517, seed++);
+  testCrossEntropy(g, "V=50257", 37, 50257, seed++);
+
+  g.mathMode(CUBLAS_TF32_TENSOR_OP_MATH);
+  for (const Shape &s : kShapes) {
+    testLinear(g, blas.get(), s, seed++, kTolTf32, "tf32");
+    if (blas)
+      testAttention(g, *blas, s, seed++, kTolTf32, "tf32");
+  }
+  if (blas)
+    testAttention(g, *blas, twoBlocks, seed++, kTolTf32, "tf32");
+  g.mathMode(CUBLAS_PEDANTIC_MATH);
+
+  if (!std::getenv("FSDP_CUDA_TEST_NO_TIMING"))
+    timeGpt2(g);
+
+  cublasDestroy(g.blas);
+  cudaStreamDestroy(g.stream);
+  std::printf("cuda-kernels: %d passed, %d failed\n", gPassed, gFailed);
+  return gFailed == 0 ? 0 : 1;
+}
