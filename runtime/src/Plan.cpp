@@ -412,7 +412,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
           targets.numElements() * last(logits) != logits.numElements())
         return bad("inconsistent shapes");
       if (info.opcode == Opcode::CrossEntropy
-              ? out(0).numElements() != 1
+              ? out(0).numElements() != 1 ||
+                    out(1).numElements() != targets.numElements()
               : (in(0).numElements() != 1 || !same(out(0), logits)))
         return bad("inconsistent shapes");
       break;

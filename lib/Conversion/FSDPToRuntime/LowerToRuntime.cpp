@@ -289,6 +289,15 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   if (auto backward = llvm::dyn_cast<AttentionBackwardOp>(op))
     outs.push_back(buffer(loc, BufferKind::Scratch,
                           toMemRef(backward.getProbs().getType())));
+  // Per-row losses, so that a GPU reduces them with many blocks and in a
+  // fixed order (the CPU does not need them).
+  if (auto loss = llvm::dyn_cast<CrossEntropyOp>(op))
+    outs.push_back(buffer(
+        loc, BufferKind::Scratch,
+        MemRefType::get(
+            llvm::cast<RankedTensorType>(loss.getTargets().getType())
+                .getShape(),
+            builder.getF32Type())));
   kernel(op, name, ins, outs, paramsOf(op, *info));
   return success();
 }

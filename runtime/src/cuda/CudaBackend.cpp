@@ -421,7 +421,7 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   case Opcode::CrossEntropy: {
     int64_t V = last(in(0));
     cuda::crossEntropyForward(ctx, O(0), I(0), i32(plan, inst.ins[1]),
-                              in(0).numElements() / V, V);
+                              in(0).numElements() / V, V, O(1));
     break;
   }
   case Opcode::CrossEntropyBackward: {

@@ -35,6 +35,8 @@ fsdp.unit @layers.0 params [@w, @b]
 // CHECK-NEXT: %[[B:.*]] = fsdprt.buffer <param> param @b : memref<3xf32>
 // CHECK-NEXT: %[[Y:.*]] = fsdprt.buffer <activation> : memref<2x3xf32>
 // CHECK-NEXT: %[[L:.*]] = fsdprt.buffer <activation> : memref<f32>
+// The cross-entropy's per-row losses: scratch.
+// CHECK-NEXT: %[[ROWS:.*]] = fsdprt.buffer <scratch> : memref<2xf32>
 // CHECK-NEXT: %[[ONE:.*]] = fsdprt.buffer <activation> : memref<f32>
 // CHECK-NEXT: %[[DY:.*]] = fsdprt.buffer <activation> : memref<2x3xf32>
 // Gradients that AdamW consumes are <grad> buffers.
@@ -46,7 +48,7 @@ fsdp.unit @layers.0 params [@w, @b]
 // CHECK-NEXT: %[[VB:.*]] = fsdprt.buffer <adam_v> param @b : memref<3xf32>
 // Kernels in program order; a load is no copy: the kernel reads @w's buffer.
 // CHECK-NEXT: fsdprt.kernel "linear" ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%[[Y]] : memref<2x3xf32>) unit "layers.0"
-// CHECK-NEXT: fsdprt.kernel "cross_entropy" ins(%[[Y]], %[[T]] : {{.*}}) outs(%[[L]] : memref<f32>)
+// CHECK-NEXT: fsdprt.kernel "cross_entropy" ins(%[[Y]], %[[T]] : {{.*}}) outs(%[[L]], %[[ROWS]] : memref<f32>, memref<2xf32>)
 // CHECK-NEXT: fsdprt.kernel "fill" outs(%[[ONE]] : memref<f32>) params {value = 1.000000e+00 : f32}
 // CHECK-NEXT: fsdprt.kernel "cross_entropy_backward" ins(%[[ONE]], %[[Y]], %[[T]] : {{.*}}) outs(%[[DY]] : memref<2x3xf32>)
 // CHECK-NEXT: fsdprt.kernel "linear_grad_weight" ins(%[[DY]], %[[X]] : {{.*}}) outs(%[[GW]] : memref<3x4xf32>) unit "layers.0"

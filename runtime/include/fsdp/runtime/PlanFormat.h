@@ -77,7 +77,7 @@ enum class Opcode : uint32_t {
   ReluBackward,
   Attention,
   AttentionBackward, // outs: dqkv, scratch
-  CrossEntropy,
+  CrossEntropy, // outs: the mean loss, per-row losses (scratch)
   CrossEntropyBackward,
   AdamW, // ins: grad; outs: param, m, v (updated in place)
   Fill,
@@ -119,7 +119,7 @@ inline constexpr std::array<KernelInfo, 24> kKernels = {{
     {Opcode::ReluBackward, "relu_backward", 2, 2, 1, {}},
     {Opcode::Attention, "attention", 1, 1, 2, {"heads"}},
     {Opcode::AttentionBackward, "attention_backward", 3, 3, 2, {"heads"}},
-    {Opcode::CrossEntropy, "cross_entropy", 2, 2, 1, {}},
+    {Opcode::CrossEntropy, "cross_entropy", 2, 2, 2, {}},
     {Opcode::CrossEntropyBackward, "cross_entropy_backward", 3, 3, 1, {}},
     {Opcode::AdamW,
      "adamw",

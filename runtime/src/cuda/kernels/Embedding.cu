@@ -6,16 +6,18 @@
 // Backward, deterministically and without atomics:
 //   - dwpe: one thread per (t, c), summing dout[b, t, c] over b in order
 //     (rows t >= T written as zeros);
-//   - dwte: zeroed with a memset, then one warp per position i. A warp
-//     whose token already occurred at an earlier position stops (a scan of
-//     the earlier token ids, 32 per step). The warp of the first occurrence
-//     owns the token's row: it scans the later positions for the same
-//     token (ballot) and adds their dout rows in position order, then
-//     writes the row once. Every row is thus summed by one warp in (b, t)
-//     order, as on the CPU. The scans cost O((B T)^2 / 32) token reads in
-//     all, a few microseconds at B T = 4096; a very frequent token makes
-//     its warp read all its rows alone, which is still cheaper than the
-//     V x C memset.
+//   - dwte: zeroed with a memset, then one block of 8 warps per position i.
+//     A block whose token already occurred at an earlier position stops
+//     (its threads scan the earlier token ids). The block of the first
+//     occurrence owns the token's row: warp w scans the 32-position chunks
+//     w, w + 8, ... from i on for the same token (ballot) and adds the
+//     matching dout rows in position order, four rows' loads in flight;
+//     the 8 partial rows are then added in warp order and the row written
+//     once. The summation order depends on the token ids only, so the
+//     result is the same on every run (not bitwise the CPU's order). The
+//     scans cost O((B T)^2 / 32) token reads per 256-column slice, a few
+//     microseconds at B T = 4096; a frequent token's rows are shared by
+//     the block's 8 warps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,56 +68,85 @@ __global__ void embeddingBackwardPosKernel(float *__restrict__ dwpe,
   }
 }
 
-/// Columns a lane holds per pass over a token's positions.
+/// The dwte kernel: one block of kTokenWarps warps per position, each lane
+/// holding kColsPerLane columns of a kChunk-column slice of the row.
+constexpr int kTokenWarps = 8;
 constexpr int kColsPerLane = 8;
+constexpr int kChunk = 32 * kColsPerLane;
+constexpr int kTokenThreads = 32 * kTokenWarps;
+static_assert(kTokenThreads == kChunk, "one thread per column of a slice");
+/// Matching rows whose loads are in flight together.
+constexpr int kRowsInFlight = 4;
 
-__global__ void embeddingBackwardTokenKernel(float *__restrict__ dwte,
-                                             const float *__restrict__ dout,
-                                             const int32_t *__restrict__ tokens,
-                                             int64_t BT, int64_t C) {
-  const int lane = threadIdx.x & 31;
-  const int64_t i =
-      (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; // warp = position
-  if (i >= BT)
-    return; // whole warps leave together
+__global__ void __launch_bounds__(kTokenThreads)
+    embeddingBackwardTokenKernel(float *__restrict__ dwte,
+                                 const float *__restrict__ dout,
+                                 const int32_t *__restrict__ tokens, int64_t BT,
+                                 int64_t C) {
+  const int64_t i = blockIdx.x;
   const int32_t token = tokens[i];
 
-  // Does the token occur before position i? Then that warp owns the row.
-  for (int64_t j0 = 0; j0 < i; j0 += 32) {
-    const int64_t j = j0 + lane;
-    const bool earlier = j < i && tokens[j] == token;
-    if (__any_sync(detail::kFullMask, earlier))
-      return;
-  }
+  // Does the token occur before position i? Then that block owns the row.
+  bool earlier = false;
+  for (int64_t j = threadIdx.x; j < i; j += blockDim.x)
+    earlier |= tokens[j] == token;
+  if (__syncthreads_or(earlier))
+    return;
 
+  // Warp w takes the 32-position chunks w, w + 8, ... from i on, adding
+  // its matching rows in position order; then the warps' partial sums are
+  // added in warp order. Both orders depend on the data only.
+  __shared__ float partial[kTokenWarps][kChunk];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float *row = dwte + int64_t(token) * C;
-  for (int64_t c0 = 0; c0 < C; c0 += 32 * kColsPerLane) {
+  for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
     float acc[kColsPerLane];
 #pragma unroll
     for (int k = 0; k < kColsPerLane; ++k)
       acc[k] = 0.0f;
-    for (int64_t j0 = i; j0 < BT; j0 += 32) {
+    for (int64_t j0 = i + 32 * warp; j0 < BT; j0 += 32 * kTokenWarps) {
       const int64_t j = j0 + lane;
       unsigned match =
           __ballot_sync(detail::kFullMask, j < BT && tokens[j] == token);
-      while (match) { // positions j0 + bit, in increasing order
-        const int bit = __ffs(match) - 1;
-        match &= match - 1;
-        const float *d = dout + (j0 + bit) * C + c0;
+      while (match) { // up to kRowsInFlight matches per step, in order
+        int64_t rows[kRowsInFlight];
 #pragma unroll
-        for (int k = 0; k < kColsPerLane; ++k) {
-          const int64_t c = k * 32 + lane;
-          if (c0 + c < C)
-            acc[k] += d[c];
+        for (int q = 0; q < kRowsInFlight; ++q) {
+          rows[q] = -1;
+          if (match) {
+            rows[q] = j0 + __ffs(match) - 1;
+            match &= match - 1;
+          }
         }
+        float v[kRowsInFlight][kColsPerLane];
+#pragma unroll
+        for (int q = 0; q < kRowsInFlight; ++q)
+#pragma unroll
+          for (int k = 0; k < kColsPerLane; ++k) {
+            const int64_t c = c0 + k * 32 + lane;
+            v[q][k] = rows[q] >= 0 && c < C ? dout[rows[q] * C + c] : 0.0f;
+          }
+#pragma unroll
+        for (int q = 0; q < kRowsInFlight; ++q)
+          if (rows[q] >= 0)
+#pragma unroll
+            for (int k = 0; k < kColsPerLane; ++k)
+              acc[k] += v[q][k];
       }
     }
 #pragma unroll
-    for (int k = 0; k < kColsPerLane; ++k) {
-      const int64_t c = c0 + k * 32 + lane;
-      if (c < C)
-        row[c] = acc[k];
+    for (int k = 0; k < kColsPerLane; ++k)
+      partial[warp][k * 32 + lane] = acc[k];
+    __syncthreads();
+    const int64_t c = c0 + threadIdx.x;
+    if (c < C) {
+      float sum = partial[0][threadIdx.x];
+#pragma unroll
+      for (int w = 1; w < kTokenWarps; ++w)
+        sum += partial[w][threadIdx.x];
+      row[c] = sum;
     }
+    __syncthreads(); // partial is rewritten by the next slice
   }
 }
 
@@ -159,9 +190,7 @@ void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
   const int64_t BT = B * T;
   if (BT <= 0)
     return;
-  const int threads = 256; // 8 positions per block
-  const unsigned blocks = unsigned((BT * 32 + threads - 1) / threads);
-  embeddingBackwardTokenKernel<<<blocks, threads, 0, ctx.stream>>>(
+  embeddingBackwardTokenKernel<<<unsigned(BT), kTokenThreads, 0, ctx.stream>>>(
       dwte, dout, tokens, BT, C);
   detail::checkLaunch("embeddingBackward (dwte)");
 }

@@ -52,8 +52,8 @@ void embeddingForward(const Context &ctx, float *out, const int32_t *tokens,
                       int64_t C);
 
 /// dwte (V x C) and dwpe (Tmax x C) overwritten with the scatter-add of dout
-/// (rows of dwpe past T are zero). Deterministic: each row of dwte is
-/// summed by one warp in (b, t) order.
+/// (rows of dwpe past T are zero). Deterministic, without atomics: each row
+/// of dwte is summed by one thread block in an order fixed by the tokens.
 void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
                        const float *dout, const int32_t *tokens, int64_t B,
                        int64_t T, int64_t C, int64_t V, int64_t Tmax);
