@@ -39,6 +39,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   schedule.forwardPrefetch = options.forwardPrefetch;
   schedule.backwardPrefetch = options.backwardPrefetch;
   schedule.maxInflightGathers = options.maxInflightGathers;
+  schedule.bucketBytes = options.bucketBytes;
   schedule.memoryBudget = options.memoryBudget;
   schedule.reshardAfterForward = options.reshardAfterForward;
   pm.addPass(createFsdpSchedulePass(schedule));

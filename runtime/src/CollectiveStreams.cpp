@@ -32,10 +32,12 @@ CollectiveStreams::~CollectiveStreams() {
     stream->thread.join();
 }
 
-void CollectiveStreams::start(uint32_t stream, uint32_t token, Job job) {
+void CollectiveStreams::start(uint32_t stream, std::vector<uint32_t> tokens,
+                              Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex);
-    streams.at(stream - 1)->queue.emplace_back(token, std::move(job));
+    streams.at(stream - 1)
+        ->queue.emplace_back(std::move(tokens), std::move(job));
   }
   queued.notify_all();
 }
@@ -54,7 +56,7 @@ void CollectiveStreams::serve(Stream &stream) {
     queued.wait(lock, [&] { return stopping || !stream.queue.empty(); });
     if (stream.queue.empty())
       return; // stopping, nothing left
-    auto [token, job] = std::move(stream.queue.front());
+    auto [tokens, job] = std::move(stream.queue.front());
     stream.queue.pop_front();
     lock.unlock();
     Backend::Span span;
@@ -62,7 +64,8 @@ void CollectiveStreams::serve(Stream &stream) {
     job(*stream.comm);
     span.endNanos = nowNanos();
     lock.lock();
-    done[token] = span;
+    for (uint32_t token : tokens)
+      done[token] = span;
     finished.notify_all();
   }
 }

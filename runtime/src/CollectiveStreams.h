@@ -1,4 +1,5 @@
-//===- CollectiveStreams.h - collectives on threads of their own -*- C++ -*-===//
+//===- CollectiveStreams.h - collectives on threads of their own -*- C++
+//-*-===//
 //
 // The CPU backend's streams: one thread per plan stream, each with its own
 // communicator (a duplicate, so that two streams' collectives never match
@@ -36,14 +37,15 @@ public:
   ~CollectiveStreams();
 
   size_t numStreams() const { return streams.size(); }
-  void start(uint32_t stream, uint32_t token, Job job);
+  /// Queues `job` on `stream`; it completes the collectives `tokens`.
+  void start(uint32_t stream, std::vector<uint32_t> tokens, Job job);
   /// Blocks until collective `token` has run; returns when it ran.
   Backend::Span wait(uint32_t token);
 
 private:
   struct Stream {
     std::unique_ptr<Communicator> comm;
-    std::deque<std::pair<uint32_t, Job>> queue;
+    std::deque<std::pair<std::vector<uint32_t>, Job>> queue;
     std::thread thread;
   };
   void serve(Stream &stream);

@@ -15,12 +15,11 @@ bool Session::initialize(uint64_t seed, std::string &error) {
     const UnitDesc &unit = plan.units[u];
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
     host.assign(buffer.numElements(), 0.0f);
-    forEachShardSegment(plan, uint32_t(u), comm.rank(), comm.size(),
-                        [&](const ParamDesc &param, int64_t at, int64_t begin,
-                            int64_t count) {
-                          initializeParam(param, seed, begin, begin + count,
-                                          host.data() + at);
-                        });
+    forEachShardSegment(
+        plan, uint32_t(u), comm.rank(), comm.size(),
+        [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
+          initializeParam(param, seed, begin, begin + count, host.data() + at);
+        });
     backend.write(buffer.offset, host.data(), buffer.size);
   }
   for (const BufferDesc &buffer : plan.buffers)
@@ -41,6 +40,14 @@ static int64_t nanosOf(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              t.time_since_epoch())
       .count();
+}
+
+/// A started collective that joins the one before it into a bucket.
+static bool isGroupedStart(const Instruction &inst) {
+  plan::Opcode opcode = inst.kernel->opcode;
+  return (opcode == plan::Opcode::AllGather ||
+          opcode == plan::Opcode::ReduceScatter) &&
+         inst.params[0] != 0.0 && inst.params[2] != 0.0;
 }
 
 float Session::run(int64_t step, bool optimizer) {
@@ -66,9 +73,16 @@ float Session::run(int64_t step, bool optimizer) {
     auto begin = Clock::now();
     uint32_t lane = 0;
     if (started) {
-      // Returns at once; the wait accounts for the time and the trace.
-      backend.start(plan, inst, uint32_t(params[0]), uint32_t(params[1]));
-      startedAt[uint32_t(params[1])] = index;
+      // The collective and the ones grouped with it (a bucket) start as
+      // one; this returns at once, the waits account for time and trace.
+      std::vector<const Instruction *> group = {&inst};
+      startedAt[uint32_t(inst.params[1])] = index;
+      while (index + 1 < plan.program.size() &&
+             isGroupedStart(plan.program[index + 1])) {
+        group.push_back(&plan.program[++index]);
+        startedAt[uint32_t(group.back()->params[1])] = index;
+      }
+      backend.start(plan, group, uint32_t(inst.params[0]));
     } else if (opcode == Opcode::Wait) {
       uint32_t token = uint32_t(params[0]);
       size_t at = startedAt[token];

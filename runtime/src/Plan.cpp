@@ -520,6 +520,16 @@ static bool validateStreams(Plan &plan, std::string &why) {
       if (!isCount(token, 1e15) || (stream == 0) != (token == 0))
         return bad("invalid token " + text(token) + " on stream " +
                    text(stream));
+      double group = inst.params[2];
+      if (group != 0 && group != 1)
+        return bad("invalid group " + text(group));
+      if (group == 1) {
+        const Instruction *previous = i > 0 ? &plan.program[i - 1] : nullptr;
+        if (stream == 0 || !previous || previous->kernel->opcode != opcode ||
+            previous->params[0] != stream)
+          return bad("is grouped but does not follow a started " +
+                     std::string(inst.kernel->name) + " on its stream");
+      }
       if (stream == 0)
         continue;
       if (!used.insert(int64_t(token)).second)
@@ -528,8 +538,8 @@ static bool validateStreams(Plan &plan, std::string &why) {
       inFlight[int64_t(token)] = {i, inst.ins[0], inst.outs[0]};
     } else if (opcode == Opcode::Wait) {
       double token = inst.params[0];
-      auto found = isCount(token, 1e15) ? inFlight.find(int64_t(token))
-                                        : inFlight.end();
+      auto found =
+          isCount(token, 1e15) ? inFlight.find(int64_t(token)) : inFlight.end();
       if (found == inFlight.end())
         return bad("waits for token " + text(token) +
                    ", which is not in flight");

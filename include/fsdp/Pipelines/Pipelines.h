@@ -40,6 +40,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Bytes a rank may use (0: no budget)"), llvm::cl::init(0)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Merge consecutive collectives into buckets of up to "
+                     "this many bytes (see --fsdp-schedule)"),
+      llvm::cl::init(0)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init("per-block")};

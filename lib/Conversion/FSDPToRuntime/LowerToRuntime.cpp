@@ -135,21 +135,22 @@ public:
 
   /// A collective kernel: synchronous (stream 0, token 0) for the plain
   /// ops, started on the op's stream under a fresh token for the `_start`
-  /// forms, whose wait looks the token up.
+  /// forms, whose wait looks the token up; group 1 for a `grouped` start.
   void collective(Operation *op, StringRef name, Value source, Value result) {
-    int64_t stream = 0, token = 0;
+    int64_t stream = 0, token = 0, group = 0;
     if (auto attr = op->getAttrOfType<IntegerAttr>("stream")) {
       stream = attr.getInt();
       token = ++lastToken;
+      group = op->hasAttr("grouped");
       started[op->getResult(0)] = {token, source, result,
                                    getCollectiveUnit(op).getAttr()};
     }
-    kernel(op, name, source, result,
-           builder.getDictionaryAttr(
-               {builder.getNamedAttr("stream",
-                                     builder.getI64IntegerAttr(stream)),
-                builder.getNamedAttr("token",
-                                     builder.getI64IntegerAttr(token))}));
+    kernel(
+        op, name, source, result,
+        builder.getDictionaryAttr(
+            {builder.getNamedAttr("stream", builder.getI64IntegerAttr(stream)),
+             builder.getNamedAttr("token", builder.getI64IntegerAttr(token)),
+             builder.getNamedAttr("group", builder.getI64IntegerAttr(group))}));
   }
 
   /// The numeric parameters the kernel table names, copied from `op`.
@@ -292,12 +293,11 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   // Per-row losses, so that a GPU reduces them with many blocks and in a
   // fixed order (the CPU does not need them).
   if (auto loss = llvm::dyn_cast<CrossEntropyOp>(op))
-    outs.push_back(buffer(
-        loc, BufferKind::Scratch,
-        MemRefType::get(
-            llvm::cast<RankedTensorType>(loss.getTargets().getType())
-                .getShape(),
-            builder.getF32Type())));
+    outs.push_back(buffer(loc, BufferKind::Scratch,
+                          MemRefType::get(llvm::cast<RankedTensorType>(
+                                              loss.getTargets().getType())
+                                              .getShape(),
+                                          builder.getF32Type())));
   kernel(op, name, ins, outs, paramsOf(op, *info));
   return success();
 }

@@ -75,11 +75,22 @@ public:
   void run(const Plan &plan, const Instruction &inst, const double *params,
            int64_t step) override;
 
-  void start(const Plan &plan, const Instruction &inst, uint32_t stream,
-             uint32_t token) override {
+  void start(const Plan &plan, const std::vector<const Instruction *> &group,
+             uint32_t stream) override {
+    // A bucket runs back to back on its stream's thread: one hand-off.
+    std::vector<CollectiveStreams::Job> jobs;
+    std::vector<uint32_t> tokens;
+    for (const Instruction *inst : group) {
+      jobs.push_back(collective(plan, *inst));
+      tokens.push_back(uint32_t(inst->params[1]));
+    }
+    auto job = [jobs = std::move(jobs)](Communicator &c) {
+      for (const auto &one : jobs)
+        one(c);
+    };
     if (!streams)
-      return collective(plan, inst)(comm);
-    streams->start(stream, token, collective(plan, inst));
+      return job(comm);
+    streams->start(stream, std::move(tokens), std::move(job));
   }
   Span wait(uint32_t token) override {
     return streams ? streams->wait(token) : Span();

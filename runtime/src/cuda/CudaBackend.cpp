@@ -59,8 +59,8 @@ public:
   void read(uint64_t offset, void *data, uint64_t bytes) override;
   void run(const Plan &plan, const Instruction &inst, const double *params,
            int64_t step) override;
-  void start(const Plan &plan, const Instruction &inst, uint32_t stream,
-             uint32_t token) override;
+  void start(const Plan &plan, const std::vector<const Instruction *> &group,
+             uint32_t stream) override;
   Span wait(uint32_t token) override;
   std::string collectiveMode() const override {
     return "on CUDA streams (NCCL " + cuda::Nccl::version() + ")";
@@ -192,8 +192,8 @@ void CudaBackend::fail(const std::string &message) {
 bool CudaBackend::allocateArena(uint64_t bytes, std::string &error) {
   size_t freeBytes = 0, totalBytes = 0;
   cudaMemGetInfo(&freeBytes, &totalBytes);
-  cudaError_t code =
-      cudaMalloc(reinterpret_cast<void **>(&arena), std::max<uint64_t>(bytes, 1));
+  cudaError_t code = cudaMalloc(reinterpret_cast<void **>(&arena),
+                                std::max<uint64_t>(bytes, 1));
   if (code != cudaSuccess) {
     error = "cannot allocate the " + std::to_string(bytes) +
             "-byte arena on device " + std::to_string(device) + " (" +
@@ -236,32 +236,43 @@ cudaEvent_t CudaBackend::event(std::map<uint32_t, cudaEvent_t> &events,
 void CudaBackend::collective(const Plan &plan, const Instruction &inst,
                              cuda::Nccl &nccl, cudaStream_t stream) {
   std::string error;
-  bool ok =
-      inst.kernel->opcode == plan::Opcode::AllGather
-          ? nccl.allGather(f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
-                           plan.buffers[inst.outs[0]].numElements(), stream,
-                           error)
-          : nccl.reduceScatterMean(f32(plan, inst.ins[0]),
-                                   f32(plan, inst.outs[0]),
-                                   plan.buffers[inst.ins[0]].numElements(),
-                                   stream, error);
+  bool ok = inst.kernel->opcode == plan::Opcode::AllGather
+                ? nccl.allGather(
+                      f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
+                      plan.buffers[inst.outs[0]].numElements(), stream, error)
+                : nccl.reduceScatterMean(
+                      f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
+                      plan.buffers[inst.ins[0]].numElements(), stream, error);
   if (!ok)
     fail(std::string(inst.kernel->name) + " of unit '" + inst.unit +
          "': " + error);
 }
 
-void CudaBackend::start(const Plan &plan, const Instruction &inst,
-                        uint32_t stream, uint32_t token) {
-  // The collective reads what compute wrote before it: the comm stream
+void CudaBackend::start(const Plan &plan,
+                        const std::vector<const Instruction *> &group,
+                        uint32_t stream) {
+  // The collectives read what compute wrote before them: the comm stream
   // waits for everything issued on the compute stream so far.
   cudaEvent_t before = event(ready, stream);
   check(cudaEventRecord(before, compute), "cudaEventRecord");
   check(cudaStreamWaitEvent(streams[stream], before, 0), "cudaStreamWaitEvent");
-  collective(plan, inst, *nccl[stream], streams[stream]);
-  check(cudaEventRecord(event(done, token), streams[stream]),
-        "cudaEventRecord");
+  // A bucket is one NCCL group: one fused launch.
+  std::string error;
+  if (group.size() > 1 && ncclGroupStart() != ncclSuccess)
+    fail("ncclGroupStart failed");
+  for (const Instruction *inst : group)
+    collective(plan, *inst, *nccl[stream], streams[stream]);
+  if (group.size() > 1 && ncclGroupEnd() != ncclSuccess)
+    fail("ncclGroupEnd failed for a bucket of " + std::to_string(group.size()) +
+         " collectives");
   currentPlan = &plan;
-  inFlight.push_back({token, size_t(&inst - plan.program.data()), currentStep});
+  for (const Instruction *inst : group) {
+    auto token = uint32_t(inst->params[1]);
+    check(cudaEventRecord(event(done, token), streams[stream]),
+          "cudaEventRecord");
+    inFlight.push_back(
+        {token, size_t(inst - plan.program.data()), currentStep});
+  }
 }
 
 Backend::Span CudaBackend::wait(uint32_t token) {
@@ -290,7 +301,8 @@ void CudaBackend::synchronize() {
     if (state != cudaErrorNotReady)
       fail("the step failed on the device: " + cudaText(state));
     for (auto &n : nccl)
-      if (n && n->asyncError() != ncclSuccess && n->asyncError() != ncclInProgress)
+      if (n && n->asyncError() != ncclSuccess &&
+          n->asyncError() != ncclInProgress)
         fail("NCCL error in " + stuck() + ": " +
              ncclGetErrorString(n->asyncError()));
     double waited = std::chrono::duration<double>(Clock::now() - begin).count();
@@ -363,8 +375,8 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   }
   case Opcode::LayerNormBackward: {
     int64_t C = last(in(1));
-    cuda::layerNormBackward(ctx, O(0), O(1), O(2), I(0), I(1), I(2), I(3),
-                            I(4), in(1).numElements() / C, C);
+    cuda::layerNormBackward(ctx, O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
+                            in(1).numElements() / C, C);
     break;
   }
   case Opcode::Linear: {
@@ -382,8 +394,8 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   }
   case Opcode::LinearGradWeight: {
     int64_t OC = out(0).shape[0], IC = out(0).shape[1];
-    cuda::linearGradWeight(ctx, O(0), I(0), I(1), in(0).numElements() / OC,
-                           IC, OC);
+    cuda::linearGradWeight(ctx, O(0), I(0), I(1), in(0).numElements() / OC, IC,
+                           OC);
     break;
   }
   case Opcode::BiasGrad: {
@@ -480,11 +492,10 @@ std::string listCudaDevices() {
     if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
       continue;
     char line[768];
-    std::snprintf(line, sizeof(line),
-                  "device %d: %s, sm_%d%d, %d SMs, %.1f GiB%s", d, prop.name,
-                  prop.major, prop.minor, prop.multiProcessorCount,
-                  double(prop.totalGlobalMem) / (1ull << 30),
-                  d + 1 < count ? "\n" : "");
+    std::snprintf(
+        line, sizeof(line), "device %d: %s, sm_%d%d, %d SMs, %.1f GiB%s", d,
+        prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+        double(prop.totalGlobalMem) / (1ull << 30), d + 1 < count ? "\n" : "");
     out += line;
   }
   return out;
@@ -501,8 +512,9 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
   // the others in the bootstrap: the error is agreed on first.
   int count = 0;
   cudaError_t code = cudaGetDeviceCount(&count);
-  int device = options.device >= 0 ? options.device
-                                   : (count > 0 ? options.comm->localRank() % count : 0);
+  int device = options.device >= 0
+                   ? options.device
+                   : (count > 0 ? options.comm->localRank() % count : 0);
   bool usable = code == cudaSuccess && count > 0 && device < count;
   if (!usable)
     error = code != cudaSuccess

@@ -21,8 +21,8 @@ static bool ok(ncclResult_t result, const char *what, std::string &error) {
 std::unique_ptr<Nccl> Nccl::create(Communicator &host, std::string &error) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
-  bool haveId = host.rank() != 0 || ok(ncclGetUniqueId(&id), "ncclGetUniqueId",
-                                       error);
+  bool haveId =
+      host.rank() != 0 || ok(ncclGetUniqueId(&id), "ncclGetUniqueId", error);
   // Every rank joins the broadcast even when rank 0 failed (it then sends
   // zeros and ends the job below), so that no rank waits in it.
   host.broadcast(&id, sizeof(id), 0);
@@ -72,8 +72,7 @@ bool Nccl::reduceScatterMean(const float *full, float *shard, int64_t total,
   for (int r = 0; r < size; ++r) {
     plan::ShardRange range = plan::shardRange(total, r, size);
     if (!ok(ncclReduce(full + range.begin, r == rank ? shard : nullptr,
-                       range.end - range.begin, type, ncclAvg, r, comm,
-                       stream),
+                       range.end - range.begin, type, ncclAvg, r, comm, stream),
             "ncclReduce", error)) {
       ncclGroupEnd();
       return false;
@@ -98,8 +97,8 @@ std::string Nccl::version() {
   int v = 0;
   ncclGetVersion(&v);
   // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
-         "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
 }
 
 } // namespace fsdp::rt::cuda

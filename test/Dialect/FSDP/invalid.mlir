@@ -757,6 +757,27 @@ func.func @f() {
 
 // -----
 
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f() {
+  // expected-error @+1 {{is grouped but does not directly follow a 'fsdp.all_gather_start' to group with}}
+  %t, %g = fsdp.all_gather_start @u stream 1 grouped : tensor<12xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%full: tensor<12xf32>) {
+  %t1, %g1 = fsdp.reduce_scatter_start %full @u stream 2 : tensor<12xf32> -> tensor<12xf32>
+  // expected-error @+1 {{is grouped with a start on stream 2 but runs on stream 1}}
+  %t2, %g2 = fsdp.reduce_scatter_start %full @u stream 1 grouped : tensor<12xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
 module attributes {fsdp.world_size = 5 : i64} {
   fsdp.param @w : tensor<3x4xf32> init <zeros>
   fsdp.unit @u params [@w]

@@ -119,6 +119,24 @@ func.func @sharding_ops(%step: i64) {
   return
 }
 
+// CHECK-LABEL: func.func @async_ops
+func.func @async_ops(%full: tensor<160xf32>) {
+  // CHECK: %{{.*}}, %{{.*}} = fsdp.all_gather_start @root stream 1 : tensor<160xf32>
+  %t1, %g1 = fsdp.all_gather_start @root stream 1 : tensor<160xf32>
+  // CHECK-NEXT: fsdp.all_gather_start @root stream 1 grouped : tensor<160xf32>
+  %t2, %g2 = fsdp.all_gather_start @root stream 1 grouped : tensor<160xf32>
+  // CHECK-NEXT: fsdp.reduce_scatter_start %{{.*}} @root stream 2 : tensor<160xf32> -> tensor<160xf32>
+  %t3, %s1 = fsdp.reduce_scatter_start %full @root stream 2 : tensor<160xf32> -> tensor<160xf32>
+  // CHECK-NEXT: fsdp.reduce_scatter_start %{{.*}} @root stream 2 grouped : tensor<160xf32> -> tensor<160xf32>
+  %t4, %s2 = fsdp.reduce_scatter_start %full @root stream 2 grouped : tensor<160xf32> -> tensor<160xf32>
+  // CHECK-NEXT: fsdp.wait
+  fsdp.wait %t1
+  fsdp.wait %t2
+  fsdp.wait %t3
+  fsdp.wait %t4
+  return
+}
+
 // CHECK-LABEL: func.func private @token_type
 // CHECK-SAME: !fsdp.token
 func.func private @token_type(!fsdp.token) -> !fsdp.token

@@ -231,3 +231,24 @@ module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i6
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// A bucket counts as one gather: the limit of 1 holds for two grouped
+// starts.
+module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i64} {
+  fsdp.param @a : tensor<4xf32> init <zeros>
+  fsdp.param @b : tensor<4xf32> init <zeros>
+  fsdp.unit @ua params [@a]
+  fsdp.unit @ub params [@b]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %t1, %g1 = fsdp.all_gather_start @ua stream 1 : tensor<4xf32>
+    %t2, %g2 = fsdp.all_gather_start @ub stream 1 grouped : tensor<4xf32>
+    fsdp.wait %t1
+    fsdp.wait %t2
+    fsdp.free %g1 : tensor<4xf32>
+    fsdp.free %g2 : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

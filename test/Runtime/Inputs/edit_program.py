@@ -9,6 +9,7 @@ usage: edit_program.py EDIT IN OUT
                      does its wait)
   bad-stream         the first collective goes to stream 5
   wrong-wait-buffers the reduce-scatter's wait names the shard twice
+  orphan-group       the first gather claims to join a group before it
 """
 import re
 import sys
@@ -40,6 +41,9 @@ elif edit == "wrong-wait-buffers":
     token = re.search(r"token = (\d+)", lines[i]).group(1)
     j = first(rf'fsdprt\.kernel "wait" .*token = {token} ')
     lines[j] = re.sub(r"ins\((%\w+), (%\w+)", r"ins(\2, \2", lines[j])
+elif edit == "orphan-group":
+    i = first(r'fsdprt\.kernel "all_gather"')
+    lines[i] = lines[i].replace("group = 0", "group = 1", 1)
 else:
     sys.exit(f"edit_program: unknown edit {edit}")
 open(dst, "w").write("\n".join(lines))

@@ -572,6 +572,25 @@ AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyGather(*this, symbolTable, getUnitAttr(), getResult());
 }
 
+/// A grouped start directly follows a start of the same kind on the same
+/// stream: the group is one contiguous run of starts, issued together.
+template <typename StartOp> static LogicalResult verifyGrouped(StartOp op) {
+  if (!op.getGrouped())
+    return success();
+  auto previous = llvm::dyn_cast_or_null<StartOp>(op->getPrevNode());
+  if (!previous)
+    return op.emitOpError() << "is grouped but does not directly follow a '"
+                            << StartOp::getOperationName() << "' to group with";
+  if (previous.getStream() != op.getStream())
+    return op.emitOpError()
+           << "is grouped with a start on stream " << previous.getStream()
+           << " but runs on stream " << op.getStream();
+  return success();
+}
+
+LogicalResult AllGatherStartOp::verify() { return verifyGrouped(*this); }
+LogicalResult ReduceScatterStartOp::verify() { return verifyGrouped(*this); }
+
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyShard(*this, symbolTable, getUnitAttr(), getSource(), "result",
@@ -647,6 +666,35 @@ func::FuncOp mlir::fsdp::getTrainStep(ModuleOp module) {
 bool mlir::fsdp::isShardedStep(Block &block) {
   return llvm::any_of(
       block, [](Operation &op) { return bool(getGatheredTensor(&op)); });
+}
+
+llvm::DenseMap<Operation *, int64_t>
+mlir::fsdp::countInflightGathers(Block &block) {
+  llvm::DenseMap<Operation *, int64_t> after;
+  llvm::DenseMap<Operation *, Operation *> leaderOf;
+  llvm::DenseMap<Operation *, int64_t> unfreed; // by bucket leader
+  Operation *leader = nullptr;
+  int64_t inflight = 0;
+  for (Operation &op : block) {
+    if (auto start = llvm::dyn_cast<AllGatherStartOp>(op)) {
+      if (!start.getGrouped() || !leader)
+        leader = start;
+      leaderOf[start] = leader;
+      if (unfreed[leader]++ == 0)
+        ++inflight;
+    } else if (llvm::isa<AllGatherOp>(op)) {
+      leaderOf[&op] = &op;
+      unfreed[&op] = 1;
+      ++inflight;
+    } else if (auto free = llvm::dyn_cast<FreeOp>(op)) {
+      Operation *def = free.getValue().getDefiningOp();
+      if (Operation *bucket = def ? leaderOf.lookup(def) : nullptr)
+        if (--unfreed[bucket] == 0)
+          --inflight;
+    }
+    after[&op] = inflight;
+  }
+  return after;
 }
 
 #define GET_OP_CLASSES

@@ -35,21 +35,79 @@ struct FsdpSchedulePass
   void runOnOperation() override;
 };
 
-/// Gathers started and not yet freed just before `point`.
+/// Gathers (a bucket counts once) started and not yet freed just before
+/// `point`.
 int64_t inflightBefore(Block &block, Operation *point) {
-  int64_t inflight = 0;
-  for (Operation &op : block) {
-    if (&op == point)
-      break;
-    if (llvm::isa<AllGatherStartOp>(op))
-      ++inflight;
-    if (auto free = llvm::dyn_cast<FreeOp>(op))
-      if (free.getValue().getDefiningOp<AllGatherStartOp>())
-        --inflight;
-  }
-  return inflight;
+  Operation *previous = point->getPrevNode();
+  return previous ? countInflightGathers(block).lookup(previous) : 0;
+}
+
+double bytesOf(Value v) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  return double(type.getNumElements()) *
+         getElementSizeInBytes(type.getElementType());
 }
 } // namespace
+
+/// Buckets of consecutive gathers (in the order their regions run) of up to
+/// `limit` bytes: every later member starts right after the one before it,
+/// grouped with it, and is awaited right after it.
+void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
+  double bytes = 0.0;
+  for (size_t i = 0; i < gathers.size(); ++i) {
+    double own = bytesOf(gathers[i].start.getResult());
+    if (i == 0 || bytes + own > double(limit)) {
+      bytes = own; // a new bucket
+      continue;
+    }
+    bytes += own;
+    Gather &previous = gathers[i - 1], &g = gathers[i];
+    g.start->moveAfter(previous.start);
+    g.start.setGrouped(true);
+    g.wait->moveAfter(previous.wait);
+  }
+}
+
+/// Buckets of consecutive reduce-scatters of up to `limit` bytes of
+/// full-size gradient: the members start together where the last one
+/// started (every gradient is complete there), grouped, and are awaited
+/// together where the last one was; each full-size gradient is freed
+/// after its own wait.
+void bucketScatters(Block &block, int64_t limit) {
+  SmallVector<ReduceScatterStartOp> scatters(
+      block.getOps<ReduceScatterStartOp>());
+  auto waitOf = [](ReduceScatterStartOp start) {
+    return llvm::cast<WaitOp>(*start.getToken().getUsers().begin());
+  };
+  auto close = [&](ArrayRef<ReduceScatterStartOp> bucket) {
+    ReduceScatterStartOp last = bucket.back();
+    WaitOp lastWait = waitOf(last);
+    for (ReduceScatterStartOp member : bucket.drop_back()) {
+      member->moveBefore(last);
+      WaitOp wait = waitOf(member);
+      wait->moveBefore(lastWait);
+      for (Operation *user : member.getSource().getUsers())
+        if (llvm::isa<FreeOp>(user))
+          user->moveAfter(lastWait);
+    }
+    for (ReduceScatterStartOp member : bucket.drop_front())
+      member.setGrouped(true);
+  };
+  SmallVector<ReduceScatterStartOp> bucket;
+  double bytes = 0.0;
+  for (ReduceScatterStartOp start : scatters) {
+    double own = bytesOf(start.getSource());
+    if (!bucket.empty() && bytes + own > double(limit)) {
+      close(bucket);
+      bucket.clear();
+      bytes = 0.0;
+    }
+    bucket.push_back(start);
+    bytes += own;
+  }
+  if (!bucket.empty())
+    close(bucket);
+}
 
 void FsdpSchedulePass::runOnOperation() {
   ModuleOp module = getOperation();
@@ -57,7 +115,8 @@ void FsdpSchedulePass::runOnOperation() {
        {std::pair<StringRef, int64_t>{"forward-prefetch", forwardPrefetch},
         {"backward-prefetch", backwardPrefetch},
         {"max-inflight-gathers", maxInflightGathers},
-        {"memory-budget", memoryBudget}})
+        {"memory-budget", memoryBudget},
+        {"bucket-bytes", bucketBytes}})
     if (value < 0) {
       module.emitError() << "fsdp-schedule: " << name
                          << " must be non-negative, got " << value;
@@ -224,6 +283,12 @@ void FsdpSchedulePass::runOnOperation() {
       }
     }
   }
+  if (bucketBytes > 0) {
+    bucketGathers(forward, bucketBytes);
+    bucketGathers(backward, bucketBytes);
+    bucketScatters(block, bucketBytes);
+  }
+
   if (maxInflightGathers > 0)
     module->setAttr(kMaxInflightGathersAttrName,
                     builder.getI64IntegerAttr(maxInflightGathers));

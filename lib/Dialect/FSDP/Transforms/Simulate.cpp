@@ -125,7 +125,10 @@ void FsdpSimulatePass::runOnOperation() {
   std::vector<Event> events;
   auto collective = [&](Operation *op, int stream, double bytes, Value token) {
     double start = std::max(freeAt[0], freeAt[stream]);
-    double end = start + commTime(bytes);
+    // A grouped start is part of its bucket's one fused collective: it adds
+    // its bytes, not another latency.
+    double end =
+        start + commTime(bytes) - (op->hasAttr("grouped") ? hw.latency : 0.0);
     freeAt[stream] = end;
     std::string name = op->getName().stripDialect().str() + " @" +
                        getCollectiveUnit(op).getValue().str();

@@ -134,19 +134,11 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   if (auto limit =
           step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
               kMaxInflightGathersAttrName)) {
-    int64_t inflight = 0;
-    llvm::DenseSet<Value> gathered;
-    for (Operation &op : block) {
-      if (Value g = getGatheredTensor(&op)) {
-        gathered.insert(g);
-        if (++inflight > limit.getInt())
-          fail(&op) << "starts gather number " << inflight
-                    << " in flight; the schedule allows " << limit.getInt();
-      }
-      if (auto free = llvm::dyn_cast<FreeOp>(op))
-        if (gathered.contains(free.getValue()))
-          --inflight;
-    }
+    llvm::DenseMap<Operation *, int64_t> inflight = countInflightGathers(block);
+    for (Operation &op : block)
+      if (getGatheredTensor(&op) && inflight.lookup(&op) > limit.getInt())
+        fail(&op) << "starts gather number " << inflight.lookup(&op)
+                  << " in flight; the schedule allows " << limit.getInt();
   }
 
   // Each unit: one reduce-scatter, consumed by its AdamW.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fsdp::rt {
 
@@ -33,13 +34,17 @@ public:
   /// correction). `params` overrides the instruction's parameters.
   virtual void run(const Plan &plan, const Instruction &inst,
                    const double *params, int64_t step) = 0;
-  /// Starts collective `inst` (all_gather or reduce_scatter) on `stream`
-  /// (>= 1) under `token` and returns without waiting for it where the
-  /// backend can overlap it with compute (the CPU: a thread per stream; the
-  /// GPU: a CUDA stream per plan stream). The default runs it here.
-  virtual void start(const Plan &plan, const Instruction &inst,
-                     uint32_t stream, uint32_t token) {
-    run(plan, inst, inst.params.data(), 0);
+  /// Starts the collectives `group` (all_gathers or reduce_scatters: one,
+  /// or a bucket to issue as one fused collective) on plan stream `stream`
+  /// (>= 1), each under the token in its parameters, and returns without
+  /// waiting for them where the backend can overlap them with compute (the
+  /// CPU: a thread per stream; the GPU: a CUDA stream per plan stream). The
+  /// default runs them here.
+  virtual void start(const Plan &plan,
+                     const std::vector<const Instruction *> &group,
+                     uint32_t stream) {
+    for (const Instruction *inst : group)
+      run(plan, *inst, inst->params.data(), 0);
   }
   /// When a started collective ran, in steady-clock nanoseconds; zeros
   /// where the backend cannot tell.

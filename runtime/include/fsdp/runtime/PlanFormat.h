@@ -77,7 +77,7 @@ enum class Opcode : uint32_t {
   ReluBackward,
   Attention,
   AttentionBackward, // outs: dqkv, scratch
-  CrossEntropy, // outs: the mean loss, per-row losses (scratch)
+  CrossEntropy,      // outs: the mean loss, per-row losses (scratch)
   CrossEntropyBackward,
   AdamW, // ins: grad; outs: param, m, v (updated in place)
   Fill,
@@ -93,7 +93,9 @@ enum class Opcode : uint32_t {
 /// run in program order; streams run concurrently with compute and with
 /// each other) under token t >= 1, and `wait {token = t}` later in the
 /// program is where it must have finished. The wait names the collective's
-/// input and output buffers so that their lifetimes reach it.
+/// input and output buffers so that their lifetimes reach it. `group = 1`
+/// joins a started collective to the one right before it (same kind, same
+/// stream): the group is issued as one fused collective.
 inline constexpr uint32_t kNumStreams = 3; ///< compute, gathers, scatters
 
 struct KernelInfo {
@@ -128,8 +130,13 @@ inline constexpr std::array<KernelInfo, 24> kKernels = {{
      3,
      {"lr", "beta1", "beta2", "eps", "weight_decay"}},
     {Opcode::Fill, "fill", 0, 0, 1, {"value"}},
-    {Opcode::AllGather, "all_gather", 1, 1, 1, {"stream", "token"}},
-    {Opcode::ReduceScatter, "reduce_scatter", 1, 1, 1, {"stream", "token"}},
+    {Opcode::AllGather, "all_gather", 1, 1, 1, {"stream", "token", "group"}},
+    {Opcode::ReduceScatter,
+     "reduce_scatter",
+     1,
+     1,
+     1,
+     {"stream", "token", "group"}},
     {Opcode::AdamWShard,
      "adamw_shard",
      1,

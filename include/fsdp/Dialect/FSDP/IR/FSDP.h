@@ -19,6 +19,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mlir::fsdp {
 /// The memory-effect resource of parameter state (see FSDP_ParamResource).
@@ -78,6 +79,11 @@ func::FuncOp getTrainStep(ModuleOp module);
 
 /// True when `block` (a @train_step body) has been sharded.
 bool isShardedStep(Block &block);
+
+/// The gathers in flight just after each op of `block`: started and not
+/// yet freed, where a bucket (a start and the `grouped` starts after it)
+/// counts as one while any of its members is unfreed.
+llvm::DenseMap<Operation *, int64_t> countInflightGathers(Block &block);
 
 /// The module attribute --fsdp-shard sets: the number of ranks.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";

@@ -150,11 +150,24 @@ def FSDP_AllGatherStartOp : FSDP_Op<"all_gather_start", [
     ...
     fsdp.wait %tok
     ```
+
+    `grouped` (set by `--fsdp-schedule`'s `bucket-bytes`) joins this start
+    to the start right before it, of the same kind and stream: the group is
+    issued as one fused collective (one NCCL group launch; back to back on
+    an MPI stream thread), so small units pay the collective's latency once.
+
+    ```mlir
+    %t1, %g1 = fsdp.all_gather_start @ln.0 stream 1 : tensor<1536xf32>
+    %t2, %g2 = fsdp.all_gather_start @ln.1 stream 1 grouped : tensor<1536xf32>
+    ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream);
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
+                       UnitAttr:$grouped);
   let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = "$unit `stream` $stream attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$unit `stream` $stream (`grouped` $grouped^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter_start", [
@@ -164,15 +177,18 @@ def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter_start", [
   let description = [{
     The asynchronous form of `fsdp.reduce_scatter` on stream `stream`. The
     full-size gradient must stay alive, and the shard unread, until an
-    `fsdp.wait` on the token.
+    `fsdp.wait` on the token. `grouped` joins it to the reduce-scatter
+    start right before it, as for `fsdp.all_gather_start`.
   }];
   let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream);
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
+                       UnitAttr:$grouped);
   let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
-    $source $unit `stream` $stream attr-dict `:` type($source) `->`
-    type($result)
+    $source $unit `stream` $stream (`grouped` $grouped^)? attr-dict `:`
+    type($source) `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def FSDP_WaitOp : FSDP_Op<"wait", [

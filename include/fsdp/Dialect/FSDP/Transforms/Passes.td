@@ -254,6 +254,18 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
       SHARD_GRAD_OP, ZeRO-2): one all-gather per unit per step fewer, at
       the cost of holding every unit's full parameters from forward to
       backward (the memory report and the plan show it);
+    * `bucket-bytes=B`: consecutive collectives of small units are merged
+      into buckets of up to B bytes (gathered, or full-size gradient,
+      bytes; a unit larger than B is a bucket of its own): the gathers of
+      a bucket start together where its first one started and are all
+      awaited where its first one was; the reduce-scatters of a bucket
+      start together where its last one started. The later starts of a
+      bucket are `grouped`: the runtime issues each bucket as one fused
+      collective (an NCCL group; back to back on an MPI stream thread),
+      paying the collective's latency once; the in-flight limit counts a
+      bucket as one gather. Larger buckets hold memory longer (the memory
+      report and the plan show it); 0 (the default) keeps one collective
+      per unit;
     * `memory-budget=B`: fails, naming the peak, the budget and the op
       where the peak occurs, when a rank would need more than B bytes.
 
@@ -273,6 +285,16 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     %y = fsdp.compute @l1 forward ins(%x, %g1 : ...) { ... }
     fsdp.free %g1 : tensor<27xf32>
     ```
+    With `bucket-bytes=256`, two small units' gathers as one bucket:
+    ```mlir
+    %t1, %g1 = fsdp.all_gather_start @l1 stream 1 : tensor<27xf32>
+    %t2, %g2 = fsdp.all_gather_start @l2 stream 1 grouped : tensor<27xf32>
+    fsdp.wait %t1
+    fsdp.wait %t2
+    %y = fsdp.compute @l1 forward ins(%x, %g1 : ...) { ... }
+    fsdp.free %g1 : tensor<27xf32>
+    %z = fsdp.compute @l2 forward ins(%y, %g2 : ...) { ... }
+    ```
   }];
   let options = [
     Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
@@ -284,6 +306,9 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
            /*default=*/"0", "Gathers allowed in flight (0: no limit)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes a rank may use (0: no budget)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Merge consecutive collectives into buckets of up to this many "
+           "bytes (0: one collective per unit)">,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
            "Free gathered parameters after each forward region">
