@@ -6,7 +6,8 @@ presets of --fsdp-simulate (H100 NVLink 370 GB/s bus; 400 Gb/s InfiniBand,
 47 GB/s per GPU), compares three schedules of the same sharded step:
 no prefetch; a PyTorch-FSDP-like default (backward prefetch 1, no forward
 prefetch, 2 gathers in flight); and the best our options give (searched
-over forward and backward prefetch and the in-flight limit). The per-rank
+over forward and backward prefetch, the in-flight limit, and resharding
+after the forward or not; "best (f,b,K,R)" names it, R = T reshards). The per-rank
 batch is chosen large enough for communication to hide (3 x P x 4 bytes x
 (N-1)/N of traffic against 6 x P x tokens of compute): 32 x 1024 tokens for
 gpt2-124m, 16 x 2048 for llama-13b-shape.
@@ -23,18 +24,19 @@ import tempfile
 
 MODELS = {"gpt2-124m": (32, 1024), "llama-13b-shape": (16, 2048)}
 HARDWARE = ("h100-nvlink", "ib-400g")
-DEFAULT = (0, 1, 2)  # forward prefetch, backward prefetch, in-flight limit
-NONE = (0, 0, 0)
-SEARCH = [(f, b, k) for f, b, k in itertools.product((0, 1, 2), (1, 2),
-                                                     (0, 2, 4))]
+# forward prefetch, backward prefetch, in-flight limit, reshard after forward
+DEFAULT = (0, 1, 2, True)
+NONE = (0, 0, 0, True)
+SEARCH = list(itertools.product((0, 1, 2), (1, 2), (0, 2, 4), (True, False)))
 
 
 def simulate(opt, sharded, hw, schedule):
-    f, b, k = schedule
+    f, b, k, r = schedule
     err = subprocess.run(
         [opt, sharded,
          f"--fsdp-schedule=forward-prefetch={f} backward-prefetch={b} "
-         f"max-inflight-gathers={k}",
+         f"max-inflight-gathers={k} "
+         f"reshard-after-forward={'true' if r else 'false'}",
          f"--fsdp-simulate=hardware={hw}", "-o", os.devnull],
         check=True, capture_output=True, text=True).stderr
     m = re.search(r"step ([0-9.]+) ms, compute ([0-9.]+) ms, exposed "
@@ -53,7 +55,7 @@ def main():
     opt = os.path.join(args.build, "bin", "fsdp-opt")
     cols = ("model", "N", "hardware", "none: step ms", "exposed %",
             "default: step", "exposed %", "best: step", "exposed %",
-            "best (fwd,bwd,K)", "peak GB")
+            "best (f,b,K,R)", "peak GB")
     print(" | ".join(f"{c:>15}" for c in cols))
     with tempfile.TemporaryDirectory() as tmp:
         for model, (seqs, seq) in MODELS.items():
@@ -77,7 +79,7 @@ def main():
                     cells = (model, n, hw, f"{none['step']:.1f}",
                              f"{none['share']:.1f}", f"{default['step']:.1f}",
                              f"{default['share']:.1f}", f"{best['step']:.1f}",
-                             f"{best['share']:.1f}", str(best_s),
+                             f"{best['share']:.1f}", f"({best_s[0]},{best_s[1]},{best_s[2]},{'T' if best_s[3] else 'F'})",
                              f"{best['peak']:.1f}")
                     print(" | ".join(f"{c:>15}" for c in cells), flush=True)
     return 0
