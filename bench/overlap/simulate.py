@@ -10,7 +10,8 @@ over forward and backward prefetch, the in-flight limit, and resharding
 after the forward or not; "best (f,b,K,R)" names it, R = T reshards). The per-rank
 batch is chosen large enough for communication to hide (3 x P x 4 bytes x
 (N-1)/N of traffic against 6 x P x tokens of compute): 32 x 1024 tokens for
-gpt2-124m, 16 x 2048 for llama-13b-shape.
+gpt2-124m (and 64 x 1024, to show where its fixed exposed time stops
+mattering), 16 x 2048 for llama-13b-shape.
 
 Usage: bench/overlap/simulate.py [--build build]
 """
@@ -22,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 
-MODELS = {"gpt2-124m": (32, 1024), "llama-13b-shape": (16, 2048)}
+# (model, sequences per rank, sequence length)
+MODELS = [("gpt2-124m", 32, 1024), ("gpt2-124m", 64, 1024),
+          ("llama-13b-shape", 16, 2048)]
 HARDWARE = ("h100-nvlink", "ib-400g")
 # forward prefetch, backward prefetch, in-flight limit, reshard after forward
 DEFAULT = (0, 1, 2, True)
@@ -53,14 +56,14 @@ def main():
     args = parser.parse_args()
     gen = os.path.join(args.build, "bin", "fsdp-gen")
     opt = os.path.join(args.build, "bin", "fsdp-opt")
-    cols = ("model", "N", "hardware", "none: step ms", "exposed %",
+    cols = ("model", "tokens/rank", "N", "hardware", "none: step ms", "exposed %",
             "default: step", "exposed %", "best: step", "exposed %",
             "best (f,b,K,R)", "peak GB")
     print(" | ".join(f"{c:>15}" for c in cols))
     with tempfile.TemporaryDirectory() as tmp:
-        for model, (seqs, seq) in MODELS.items():
+        for model, seqs, seq in MODELS:
             for n in (8, 64, 512):
-                sharded = os.path.join(tmp, f"{model}-{n}.mlir")
+                sharded = os.path.join(tmp, f"{model}-{seqs}-{n}.mlir")
                 ir = subprocess.run([gen, "--preset", model, "--batch",
                                      str(seqs * n), "--seq", str(seq)],
                                     check=True, capture_output=True,
@@ -76,7 +79,7 @@ def main():
                                for s in SEARCH}
                     best_s = min(results, key=lambda s: results[s]["step"])
                     best = results[best_s]
-                    cells = (model, n, hw, f"{none['step']:.1f}",
+                    cells = (model, f"{seqs}x{seq}", n, hw, f"{none['step']:.1f}",
                              f"{none['share']:.1f}", f"{default['step']:.1f}",
                              f"{default['share']:.1f}", f"{best['step']:.1f}",
                              f"{best['share']:.1f}", f"({best_s[0]},{best_s[1]},{best_s[2]},{'T' if best_s[3] else 'F'})",
