@@ -22,6 +22,7 @@
 
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
+#include "TestData.h"
 
 #include <algorithm>
 #include <cmath>
@@ -117,35 +118,9 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
 // Data
 //===----------------------------------------------------------------------===//
 
-/// xorshift64*, so that the inputs are the same on every machine.
-struct Rng {
-  uint64_t state;
-  explicit Rng(uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return state * 0x2545F4914F6CDD1Dull;
-  }
-  /// Uniform in [-1, 1).
-  float uniform() { return float(next() >> 40) / float(1 << 23) - 1.0f; }
-  int32_t below(int64_t n) { return int32_t((next() >> 33) % uint64_t(n)); }
-};
-
-std::vector<float> randomVector(Rng &rng, size_t n, float scale = 1.0f,
-                                float offset = 0.0f) {
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = offset + scale * rng.uniform();
-  return v;
-}
-
-std::vector<int32_t> randomTokens(Rng &rng, size_t n, int64_t V) {
-  std::vector<int32_t> v(n);
-  for (int32_t &t : v)
-    t = rng.below(V);
-  return v;
-}
+using fsdp::rt::test::Rng;
+using fsdp::rt::test::randomTokens;
+using fsdp::rt::test::randomVector;
 
 std::vector<double> toDouble(const std::vector<float> &v) {
   return std::vector<double>(v.begin(), v.end());
