@@ -54,8 +54,11 @@ void CollectiveStreams::serve(Stream &stream) {
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
     queued.wait(lock, [&] { return stopping || !stream.queue.empty(); });
-    if (stream.queue.empty())
-      return; // stopping, nothing left
+    // Stopping: on a normal exit every started collective has been waited
+    // for; one still queued belongs to an error path and is dropped, not
+    // started (its peers may be gone).
+    if (stopping)
+      return;
     auto [tokens, job] = std::move(stream.queue.front());
     stream.queue.pop_front();
     lock.unlock();

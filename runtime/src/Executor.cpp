@@ -82,7 +82,10 @@ float Session::run(int64_t step, bool optimizer) {
         group.push_back(&plan.program[++index]);
         startedAt[uint32_t(group.back()->params[1])] = index;
       }
+      // Issuing can block (a GPU's NCCL enqueue): the watchdog sees it.
+      watch(index, step, begin);
       backend.start(plan, group, uint32_t(inst.params[0]));
+      collective.instruction = -1;
     } else if (opcode == Opcode::Wait) {
       uint32_t token = uint32_t(params[0]);
       size_t at = startedAt[token];

@@ -68,6 +68,7 @@ int64_t ParamDesc::numElements() const { return product(shape); }
 
 static bool validateKernels(Plan &plan, std::string &why);
 static bool validateStreams(Plan &plan, std::string &why);
+static bool overlap(const BufferDesc &a, const BufferDesc &b);
 
 bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   auto fail = [&](const std::string &why) {
@@ -451,6 +452,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
     case Opcode::Copy:
       if (in(0).numElements() != out(0).numElements())
         return bad("inconsistent shapes");
+      if (overlap(in(0), out(0)))
+        return bad("copies between overlapping buffers");
       break;
     case Opcode::Wait:
       break; // validateStreams matches it with its start
@@ -517,7 +520,7 @@ static bool validateStreams(Plan &plan, std::string &why) {
       double stream = inst.params[0], token = inst.params[1];
       if (!isCount(stream, plan::kNumStreams))
         return bad("invalid stream " + text(stream));
-      if (!isCount(token, 1e15) || (stream == 0) != (token == 0))
+      if (!isCount(token, 4294967296.0) || (stream == 0) != (token == 0))
         return bad("invalid token " + text(token) + " on stream " +
                    text(stream));
       double group = inst.params[2];
@@ -538,8 +541,8 @@ static bool validateStreams(Plan &plan, std::string &why) {
       inFlight[int64_t(token)] = {i, inst.ins[0], inst.outs[0]};
     } else if (opcode == Opcode::Wait) {
       double token = inst.params[0];
-      auto found =
-          isCount(token, 1e15) ? inFlight.find(int64_t(token)) : inFlight.end();
+      auto found = isCount(token, 4294967296.0) ? inFlight.find(int64_t(token))
+                                                : inFlight.end();
       if (found == inFlight.end())
         return bad("waits for token " + text(token) +
                    ", which is not in flight");

@@ -1,7 +1,8 @@
 //===- AdamW.cu - the AdamW optimiser step --------------------------------===//
 //
 // One streaming pass over param, m, v and grad (float4 when all four are
-// 16-byte aligned), exactly the update of cpu::adamw: the bias corrections
+// 16-byte aligned), the update of cpu::adamw (up to the fused multiply-adds
+// nvcc contracts by default): the bias corrections
 // 1 - beta^t are computed on the host in double, as there, and divided (not
 // folded into lr); sqrtf and the divisions are IEEE (no fast math).
 //

@@ -133,8 +133,8 @@ void crossEntropyBackward(const Context &ctx, float *dlogits,
                           const float *dloss, const float *logits,
                           const int32_t *targets, int64_t N, int64_t V);
 
-/// AdamW step t >= 1, exactly the update of cpu::adamw (bias corrections
-/// computed on the host from `step`).
+/// AdamW step t >= 1, the update of cpu::adamw up to fused multiply-adds
+/// (bias corrections computed on the host from `step`).
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step);
