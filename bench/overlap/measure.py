@@ -7,9 +7,11 @@ split between them), one GPT-2 (6 layers, dim 256, byte vocabulary, seq 64,
 2 sequences per rank) is compiled with three schedules, as in simulate.py:
 no prefetch; a PyTorch-FSDP-like default (backward prefetch 1, 2 gathers in
 flight); and forward and backward prefetch 1. Each plan runs three ways:
-  async    the runtime as shipped: started collectives on a thread per
+  async    --collective-threads on: started collectives on a thread per
            stream (MPI_THREAD_MULTIPLE, a communicator per stream), waits
-           where the plan has them;
+           where the plan has them (the default, auto, picks this only
+           where each rank has a spare core, which this 2-core machine
+           never has at N >= 2);
   sync     --sync-collectives: the same plan, every collective run where
            it starts, on the compute thread (no overlap);
   compute  --skip-collectives: the same plan with no communication at all
@@ -38,7 +40,8 @@ SCHEDULES = {
     "prefetch 1/1": "forward-prefetch=1 backward-prefetch=1 "
                     "max-inflight-gathers=0",
 }
-MODES = {"async": [], "sync": ["--sync-collectives"],
+MODES = {"async": ["--collective-threads", "on"],
+         "sync": ["--sync-collectives"],
          "compute": ["--skip-collectives"]}
 
 

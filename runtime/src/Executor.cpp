@@ -111,8 +111,10 @@ float Session::run(int64_t step, bool optimizer) {
     }
     auto end = Clock::now();
     double seconds = std::chrono::duration<double>(end - begin).count();
-    times.seconds[uint32_t(opcode)] += seconds;
-    ++times.calls[uint32_t(opcode)];
+    if (!started) { // a started collective is counted at its wait
+      times.seconds[uint32_t(opcode)] += seconds;
+      ++times.calls[uint32_t(opcode)];
+    }
     if (tracing && !started)
       trace.push_back(
           {uint32_t(index), step,

@@ -23,6 +23,7 @@ public:
   uint64_t allReduceMax(uint64_t value) override { return value; }
   void broadcast(void *, uint64_t, int) override {}
   int localRank() const override { return 0; }
+  int localSize() const override { return 1; }
   std::unique_ptr<Communicator> duplicate(std::string &) override {
     return std::make_unique<LocalCommunicator>();
   }

@@ -32,6 +32,7 @@ public:
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
                         &node);
     MPI_Comm_rank(node, &localRank_);
+    MPI_Comm_size(node, &localSize_);
     MPI_Comm_free(&node);
   }
   ~MpiCommunicator() override {
@@ -82,6 +83,7 @@ public:
   }
 
   int localRank() const override { return localRank_; }
+  int localSize() const override { return localSize_; }
 
   std::unique_ptr<Communicator> duplicate(std::string &why) override {
     if (!threadMultiple) {
@@ -136,7 +138,7 @@ private:
 
   MPI_Comm comm;
   bool threadMultiple;
-  int rank_ = 0, size_ = 1, localRank_ = 0;
+  int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
   std::vector<int> counts, displs;
 };
 } // namespace

@@ -8,18 +8,46 @@
 #include "Kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <omp.h>
 
 namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
 
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class CpuBackend : public Backend {
 public:
-  CpuBackend(std::unique_ptr<cpu::Blas> blas, int threads, Communicator &comm)
+  CpuBackend(std::unique_ptr<cpu::Blas> blas, int threads, Communicator &comm,
+             const std::string &collectiveThreads)
       : blas(std::move(blas)), threads(threads), comm(comm) {
+    // Every rank must take the same decision: duplicating a communicator
+    // is collective.
+    int cores = omp_get_num_procs();
+    bool spare = comm.localSize() * (threads + 1) <= cores;
+    bool want =
+        collectiveThreads == "on" || (collectiveThreads == "auto" && spare);
+    if (comm.allReduceMax(want ? 0 : 1) != 0) {
+      mode = collectiveThreads == "off"
+                 ? "synchronously (--collective-threads off)"
+             : collectiveThreads == "on"
+                 ? "synchronously (another rank has them off)"
+                 : "synchronously (auto: " + std::to_string(comm.localSize()) +
+                       " rank(s) x " + std::to_string(threads) +
+                       " thread(s) leave no core for communication threads "
+                       "on " +
+                       std::to_string(cores) +
+                       " cores somewhere; --collective-threads on forces them)";
+      return;
+    }
     // A thread per plan stream, on its own communicator; synchronous
     // collectives where the communicator cannot run on other threads.
     std::vector<std::unique_ptr<Communicator>> comms;
@@ -88,12 +116,21 @@ public:
       for (const auto &one : jobs)
         one(c);
     };
-    if (!streams)
-      return job(comm);
-    streams->start(stream, std::move(tokens), std::move(job));
+    if (streams)
+      return streams->start(stream, std::move(tokens), std::move(job));
+    // In place: the wait reports when it ran, for traces and profiles.
+    Span span{nowNanos(), 0};
+    job(comm);
+    span.endNanos = nowNanos();
+    for (uint32_t token : tokens)
+      ranInPlace[token] = span;
   }
   Span wait(uint32_t token) override {
-    return streams ? streams->wait(token) : Span();
+    if (streams)
+      return streams->wait(token);
+    Span span = ranInPlace[token];
+    ranInPlace.erase(token);
+    return span;
   }
   std::string collectiveMode() const override { return mode; }
 
@@ -123,6 +160,7 @@ private:
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
   std::unique_ptr<CollectiveStreams> streams;
+  std::map<uint32_t, Span> ranInPlace; ///< without streams: token -> when
   std::string mode;
 };
 
@@ -271,7 +309,14 @@ std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
     error = "the CPU backend needs a communicator";
     return nullptr;
   }
-  return std::make_unique<CpuBackend>(std::move(blas), threads, *options.comm);
+  if (options.collectiveThreads != "auto" &&
+      options.collectiveThreads != "on" && options.collectiveThreads != "off") {
+    error = "--collective-threads expects on, off or auto, got '" +
+            options.collectiveThreads + "'";
+    return nullptr;
+  }
+  return std::make_unique<CpuBackend>(std::move(blas), threads, *options.comm,
+                                      options.collectiveThreads);
 }
 
 } // namespace fsdp::rt

@@ -2,7 +2,8 @@
 //
 //   fsdp-run model.plan [--steps N] [--data FILE] [--seed N] [--lr X]
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
-//            [--blas openblas|blis] [--device N] [--tf32 on|off]
+//            [--blas openblas|blis] [--collective-threads auto|on|off]
+//            [--device N] [--tf32 on|off]
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
 //            [--skip-collectives] [--sync-collectives] [--describe]
 //
@@ -37,7 +38,7 @@ using namespace fsdp::rt;
 namespace {
 struct Options {
   std::string planPath, dataPath, savePath, tracePath, reportPath,
-      blas = "openblas", backend = "cpu";
+      blas = "openblas", backend = "cpu", collectiveThreads = "auto";
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
@@ -53,6 +54,7 @@ const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
     "                [--log-every N] [--backend cpu|cuda]\n"
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
+    "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--collective-timeout SECONDS]\n"
@@ -115,7 +117,14 @@ Options parseOptions(int argc, char **argv) {
       o.threads = parseInt(arg, value(), 1);
     else if (arg == "--blas")
       o.blas = value();
-    else if (arg == "--backend")
+    else if (arg == "--collective-threads") {
+      o.collectiveThreads = value();
+      if (o.collectiveThreads != "auto" && o.collectiveThreads != "on" &&
+          o.collectiveThreads != "off")
+        die("--collective-threads expects auto, on or off, got '" +
+                o.collectiveThreads + "'",
+            2);
+    } else if (arg == "--backend")
       o.backend = value();
     else if (arg == "--device")
       o.device = parseInt(arg, value(), 0);
@@ -377,16 +386,15 @@ void writeReport(const Report &r, const std::string &path) {
   char number[64];
   out << "{\"backend\": " << quoted(r.backend)
       << ", \"collectives\": " << quoted(r.collectives)
-      << ", \"ranks\": " << r.ranks << ", \"skip_collectives\": "
-      << (r.skipCollectives ? "true" : "false");
+      << ", \"ranks\": " << r.ranks
+      << ", \"skip_collectives\": " << (r.skipCollectives ? "true" : "false");
   std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
   out << ", \"ms_per_step\": " << number;
   std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
   out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
   for (size_t i = 0; i < r.losses.size(); ++i) {
     std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
-    out << (i ? ", " : "")
-        << (std::isfinite(r.losses[i]) ? number : "null");
+    out << (i ? ", " : "") << (std::isfinite(r.losses[i]) ? number : "null");
   }
   out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
       << ", \"arena_bytes_measured\": " << r.arenaMeasured
@@ -474,7 +482,8 @@ int main(int argc, char **argv) {
           ? createCudaBackend({int(options.device), options.tf32, comm.get(),
                                options.collectiveTimeout},
                               error)
-          : createCpuBackend({int(options.threads), options.blas, comm.get()},
+          : createCpuBackend({int(options.threads), options.blas, comm.get(),
+                              options.collectiveThreads},
                              error);
   if (!backend)
     die(options.backend + " backend: " + error);
@@ -499,9 +508,8 @@ int main(int argc, char **argv) {
   if (lead) {
     std::printf("fsdp-run: %s; %s; started collectives run %s\n",
                 backend->description().c_str(), comm->description().c_str(),
-                options.syncCollectives
-                    ? "synchronously (--sync-collectives)"
-                    : backend->collectiveMode().c_str());
+                options.syncCollectives ? "synchronously (--sync-collectives)"
+                                        : backend->collectiveMode().c_str());
     if (options.skipCollectives)
       std::printf("fsdp-run: --skip-collectives: compute only, no "
                   "communication; the losses mean nothing\n");
@@ -608,7 +616,7 @@ int main(int argc, char **argv) {
   if (!options.savePath.empty() && lead)
     saveParams(plan, finalParams, options.savePath);
   if (!options.reportPath.empty() && lead) {
-    Report report{options.backend + ": " + backend->description(),
+    Report report{backend->description(),
                   options.syncCollectives ? "synchronously (--sync-collectives)"
                                           : backend->collectiveMode(),
                   comm->size(),

@@ -70,6 +70,12 @@ struct CpuBackendOptions {
   int threads = 0;               ///< 0: all cores
   std::string blas = "openblas"; ///< or "blis"
   Communicator *comm = nullptr;  ///< the ranks' collectives (required)
+  /// Started collectives on a thread per stream: "on", "off" (in place, on
+  /// the compute thread), or "auto": on only where every rank of the node
+  /// has a core to spare for them (ranks x (threads + 1) <= cores), since
+  /// MPI's shared-memory collectives are work for the CPU cores themselves
+  /// (docs/overlap.md measures both). Agreed over all ranks.
+  std::string collectiveThreads = "auto";
 };
 
 /// The CPU backend; on failure (no BLAS library) returns null with `error`.

@@ -37,8 +37,10 @@ public:
   virtual double allReduceMean(double value) = 0;
   /// Copies `bytes` bytes from rank `root` to every rank.
   virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
-  /// This rank's index among the ranks on its node (picks its GPU).
+  /// This rank's index among the ranks on its node (picks its GPU), and
+  /// how many ranks share the node.
   virtual int localRank() const = 0;
+  virtual int localSize() const = 0;
   /// A communicator over the same ranks whose collectives never match this
   /// one's, for a stream of its own; null when this one's collectives may
   /// not run on another thread (MPI without MPI_THREAD_MULTIPLE), with the

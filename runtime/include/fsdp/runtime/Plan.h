@@ -14,8 +14,8 @@
 
 #include "fsdp/runtime/PlanFormat.h"
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
