@@ -5,6 +5,7 @@
 
 #include "Blas.h"
 #include "CollectiveStreams.h"
+#include "KernelDispatch.h"
 #include "Kernels.h"
 
 #include <algorithm>
@@ -23,6 +24,31 @@ int64_t nowNanos() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+/// The CPU kernels under the names runCompute calls; the GEMM-based ones
+/// get the CBLAS.
+struct CpuKernels {
+  const cpu::Blas &blas;
+#define FSDP_KERNEL(name)                                                      \
+  template <typename... Args> void name(Args... args) { cpu::name(args...); }
+#define FSDP_GEMM_KERNEL(name)                                                 \
+  template <typename... Args> void name(Args... args) {                        \
+    cpu::name(blas, args...);                                                  \
+  }
+  FSDP_RUNTIME_OTHER_KERNELS(FSDP_KERNEL)
+  FSDP_RUNTIME_GEMM_KERNELS(FSDP_GEMM_KERNEL)
+#undef FSDP_KERNEL
+#undef FSDP_GEMM_KERNEL
+  /// The CPU sums the rows in the kernel; it needs no per-row scratch.
+  void crossEntropyForward(float *loss, const float *logits,
+                           const int32_t *targets, int64_t N, int64_t V,
+                           float * /*rowLosses*/) {
+    cpu::crossEntropyForward(loss, logits, targets, N, V);
+  }
+  void copy(float *out, const float *in, uint64_t bytes) {
+    std::memmove(out, in, bytes);
+  }
+};
 
 class CpuBackend : public Backend {
 public:
@@ -150,9 +176,6 @@ private:
   float *f32(const Plan &plan, uint32_t id) {
     return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
   }
-  int32_t *i32(const Plan &plan, uint32_t id) {
-    return reinterpret_cast<int32_t *>(arena + plan.buffers[id].offset);
-  }
 
   std::unique_ptr<cpu::Blas> blas;
   int threads;
@@ -166,134 +189,12 @@ private:
 
 void CpuBackend::run(const Plan &plan, const Instruction &inst,
                      const double *params, int64_t step) {
-  using plan::Opcode;
-  auto in = [&](size_t k) -> const BufferDesc & {
-    return plan.buffers[inst.ins[k]];
-  };
-  auto out = [&](size_t k) -> const BufferDesc & {
-    return plan.buffers[inst.outs[k]];
-  };
-  auto I = [&](size_t k) { return f32(plan, inst.ins[k]); };
-  auto O = [&](size_t k) { return f32(plan, inst.outs[k]); };
-  auto last = [](const BufferDesc &b) {
-    return b.shape.empty() ? int64_t(1) : b.shape.back();
-  };
-  switch (inst.kernel->opcode) {
-  case Opcode::Embedding:
-    cpu::embeddingForward(O(0), i32(plan, inst.ins[0]), I(1), I(2),
-                          in(0).shape[0], in(0).shape[1], in(1).shape[1]);
-    break;
-  case Opcode::EmbeddingBackward:
-    cpu::embeddingBackward(O(0), O(1), I(0), i32(plan, inst.ins[1]),
-                           in(1).shape[0], in(1).shape[1], out(0).shape[1],
-                           out(0).shape[0], out(1).shape[0]);
-    break;
-  case Opcode::LayerNorm: {
-    int64_t C = last(in(0));
-    cpu::layerNormForward(O(0), O(1), O(2), I(0), I(1), I(2),
-                          in(0).numElements() / C, C, float(params[0]));
-    break;
-  }
-  case Opcode::LayerNormBackward: {
-    int64_t C = last(in(1));
-    cpu::layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
-                           in(1).numElements() / C, C);
-    break;
-  }
-  case Opcode::Linear: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    cpu::linearForward(*blas, O(0), I(0), I(1),
-                       inst.ins.size() == 3 ? I(2) : nullptr,
-                       in(0).numElements() / IC, IC, OC);
-    break;
-  }
-  case Opcode::LinearGradInput: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    cpu::linearGradInput(*blas, O(0), I(0), I(1), in(0).numElements() / OC, IC,
-                         OC);
-    break;
-  }
-  case Opcode::LinearGradWeight: {
-    int64_t OC = out(0).shape[0], IC = out(0).shape[1];
-    cpu::linearGradWeight(*blas, O(0), I(0), I(1), in(0).numElements() / OC, IC,
-                          OC);
-    break;
-  }
-  case Opcode::BiasGrad: {
-    int64_t OC = last(in(0));
-    cpu::biasGrad(O(0), I(0), in(0).numElements() / OC, OC);
-    break;
-  }
-  case Opcode::Add:
-    cpu::add(O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Gelu:
-    cpu::geluForward(O(0), I(0), out(0).numElements());
-    break;
-  case Opcode::GeluBackward:
-    cpu::geluBackward(O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Relu:
-    cpu::reluForward(O(0), I(0), out(0).numElements());
-    break;
-  case Opcode::ReluBackward:
-    cpu::reluBackward(O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Attention: {
-    const auto &s = in(0).shape;
-    cpu::attentionForward(*blas, O(0), O(1), I(0), s[0], s[1], s[2] / 3,
-                          int64_t(params[0]));
-    break;
-  }
-  case Opcode::AttentionBackward: {
-    const auto &s = in(1).shape;
-    cpu::attentionBackward(*blas, O(0), O(1), I(0), I(1), I(2), s[0], s[1],
-                           s[2] / 3, int64_t(params[0]));
-    break;
-  }
-  case Opcode::CrossEntropy: {
-    int64_t V = last(in(0));
-    cpu::crossEntropyForward(O(0), I(0), i32(plan, inst.ins[1]),
-                             in(0).numElements() / V, V);
-    break;
-  }
-  case Opcode::CrossEntropyBackward: {
-    int64_t V = last(in(1));
-    cpu::crossEntropyBackward(O(0), I(0), I(1), i32(plan, inst.ins[2]),
-                              in(1).numElements() / V, V);
-    break;
-  }
-  case Opcode::AdamW:
-    cpu::adamw(O(0), O(1), O(2), I(0), out(0).numElements(), float(params[0]),
-               float(params[1]), float(params[2]), float(params[3]),
-               float(params[4]), step);
-    break;
-  case Opcode::Fill:
-    cpu::fill(O(0), out(0).numElements(), float(params[0]));
-    break;
-  case Opcode::Copy:
-    std::memmove(O(0), I(0), out(0).size);
-    break;
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
+  CpuKernels kernels{*blas};
+  if (runCompute(kernels, plan, inst, arena, params, step, comm.rank(),
+                 comm.size()))
+    return;
+  if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(comm);
-    break;
-  case Opcode::Wait:
-    break; // the executor calls wait()
-  case Opcode::AdamWShard:
-    // Segment by parameter: a no_weight_decay parameter gets no decay.
-    // Elements past this rank's range (the padding of a shorter shard) are
-    // left alone.
-    forEachShardSegment(
-        plan, uint32_t(out(0).unit), comm.rank(), comm.size(),
-        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          cpu::adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
-                     float(params[0]), float(params[1]), float(params[2]),
-                     float(params[3]),
-                     param.noWeightDecay ? 0.0f : float(params[4]), step);
-        });
-    break;
-  }
 }
 } // namespace
 

@@ -16,6 +16,7 @@
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
 
+#include "KernelDispatch.h"
 #include "Nccl.h"
 #include "kernels/Kernels.h"
 
@@ -69,11 +70,28 @@ public:
   uint64_t measureHighWaterMark() override;
 
 private:
+  /// Our kernels and cuBLAS under the names runCompute calls, all on the
+  /// compute stream.
+  struct Kernels {
+    CudaBackend &backend;
+    cuda::Context ctx;
+#define FSDP_KERNEL(name)                                                      \
+  template <typename... Args> void name(Args... args) {                        \
+    cuda::name(ctx, args...);                                                  \
+  }
+    FSDP_RUNTIME_OTHER_KERNELS(FSDP_KERNEL)
+    FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)
+    FSDP_KERNEL(crossEntropyForward)
+#undef FSDP_KERNEL
+    void copy(float *out, const float *in, uint64_t bytes) {
+      backend.check(
+          cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, ctx.stream),
+          "cudaMemcpyAsync (copy kernel)");
+    }
+  };
+
   float *f32(const Plan &plan, uint32_t id) {
     return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
-  }
-  int32_t *i32(const Plan &plan, uint32_t id) {
-    return reinterpret_cast<int32_t *>(arena + plan.buffers[id].offset);
   }
   /// Ends the job on every rank with `message`.
   [[noreturn]] void fail(const std::string &message);
@@ -353,139 +371,14 @@ uint64_t CudaBackend::measureHighWaterMark() {
 
 void CudaBackend::run(const Plan &plan, const Instruction &inst,
                       const double *params, int64_t step) {
-  using plan::Opcode;
   currentPlan = &plan;
   currentStep = step;
-  cuda::Context ctx{compute, blas};
-  auto in = [&](size_t k) -> const BufferDesc & {
-    return plan.buffers[inst.ins[k]];
-  };
-  auto out = [&](size_t k) -> const BufferDesc & {
-    return plan.buffers[inst.outs[k]];
-  };
-  auto I = [&](size_t k) { return f32(plan, inst.ins[k]); };
-  auto O = [&](size_t k) { return f32(plan, inst.outs[k]); };
-  auto last = [](const BufferDesc &b) {
-    return b.shape.empty() ? int64_t(1) : b.shape.back();
-  };
-  switch (inst.kernel->opcode) {
-  case Opcode::Embedding:
-    cuda::embeddingForward(ctx, O(0), i32(plan, inst.ins[0]), I(1), I(2),
-                           in(0).shape[0], in(0).shape[1], in(1).shape[1]);
-    break;
-  case Opcode::EmbeddingBackward:
-    cuda::embeddingBackward(ctx, O(0), O(1), I(0), i32(plan, inst.ins[1]),
-                            in(1).shape[0], in(1).shape[1], out(0).shape[1],
-                            out(0).shape[0], out(1).shape[0]);
-    break;
-  case Opcode::LayerNorm: {
-    int64_t C = last(in(0));
-    cuda::layerNormForward(ctx, O(0), O(1), O(2), I(0), I(1), I(2),
-                           in(0).numElements() / C, C, float(params[0]));
-    break;
-  }
-  case Opcode::LayerNormBackward: {
-    int64_t C = last(in(1));
-    cuda::layerNormBackward(ctx, O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
-                            in(1).numElements() / C, C);
-    break;
-  }
-  case Opcode::Linear: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    cuda::linearForward(ctx, O(0), I(0), I(1),
-                        inst.ins.size() == 3 ? I(2) : nullptr,
-                        in(0).numElements() / IC, IC, OC);
-    break;
-  }
-  case Opcode::LinearGradInput: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    cuda::linearGradInput(ctx, O(0), I(0), I(1), in(0).numElements() / OC, IC,
-                          OC);
-    break;
-  }
-  case Opcode::LinearGradWeight: {
-    int64_t OC = out(0).shape[0], IC = out(0).shape[1];
-    cuda::linearGradWeight(ctx, O(0), I(0), I(1), in(0).numElements() / OC, IC,
-                           OC);
-    break;
-  }
-  case Opcode::BiasGrad: {
-    int64_t OC = last(in(0));
-    cuda::biasGrad(ctx, O(0), I(0), in(0).numElements() / OC, OC);
-    break;
-  }
-  case Opcode::Add:
-    cuda::add(ctx, O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Gelu:
-    cuda::geluForward(ctx, O(0), I(0), out(0).numElements());
-    break;
-  case Opcode::GeluBackward:
-    cuda::geluBackward(ctx, O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Relu:
-    cuda::reluForward(ctx, O(0), I(0), out(0).numElements());
-    break;
-  case Opcode::ReluBackward:
-    cuda::reluBackward(ctx, O(0), I(0), I(1), out(0).numElements());
-    break;
-  case Opcode::Attention: {
-    const auto &s = in(0).shape;
-    cuda::attentionForward(ctx, O(0), O(1), I(0), s[0], s[1], s[2] / 3,
-                           int64_t(params[0]));
-    break;
-  }
-  case Opcode::AttentionBackward: {
-    const auto &s = in(1).shape;
-    cuda::attentionBackward(ctx, O(0), O(1), I(0), I(1), I(2), s[0], s[1],
-                            s[2] / 3, int64_t(params[0]));
-    break;
-  }
-  case Opcode::CrossEntropy: {
-    int64_t V = last(in(0));
-    cuda::crossEntropyForward(ctx, O(0), I(0), i32(plan, inst.ins[1]),
-                              in(0).numElements() / V, V, O(1));
-    break;
-  }
-  case Opcode::CrossEntropyBackward: {
-    int64_t V = last(in(1));
-    cuda::crossEntropyBackward(ctx, O(0), I(0), I(1), i32(plan, inst.ins[2]),
-                               in(1).numElements() / V, V);
-    break;
-  }
-  case Opcode::AdamW:
-    cuda::adamw(ctx, O(0), O(1), O(2), I(0), out(0).numElements(),
-                float(params[0]), float(params[1]), float(params[2]),
-                float(params[3]), float(params[4]), step);
-    break;
-  case Opcode::Fill:
-    cuda::fill(ctx, O(0), out(0).numElements(), float(params[0]));
-    break;
-  case Opcode::Copy:
-    check(cudaMemcpyAsync(O(0), I(0), out(0).size, cudaMemcpyDeviceToDevice,
-                          compute),
-          "cudaMemcpyAsync (copy kernel)");
-    break;
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
+  Kernels kernels{*this, {compute, blas}};
+  if (!runCompute(kernels, plan, inst, arena, params, step, comm.rank(),
+                  comm.size()) &&
+      inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.
     collective(plan, inst, *nccl[1], compute);
-    break;
-  case Opcode::Wait:
-    break; // the executor calls wait()
-  case Opcode::AdamWShard:
-    // Segment by parameter, as on the CPU: no decay where the parameter
-    // says so; a shorter shard's padding is left alone.
-    forEachShardSegment(
-        plan, uint32_t(out(0).unit), comm.rank(), comm.size(),
-        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          cuda::adamw(ctx, O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
-                      float(params[0]), float(params[1]), float(params[2]),
-                      float(params[3]),
-                      param.noWeightDecay ? 0.0f : float(params[4]), step);
-        });
-    break;
-  }
   checkKernels(inst);
 }
 } // namespace

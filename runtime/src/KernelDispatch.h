@@ -1,0 +1,184 @@
+//===- KernelDispatch.h - one decoding of a plan's compute kernels -*- C++
+//-*-===//
+//
+// Both backends run the same kernel set with the same argument lists (see
+// cpu/Kernels.h): only the functions differ (cpu:: with a CBLAS, cuda::
+// with a stream and a cuBLAS handle). This decodes a compute instruction's
+// operands and dimensions from the plan once, for both, and calls the
+// member function of the same name on the backend's kernel set `k`.
+// Collectives and waits are the backends' own business.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_KERNELDISPATCH_H
+#define FSDP_RUNTIME_KERNELDISPATCH_H
+
+#include "fsdp/runtime/Plan.h"
+
+#include <cstdint>
+
+/// The kernels runCompute calls by name, for a backend to bind with an
+/// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
+/// the rest. crossEntropyForward (which takes a per-row scratch only the
+/// GPU uses) and copy are bound by hand.
+#define FSDP_RUNTIME_GEMM_KERNELS(X)                                           \
+  X(linearForward)                                                             \
+  X(linearGradInput)                                                           \
+  X(linearGradWeight)                                                          \
+  X(attentionForward)                                                          \
+  X(attentionBackward)
+#define FSDP_RUNTIME_OTHER_KERNELS(X)                                          \
+  X(embeddingForward)                                                          \
+  X(embeddingBackward)                                                         \
+  X(layerNormForward)                                                          \
+  X(layerNormBackward)                                                         \
+  X(biasGrad)                                                                  \
+  X(add)                                                                       \
+  X(geluForward)                                                               \
+  X(geluBackward)                                                              \
+  X(reluForward)                                                               \
+  X(reluBackward)                                                              \
+  X(crossEntropyBackward)                                                      \
+  X(adamw)                                                                     \
+  X(fill)
+
+namespace fsdp::rt {
+
+/// Runs compute instruction `inst` on the arena at `arena` through `k`;
+/// returns false, doing nothing, for collectives and waits. `params`
+/// overrides the instruction's parameters; `step` is AdamW's step; `rank`
+/// of `worldSize` picks a sharded AdamW's parameter segments.
+template <typename Kernels>
+bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
+                unsigned char *arena, const double *params, int64_t step,
+                int rank, int worldSize) {
+  using plan::Opcode;
+  auto in = [&](size_t i) -> const BufferDesc & {
+    return plan.buffers[inst.ins[i]];
+  };
+  auto out = [&](size_t i) -> const BufferDesc & {
+    return plan.buffers[inst.outs[i]];
+  };
+  auto I = [&](size_t i) {
+    return reinterpret_cast<float *>(arena + in(i).offset);
+  };
+  auto O = [&](size_t i) {
+    return reinterpret_cast<float *>(arena + out(i).offset);
+  };
+  auto ids = [&](size_t i) {
+    return reinterpret_cast<const int32_t *>(arena + in(i).offset);
+  };
+  auto last = [](const BufferDesc &b) {
+    return b.shape.empty() ? int64_t(1) : b.shape.back();
+  };
+  auto rows = [&](const BufferDesc &b, int64_t width) {
+    return b.numElements() / width;
+  };
+  auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
+                   bool decay) {
+    k.adamw(p, m, v, g, n, float(params[0]), float(params[1]), float(params[2]),
+            float(params[3]), decay ? float(params[4]) : 0.0f, step);
+  };
+  switch (inst.kernel->opcode) {
+  case Opcode::Embedding:
+    k.embeddingForward(O(0), ids(0), I(1), I(2), in(0).shape[0], in(0).shape[1],
+                       in(1).shape[1]);
+    return true;
+  case Opcode::EmbeddingBackward:
+    k.embeddingBackward(O(0), O(1), I(0), ids(1), in(1).shape[0],
+                        in(1).shape[1], out(0).shape[1], out(0).shape[0],
+                        out(1).shape[0]);
+    return true;
+  case Opcode::LayerNorm:
+    k.layerNormForward(O(0), O(1), O(2), I(0), I(1), I(2),
+                       rows(in(0), last(in(0))), last(in(0)), float(params[0]));
+    return true;
+  case Opcode::LayerNormBackward:
+    k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
+                        rows(in(1), last(in(1))), last(in(1)));
+    return true;
+  case Opcode::Linear: {
+    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
+    k.linearForward(O(0), I(0), I(1), inst.ins.size() == 3 ? I(2) : nullptr,
+                    rows(in(0), IC), IC, OC);
+    return true;
+  }
+  case Opcode::LinearGradInput: {
+    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
+    k.linearGradInput(O(0), I(0), I(1), rows(in(0), OC), IC, OC);
+    return true;
+  }
+  case Opcode::LinearGradWeight: {
+    int64_t OC = out(0).shape[0], IC = out(0).shape[1];
+    k.linearGradWeight(O(0), I(0), I(1), rows(in(0), OC), IC, OC);
+    return true;
+  }
+  case Opcode::BiasGrad:
+    k.biasGrad(O(0), I(0), rows(in(0), last(in(0))), last(in(0)));
+    return true;
+  case Opcode::Add:
+    k.add(O(0), I(0), I(1), out(0).numElements());
+    return true;
+  case Opcode::Gelu:
+    k.geluForward(O(0), I(0), out(0).numElements());
+    return true;
+  case Opcode::GeluBackward:
+    k.geluBackward(O(0), I(0), I(1), out(0).numElements());
+    return true;
+  case Opcode::Relu:
+    k.reluForward(O(0), I(0), out(0).numElements());
+    return true;
+  case Opcode::ReluBackward:
+    k.reluBackward(O(0), I(0), I(1), out(0).numElements());
+    return true;
+  case Opcode::Attention: {
+    const auto &s = in(0).shape; // B x T x 3C
+    k.attentionForward(O(0), O(1), I(0), s[0], s[1], s[2] / 3,
+                       int64_t(params[0]));
+    return true;
+  }
+  case Opcode::AttentionBackward: {
+    const auto &s = in(1).shape;
+    k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1], s[2] / 3,
+                        int64_t(params[0]));
+    return true;
+  }
+  case Opcode::CrossEntropy:
+    k.crossEntropyForward(O(0), I(0), ids(1), rows(in(0), last(in(0))),
+                          last(in(0)), O(1));
+    return true;
+  case Opcode::CrossEntropyBackward:
+    k.crossEntropyBackward(O(0), I(0), I(1), ids(2), rows(in(1), last(in(1))),
+                           last(in(1)));
+    return true;
+  case Opcode::AdamW:
+    adamw(O(0), O(1), O(2), I(0), out(0).numElements(), /*decay=*/true);
+    return true;
+  case Opcode::AdamWShard:
+    // Segment by parameter: a no_weight_decay parameter gets no decay,
+    // also where its range straddles two ranks; a shorter shard's padding
+    // is left alone.
+    forEachShardSegment(
+        plan, uint32_t(out(0).unit), rank, worldSize,
+        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+          adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
+                !param.noWeightDecay);
+        });
+    return true;
+  case Opcode::Fill:
+    k.fill(O(0), out(0).numElements(), float(params[0]));
+    return true;
+  case Opcode::Copy:
+    k.copy(O(0), I(0), out(0).size);
+    return true;
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::Wait:
+    return false;
+  }
+  return false;
+}
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_KERNELDISPATCH_H
