@@ -37,7 +37,7 @@ void embeddingBackward(float *dwte, float *dwpe, const float *dout,
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < Tmax; ++t) {
     float *row = dwpe + t * C;
-    if (t >= T) {
+    if (t >= T || B == 0) {
       std::memset(row, 0, sizeof(float) * C);
       continue;
     }

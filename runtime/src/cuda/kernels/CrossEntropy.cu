@@ -101,7 +101,9 @@ __global__ void __launch_bounds__(kRowBlockThreads)
   const float *row = logits + i * V;
   const detail::MaxSum ms = detail::blockMaxSum(threadMaxSum(row, V));
   if (threadIdx.x == 0)
-    rowLoss[i] = logf(ms.s) + ms.m - row[targets[i]];
+    // (max - target logit) first: both are large for large logits, and
+    // their difference is exact where logf(s) + max would round.
+    rowLoss[i] = (ms.m - row[targets[i]]) + logf(ms.s);
 }
 
 __global__ void __launch_bounds__(kOneBlockThreads)

@@ -6,7 +6,9 @@
 // coalesced). The operation is a functor of the (up to) two inputs.
 //
 // GELU uses tanhf, the formula of the CPU backend's header; the CPU
-// computes the same function as a sigmoid, so the two agree to rounding.
+// computes the same function as a sigmoid; the two agree to rounding in
+// absolute terms (for x below about -3 the tanh form loses relative digits
+// of a result that is itself tiny).
 //
 // The bias gradient is a column sum over rows: the deterministic column
 // reduction of Common.cuh.
