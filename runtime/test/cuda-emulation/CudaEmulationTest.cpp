@@ -1,0 +1,727 @@
+//===- CudaEmulationTest.cpp - the CUDA kernels, run on the CPU -----------===//
+//
+// The CUDA kernels' own source (runtime/src/cuda/kernels/*.cu, turned into
+// C++ by preprocess.py) executed under emu.h's emulation of the device:
+// every CUDA thread a fiber, __syncthreads and warp shuffles real barriers,
+// shared memory poisoned with NaN before each block, a naive column-major
+// cuBLAS. Each kernel is compared with the CPU reference kernel on small
+// and edge shapes (odd C, misaligned views, T across the causal blocks,
+// V above the block size, N = 0 and 1): outputs pre-filled with NaN and
+// guarded by canaries, causal zeros exact, and every check run three times
+// with the threads and blocks in forward, reversed and shuffled order,
+// which must agree bit for bit (races show up there). This is how CI,
+// which has no GPU, runs the kernels; the parity test on a real GPU
+// (CudaKernelsTest.cpp) covers what an emulation cannot: memory ordering,
+// fused multiply-adds, the hardware's transcendental functions, speed.
+//
+// Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bias, ce,
+// edge, elementwise, embedding, fuzz, layernorm, linear, probe); env PAD=0
+// removes the canary padding (for sanitizer builds). Prints one line per
+// failure and "N checks, M failures"; exits non-zero on any failure.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h" // the kernels header, copied by preprocess.py
+#include "cpu/Blas.h"
+#include "cpu/Kernels.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace emu {
+extern int gThreadOrder, gBlockOrder, gProblems;
+extern bool gQuiet;
+} // namespace emu
+
+namespace cu = fsdp::rt::cuda;
+namespace cp = fsdp::rt::cpu;
+
+static int gPad = 16;
+static const uint32_t kCanary = 0x7fc0deadu;
+static int gFailures = 0, gChecks = 0;
+static std::unique_ptr<cp::Blas> gBlas;
+static cu::Context ctx{nullptr, nullptr};
+static double gWorst = 0; // worst normwise error of a passing check
+static std::string gWorstName;
+
+static float canaryF() {
+  float f;
+  memcpy(&f, &kCanary, 4);
+  return f;
+}
+
+// A device buffer: n floats at `off` floats past a 16-byte boundary, with
+// canaries around it (gPad floats each side plus the `off` gap).
+struct Buf {
+  float *base = nullptr, *p = nullptr;
+  size_t n = 0, total = 0;
+  int off = 0;
+  Buf() = default;
+  Buf(size_t n_, int off_ = 0, float fill = NAN) : n(n_), off(off_) {
+    total = gPad + off + n + gPad;
+    base = static_cast<float *>(malloc(sizeof(float) * (total ? total : 1)));
+    for (size_t i = 0; i < total; ++i)
+      base[i] = canaryF();
+    p = base + gPad + off;
+    for (size_t i = 0; i < n; ++i)
+      p[i] = fill;
+  }
+  Buf(const Buf &) = delete;
+  Buf &operator=(const Buf &) = delete;
+  Buf(Buf &&o) noexcept { *this = std::move(o); }
+  Buf &operator=(Buf &&o) noexcept {
+    std::swap(base, o.base);
+    std::swap(p, o.p);
+    std::swap(n, o.n);
+    std::swap(total, o.total);
+    std::swap(off, o.off);
+    return *this;
+  }
+  ~Buf() { free(base); }
+  bool canaryOk() const {
+    for (size_t i = 0; i < total; ++i) {
+      if (base + i >= p && base + i < p + n)
+        continue;
+      uint32_t b;
+      memcpy(&b, base + i, 4);
+      if (b != kCanary)
+        return false;
+    }
+    return true;
+  }
+  std::vector<float> vec() const { return std::vector<float>(p, p + n); }
+  void set(const std::vector<float> &v) {
+    if (n)
+      memcpy(p, v.data(), 4 * n);
+  }
+};
+
+static std::vector<float> randv(size_t n, std::mt19937 &rng, float lo = -1,
+                                float hi = 1) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto &x : v)
+    x = d(rng);
+  return v;
+}
+
+static void fail(const std::string &what) {
+  ++gFailures;
+  printf("FAIL %s\n", what.c_str());
+}
+
+// Compares got against ref; tol is normwise (max |g - r| / max |r|).
+static double compare(const std::string &name, const float *got,
+                      const float *ref, size_t n, double tol,
+                      double floor = 0) {
+  ++gChecks;
+  double refMax = 0, maxAbs = 0, maxRel = 0;
+  size_t bad = 0, worstI = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(ref[i]))
+      refMax = std::max(refMax, (double)std::fabs(ref[i]));
+  for (size_t i = 0; i < n; ++i) {
+    const bool gn = std::isnan(got[i]), rn = std::isnan(ref[i]);
+    if (gn || rn) {
+      if (gn != rn)
+        ++bad, worstI = i;
+      continue;
+    }
+    const double d = std::fabs((double)got[i] - ref[i]);
+    if (d > maxAbs)
+      maxAbs = d, worstI = i;
+    if (std::fabs(ref[i]) > 1e-3 * refMax && std::fabs(ref[i]) > 0)
+      maxRel = std::max(maxRel, d / std::fabs(ref[i]));
+  }
+  const double scaleRef = std::max(refMax, floor);
+  const double norm = scaleRef > 0 ? maxAbs / scaleRef : maxAbs;
+  if (bad || !(norm <= tol)) {
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "%s: normwise err %.3g (tol %.1g), max rel %.3g, %zu NaN "
+             "mismatches; at [%zu] got %.9g ref %.9g",
+             name.c_str(), norm, tol, maxRel, bad, worstI, got[worstI],
+             ref[worstI]);
+    fail(buf);
+  } else if (getenv("VERBOSE")) {
+    printf("ok   %s: normwise %.3g, max rel %.3g\n", name.c_str(), norm,
+           maxRel);
+  }
+  if (!bad && norm <= tol && norm > gWorst)
+    gWorst = norm, gWorstName = name;
+  return norm;
+}
+
+static void checkCanary(const std::string &name, const Buf &b) {
+  if (!b.canaryOk())
+    fail(name + ": write outside the buffer (canary overwritten)");
+}
+
+static void checkErrors(const std::string &name) {
+  std::string msg;
+  if (cu::takeError(msg))
+    fail(name + ": recorded CUDA error: " + msg);
+}
+
+// Runs `gpu` (returning its outputs) under several schedules; the outputs
+// must be bitwise equal (the kernels claim determinism; a difference means
+// a race or an order dependence). Returns the forward-order outputs.
+using Outs = std::vector<std::vector<float>>;
+static Outs runOrders(const std::string &name,
+                      const std::function<Outs()> &gpu) {
+  const int before = emu::gProblems;
+  emu::gThreadOrder = 0, emu::gBlockOrder = 0;
+  Outs base = gpu();
+  checkErrors(name);
+  static const int orders[][2] = {{1, 1}, {2, 2}};
+  for (auto &o : orders) {
+    emu::gThreadOrder = o[0], emu::gBlockOrder = o[1];
+    Outs other = gpu();
+    checkErrors(name);
+    for (size_t k = 0; k < base.size(); ++k)
+      if (memcmp(base[k].data(), other[k].data(), 4 * base[k].size()) != 0) {
+        fail(name + ": output " + std::to_string(k) +
+             " differs between thread/block schedules (" +
+             std::to_string(o[0]) + "," + std::to_string(o[1]) + ")");
+        break;
+      }
+  }
+  emu::gThreadOrder = 0, emu::gBlockOrder = 0;
+  if (emu::gProblems != before)
+    fail(name + ": emulator reported device problems (see [emu] lines)");
+  return base;
+}
+
+// ------------------------------------------------------------ embedding
+static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
+                          int offW, unsigned seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "embedding B=%d T=%d C=%d V=%d Tmax=%d off=%d/%d", B,
+           T, C, V, Tmax, offOut, offW);
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tok(B * T);
+  std::uniform_int_distribution<int> dt(0, V - 1);
+  for (auto &t : tok)
+    t = dt(rng);
+  auto wte = randv(size_t(V) * C, rng), wpe = randv(size_t(Tmax) * C, rng),
+       dout = randv(size_t(B) * T * C, rng);
+  int32_t *dtok = static_cast<int32_t *>(malloc(4 * tok.size() + 4));
+  memcpy(dtok, tok.data(), 4 * tok.size());
+
+  // forward
+  std::vector<float> ref(size_t(B) * T * C);
+  cp::embeddingForward(ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+  Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
+    Buf out(size_t(B) * T * C, offOut), w1(wte.size(), offW),
+        w2(wpe.size(), offW);
+    w1.set(wte), w2.set(wpe);
+    cu::embeddingForward(ctx, out.p, dtok, w1.p, w2.p, B, T, C);
+    checkCanary(std::string(nm) + " fwd", out);
+    return {out.vec()};
+  });
+  compare(std::string(nm) + " fwd", o[0].data(), ref.data(), ref.size(), 0);
+
+  // backward
+  std::vector<float> rte(size_t(V) * C), rpe(size_t(Tmax) * C);
+  cp::embeddingBackward(rte.data(), rpe.data(), dout.data(), tok.data(), B, T,
+                        C, V, Tmax);
+  o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
+    Buf gte(size_t(V) * C, offW), gpe(size_t(Tmax) * C, offW),
+        d(dout.size(), offOut);
+    d.set(dout);
+    cu::embeddingBackward(ctx, gte.p, gpe.p, d.p, dtok, B, T, C, V, Tmax);
+    checkCanary(std::string(nm) + " bwd dwte", gte);
+    checkCanary(std::string(nm) + " bwd dwpe", gpe);
+    return {gte.vec(), gpe.vec()};
+  });
+  compare(std::string(nm) + " dwte", o[0].data(), rte.data(), rte.size(), 1e-6);
+  compare(std::string(nm) + " dwpe", o[1].data(), rpe.data(), rpe.size(), 0);
+  free(dtok);
+}
+
+// ------------------------------------------------------------ layer norm
+static void testLayerNorm(int N, int C, int off, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "layernorm N=%d C=%d off=%d", N, C, off);
+  std::mt19937 rng(seed);
+  auto x = randv(size_t(N) * C, rng, -2, 3), w = randv(C, rng),
+       b = randv(C, rng), dout = randv(size_t(N) * C, rng);
+  for (int i = 0; i < N; ++i) // rows with a large mean
+    if (i % 3 == 1)
+      for (int c = 0; c < C; ++c)
+        x[size_t(i) * C + c] += 50.0f;
+  const float eps = 1e-5f;
+  std::vector<float> rout(x.size()), rmean(N), rrstd(N);
+  cp::layerNormForward(rout.data(), rmean.data(), rrstd.data(), x.data(),
+                       w.data(), b.data(), N, C, eps);
+  Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
+    Buf out(x.size(), off), mean(N, off), rstd(N, off), bx(x.size(), off),
+        bw(C, off), bb(C, off);
+    bx.set(x), bw.set(w), bb.set(b);
+    cu::layerNormForward(ctx, out.p, mean.p, rstd.p, bx.p, bw.p, bb.p, N, C,
+                         eps);
+    checkCanary(nm, out), checkCanary(nm, mean), checkCanary(nm, rstd);
+    return {out.vec(), mean.vec(), rstd.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
+          2e-5);
+  compare(std::string(nm) + " mean", o[1].data(), rmean.data(), N, 2e-6);
+  compare(std::string(nm) + " rstd", o[2].data(), rrstd.data(), N, 2e-5);
+
+  std::vector<float> rdx(x.size()), rdw(C), rdb(C);
+  cp::layerNormBackward(rdx.data(), rdw.data(), rdb.data(), dout.data(),
+                        x.data(), w.data(), rmean.data(), rrstd.data(), N, C);
+  o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
+    Buf dx(x.size(), off), dw(C, off), db(C, off), bd(x.size(), off),
+        bx(x.size(), off), bw(C, off), bm(N, off), br(N, off);
+    bd.set(dout), bx.set(x), bw.set(w), bm.set(rmean), br.set(rrstd);
+    cu::layerNormBackward(ctx, dx.p, dw.p, db.p, bd.p, bx.p, bw.p, bm.p, br.p,
+                          N, C);
+    checkCanary(nm, dx), checkCanary(nm, dw), checkCanary(nm, db);
+    return {dx.vec(), dw.vec(), db.vec()};
+  });
+  compare(std::string(nm) + " dx", o[0].data(), rdx.data(), rdx.size(), 5e-5);
+  compare(std::string(nm) + " dw", o[1].data(), rdw.data(), C, 2e-5);
+  compare(std::string(nm) + " db", o[2].data(), rdb.data(), C, 2e-5);
+}
+
+static void testBiasGrad(int N, int OC, int off, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "biasGrad N=%d OC=%d off=%d", N, OC, off);
+  std::mt19937 rng(seed);
+  auto dout = randv(size_t(N) * OC, rng);
+  std::vector<float> ref(OC);
+  cp::biasGrad(ref.data(), dout.data(), N, OC);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf db(OC, off), d(dout.size(), off);
+    d.set(dout);
+    cu::biasGrad(ctx, db.p, d.p, N, OC);
+    checkCanary(nm, db);
+    return {db.vec()};
+  });
+  compare(nm, o[0].data(), ref.data(), OC, 2e-5);
+}
+
+// ------------------------------------------------------------ elementwise
+static void testElementwise(int n, int offO, int offA, int offB,
+                            unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "n=%d off=%d/%d/%d", n, offO, offA, offB);
+  std::mt19937 rng(seed);
+  auto a = randv(n, rng, -4, 4), b = randv(n, rng, -4, 4);
+  if (n > 2)
+    a[1] = NAN; // NaN passes through relu as on the CPU
+  std::vector<float> ref(n);
+  struct Op {
+    const char *name;
+    std::function<void(float *, const float *, const float *)> cpu, gpu;
+    double tol;
+  };
+  std::vector<Op> ops = {
+      {"add",
+       [&](float *o, const float *x, const float *y) { cp::add(o, x, y, n); },
+       [&](float *o, const float *x, const float *y) {
+         cu::add(ctx, o, x, y, n);
+       },
+       0},
+      {"geluF",
+       [&](float *o, const float *x, const float *) {
+         cp::geluForward(o, x, n);
+       },
+       [&](float *o, const float *x, const float *) {
+         cu::geluForward(ctx, o, x, n);
+       },
+       3e-6},
+      {"geluB",
+       [&](float *o, const float *x, const float *y) {
+         cp::geluBackward(o, x, y, n);
+       },
+       [&](float *o, const float *x, const float *y) {
+         cu::geluBackward(ctx, o, x, y, n);
+       },
+       3e-6},
+      {"reluF",
+       [&](float *o, const float *x, const float *) {
+         cp::reluForward(o, x, n);
+       },
+       [&](float *o, const float *x, const float *) {
+         cu::reluForward(ctx, o, x, n);
+       },
+       0},
+      {"reluB",
+       [&](float *o, const float *x, const float *y) {
+         cp::reluBackward(o, x, y, n);
+       },
+       [&](float *o, const float *x, const float *y) {
+         cu::reluBackward(ctx, o, x, y, n);
+       },
+       0},
+      {"fill",
+       [&](float *o, const float *, const float *) { cp::fill(o, n, 2.5f); },
+       [&](float *o, const float *, const float *) {
+         cu::fill(ctx, o, n, 2.5f);
+       },
+       0},
+  };
+  for (auto &op : ops) {
+    std::string name = std::string(op.name) + " " + nm;
+    op.cpu(ref.data(), a.data(), b.data());
+    Outs o = runOrders(name, [&]() -> Outs {
+      Buf out(n, offO), ba(n, offA), bb(n, offB);
+      ba.set(a), bb.set(b);
+      op.gpu(out.p, ba.p, bb.p);
+      checkCanary(name, out);
+      return {out.vec()};
+    });
+    compare(name, o[0].data(), ref.data(), n, op.tol, 1.0);
+  }
+  // aliasing: add in place (out == a), scale in place
+  {
+    std::string name = std::string("add in place ") + nm;
+    cp::add(ref.data(), a.data(), b.data(), n);
+    Outs o = runOrders(name, [&]() -> Outs {
+      Buf ba(n, offA), bb(n, offB);
+      ba.set(a), bb.set(b);
+      cu::add(ctx, ba.p, ba.p, bb.p, n);
+      checkCanary(name, ba);
+      return {ba.vec()};
+    });
+    compare(name, o[0].data(), ref.data(), n, 0);
+  }
+  {
+    std::string name = std::string("scale ") + nm;
+    for (int i = 0; i < n; ++i)
+      ref[i] = a[i] * 0.37f;
+    Outs o = runOrders(name, [&]() -> Outs {
+      Buf ba(n, offA);
+      ba.set(a);
+      cu::scale(ctx, ba.p, n, 0.37f);
+      checkCanary(name, ba);
+      return {ba.vec()};
+    });
+    compare(name, o[0].data(), ref.data(), n, 0);
+  }
+}
+
+// ------------------------------------------------------------ adamw
+static void testAdamW(int n, int off, int step, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "adamw n=%d off=%d step=%d", n, off, step);
+  std::mt19937 rng(seed);
+  auto p = randv(n, rng), m = randv(n, rng, -0.1f, 0.1f),
+       v = randv(n, rng, 0, 0.01f), g = randv(n, rng);
+  auto rp = p, rm = m, rv = v;
+  cp::adamw(rp.data(), rm.data(), rv.data(), g.data(), n, 1e-3f, 0.9f, 0.95f,
+            1e-8f, 0.1f, step);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf bp(n, off), bm(n, off), bv(n, off), bg(n, off);
+    bp.set(p), bm.set(m), bv.set(v), bg.set(g);
+    cu::adamw(ctx, bp.p, bm.p, bv.p, bg.p, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+              step);
+    checkCanary(nm, bp), checkCanary(nm, bm), checkCanary(nm, bv);
+    return {bp.vec(), bm.vec(), bv.vec()};
+  });
+  compare(std::string(nm) + " param", o[0].data(), rp.data(), n, 1e-6);
+  compare(std::string(nm) + " m", o[1].data(), rm.data(), n, 1e-6);
+  compare(std::string(nm) + " v", o[2].data(), rv.data(), n, 1e-6);
+}
+
+// ------------------------------------------------------------ cross entropy
+static void testCrossEntropy(int N, int V, float spread, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "crossEntropy N=%d V=%d spread=%g", N, V, spread);
+  std::mt19937 rng(seed);
+  auto logits = randv(size_t(N) * V, rng, -spread, spread);
+  std::vector<int32_t> tg(N);
+  std::uniform_int_distribution<int> dt(0, V - 1);
+  for (auto &t : tg)
+    t = dt(rng);
+  if (N > 0)
+    tg[0] = V - 1;
+  int32_t *dtg = static_cast<int32_t *>(malloc(4 * N + 4));
+  memcpy(dtg, tg.data(), 4 * N);
+  float rloss = 0;
+  cp::crossEntropyForward(&rloss, logits.data(), tg.data(), N, V);
+  for (int scratch = 0; scratch < 2; ++scratch) {
+    std::string name =
+        std::string(nm) + (scratch ? " fwd(rowScratch)" : " fwd(one block)");
+    Outs o = runOrders(name, [&]() -> Outs {
+      Buf loss(1), lg(logits.size()), sc(N);
+      lg.set(logits);
+      cu::crossEntropyForward(ctx, loss.p, lg.p, dtg, N, V,
+                              scratch ? sc.p : nullptr);
+      checkCanary(name, loss), checkCanary(name, sc);
+      return {loss.vec()};
+    });
+    compare(name, o[0].data(), &rloss, 1, 2e-6);
+  }
+  const float dloss = 0.7f;
+  std::vector<float> rd(logits.size());
+  cp::crossEntropyBackward(rd.data(), &dloss, logits.data(), tg.data(), N, V);
+  std::string name = std::string(nm) + " bwd";
+  Outs o = runOrders(name, [&]() -> Outs {
+    Buf d(logits.size()), lg(logits.size()), dl(1);
+    lg.set(logits);
+    dl.p[0] = dloss;
+    cu::crossEntropyBackward(ctx, d.p, dl.p, lg.p, dtg, N, V);
+    checkCanary(name, d);
+    return {d.vec()};
+  });
+  compare(name, o[0].data(), rd.data(), rd.size(), 2e-6);
+  free(dtg);
+}
+
+// ------------------------------------------------------------ attention
+static void testAttention(int B, int T, int C, int NH, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+  std::mt19937 rng(seed);
+  auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
+       dout = randv(size_t(B) * T * C, rng);
+  const size_t PT = size_t(B) * NH * T * T;
+  std::vector<float> rout(size_t(B) * T * C), rprobs(PT, NAN);
+  cp::attentionForward(*gBlas, rout.data(), rprobs.data(), qkv.data(), B, T, C,
+                       NH);
+  std::vector<float> rdqkv(qkv.size()), rscr(PT, NAN);
+  cp::attentionBackward(*gBlas, rdqkv.data(), rscr.data(), dout.data(),
+                        qkv.data(), rprobs.data(), B, T, C, NH);
+  Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
+    Buf out(rout.size()), probs(PT), bq(qkv.size());
+    bq.set(qkv);
+    cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH);
+    checkCanary(nm, out), checkCanary(nm, probs);
+    return {out.vec(), probs.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
+          2e-5);
+  compare(std::string(nm) + " probs", o[1].data(), rprobs.data(), PT, 2e-5);
+  size_t nz = 0;
+  for (size_t r = 0; r < size_t(B) * NH * T; ++r)
+    for (int j = r % T + 1; j < T; ++j)
+      if (o[1][r * T + j] != 0.0f)
+        ++nz;
+  if (nz)
+    fail(std::string(nm) + ": nonzero probs above the diagonal");
+  // backward from the GPU's probs (as the runtime would)
+  auto gprobs = o[1];
+  o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
+    Buf dq(qkv.size()), scr(PT), bq(qkv.size()), bd(dout.size()), bp(PT);
+    bq.set(qkv), bd.set(dout), bp.set(gprobs);
+    cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH);
+    checkCanary(nm, dq), checkCanary(nm, scr);
+    return {dq.vec(), scr.vec()};
+  });
+  compare(std::string(nm) + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(),
+          5e-5);
+  // dS: compare where the CPU wrote it (j < blockEnd(i)); zero above diag.
+  std::vector<float> gs = o[1], rs = rscr;
+  for (size_t r = 0; r < size_t(B) * NH * T; ++r) {
+    const int i = r % T;
+    const int be = std::min(T, (i / 256 + 1) * 256);
+    for (int j = 0; j < T; ++j)
+      if (j >= be)
+        gs[r * T + j] = rs[r * T + j] = 0;
+  }
+  compare(std::string(nm) + " dS", gs.data(), rs.data(), PT, 5e-5);
+  size_t nz2 = 0;
+  for (size_t r = 0; r < size_t(B) * NH * T; ++r)
+    for (int j = r % T + 1; j < T; ++j)
+      if (o[1][r * T + j] != 0.0f)
+        ++nz2;
+  if (nz2)
+    fail(std::string(nm) + ": nonzero dS above the diagonal");
+}
+
+// ------------------------------------------------------------ linear (bias
+// broadcast kernel + fake cuBLAS)
+static void testLinear(int N, int IC, int OC, bool bias, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "linear N=%d IC=%d OC=%d bias=%d", N, IC, OC, bias);
+  std::mt19937 rng(seed);
+  auto x = randv(size_t(N) * IC, rng), w = randv(size_t(OC) * IC, rng),
+       b = randv(OC, rng);
+  std::vector<float> ref(size_t(N) * OC);
+  cp::linearForward(*gBlas, ref.data(), x.data(), w.data(),
+                    bias ? b.data() : nullptr, N, IC, OC);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf out(ref.size()), bx(x.size()), bw(w.size()), bb(OC);
+    bx.set(x), bw.set(w), bb.set(b);
+    cu::linearForward(ctx, out.p, bx.p, bw.p, bias ? bb.p : nullptr, N, IC, OC);
+    checkCanary(nm, out);
+    return {out.vec()};
+  });
+  compare(nm, o[0].data(), ref.data(), ref.size(), 1e-5);
+}
+
+// Cross-entropy with large logits and a dominant target: small per-row loss
+// next to a large max. Reports the two paths' relative errors.
+static void probeCrossEntropy(int N, int V, float offset, float margin) {
+  std::mt19937 rng(7);
+  auto logits = randv(size_t(N) * V, rng, -1, 1);
+  std::vector<int32_t> tg(N);
+  for (int i = 0; i < N; ++i) {
+    tg[i] = (i * 7) % V;
+    logits[size_t(i) * V + tg[i]] += margin;
+  }
+  for (auto &l : logits)
+    l += offset;
+  // exact reference in long double
+  long double tot = 0;
+  for (int i = 0; i < N; ++i) {
+    const float *r = logits.data() + size_t(i) * V;
+    long double m = r[0];
+    for (int j = 0; j < V; ++j)
+      m = std::max(m, (long double)r[j]);
+    long double s = 0;
+    for (int j = 0; j < V; ++j)
+      s += expl((long double)r[j] - m);
+    tot += logl(s) + m - r[tg[i]];
+  }
+  const double exact = double(tot / N);
+  float cpuLoss;
+  cp::crossEntropyForward(&cpuLoss, logits.data(), tg.data(), N, V);
+  Buf lg(logits.size()), loss(1), sc(N);
+  lg.set(logits);
+  cu::crossEntropyForward(ctx, loss.p, lg.p, tg.data(), N, V, nullptr);
+  const float one = loss.p[0];
+  cu::crossEntropyForward(ctx, loss.p, lg.p, tg.data(), N, V, sc.p);
+  const float rows = loss.p[0];
+  printf("probe CE N=%d V=%d offset=%g margin=%g: exact %.9g | cpu rel %.2e | "
+         "gpu one-block rel %.2e | gpu rowScratch rel %.2e\n",
+         N, V, offset, margin, exact, std::fabs(cpuLoss - exact) / exact,
+         std::fabs(one - exact) / exact, std::fabs(rows - exact) / exact);
+}
+
+int main(int argc, char **argv) {
+  if (const char *p = getenv("PAD"))
+    gPad = atoi(p);
+  std::string err;
+  gBlas = cp::Blas::open("openblas", 1, err);
+  if (!gBlas) {
+    fprintf(stderr, "no BLAS: %s\n", err.c_str());
+    return 2;
+  }
+  const std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char *k) { return only.empty() || only == k; };
+  unsigned seed = 1;
+
+  if (want("elementwise")) {
+    for (int n : {1, 3, 4, 5, 8, 257, 1023, 1025, 4099})
+      for (auto offs : std::vector<std::vector<int>>{
+               {0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {0, 0, 2}, {3, 0, 0}})
+        testElementwise(n, offs[0], offs[1], offs[2], seed++);
+    printf("elementwise done (%d failures so far)\n", gFailures);
+  }
+  if (want("adamw")) {
+    for (int n : {1, 3, 4, 7, 1027, 4096 + 5})
+      for (int off : {0, 1, 2})
+        for (int step : {1, 10})
+          testAdamW(n, off, step, seed++);
+    printf("adamw done (%d failures so far)\n", gFailures);
+  }
+  if (want("embedding")) {
+    testEmbedding(2, 3, 8, 5, 3, 0, 0, seed++);
+    testEmbedding(2, 3, 7, 5, 4, 0, 0, seed++);
+    testEmbedding(1, 1, 1, 1, 1, 0, 0, seed++);
+    testEmbedding(1, 1, 4, 2, 5, 1, 0, seed++);
+    testEmbedding(3, 33, 260, 50, 40, 0, 0, seed++);
+    testEmbedding(3, 33, 260, 50, 40, 0, 1, seed++);
+    testEmbedding(2, 70, 1030, 10, 70, 0, 0, seed++);
+    testEmbedding(2, 70, 1028, 3, 80, 2, 2, seed++);
+    testEmbedding(4, 70, 33, 2, 70, 0, 0, seed++);    // BT = 280 > 256: chunks
+    testEmbedding(5, 64, 513, 400, 64, 0, 0, seed++); // mostly unique tokens
+    testEmbedding(1, 300, 12, 1, 300, 0, 0, seed++);  // one token everywhere
+    printf("embedding done (%d failures so far)\n", gFailures);
+  }
+  if (want("layernorm")) {
+    for (int N : {1, 7, 9, 33, 70})
+      for (int C : {1, 3, 4, 32, 33, 100, 768})
+        testLayerNorm(N, C, N % 2, seed++);
+    testLayerNorm(3, 4100, 0, seed++); // column width 16
+    testLayerNorm(2, 8200, 1, seed++); // column width 32
+    testLayerNorm(130, 20, 0, seed++); // N > groups
+    printf("layernorm done (%d failures so far)\n", gFailures);
+  }
+  if (want("bias")) {
+    for (int N : {0, 1, 5, 65, 200})
+      for (int OC : {1, 7, 8, 9, 100})
+        testBiasGrad(N, OC, OC % 2, seed++);
+    testBiasGrad(3, 4099, 0, seed++);
+    testBiasGrad(2, 8193, 1, seed++);
+    printf("bias done (%d failures so far)\n", gFailures);
+  }
+  if (want("ce")) {
+    for (int N : {1, 3, 33, 70})
+      for (int V : {1, 2, 5, 31, 100, 513, 1100})
+        testCrossEntropy(N, V, 5.0f, seed++);
+    testCrossEntropy(5, 2000, 60.0f, seed++);
+    testCrossEntropy(40, 3000, 2.0f, seed++);
+    printf("ce done (%d failures so far)\n", gFailures);
+  }
+  if (want("attention")) {
+    testAttention(1, 1, 4, 1, seed++);
+    testAttention(1, 1, 6, 3, seed++);
+    testAttention(2, 5, 6, 3, seed++);
+    testAttention(2, 33, 12, 3, seed++);
+    testAttention(1, 70, 8, 1, seed++);
+    testAttention(2, 70, 9, 3, seed++);
+    testAttention(1, 33, 64, 1, seed++);
+    testAttention(1, 300, 8, 1, seed++);
+    testAttention(1, 520, 4, 2, seed++);
+    printf("attention done (%d failures so far)\n", gFailures);
+  }
+
+  if (want("linear")) {
+    testLinear(1, 3, 5, true, seed++);
+    testLinear(7, 9, 300, true, seed++);
+    testLinear(70, 16, 33, true, seed++);
+    testLinear(5, 4, 8, false, seed++);
+    printf("linear done (%d failures so far)\n", gFailures);
+  }
+  if (want("edge")) {
+    testEmbedding(2, 0, 8, 5, 6, 0, 0, seed++); // no positions
+    testCrossEntropy(0, 5, 1.0f, seed++);
+    testBiasGrad(1000, 20, 0, seed++);
+    testLayerNorm(1000, 9, 1, seed++);
+    testAttention(1, 257, 4, 1, seed++);
+    testAttention(1, 256, 4, 2, seed++);
+    testElementwise(0, 0, 0, 0, seed++);
+    testAdamW(0, 0, 1, seed++);
+    printf("edge done (%d failures so far)\n", gFailures);
+  }
+  if (want("probe")) {
+    probeCrossEntropy(64, 100, 0.0f, 0.0f);
+    probeCrossEntropy(64, 100, 0.0f, 12.0f);
+    probeCrossEntropy(64, 100, 30.0f, 12.0f);
+    probeCrossEntropy(64, 100, 100.0f, 15.0f);
+    probeCrossEntropy(64, 2000, 20.0f, 8.0f);
+  }
+
+  if (want("fuzz")) {
+    std::mt19937 fr(12345);
+    auto U = [&](int lo, int hi) {
+      return std::uniform_int_distribution<int>(lo, hi)(fr);
+    };
+    for (int it = 0; it < 12; ++it) {
+      testEmbedding(U(1, 4), U(1, 40), U(1, 600), U(1, 60), 40 + U(0, 5),
+                    U(0, 3), U(0, 3), seed++);
+      testLayerNorm(U(1, 90), U(1, 300), U(0, 3), seed++);
+      testBiasGrad(U(0, 300), U(1, 200), U(0, 3), seed++);
+      testCrossEntropy(U(1, 40), U(1, 1500), 1.0f + U(0, 20), seed++);
+      const int NH = U(1, 4), hs = U(1, 9);
+      testAttention(U(1, 2), U(1, 80), NH * hs, NH, seed++);
+      testElementwise(U(0, 3000), U(0, 3), U(0, 3), U(0, 3), seed++);
+      testAdamW(U(0, 3000), U(0, 3), U(1, 20), seed++);
+    }
+    printf("fuzz done (%d failures so far)\n", gFailures);
+  }
+  printf("%d checks, %d failures; worst passing normwise error %.3g (%s)\n",
+         gChecks, gFailures, gWorst, gWorstName.c_str());
+  return gFailures ? 1 : 0;
+}

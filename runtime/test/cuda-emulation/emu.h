@@ -1,0 +1,148 @@
+//===- emu.h - a CPU emulation of the CUDA device model ----------*- C++
+//-*-===//
+//
+// Enough of CUDA for the fsdp kernels: every CUDA thread of a block is a
+// fiber (ucontext) in ONE OS thread, blocks run one after another;
+// __syncthreads and warp collectives are barriers between fibers, and the
+// emulator reports deadlocks, shuffles from exited lanes and bad launch
+// configurations. Force-included into the preprocessed .cu sources; the
+// fake CUDA headers in fake/ include it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef CUEMU_EMU_H
+#define CUEMU_EMU_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+// ---------------------------------------------------------------- qualifiers
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ static inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+// ---------------------------------------------------------------- types
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1)
+      : x(x_), y(y_), z(z_) {}
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) {
+  return float4{x, y, z, w};
+}
+
+typedef struct CUstream_st *cudaStream_t;
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorLaunchOutOfResources = 701,
+};
+enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
+typedef struct cublasContext *cublasHandle_t;
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_ARCH_MISMATCH = 8,
+  CUBLAS_STATUS_MAPPING_ERROR = 11,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_INTERNAL_ERROR = 14,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+  CUBLAS_STATUS_LICENSE_ERROR = 16,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char *cudaGetErrorString(cudaError_t);
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
+                            cudaStream_t s = nullptr);
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width,
+                              size_t height, cudaStream_t s = nullptr);
+cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                           int m, int n, int k, const float *alpha,
+                           const float *A, int lda, const float *B, int ldb,
+                           const float *beta, float *C, int ldc);
+cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long strideA,
+    const float *B, int ldb, long long strideB, const float *beta, float *C,
+    int ldc, long long strideC, int batchCount);
+
+// ---------------------------------------------------------------- runtime
+namespace emu {
+
+struct Fiber;
+extern Fiber *cur;
+extern dim3 gBlockIdx, gBlockDim, gGridDim;
+const uint3 &curTid();
+
+struct Cfg {
+  dim3 grid, block;
+  size_t shmem;
+  cudaStream_t stream;
+  Cfg(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = nullptr)
+      : grid(g), block(b), shmem(s), stream(st) {}
+};
+
+void launchImpl(const char *name, const Cfg &cfg,
+                const std::function<void()> &body);
+template <class F> void launch(const char *name, const Cfg &cfg, F &&body) {
+  launchImpl(name, cfg, std::function<void()>(body));
+}
+
+// Collectives (implemented in emu.cpp). `site` identifies the call site.
+void syncthreads(int line);
+int syncthreadsOr(int pred, int line);
+unsigned ballot(unsigned mask, int pred, int line);
+uint64_t shflRaw(unsigned mask, uint64_t bits, int srcLane, int mode,
+                 int line); // mode 0: xor (srcLane = laneMask), 1: idx, 2: down
+
+template <class T> T shfl(unsigned mask, T v, int arg, int mode, int line) {
+  static_assert(sizeof(T) <= 8, "shuffle of a large type");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = shflRaw(mask, bits, arg, mode, line);
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+
+float fastExp(float x);
+void note(const char *fmt, ...);
+void regShared(void *p, size_t bytes);
+
+} // namespace emu
+
+#define threadIdx (::emu::curTid())
+#define blockIdx (::emu::gBlockIdx)
+#define blockDim (::emu::gBlockDim)
+#define gridDim (::emu::gGridDim)
+#define warpSize 32
+
+#define __syncthreads() ::emu::syncthreads(__LINE__)
+#define __syncthreads_or(p) ::emu::syncthreadsOr(int(bool(p)), __LINE__)
+#define __ballot_sync(m, p) ::emu::ballot((m), int(bool(p)), __LINE__)
+#define __shfl_xor_sync(m, v, o, ...) ::emu::shfl((m), (v), (o), 0, __LINE__)
+#define __shfl_sync(m, v, s, ...) ::emu::shfl((m), (v), (s), 1, __LINE__)
+#define __shfl_down_sync(m, v, d, ...) ::emu::shfl((m), (v), (d), 2, __LINE__)
+#define __ffs(x) __builtin_ffs(int(x))
+#define __popc(x) __builtin_popcount(unsigned(x))
+#define __expf(x) ::emu::fastExp(x)
+#define __fdividef(a, b) ((a) / (b))
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+#endif
