@@ -20,9 +20,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestData.h"
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
-#include "TestData.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,9 +118,9 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
 // Data
 //===----------------------------------------------------------------------===//
 
-using fsdp::rt::test::Rng;
 using fsdp::rt::test::randomTokens;
 using fsdp::rt::test::randomVector;
+using fsdp::rt::test::Rng;
 
 std::vector<double> toDouble(const std::vector<float> &v) {
   return std::vector<double>(v.begin(), v.end());

@@ -22,9 +22,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TestData.h"
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
-#include "TestData.h"
 #include "kernels/Kernels.h"
 
 #include <algorithm>
@@ -148,9 +148,9 @@ void cudaOrDie(cudaError_t err, const char *what) {
 // Data
 //===----------------------------------------------------------------------===//
 
-using fsdp::rt::test::Rng;
 using fsdp::rt::test::randomTokens;
 using fsdp::rt::test::randomVector;
+using fsdp::rt::test::Rng;
 
 std::vector<float> nans(size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
