@@ -91,6 +91,13 @@ int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
 }
 
+int64_t mlir::fsdp::getSizeInBytes(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  return tensor ? tensor.getNumElements() *
+                      getElementSizeInBytes(tensor.getElementType())
+                : 0;
+}
+
 // The layout is the plan format's: compiler and runtime must agree on it
 // element for element.
 ShardRange mlir::fsdp::getShardRange(int64_t size, int64_t rank,

@@ -668,9 +668,8 @@ bool mlir::fsdp::isShardedStep(Block &block) {
       block, [](Operation &op) { return bool(getGatheredTensor(&op)); });
 }
 
-llvm::DenseMap<Operation *, int64_t>
-mlir::fsdp::countInflightGathers(Block &block) {
-  llvm::DenseMap<Operation *, int64_t> after;
+void mlir::fsdp::walkInflightGathers(
+    Block &block, llvm::function_ref<bool(Operation *, int64_t)> visit) {
   llvm::DenseMap<Operation *, Operation *> leaderOf;
   llvm::DenseMap<Operation *, int64_t> unfreed; // by bucket leader
   Operation *leader = nullptr;
@@ -692,9 +691,9 @@ mlir::fsdp::countInflightGathers(Block &block) {
         if (--unfreed[bucket] == 0)
           --inflight;
     }
-    after[&op] = inflight;
+    if (!visit(&op, inflight))
+      return;
   }
-  return after;
 }
 
 #define GET_OP_CLASSES

@@ -29,14 +29,6 @@ struct Storage {
   MemoryClass kind = Activation;
 };
 
-int64_t tensorBytes(Type type) {
-  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-  if (!tensor)
-    return 0;
-  return tensor.getNumElements() *
-         getElementSizeInBytes(tensor.getElementType());
-}
-
 struct FsdpMemoryReportPass
     : public fsdp::impl::FsdpMemoryReportPassBase<FsdpMemoryReportPass> {
   void runOnOperation() override;
@@ -112,7 +104,7 @@ MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
     Value r = root(v);
     Storage &s = storage[r];
     if (s.first < 0) {
-      s.bytes = tensorBytes(r.getType());
+      s.bytes = getSizeInBytes(r.getType());
       Operation *def = r.getDefiningOp();
       s.kind = getGatheredTensor(def) == r          ? Gathered
                : llvm::isa_and_nonnull<PackOp>(def) ? FullGrad

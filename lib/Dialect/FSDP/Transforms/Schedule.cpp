@@ -38,25 +38,27 @@ struct FsdpSchedulePass
 /// Gathers (a bucket counts once) started and not yet freed just before
 /// `point`.
 int64_t inflightBefore(Block &block, Operation *point) {
-  Operation *previous = point->getPrevNode();
-  return previous ? countInflightGathers(block).lookup(previous) : 0;
+  int64_t before = 0;
+  walkInflightGathers(block, [&](Operation *op, int64_t inflight) {
+    if (op == point)
+      return false;
+    before = inflight;
+    return true;
+  });
+  return before;
 }
 
-double bytesOf(Value v) {
-  auto type = llvm::cast<RankedTensorType>(v.getType());
-  return double(type.getNumElements()) *
-         getElementSizeInBytes(type.getElementType());
-}
+int64_t bytesOf(Value v) { return getSizeInBytes(v.getType()); }
 } // namespace
 
 /// Buckets of consecutive gathers (in the order their regions run) of up to
 /// `limit` bytes: every later member starts right after the one before it,
 /// grouped with it, and is awaited right after it.
 void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
-  double bytes = 0.0;
+  int64_t bytes = 0;
   for (size_t i = 0; i < gathers.size(); ++i) {
-    double own = bytesOf(gathers[i].start.getResult());
-    if (i == 0 || bytes + own > double(limit)) {
+    int64_t own = bytesOf(gathers[i].start.getResult());
+    if (i == 0 || bytes + own > limit) {
       bytes = own; // a new bucket
       continue;
     }
@@ -94,13 +96,13 @@ void bucketScatters(Block &block, int64_t limit) {
       member.setGrouped(true);
   };
   SmallVector<ReduceScatterStartOp> bucket;
-  double bytes = 0.0;
+  int64_t bytes = 0;
   for (ReduceScatterStartOp start : scatters) {
-    double own = bytesOf(start.getSource());
-    if (!bucket.empty() && bytes + own > double(limit)) {
+    int64_t own = bytesOf(start.getSource());
+    if (!bucket.empty() && bytes + own > limit) {
       close(bucket);
       bucket.clear();
-      bytes = 0.0;
+      bytes = 0;
     }
     bucket.push_back(start);
     bytes += own;

@@ -29,12 +29,7 @@ struct Hardware {
   double flops, busBytes, memoryBytes, latency; // per second, seconds
 };
 
-double bytesOf(Value v) {
-  auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
-  return type ? double(type.getNumElements()) *
-                    getElementSizeInBytes(type.getElementType())
-              : 0.0;
-}
+double bytesOf(Value v) { return double(getSizeInBytes(v.getType())); }
 
 double elements(Value v) {
   return double(llvm::cast<RankedTensorType>(v.getType()).getNumElements());

@@ -134,11 +134,12 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   if (auto limit =
           step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
               kMaxInflightGathersAttrName)) {
-    llvm::DenseMap<Operation *, int64_t> inflight = countInflightGathers(block);
-    for (Operation &op : block)
-      if (getGatheredTensor(&op) && inflight.lookup(&op) > limit.getInt())
-        fail(&op) << "starts gather number " << inflight.lookup(&op)
-                  << " in flight; the schedule allows " << limit.getInt();
+    walkInflightGathers(block, [&](Operation *op, int64_t inflight) {
+      if (getGatheredTensor(op) && inflight > limit.getInt())
+        fail(op) << "starts gather number " << inflight
+                 << " in flight; the schedule allows " << limit.getInt();
+      return true;
+    });
   }
 
   // Each unit: one reduce-scatter, consumed by its AdamW.

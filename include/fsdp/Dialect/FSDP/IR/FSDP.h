@@ -19,7 +19,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir::fsdp {
 /// The memory-effect resource of parameter state (see FSDP_ParamResource).
@@ -56,6 +56,8 @@ llvm::StringRef getBlockPrefix(llvm::StringRef paramName);
 
 /// Size in bytes of one element of `type` (bf16 -> 2, f32 -> 4, ...).
 int64_t getElementSizeInBytes(Type type);
+/// Size in bytes of a ranked tensor type; 0 for any other type (tokens).
+int64_t getSizeInBytes(Type type);
 
 /// The seed's shard layout: rank `rank` of `worldSize` owns elements
 /// [begin, end) of a flat tensor of `size` elements, begin =
@@ -80,10 +82,12 @@ func::FuncOp getTrainStep(ModuleOp module);
 /// True when `block` (a @train_step body) has been sharded.
 bool isShardedStep(Block &block);
 
-/// The gathers in flight just after each op of `block`: started and not
-/// yet freed, where a bucket (a start and the `grouped` starts after it)
-/// counts as one while any of its members is unfreed.
-llvm::DenseMap<Operation *, int64_t> countInflightGathers(Block &block);
+/// Walks `block` in order, calling visit(op, inflight) with the gathers in
+/// flight just after `op` (started and not yet freed; a bucket, a start and
+/// the `grouped` starts after it, counts as one while any of its members is
+/// unfreed), until visit returns false.
+void walkInflightGathers(Block &block,
+                         llvm::function_ref<bool(Operation *, int64_t)> visit);
 
 /// The module attribute --fsdp-shard sets: the number of ranks.
 constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";
