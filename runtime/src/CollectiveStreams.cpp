@@ -2,15 +2,7 @@
 
 #include "CollectiveStreams.h"
 
-#include <chrono>
-
 namespace fsdp::rt {
-
-static int64_t nowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 CollectiveStreams::CollectiveStreams(
     std::vector<std::unique_ptr<Communicator>> comms) {
@@ -63,9 +55,9 @@ void CollectiveStreams::serve(Stream &stream) {
     stream.queue.pop_front();
     lock.unlock();
     Backend::Span span;
-    span.startNanos = nowNanos();
+    span.startNanos = steadyNanos();
     job(*stream.comm);
-    span.endNanos = nowNanos();
+    span.endNanos = steadyNanos();
     lock.lock();
     for (uint32_t token : tokens)
       done[token] = span;

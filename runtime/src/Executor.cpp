@@ -36,12 +36,6 @@ void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
   backend.write(buffer.offset, data, std::min(bytes, buffer.size));
 }
 
-static int64_t nanosOf(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             t.time_since_epoch())
-      .count();
-}
-
 /// A started collective that joins the one before it into a bucket.
 static bool isGroupedStart(const Instruction &inst) {
   plan::Opcode opcode = inst.kernel->opcode;
@@ -94,10 +88,11 @@ float Session::run(int64_t step, bool optimizer) {
       collective.instruction = -1;
       const Instruction &startInst = plan.program[at];
       if (tracing && span.endNanos > span.startNanos)
-        trace.push_back({uint32_t(at), step,
-                         double(span.startNanos - nanosOf(traceOrigin)) * 1e-3,
-                         double(span.endNanos - span.startNanos) * 1e-3,
-                         uint32_t(startInst.params[0])});
+        trace.push_back(
+            {uint32_t(at), step,
+             double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
+             double(span.endNanos - span.startNanos) * 1e-3,
+             uint32_t(startInst.params[0])});
       double ran = double(span.endNanos - span.startNanos) * 1e-9;
       times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
       ++times.calls[uint32_t(startInst.kernel->opcode)];
@@ -131,7 +126,7 @@ float Session::run(int64_t step, bool optimizer) {
 void Session::watch(size_t instruction, int64_t step,
                     std::chrono::steady_clock::time_point since) {
   collective.step = step;
-  collective.startNanos = nanosOf(since);
+  collective.startNanos = steadyNanos(since);
   collective.instruction = int64_t(instruction);
 }
 

@@ -9,7 +9,6 @@
 #include "Kernels.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,12 +17,6 @@
 namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
-
-int64_t nowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 /// The CPU kernels under the names runCompute calls; the GEMM-based ones
 /// get the CBLAS.
@@ -145,9 +138,9 @@ public:
     if (streams)
       return streams->start(stream, std::move(tokens), std::move(job));
     // In place: the wait reports when it ran, for traces and profiles.
-    Span span{nowNanos(), 0};
+    Span span{steadyNanos(), 0};
     job(comm);
-    span.endNanos = nowNanos();
+    span.endNanos = steadyNanos();
     for (uint32_t token : tokens)
       ranInPlace[token] = span;
   }

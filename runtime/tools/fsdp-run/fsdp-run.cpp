@@ -340,9 +340,7 @@ std::thread startWatchdog(const Plan &plan, Session &session, int rank,
       int64_t index = inFlight.instruction;
       if (index < 0)
         continue;
-      int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch())
-                        .count();
+      int64_t now = steadyNanos();
       double waited = double(now - inFlight.startNanos) * 1e-9;
       if (waited < timeout || inFlight.instruction != index)
         continue;

@@ -12,12 +12,22 @@
 
 #include "fsdp/runtime/Plan.h"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace fsdp::rt {
+
+/// A steady-clock time point in nanoseconds: the unit of Backend::Span and
+/// of the watchdog's clock.
+inline int64_t steadyNanos(std::chrono::steady_clock::time_point t =
+                               std::chrono::steady_clock::now()) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
 
 class Backend {
 public:
