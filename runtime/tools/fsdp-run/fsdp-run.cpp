@@ -258,32 +258,42 @@ private:
   std::vector<float> weights;
 };
 
+/// Writes `path` through `fill` into PATH.tmp and renames it into place, so
+/// that a failed run never leaves a half-written file; `what` names the
+/// output in the error.
+template <typename Fill>
+void writeFile(const std::string &path, const char *what, Fill fill) {
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  fill(out);
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    die(path + ": cannot write the " + what + ": " + std::strerror(errno));
+  }
+}
+
 /// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
 /// length, name, u32 rank, i64 dims, f32 values (docs/plan-format.md).
 void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
                 const std::string &path) {
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  auto put = [&](const void *p, size_t n) {
-    out.write(static_cast<const char *>(p), n);
-  };
-  put("FSDPPARM", 8);
-  uint32_t count = plan.params.size();
-  put(&count, 4);
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    const ParamDesc &p = plan.params[i];
-    uint32_t len = p.name.size(), rank = p.shape.size();
-    put(&len, 4);
-    put(p.name.data(), len);
-    put(&rank, 4);
-    put(p.shape.data(), rank * sizeof(int64_t));
-    put(params[i].data(), params[i].size() * sizeof(float));
-  }
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    die(path + ": cannot write the parameters: " + std::strerror(errno));
-  }
+  writeFile(path, "parameters", [&](std::ofstream &out) {
+    auto put = [&](const void *p, size_t n) {
+      out.write(static_cast<const char *>(p), n);
+    };
+    put("FSDPPARM", 8);
+    uint32_t count = plan.params.size();
+    put(&count, 4);
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      const ParamDesc &p = plan.params[i];
+      uint32_t len = p.name.size(), rank = p.shape.size();
+      put(&len, 4);
+      put(p.name.data(), len);
+      put(&rank, 4);
+      put(p.shape.data(), rank * sizeof(int64_t));
+      put(params[i].data(), params[i].size() * sizeof(float));
+    }
+  });
 }
 
 /// The measured timeline as a Chrome trace (JSON; Perfetto opens it), one
@@ -299,33 +309,29 @@ void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
                ? path + suffix
                : path.substr(0, dot) + suffix + path.substr(dot);
   }
-  std::string tmp = file + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
-  for (int lane = 0; lane < 3; ++lane)
-    out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
-        << ", \"tid\": " << lane << ", \"args\": {\"name\": \"" << lanes[lane]
-        << "\"}},\n";
-  out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
-      << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
-  char number[64];
-  for (const Session::TraceEvent &e : session.traceEvents()) {
-    const Instruction &inst = plan.program[e.instruction];
-    uint32_t lane = e.lane;
-    out << ",\n{\"name\": \"" << inst.kernel->name
-        << (inst.unit.empty() ? "" : " @" + inst.unit) << "\", \"ph\": \"X\", "
-        << "\"pid\": " << rank << ", \"tid\": " << lane;
-    std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
-                  e.start, e.duration);
-    out << number << ", \"args\": {\"step\": " << e.step << "}}";
-  }
-  out << "\n]}\n";
-  out.close();
-  if (!out || std::rename(tmp.c_str(), file.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    die(file + ": cannot write the trace: " + std::strerror(errno));
-  }
+  writeFile(file, "trace", [&](std::ofstream &out) {
+    out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+    const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
+    for (int lane = 0; lane < 3; ++lane)
+      out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
+          << ", \"tid\": " << lane << ", \"args\": {\"name\": \"" << lanes[lane]
+          << "\"}},\n";
+    out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
+        << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
+    char number[64];
+    for (const Session::TraceEvent &e : session.traceEvents()) {
+      const Instruction &inst = plan.program[e.instruction];
+      uint32_t lane = e.lane;
+      out << ",\n{\"name\": \"" << inst.kernel->name
+          << (inst.unit.empty() ? "" : " @" + inst.unit)
+          << "\", \"ph\": \"X\", "
+          << "\"pid\": " << rank << ", \"tid\": " << lane;
+      std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
+                    e.start, e.duration);
+      out << number << ", \"args\": {\"step\": " << e.step << "}}";
+    }
+    out << "\n]}\n";
+  });
 }
 
 /// Ends the job when this rank has been inside one collective for longer
@@ -379,29 +385,24 @@ void writeReport(const Report &r, const std::string &path) {
                                    : std::string(1, c);
     return out + "\"";
   };
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  char number[64];
-  out << "{\"backend\": " << quoted(r.backend)
-      << ", \"collectives\": " << quoted(r.collectives)
-      << ", \"ranks\": " << r.ranks
-      << ", \"skip_collectives\": " << (r.skipCollectives ? "true" : "false");
-  std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
-  out << ", \"ms_per_step\": " << number;
-  std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
-  out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
-  for (size_t i = 0; i < r.losses.size(); ++i) {
-    std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
-    out << (i ? ", " : "") << (std::isfinite(r.losses[i]) ? number : "null");
-  }
-  out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
-      << ", \"arena_bytes_measured\": " << r.arenaMeasured
-      << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    die(path + ": cannot write the report: " + std::strerror(errno));
-  }
+  writeFile(path, "report", [&](std::ofstream &out) {
+    char number[64];
+    out << "{\"backend\": " << quoted(r.backend)
+        << ", \"collectives\": " << quoted(r.collectives)
+        << ", \"ranks\": " << r.ranks
+        << ", \"skip_collectives\": " << (r.skipCollectives ? "true" : "false");
+    std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
+    out << ", \"ms_per_step\": " << number;
+    std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
+    out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
+    for (size_t i = 0; i < r.losses.size(); ++i) {
+      std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
+      out << (i ? ", " : "") << (std::isfinite(r.losses[i]) ? number : "null");
+    }
+    out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
+        << ", \"arena_bytes_measured\": " << r.arenaMeasured
+        << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
+  });
 }
 
 /// Fails now, not after training, when the output cannot be written.
