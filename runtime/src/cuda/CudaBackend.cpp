@@ -286,7 +286,6 @@ void CudaBackend::start(const Plan &plan,
   check(cudaEventRecord(before, compute), "cudaEventRecord");
   check(cudaStreamWaitEvent(streams[stream], before, 0), "cudaStreamWaitEvent");
   // A bucket is one NCCL group: one fused launch.
-  std::string error;
   if (group.size() > 1 && ncclGroupStart() != ncclSuccess)
     fail("ncclGroupStart failed");
   for (const Instruction *inst : group)
