@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
+#include <sys/stat.h>
 
 namespace fsdp::rt {
 namespace {
@@ -58,41 +58,140 @@ const char *const kBuiltinCorpus =
     "cherish very nearly the same feelings towards the ocean with me.\n";
 } // namespace
 
-bool TokenData::load(const std::string &path, std::string &error) {
-  std::ifstream file(path, std::ios::binary);
+bool parseDataFormat(const std::string &text, DataFormat &format) {
+  if (text == "auto")
+    format = DataFormat::Auto;
+  else if (text == "bytes")
+    format = DataFormat::Bytes;
+  else if (text == "tokens")
+    format = DataFormat::Tokens;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * 4;
+
+/// Reads a regular file whole; never throws.
+bool readFile(const std::string &path, std::string &bytes,
+              std::string &error) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) {
+    error = path + ": cannot open data file: " + std::strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(info.st_mode)) {
+    error = path + ": is a directory, not a data file";
+    return false;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    error = path + ": is not a regular file (a device, pipe or socket)";
+    return false;
+  }
+  FILE *file = std::fopen(path.c_str(), "rb");
   if (!file) {
     error = path + ": cannot open data file: " + std::strerror(errno);
     return false;
   }
-  std::string bytes((std::istreambuf_iterator<char>(file)),
-                    std::istreambuf_iterator<char>());
+  bytes.resize(size_t(info.st_size));
+  size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
+  bool failed = std::ferror(file) != 0;
+  int saved = errno;
+  std::fclose(file);
+  if (failed || got != bytes.size()) {
+    error = path + ": cannot read data file: " +
+            (failed ? std::strerror(saved) : "it shrank while being read");
+    return false;
+  }
+  return true;
+}
+
+/// A header of llm.c's shape (a small version, a count that matches the
+/// file's size in uint16 or uint32 tokens) whatever its magic says.
+bool looksLikeTokenHeader(const std::string &bytes, const int32_t *header) {
+  if (bytes.size() < kHeaderBytes || header[1] < 1 || header[1] > 16 ||
+      header[2] <= 0)
+    return false;
+  uint64_t body = bytes.size() - kHeaderBytes, count = uint64_t(header[2]);
+  return body == 2 * count || body == 4 * count;
+}
+
+/// Bytes that text (ASCII or UTF-8) does not contain: controls other than
+/// tab, newline, vertical tab, form feed and carriage return.
+bool isControl(unsigned char c) {
+  return c < 0x20 && (c < 0x09 || c > 0x0D);
+}
+} // namespace
+
+bool TokenData::load(const std::string &path, DataFormat format,
+                     std::string &error) {
+  std::string bytes;
+  if (!readFile(path, bytes, error))
+    return false;
   source_ = path;
   int32_t header[3] = {};
   if (bytes.size() >= sizeof(header))
     std::memcpy(header, bytes.data(), sizeof(header));
-  if (header[0] != kTokenFileMagic) {
+  bool hasMagic = header[0] == kTokenFileMagic;
+  if (format == DataFormat::Bytes || (format == DataFormat::Auto && !hasMagic)) {
+    if (format == DataFormat::Auto) {
+      if (looksLikeTokenHeader(bytes, header)) {
+        error = path + ": a token file header with magic " +
+                std::to_string(header[0]) + " (version " +
+                std::to_string(header[1]) + "); fsdp-run reads llm.c's magic " +
+                std::to_string(kTokenFileMagic) +
+                ", version 1 (--data-format bytes reads it as bytes)";
+        return false;
+      }
+      size_t controls = 0;
+      for (unsigned char c : bytes)
+        controls += isControl(c);
+      // Text has none; headerless uint16 tokens have many (every id below
+      // 8192 has a high byte below 32). One in a thousand tolerates a
+      // stray form of text.
+      if (controls * 1000 > bytes.size()) {
+        char share[32];
+        std::snprintf(share, sizeof(share), "%.1f%%",
+                      100.0 * double(controls) / double(bytes.size()));
+        error = path + ": has no token header and does not look like text (" +
+                share +
+                " control bytes): headerless uint16 tokens need llm.c's "
+                "256-int32 header (magic " +
+                std::to_string(kTokenFileMagic) +
+                "); --data-format bytes trains on its bytes anyway";
+        return false;
+      }
+    }
     tokens.assign(bytes.begin(), bytes.end());
     for (int32_t &t : tokens)
       t &= 0xFF; // bytes, not signed chars
+    tokenFile = false;
     return true;
   }
-  const size_t headerBytes = 256 * sizeof(int32_t);
+  if (!hasMagic) {
+    error = path + ": not a token file: no llm.c header (magic " +
+            std::to_string(kTokenFileMagic) + "), found " +
+            std::to_string(header[0]) + " (--data-format tokens)";
+    return false;
+  }
   if (header[1] != 1) {
     error = path + ": unsupported token file version " +
             std::to_string(header[1]) + " (expected 1)";
     return false;
   }
-  if (header[2] < 0 || bytes.size() < headerBytes ||
-      (bytes.size() - headerBytes) / 2 < size_t(header[2])) {
+  if (header[2] < 0 || bytes.size() < kHeaderBytes ||
+      (bytes.size() - kHeaderBytes) / 2 < size_t(header[2])) {
     error = path + ": truncated token file: the header promises " +
             std::to_string(header[2]) + " tokens";
     return false;
   }
   tokens.resize(header[2]);
   const unsigned char *p =
-      reinterpret_cast<const unsigned char *>(bytes.data()) + headerBytes;
+      reinterpret_cast<const unsigned char *>(bytes.data()) + kHeaderBytes;
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
+  tokenFile = true;
   return true;
 }
 
@@ -122,11 +221,25 @@ bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
   return true;
 }
 
+int64_t TokenData::windowsPerEpoch(int64_t B, int64_t T) const {
+  return (int64_t(tokens.size()) - 1) / (B * T);
+}
+
+int64_t TokenData::unusedTail(int64_t B, int64_t T) const {
+  return int64_t(tokens.size()) - 1 - windowsPerEpoch(B, T) * B * T;
+}
+
+uint64_t TokenData::fingerprint() const {
+  uint64_t hash = 0xcbf29ce484222325ull ^ tokens.size(); // FNV-1a
+  for (int32_t t : tokens)
+    hash = (hash ^ uint32_t(t)) * 0x100000001b3ull;
+  return hash;
+}
+
 void TokenData::batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
                       int64_t rows, int32_t *inputs, int32_t *targets) const {
   int64_t perBatch = B * T;
-  int64_t batches = (int64_t(tokens.size()) - 1) / perBatch;
-  int64_t start = (batch % batches) * perBatch + rowBegin * T;
+  int64_t start = (batch % windowsPerEpoch(B, T)) * perBatch + rowBegin * T;
   std::copy_n(tokens.begin() + start, rows * T, inputs);
   std::copy_n(tokens.begin() + start + 1, rows * T, targets);
 }

@@ -76,16 +76,27 @@ float Session::run(int64_t step, bool optimizer) {
         group.push_back(&plan.program[++index]);
         startedAt[uint32_t(group.back()->params[1])] = index;
       }
-      // Issuing can block (a GPU's NCCL enqueue): the watchdog sees it.
-      watch(index, step, begin);
-      backend.start(plan, group, uint32_t(inst.params[0]));
-      collective.instruction = -1;
+      // The stream's communicator (a thread's, on the CPU) takes the
+      // records over; a GPU's NCCL enqueue starts them here.
+      std::vector<uint64_t> ids;
+      for (const Instruction *member : group) {
+        ids.push_back(issueRecord(member - plan.program.data(), step));
+        tokenRecord[uint32_t(member->params[1])] = ids.back();
+      }
+      {
+        RecordScope scope(ids);
+        backend.start(plan, group, uint32_t(inst.params[0]));
+      }
+      if (recorder && !backend.hostCollectives())
+        for (size_t k = 0; k < ids.size(); ++k)
+          recorder->start(ids[k], uint32_t(inst.params[0]),
+                          std::string(group[k]->kernel->name), 0);
     } else if (opcode == Opcode::Wait) {
       uint32_t token = uint32_t(params[0]);
       size_t at = startedAt[token];
-      watch(at, step, begin);
       Backend::Span span = backend.wait(token);
-      collective.instruction = -1;
+      if (recorder)
+        recorder->finishIfOpen(tokenRecord[token]);
       const Instruction &startInst = plan.program[at];
       if (tracing && span.endNanos > span.startNanos)
         trace.push_back(
@@ -97,12 +108,19 @@ float Session::run(int64_t step, bool optimizer) {
       times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
       ++times.calls[uint32_t(startInst.kernel->opcode)];
     } else {
+      uint64_t id = 0;
       if (isCollective) {
-        watch(index, step, begin);
+        id = issueRecord(index, step);
         lane = opcode == Opcode::AllGather ? 1 : 2;
       }
-      backend.run(plan, inst, params.data(), step);
-      collective.instruction = -1;
+      {
+        RecordScope scope(std::vector<uint64_t>{id});
+        if (id && !backend.hostCollectives())
+          recorder->start(id, 0, std::string(inst.kernel->name), 0);
+        backend.run(plan, inst, params.data(), step);
+      }
+      if (id)
+        recorder->finishIfOpen(id);
     }
     auto end = Clock::now();
     double seconds = std::chrono::duration<double>(end - begin).count();
@@ -123,11 +141,18 @@ float Session::run(int64_t step, bool optimizer) {
   return loss;
 }
 
-void Session::watch(size_t instruction, int64_t step,
-                    std::chrono::steady_clock::time_point since) {
-  collective.step = step;
-  collective.startNanos = steadyNanos(since);
-  collective.instruction = int64_t(instruction);
+uint64_t Session::issueRecord(size_t index, int64_t step) {
+  if (!recorder)
+    return 0;
+  const Instruction &inst = plan.program[index];
+  std::string kind(inst.kernel->name);
+  CollectiveLabel label{step, int64_t(index),
+                        kind + (inst.unit.empty() ? ""
+                                                  : " of unit '" + inst.unit +
+                                                        "'")};
+  uint32_t flat = inst.kernel->opcode == plan::Opcode::AllGather ? inst.outs[0]
+                                                                 : inst.ins[0];
+  return recorder->issue(label, kind, plan.buffers[flat].size);
 }
 
 float Session::step(int64_t step) { return run(step, /*optimizer=*/true); }
@@ -168,6 +193,8 @@ std::vector<std::vector<float>> Session::gatherParams() {
     const UnitDesc &unit = plan.units[u];
     std::vector<float> shard = readBuffer(unit.shardBuffer);
     full.assign(unit.flatSize, 0.0f);
+    RecordScope scope(
+        CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
     comm.allGather(shard.data(), full.data(), unit.flatSize);
     for (size_t p = 0; p < plan.params.size(); ++p)
       if (plan.params[p].unit == u)

@@ -107,6 +107,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
 
   plan = Plan();
   plan.path = path;
+  plan.checksum = crc;
   Reader r(payload, payloadSize);
   uint64_t peak[7] = {};
   r.read(plan.worldSize);

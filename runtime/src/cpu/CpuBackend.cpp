@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/FlightRecorder.h"
 
 #include "Blas.h"
 #include "CollectiveStreams.h"
@@ -131,9 +132,14 @@ public:
       jobs.push_back(collective(plan, *inst));
       tokens.push_back(uint32_t(inst->params[1]));
     }
-    auto job = [jobs = std::move(jobs)](Communicator &c) {
-      for (const auto &one : jobs)
-        one(c);
+    // The executor's flight-recorder records, one per member, go with
+    // the job to the thread that runs it.
+    auto job = [jobs = std::move(jobs),
+                ids = RecordScope::remaining()](Communicator &c) {
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        RecordScope scope(std::vector<uint64_t>{k < ids.size() ? ids[k] : 0});
+        jobs[k](c);
+      }
     };
     if (streams)
       return streams->start(stream, std::move(tokens), std::move(job));

@@ -66,6 +66,9 @@ public:
   std::string collectiveMode() const override {
     return "on CUDA streams (NCCL " + cuda::Nccl::version() + ")";
   }
+  /// NCCL runs the plan's collectives on the device; the executor records
+  /// them for the flight recorder.
+  bool hostCollectives() const override { return false; }
   void synchronize() override;
   uint64_t measureHighWaterMark() override;
 

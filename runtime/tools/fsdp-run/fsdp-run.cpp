@@ -5,31 +5,43 @@
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off]
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
+//            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
 //
-// Loads and validates the plan, allocates its arena once, initialises the
-// parameters from their initializers, and trains: one progress line per
-// step (step, loss, ms/step, tokens/s), then a summary with the measured
-// arena high-water mark next to the compiler's prediction.
+// Loads and validates the plan, checks and reserves every output, makes
+// the ranks agree on everything that changes numbers, allocates the arena
+// once, initialises the parameters from their initializers, and trains:
+// one progress line per step (step, loss, ms/step, tokens/s), then a
+// summary with the measured arena high-water mark next to the compiler's
+// prediction. Every collective goes through the flight recorder and its
+// watchdog (docs/runtime.md).
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
+#include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
 
-#include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <ostream>
 #include <random>
+#include <streambuf>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace fsdp;
@@ -38,12 +50,14 @@ using namespace fsdp::rt;
 namespace {
 struct Options {
   std::string planPath, dataPath, savePath, tracePath, reportPath,
-      blas = "openblas", backend = "cpu", collectiveThreads = "auto";
+      flightRecorderDir, blas = "openblas", backend = "cpu",
+      collectiveThreads = "auto", dataFormatName = "auto";
+  DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
   double collectiveTimeout = 300.0;
-  int64_t stallRank = -1;
+  int64_t stallRank = -1, stallStep = 1;
   double stallSeconds = 0.0;
   uint64_t seed = 1;
   double lr = -1.0;
@@ -52,12 +66,14 @@ struct Options {
 
 const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
+    "                [--data-format auto|bytes|tokens]\n"
     "                [--log-every N] [--backend cpu|cuda]\n"
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--collective-timeout SECONDS]\n"
+    "                [--flight-recorder DIR]\n"
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
     "       fsdp-run --list-devices\n";
 
@@ -65,7 +81,39 @@ const char *const kUsage =
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
 Communicator *gComm = nullptr;
 
+/// Outputs reserved before training (PATH.tmp), removed on any error or
+/// signal so that a failed run leaves nothing half-written. Fixed storage:
+/// the signal handler may only unlink.
+constexpr int kMaxTempFiles = 8;
+char gTempFiles[kMaxTempFiles][4096];
+volatile sig_atomic_t gNumTempFiles = 0;
+
+void registerTempFile(const std::string &path) {
+  if (gNumTempFiles >= kMaxTempFiles || path.size() >= sizeof(gTempFiles[0]))
+    return;
+  std::memcpy(gTempFiles[gNumTempFiles], path.c_str(), path.size() + 1);
+  gNumTempFiles = gNumTempFiles + 1;
+}
+
+void forgetTempFile(const std::string &path) {
+  for (int i = 0; i < gNumTempFiles && i < kMaxTempFiles; ++i)
+    if (path == gTempFiles[i])
+      gTempFiles[i][0] = '\0';
+}
+
+void removeTempFiles() {
+  for (int i = 0; i < gNumTempFiles && i < kMaxTempFiles; ++i)
+    if (gTempFiles[i][0])
+      unlink(gTempFiles[i]);
+}
+
+extern "C" void onTerminate(int signal) {
+  removeTempFiles();
+  _exit(128 + signal);
+}
+
 [[noreturn]] void die(const std::string &message, int code = 1) {
+  removeTempFiles();
   if (gComm && gComm->size() > 1)
     std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", gComm->rank(),
                  message.c_str());
@@ -101,6 +149,14 @@ Options parseOptions(int argc, char **argv) {
       o.steps = parseInt(arg, value(), 1);
     else if (arg == "--data")
       o.dataPath = value();
+    else if (arg == "--data-format") {
+      o.dataFormatName = value();
+      if (!parseDataFormat(o.dataFormatName, o.dataFormat))
+        die("--data-format expects auto, bytes or tokens, got '" +
+                o.dataFormatName + "'",
+            2);
+    } else if (arg == "--flight-recorder")
+      o.flightRecorderDir = value();
     else if (arg == "--seed")
       o.seed = parseInt(arg, value(), 0);
     else if (arg == "--lr") {
@@ -152,13 +208,21 @@ Options parseOptions(int argc, char **argv) {
                 std::string(text) + "'",
             2);
     } else if (arg == "--debug-stall") {
-      // Fault injection for testing the watchdog: RANK:SECONDS.
+      // Fault injection for testing the watchdog: RANK:SECONDS[:STEP]
+      // (rank RANK sleeps before step STEP, 1 by default; 0: before the
+      // ranks agree, as a rank stuck reading its data; steps + 1: after
+      // the last step, before the high-water mark and the final gather).
       std::string text = value();
       size_t colon = text.find(':');
       if (colon == std::string::npos)
-        die("--debug-stall expects RANK:SECONDS, got '" + text + "'", 2);
+        die("--debug-stall expects RANK:SECONDS[:STEP], got '" + text + "'", 2);
       o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
-      o.stallSeconds = std::strtod(text.c_str() + colon + 1, nullptr);
+      size_t second = text.find(':', colon + 1);
+      o.stallSeconds =
+          std::strtod(text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
+      if (second != std::string::npos)
+        o.stallStep =
+            parseInt("--debug-stall", text.c_str() + second + 1, 0);
     } else if (arg == "--profile")
       o.profile = true;
     else if (arg == "--describe")
@@ -258,26 +322,143 @@ private:
   std::vector<float> weights;
 };
 
-/// Writes `path` through `fill` into PATH.tmp and renames it into place, so
-/// that a failed run never leaves a half-written file; `what` names the
-/// output in the error.
-template <typename Fill>
-void writeFile(const std::string &path, const char *what, Fill fill) {
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  fill(out);
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    die(path + ": cannot write the " + what + ": " + std::strerror(errno));
+/// A std::streambuf over a file descriptor, with a buffer of its own; the
+/// first failed write sticks, with its errno.
+class FdBuf : public std::streambuf {
+public:
+  explicit FdBuf(int fd) : fd(fd), buffer(1 << 20) {
+    setp(buffer.data(), buffer.data() + buffer.size());
   }
+  /// 0, or the errno of the first failed write.
+  int drain() {
+    flushBuffer();
+    return error;
+  }
+
+protected:
+  int overflow(int c) override {
+    if (!flushBuffer())
+      return traits_type::eof();
+    if (c != traits_type::eof()) {
+      *pptr() = char(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return flushBuffer() ? 0 : -1; }
+
+private:
+  bool flushBuffer() {
+    for (char *p = pbase(); p < pptr() && !error;) {
+      ssize_t n = ::write(fd, p, size_t(pptr() - p));
+      if (n < 0 && errno != EINTR)
+        error = errno;
+      else if (n > 0)
+        p += n;
+    }
+    setp(buffer.data(), buffer.data() + buffer.size());
+    return !error;
+  }
+  int fd;
+  std::vector<char> buffer;
+  int error = 0;
+};
+
+/// An output written at the end of the run into space reserved before the
+/// first step: PATH.tmp is created and its bytes allocated up front, so a
+/// directory, device or symbolic link in the way, a missing or read-only
+/// directory, or a disk too full fail before training; at the end the
+/// output is written into it, synced and renamed over PATH, which is
+/// therefore always the old file or the whole new one.
+class Output {
+public:
+  void reserve(const std::string &file, const char *name, uint64_t bytes) {
+    path = file;
+    tmp = file + ".tmp";
+    what = name;
+    for (const std::string *f : {&path, &tmp}) {
+      struct stat info;
+      if (lstat(f->c_str(), &info) != 0 || S_ISREG(info.st_mode))
+        continue;
+      die(*f + ": " +
+          (S_ISDIR(info.st_mode)   ? "is a directory"
+           : S_ISLNK(info.st_mode) ? "is a symbolic link"
+                                   : "is a device, pipe or socket") +
+          "; fsdp-run writes the " + what + " only over a regular file");
+    }
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+              0644);
+    if (fd < 0)
+      die(path + ": cannot write output: " + std::strerror(errno));
+    registerTempFile(tmp);
+    int error = bytes ? posix_fallocate(fd, 0, off_t(bytes)) : 0;
+    // A filesystem without fallocate still gets its output, unreserved.
+    if (error && error != EOPNOTSUPP && error != EINVAL)
+      die(path + ": cannot reserve " + std::to_string(bytes) +
+          " bytes for the " + what + ": " + std::strerror(error));
+  }
+  bool active() const { return fd >= 0; }
+
+  template <typename Fill> void write(Fill fill) {
+    FdBuf buffer(fd);
+    std::ostream out(&buffer);
+    fill(out);
+    out.flush();
+    int error = buffer.drain();
+    off_t end = lseek(fd, 0, SEEK_CUR);
+    if (!error && (ftruncate(fd, end) != 0 || fsync(fd) != 0))
+      error = errno;
+    if (close(fd) != 0 && !error)
+      error = errno;
+    fd = -1;
+    if (!error && std::rename(tmp.c_str(), path.c_str()) != 0)
+      error = errno;
+    if (error)
+      die(path + ": cannot write the " + what + ": " + std::strerror(error) +
+          " (the previous file, if any, is unchanged)");
+    forgetTempFile(tmp);
+  }
+
+private:
+  std::string path, tmp, what;
+  int fd = -1;
+};
+
+/// The exact size of saveParams's file.
+uint64_t savedParamsBytes(const Plan &plan) {
+  uint64_t bytes = 8 + 4;
+  for (const ParamDesc &p : plan.params)
+    bytes += 4 + p.name.size() + 4 + 8 * p.shape.size() +
+             4 * uint64_t(p.numElements());
+  return bytes;
+}
+
+/// An upper estimate of writeTrace's file: every kernel of every step.
+uint64_t traceBytes(const Plan &plan, int64_t steps) {
+  uint64_t perStep = 0;
+  for (const Instruction &inst : plan.program)
+    perStep += 120 + inst.kernel->name.size() + inst.unit.size();
+  return 4096 + perStep * uint64_t(steps);
+}
+
+/// Rank r's trace file: PATH with ".rank<r>" before the extension when
+/// several ranks each write one.
+std::string traceFile(const std::string &path, int rank, int ranks) {
+  if (ranks == 1)
+    return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
 }
 
 /// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
 /// length, name, u32 rank, i64 dims, f32 values (docs/plan-format.md).
 void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
-                const std::string &path) {
-  writeFile(path, "parameters", [&](std::ofstream &out) {
+                Output &output) {
+  output.write([&](std::ostream &out) {
     auto put = [&](const void *p, size_t n) {
       out.write(static_cast<const char *>(p), n);
     };
@@ -298,18 +479,10 @@ void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
 
 /// The measured timeline as a Chrome trace (JSON; Perfetto opens it), one
 /// process per rank and one lane per stream, like --fsdp-simulate's. With
-/// several ranks, rank r writes PATH with ".rank<r>" before the extension.
-void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
-                const std::string &path) {
-  std::string file = path;
-  if (ranks > 1) {
-    size_t dot = path.rfind('.');
-    std::string suffix = ".rank" + std::to_string(rank);
-    file = dot == std::string::npos
-               ? path + suffix
-               : path.substr(0, dot) + suffix + path.substr(dot);
-  }
-  writeFile(file, "trace", [&](std::ofstream &out) {
+/// several ranks, rank r writes traceFile(PATH, r).
+void writeTrace(const Plan &plan, const Session &session, int rank,
+                Output &output) {
+  output.write([&](std::ostream &out) {
     out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
     const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
     for (int lane = 0; lane < 3; ++lane)
@@ -334,37 +507,6 @@ void writeTrace(const Plan &plan, const Session &session, int rank, int ranks,
   });
 }
 
-/// Ends the job when this rank has been inside one collective for longer
-/// than `timeout` seconds: a rank that died or diverged would otherwise
-/// leave the others waiting forever. Exiting makes mpirun end every rank.
-std::thread startWatchdog(const Plan &plan, Session &session, int rank,
-                          double timeout, std::atomic<bool> &done) {
-  return std::thread([&plan, &session, rank, timeout, &done] {
-    Session::InFlight &inFlight = session.inFlight();
-    while (!done) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      int64_t index = inFlight.instruction;
-      if (index < 0)
-        continue;
-      int64_t now = steadyNanos();
-      double waited = double(now - inFlight.startNanos) * 1e-9;
-      if (waited < timeout || inFlight.instruction != index)
-        continue;
-      const Instruction &inst = plan.program[index];
-      std::fprintf(stderr,
-                   "fsdp-run: rank %d: error: collective timeout: %s of unit "
-                   "'%s' at step %lld (kernel #%lld) did not finish within "
-                   "%.1f s; another rank failed, stalled or runs a different "
-                   "plan\n",
-                   rank, std::string(inst.kernel->name).c_str(),
-                   inst.unit.c_str(), (long long)inFlight.step.load(),
-                   (long long)index, timeout);
-      std::fflush(stderr);
-      std::_Exit(3);
-    }
-  });
-}
-
 /// What --report-json writes: the run's figures for scripts (the GPU check,
 /// benchmarks), one JSON object.
 struct Report {
@@ -376,7 +518,7 @@ struct Report {
   uint64_t arenaPredicted, arenaMeasured, peakPredicted;
 };
 
-void writeReport(const Report &r, const std::string &path) {
+void writeReport(const Report &r, Output &output) {
   auto quoted = [](const std::string &text) {
     std::string out = "\"";
     for (char c : text)
@@ -385,7 +527,7 @@ void writeReport(const Report &r, const std::string &path) {
                                    : std::string(1, c);
     return out + "\"";
   };
-  writeFile(path, "report", [&](std::ofstream &out) {
+  output.write([&](std::ostream &out) {
     char number[64];
     out << "{\"backend\": " << quoted(r.backend)
         << ", \"collectives\": " << quoted(r.collectives)
@@ -405,35 +547,113 @@ void writeReport(const Report &r, const std::string &path) {
   });
 }
 
-/// Fails now, not after training, when the output cannot be written.
-void checkWritable(const std::string &path) {
-  std::string tmp = path + ".tmp";
-  std::ofstream probe(tmp, std::ios::binary | std::ios::trunc);
-  if (!probe)
-    die(path + ": cannot write output: " + std::strerror(errno));
-  probe.close();
-  std::remove(tmp.c_str());
-}
-
 std::string bytes(uint64_t b) {
   char text[64];
   std::snprintf(text, sizeof(text), "%llu bytes (%.1f MiB)",
                 (unsigned long long)b, double(b) / (1 << 20));
   return text;
 }
-} // namespace
+/// The name of this job's progress board, the same on every rank: the
+/// launcher's job id where it gives one, else rank 0's choice.
+std::string boardName(Communicator &comm) {
+  for (const char *variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+                               "SLURM_JOB_ID"})
+    if (const char *value = std::getenv(variable)) {
+      std::string name = "fsdp-run.";
+      for (const char *c = value; *c; ++c)
+        name += std::isalnum((unsigned char)*c) ? *c : '_';
+      return name;
+    }
+  uint64_t id = (uint64_t(getpid()) << 32) ^ uint64_t(steadyNanos());
+  comm.broadcast(&id, sizeof(id), 0);
+  return "fsdp-run." + std::to_string(id);
+}
 
-int main(int argc, char **argv) {
+/// Whatever changes the numbers of a run, and everything that decides
+/// which collectives a rank issues: ranks must agree on all of it.
+std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
+                                      const TokenData *tokens, int threads) {
+  char checksum[16];
+  std::snprintf(checksum, sizeof(checksum), "%08x", plan.checksum);
+  char lr[32];
+  std::snprintf(lr, sizeof(lr), "%.17g", o.lr);
+  std::vector<AgreedField> fields = {
+      {"plan checksum", checksum},
+      {"steps", std::to_string(o.steps)},
+      {"seed", std::to_string(o.seed)},
+      {"lr", o.lr >= 0.0 ? lr : "compiled"},
+      {"backend", o.backend},
+      {"skip collectives", o.skipCollectives ? "yes" : "no"},
+      {"sync collectives", o.syncCollectives ? "yes" : "no"},
+      {"collective threads", o.collectiveThreads},
+      {"save", o.savePath.empty() ? "no" : "yes"},
+  };
+  if (o.backend == "cpu") {
+    // OpenMP threads and the GEMM library decide the summation order.
+    fields.push_back({"threads", std::to_string(threads)});
+    fields.push_back({"blas", o.blas});
+  } else {
+    fields.push_back({"tf32", o.tf32 ? "on" : "off"});
+  }
+  if (tokens) {
+    char hash[24];
+    std::snprintf(hash, sizeof(hash), "%016llx",
+                  (unsigned long long)tokens->fingerprint());
+    fields.push_back({"data", std::string(tokens->formatName()) + ", " +
+                                  std::to_string(tokens->size()) +
+                                  " tokens, hash " + hash});
+  }
+  return fields;
+}
+
+int run(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
-  // Ranks first: every later error can then end the whole job.
-  std::unique_ptr<Communicator> comm = haveMpi()
-                                           ? createMpiCommunicator(&argc, &argv)
-                                           : createLocalCommunicator();
+  // A file-size limit makes writes fail with EFBIG instead of killing us;
+  // mpirun's SIGTERM still removes the reserved outputs.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGTERM, onTerminate);
+  std::signal(SIGINT, onTerminate);
+  // Ranks first: every later error can then end the whole job. Every
+  // collective from here on is recorded and watched.
+  std::unique_ptr<Communicator> raw = haveMpi()
+                                          ? createMpiCommunicator(&argc, &argv)
+                                          : createLocalCommunicator();
+  FlightRecorder recorder(raw->rank(), raw->size());
+  std::unique_ptr<Communicator> comm =
+      createWatchedCommunicator(std::move(raw), recorder);
   gComm = comm.get();
   bool lead = comm->rank() == 0;
+  if (!options.flightRecorderDir.empty()) {
+    struct stat info;
+    if (stat(options.flightRecorderDir.c_str(), &info) != 0 ||
+        !S_ISDIR(info.st_mode))
+      die(options.flightRecorderDir +
+          ": --flight-recorder expects an existing directory");
+  }
+  std::string dumpDir = options.flightRecorderDir;
+  if (dumpDir.empty() && !options.tracePath.empty()) {
+    size_t slash = options.tracePath.rfind('/');
+    dumpDir = slash == std::string::npos ? "."
+                                         : options.tracePath.substr(0, slash);
+  }
+  std::unique_ptr<Watchdog> watchdog;
+  std::string error;
+  if (comm->size() > 1) {
+    RecordScope scope(CollectiveLabel{0, -1, "progress-board set-up"});
+    watchdog = std::make_unique<Watchdog>(
+        recorder, options.collectiveTimeout, dumpDir, removeTempFiles);
+    std::string name = boardName(*comm);
+    // Removed like a temporary file on any error or signal, and by local
+    // rank 0 once every rank has attached (after the agreement).
+    registerTempFile("/dev/shm/" + name);
+    if (!recorder.attachBoard(name, error))
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: warning: no progress board (%s): a "
+                   "timeout will not name the lagging rank\n",
+                   comm->rank(), error.c_str());
+  }
 
   Plan plan;
-  std::string error;
   if (!loadPlan(options.planPath, plan, error))
     die(error);
   if (options.describe) {
@@ -462,31 +682,67 @@ int main(int argc, char **argv) {
   if (inputs.kind == InputKind::Tokens) {
     if (options.dataPath.empty())
       tokens.loadBuiltin();
-    else if (!tokens.load(options.dataPath, error))
+    else if (!tokens.load(options.dataPath, options.dataFormat, error))
       die(error);
     if (!tokens.check(globalBatch, inputs.seq, inputs.vocab, error))
       die(error);
   } else if (!options.dataPath.empty()) {
     die(plan.path + " classifies features; --data feeds token models only");
   }
+  // Every output is checked and its space reserved now, not after the
+  // last step.
+  Output saveOutput, traceOutput, reportOutput;
   if (!options.savePath.empty() && lead)
-    checkWritable(options.savePath);
+    saveOutput.reserve(options.savePath, "parameters", savedParamsBytes(plan));
   if (!options.tracePath.empty())
-    checkWritable(options.tracePath);
+    traceOutput.reserve(
+        traceFile(options.tracePath, comm->rank(), comm->size()), "trace",
+        traceBytes(plan, options.steps));
   if (!options.reportPath.empty() && lead)
-    checkWritable(options.reportPath);
+    reportOutput.reserve(options.reportPath, "report",
+                         1024 + 24 * uint64_t(options.steps));
 
-  std::unique_ptr<Backend> backend =
-      options.backend == "cuda"
-          ? createCudaBackend({int(options.device), options.tf32, comm.get(),
-                               options.collectiveTimeout},
-                              error)
-          : createCpuBackend({int(options.threads), options.blas, comm.get(),
-                              options.collectiveThreads},
-                             error);
+  int threads = options.threads > 0 ? int(options.threads)
+                                    : int(std::thread::hardware_concurrency());
+  auto stallAt = [&](int64_t step) {
+    if (options.stallRank == comm->rank() && options.stallStep == step)
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(options.stallSeconds));
+  };
+  stallAt(0);
+  {
+    RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
+    std::string disagreement = checkRanksAgree(
+        *comm, agreedFields(options, plan,
+                            inputs.kind == InputKind::Tokens ? &tokens : nullptr,
+                            threads));
+    if (!disagreement.empty()) {
+      // Every rank knows the same: each refuses and exits on its own.
+      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm->rank(),
+                   disagreement.c_str());
+      removeTempFiles();
+      return 1;
+    }
+  }
+  // Every rank of the node has attached by now: the board's name can go.
+  if (comm->localRank() == 0)
+    recorder.unlinkBoard();
+
+  std::unique_ptr<Backend> backend;
+  {
+    RecordScope scope(CollectiveLabel{0, -1, "backend start-up"});
+    backend = options.backend == "cuda"
+                  ? createCudaBackend({int(options.device), options.tf32,
+                                       comm.get(), options.collectiveTimeout},
+                                      error)
+                  : createCpuBackend({int(options.threads), options.blas,
+                                      comm.get(), options.collectiveThreads},
+                                     error);
+  }
   if (!backend)
     die(options.backend + " backend: " + error);
   Session session(plan, *backend, *comm);
+  session.setFlightRecorder(&recorder);
   session.setSkipCollectives(options.skipCollectives);
   session.setSynchronousCollectives(options.syncCollectives);
   if (!session.initialize(options.seed, error))
@@ -495,14 +751,6 @@ int main(int argc, char **argv) {
     session.overrideLearningRate(options.lr);
   if (!options.tracePath.empty())
     session.startTrace();
-  std::atomic<bool> finished{false};
-  std::thread watchdog;
-  if (options.collectiveTimeout > 0.0 && comm->size() > 1)
-    watchdog = startWatchdog(plan, session, comm->rank(),
-                             options.collectiveTimeout, finished);
-  if (options.stallRank == comm->rank())
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(options.stallSeconds));
 
   if (lead) {
     std::printf("fsdp-run: %s; %s; started collectives run %s\n",
@@ -518,6 +766,13 @@ int main(int argc, char **argv) {
                 plan.program.size(), (long long)globalBatch,
                 inputs.kind == InputKind::Tokens ? tokens.source().c_str()
                                                  : "(synthetic teacher)");
+    if (inputs.kind == InputKind::Tokens)
+      std::printf("fsdp-run: data: %zu tokens (%s), %lld batches of %lld x "
+                  "%lld per epoch, %lld tail tokens unused\n",
+                  tokens.size(), tokens.formatName(),
+                  (long long)tokens.windowsPerEpoch(globalBatch, inputs.seq),
+                  (long long)globalBatch, (long long)inputs.seq,
+                  (long long)tokens.unusedTail(globalBatch, inputs.seq));
   }
   int64_t tokensPerStep = globalBatch * inputs.seq;
   int64_t localTokens = inputs.batch * inputs.seq;
@@ -530,6 +785,7 @@ int main(int argc, char **argv) {
   float firstLoss = 0.0f, loss = 0.0f;
   std::vector<float> losses;
   for (int64_t step = 1; step <= options.steps; ++step) {
+    stallAt(step);
     if (inputs.kind == InputKind::Tokens) {
       tokens.batch(step - 1, globalBatch, inputs.seq, rowBegin, inputs.batch,
                    x.data(), y.data());
@@ -542,7 +798,11 @@ int main(int argc, char **argv) {
     auto start = Clock::now();
     // Each rank's loss is the mean over its rows; their mean is the
     // global batch's (every rank has as many rows).
-    loss = float(comm->allReduceMean(session.step(step)));
+    float local = session.step(step);
+    {
+      RecordScope scope(CollectiveLabel{step, -1, "loss all-reduce"});
+      loss = float(comm->allReduceMean(local));
+    }
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
@@ -570,7 +830,12 @@ int main(int argc, char **argv) {
   int64_t timed = options.steps > 1 ? options.steps - 1 : 1;
   double meanSeconds = options.steps > 1 ? steadySeconds / timed : totalSeconds;
   uint64_t measured = session.measureHighWaterMark();
-  uint64_t measuredMax = comm->allReduceMax(measured);
+  stallAt(options.steps + 1);
+  uint64_t measuredMax;
+  {
+    RecordScope scope(CollectiveLabel{0, -1, "high-water-mark all-reduce"});
+    measuredMax = comm->allReduceMax(measured);
+  }
   std::vector<std::vector<float>> finalParams;
   if (!options.savePath.empty())
     finalParams = session.gatherParams();
@@ -612,9 +877,9 @@ int main(int argc, char **argv) {
                     (long long)t.calls[k], t.seconds[k] * 1e3,
                     100.0 * t.seconds[k] / all);
   }
-  if (!options.savePath.empty() && lead)
-    saveParams(plan, finalParams, options.savePath);
-  if (!options.reportPath.empty() && lead) {
+  if (saveOutput.active())
+    saveParams(plan, finalParams, saveOutput);
+  if (reportOutput.active()) {
     Report report{backend->description(),
                   options.syncCollectives ? "synchronously (--sync-collectives)"
                                           : backend->collectiveMode(),
@@ -626,12 +891,20 @@ int main(int argc, char **argv) {
                   plan.arenaSize,
                   measuredMax,
                   plan.peakBytes};
-    writeReport(report, options.reportPath);
+    writeReport(report, reportOutput);
   }
-  if (!options.tracePath.empty())
-    writeTrace(plan, session, comm->rank(), comm->size(), options.tracePath);
-  finished = true;
-  if (watchdog.joinable())
-    watchdog.join();
+  if (traceOutput.active())
+    writeTrace(plan, session, comm->rank(), traceOutput);
   return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  // Nothing below should throw; if anything does, it is an error line and
+  // exit code 1, never an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
 }

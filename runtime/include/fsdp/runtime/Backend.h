@@ -68,6 +68,10 @@ public:
   /// How started collectives run: "a thread per stream", "synchronously
   /// (MPI without thread support)", "CUDA streams".
   virtual std::string collectiveMode() const { return "synchronously"; }
+  /// True when collectives run through the host Communicator (the CPU's
+  /// MPI), which records them in the flight recorder itself; false where
+  /// they are enqueued on a device (NCCL): the executor records those.
+  virtual bool hostCollectives() const { return true; }
   /// Waits for all kernels issued so far.
   virtual void synchronize() {}
   /// One past the highest arena byte that differs from the canary.

@@ -2,13 +2,23 @@
 //-*-===//
 //
 // Two file formats:
-//  * any file: its bytes are the tokens (vocabulary 256);
-//  * a token file: llm.c's layout, a header of 256 little-endian int32
-//    (magic 20240520, version 1, token count, the rest zero) followed by
-//    that many uint16 token ids.
-// Batches are consecutive windows: batch k of B x T tokens starts at token
-// k * B * T (wrapping around at the end of the data), and its targets are
-// the same window shifted by one token.
+//  * bytes: the file's bytes are the tokens (vocabulary 256);
+//  * tokens: llm.c's layout, a header of 256 little-endian int32 (magic
+//    20240520, version 1, token count, the rest zero) followed by that many
+//    uint16 token ids.
+// DataFormat::Auto reads a file with the header as tokens and any other as
+// bytes, but refuses what looks like neither text nor tokens: a token
+// header with another magic, or binary data (control bytes that text does
+// not contain: headerless uint16 tokens look like that). Bytes says so
+// explicitly; Tokens requires the header.
+//
+// Batches (the epoch rule, llm.c's): the data holds W = floor((N - 1) /
+// (B * T)) whole windows of B * T tokens (the "+1" is the last window's
+// last target). Batch k is window k mod W, starting at token
+// (k mod W) * B * T; its targets are the same window shifted by one token.
+// An epoch is W batches; the N - 1 - W * B * T tokens after the last whole
+// window are never trained on (windowsPerEpoch and unusedTail say how
+// many).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,11 +33,16 @@ namespace fsdp::rt {
 
 inline constexpr int32_t kTokenFileMagic = 20240520;
 
+enum class DataFormat { Auto, Bytes, Tokens };
+
+/// "auto", "bytes", "tokens"; false for anything else.
+bool parseDataFormat(const std::string &text, DataFormat &format);
+
 class TokenData {
 public:
-  /// Loads `path` (either format). On failure returns false with `error`
+  /// Loads `path` in `format`. On failure returns false with `error`
   /// naming the file and the reason.
-  bool load(const std::string &path, std::string &error);
+  bool load(const std::string &path, DataFormat format, std::string &error);
   /// A small built-in English corpus, for demos and tests.
   void loadBuiltin();
 
@@ -35,17 +50,27 @@ public:
   /// (plus the last target) and every id below `vocab`.
   bool check(int64_t B, int64_t T, int64_t vocab, std::string &error) const;
 
-  /// Fills `inputs` and `targets` (B * T each) with batch number `batch`,
-  /// rows [rowBegin, rowBegin + rows) of it.
+  /// Fills `inputs` and `targets` (rows * T each) with rows [rowBegin,
+  /// rowBegin + rows) of batch number `batch` (0-based) of B x T tokens,
+  /// by the epoch rule above.
   void batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
              int64_t rows, int32_t *inputs, int32_t *targets) const;
+  /// W, the batches of an epoch; and the tokens no batch uses.
+  int64_t windowsPerEpoch(int64_t B, int64_t T) const;
+  int64_t unusedTail(int64_t B, int64_t T) const;
 
   const std::string &source() const { return source_; }
+  /// "bytes" or "tokens".
+  const char *formatName() const { return tokenFile ? "tokens" : "bytes"; }
   size_t size() const { return tokens.size(); }
+  /// A 64-bit hash of the token sequence: ranks compare it to know they
+  /// read the same data.
+  uint64_t fingerprint() const;
 
 private:
   std::vector<int32_t> tokens;
   std::string source_;
+  bool tokenFile = false;
 };
 
 } // namespace fsdp::rt

@@ -67,6 +67,9 @@ struct PeakBreakdown {
 
 struct Plan {
   std::string path;
+  /// The payload's CRC-32 from the header: what ranks compare to know they
+  /// run the same plan.
+  uint32_t checksum = 0;
   uint32_t worldSize = 1;
   uint64_t arenaSize = 0;
   uint64_t peakBytes = 0, peakKernel = 0;

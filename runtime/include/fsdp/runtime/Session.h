@@ -6,6 +6,7 @@
 
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <array>
@@ -77,14 +78,9 @@ public:
     double start, duration;
     uint32_t lane;
   };
-  /// The collective this rank is inside or waits for, for the watchdog:
-  /// instruction index (or -1 for none), its step, and since when
-  /// (steady-clock nanoseconds). Written by the executing thread, read by
-  /// the watchdog.
-  struct InFlight {
-    std::atomic<int64_t> instruction{-1}, step{0}, startNanos{0};
-  };
-  InFlight &inFlight() { return collective; }
+  /// Records every collective of the plan (issued, started, finished) for
+  /// the watchdog and its dumps; null: none.
+  void setFlightRecorder(FlightRecorder *recorder) { this->recorder = recorder; }
 
   /// Records every kernel of every later step.
   void startTrace();
@@ -93,16 +89,17 @@ public:
 
 private:
   float run(int64_t step, bool optimizer);
-  /// Tells the watchdog this thread now waits for collective `instruction`.
-  void watch(size_t instruction, int64_t step,
-             std::chrono::steady_clock::time_point since);
+  /// A record of collective `index` at `step` in the flight recorder (0
+  /// without one).
+  uint64_t issueRecord(size_t index, int64_t step);
 
   const Plan &plan;
   Backend &backend;
   Communicator &comm;
   std::optional<double> lrOverride;
   KernelTimes times;
-  InFlight collective;
+  FlightRecorder *recorder = nullptr;
+  std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
   std::chrono::steady_clock::time_point traceOrigin;

@@ -1,0 +1,36 @@
+//===- Agreement.h - ranks agree on what changes numbers before training -===//
+//
+// Ranks that run different plans, seeds, learning rates or data would
+// train silently to different (wrong) results, or deadlock in collectives
+// that do not match. Before the first step every rank compares a list of
+// named fields (the plan's checksum, every option that changes numbers,
+// the data's identity) with rank 0's; on any difference every rank learns
+// the same message and refuses to start.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_AGREEMENT_H
+#define FSDP_RUNTIME_AGREEMENT_H
+
+#include "fsdp/runtime/Communicator.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// One thing every rank must have the same of: "plan checksum", "lr".
+struct AgreedField {
+  std::string name, value;
+};
+
+/// A collective: every rank calls it with its own fields. Returns an empty
+/// string when all ranks agree with rank 0; otherwise one line, the same on
+/// every rank, naming the first rank that differs and each field that
+/// differs, with both values.
+std::string checkRanksAgree(Communicator &comm,
+                            const std::vector<AgreedField> &fields);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_AGREEMENT_H
