@@ -30,7 +30,8 @@
 // worst error per parameter and "step-check: N elements checked, M
 // failed"; exits 1 on any failure. --dump-grads writes, from rank 0, the
 // global loss and every parameter's full gradient of step 1 as text, for
-// comparing world sizes (test/Runtime/Inputs/compare_grads.py).
+// comparing world sizes (test/Runtime/Inputs/compare_grads.py); without
+// the hyperparameters that is all it does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +86,7 @@ struct Options {
   uint64_t seed = 1;
   double lr = -1, beta1 = -1, beta2 = -1, eps = -1, weightDecay = -1;
   std::set<std::string> noDecay;
+  bool checkAdamW = true; ///< else only dump step 1's gradients
 };
 
 Options parse(int argc, char **argv) {
@@ -123,11 +125,17 @@ Options parse(int argc, char **argv) {
     else
       o.planPath = arg;
   }
-  if (o.planPath.empty() || o.lr < 0 || o.beta1 < 0 || o.beta2 < 0 ||
-      o.eps < 0 || o.weightDecay < 0)
+  bool check = o.lr >= 0 || o.beta1 >= 0 || o.beta2 >= 0 || o.eps >= 0 ||
+               o.weightDecay >= 0;
+  if (o.planPath.empty() ||
+      (check && (o.lr < 0 || o.beta1 < 0 || o.beta2 < 0 || o.eps < 0 ||
+                 o.weightDecay < 0)) ||
+      (!check && o.dumpPath.empty()))
     die("usage: fsdp-step-check PLAN --lr X --beta1 X --beta2 X --eps X "
         "--weight-decay X [--no-decay A,B] [--steps S] [--seed N] "
-        "[--dump-grads FILE]");
+        "[--dump-grads FILE]\n  or: fsdp-step-check PLAN --dump-grads FILE "
+        "[--seed N] (step 1's gradients only)");
+  o.checkAdamW = check;
   return o;
 }
 
@@ -230,7 +238,7 @@ int main(int argc, char **argv) {
 
   // The no-decay set the test expects is the one the plan carries.
   for (const ParamDesc &p : plan.params)
-    if (p.noWeightDecay != bool(o.noDecay.count(p.name)))
+    if (o.checkAdamW && p.noWeightDecay != bool(o.noDecay.count(p.name)))
       fail(p.name + ": the plan says " +
            (p.noWeightDecay ? "no_weight_decay" : "decay") +
            ", the test expects the other");
@@ -317,6 +325,8 @@ int main(int argc, char **argv) {
       }
       std::fclose(f);
     }
+    if (!o.checkAdamW)
+      break;
     float stepLoss = session.step(t);
     if (stepLoss != localLoss)
       fail("step " + std::to_string(t) +
@@ -359,13 +369,16 @@ int main(int argc, char **argv) {
     if (lead)
       std::printf("step-check: step %lld loss %.6f\n", (long long)t, loss);
   }
-  if (lead)
+  if (lead && o.checkAdamW)
     for (size_t p = 0; p < P; ++p)
       std::printf("step-check: %-12s %s worst error %.3f of tolerance\n",
                   plan.params[p].name.c_str(),
                   plan.params[p].noWeightDecay ? "no-decay" : "decay   ",
                   worst[p]);
-  if (lead)
+  if (lead && !o.checkAdamW)
+    std::printf("step-check: step 1's gradients written to %s\n",
+                o.dumpPath.c_str());
+  if (lead && o.checkAdamW)
     std::printf("step-check: %lld elements checked, %lld failed\n",
                 (long long)checked, (long long)failed);
   std::fflush(stdout);
