@@ -24,7 +24,8 @@ tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     [ToolSubst(tool, unresolved="fatal")
      for tool in ("fsdp-opt", "fsdp-gen", "fsdp-translate", "fsdp-run",
-                  "fsdp-gradcheck")],
+                  "fsdp-gradcheck", "fsdp-step-check",
+                  "fsdp-collectives-test")],
     tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
