@@ -2,11 +2,14 @@
 
 #include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/OutputFile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sstream>
@@ -491,6 +494,40 @@ void Watchdog::run() {
       beforeExit();
     std::_Exit(3);
   }
+}
+
+namespace {
+/// The same on every rank of the job.
+std::string boardName(Communicator &comm) {
+  for (const char *variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+                               "SLURM_JOB_ID"})
+    if (const char *value = std::getenv(variable)) {
+      std::string name = "fsdp-run.";
+      for (const char *c = value; *c; ++c)
+        name += std::isalnum((unsigned char)*c) ? *c : '_';
+      return name;
+    }
+  uint64_t id = (uint64_t(getpid()) << 32) ^ uint64_t(steadyNanos());
+  comm.broadcast(&id, sizeof(id), 0);
+  return "fsdp-run." + std::to_string(id);
+}
+} // namespace
+
+std::unique_ptr<Watchdog> startWatchdog(FlightRecorder &recorder,
+                                        Communicator &comm, double timeout,
+                                        const std::string &dumpDir,
+                                        void (*beforeExit)()) {
+  RecordScope scope(CollectiveLabel{0, -1, "progress-board set-up"});
+  auto watchdog =
+      std::make_unique<Watchdog>(recorder, timeout, dumpDir, beforeExit);
+  std::string name = boardName(comm), error;
+  registerTemporaryFile("/dev/shm/" + name);
+  if (!recorder.attachBoard(name, error))
+    std::fprintf(stderr,
+                 "fsdp-run: rank %d: warning: no progress board (%s): a "
+                 "timeout will not name the lagging rank\n",
+                 comm.rank(), error.c_str());
+  return watchdog;
 }
 
 } // namespace fsdp::rt

@@ -14,7 +14,9 @@
 // one progress line per step (step, loss, ms/step, tokens/s), then a
 // summary with the measured arena high-water mark next to the compiler's
 // prediction. Every collective goes through the flight recorder and its
-// watchdog (docs/runtime.md).
+// watchdog (docs/runtime.md). The pieces live in the runtime library
+// (Session, Trainer, StepInputs, RunOutputs, FlightRecorder, Agreement);
+// this file parses options and reports.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,25 +25,21 @@
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
+#include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/RunOutputs.h"
 #include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/StepInputs.h"
+#include "fsdp/runtime/Trainer.h"
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <ostream>
-#include <random>
-#include <streambuf>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 using namespace fsdp;
@@ -81,39 +79,8 @@ const char *const kUsage =
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
 Communicator *gComm = nullptr;
 
-/// Outputs reserved before training (PATH.tmp), removed on any error or
-/// signal so that a failed run leaves nothing half-written. Fixed storage:
-/// the signal handler may only unlink.
-constexpr int kMaxTempFiles = 8;
-char gTempFiles[kMaxTempFiles][4096];
-volatile sig_atomic_t gNumTempFiles = 0;
-
-void registerTempFile(const std::string &path) {
-  if (gNumTempFiles >= kMaxTempFiles || path.size() >= sizeof(gTempFiles[0]))
-    return;
-  std::memcpy(gTempFiles[gNumTempFiles], path.c_str(), path.size() + 1);
-  gNumTempFiles = gNumTempFiles + 1;
-}
-
-void forgetTempFile(const std::string &path) {
-  for (int i = 0; i < gNumTempFiles && i < kMaxTempFiles; ++i)
-    if (path == gTempFiles[i])
-      gTempFiles[i][0] = '\0';
-}
-
-void removeTempFiles() {
-  for (int i = 0; i < gNumTempFiles && i < kMaxTempFiles; ++i)
-    if (gTempFiles[i][0])
-      unlink(gTempFiles[i]);
-}
-
-extern "C" void onTerminate(int signal) {
-  removeTempFiles();
-  _exit(128 + signal);
-}
-
 [[noreturn]] void die(const std::string &message, int code = 1) {
-  removeTempFiles();
+  removeTemporaryFiles();
   if (gComm && gComm->size() > 1)
     std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", gComm->rank(),
                  message.c_str());
@@ -180,8 +147,15 @@ Options parseOptions(int argc, char **argv) {
         die("--collective-threads expects auto, on or off, got '" +
                 o.collectiveThreads + "'",
             2);
-    } else if (arg == "--backend")
+    } else if (arg == "--backend") {
       o.backend = value();
+      if (!isBackend(o.backend)) {
+        std::string names;
+        for (const std::string &name : backendNames())
+          names += (names.empty() ? "" : " or ") + name;
+        die("unknown backend '" + o.backend + "' (expected " + names + ")", 2);
+      }
+    }
     else if (arg == "--device")
       o.device = parseInt(arg, value(), 0);
     else if (arg == "--tf32") {
@@ -245,330 +219,6 @@ Options parseOptions(int argc, char **argv) {
   return o;
 }
 
-/// How the plan's step inputs are fed.
-enum class InputKind { Tokens, Features };
-
-struct Inputs {
-  InputKind kind;
-  int64_t batch = 0, seq = 1, features = 0, vocab = 0;
-};
-
-Inputs classifyInputs(const Plan &plan) {
-  if (plan.inputs.size() != 2 || plan.inputs[0] == plan::kNone ||
-      plan.inputs[1] == plan::kNone)
-    die(plan.path + ": fsdp-run feeds plans with two inputs (data, targets)");
-  const BufferDesc &data = plan.buffers[plan.inputs[0]];
-  const BufferDesc &targets = plan.buffers[plan.inputs[1]];
-  Inputs in;
-  for (const Instruction &inst : plan.program)
-    if (inst.kernel->opcode == plan::Opcode::CrossEntropy)
-      in.vocab = plan.buffers[inst.ins[0]].shape.back();
-  if (data.dtype == plan::DType::I32 && data.shape.size() == 2 &&
-      targets.shape == data.shape) {
-    in.kind = InputKind::Tokens;
-    in.batch = data.shape[0];
-    in.seq = data.shape[1];
-  } else if (data.dtype == plan::DType::F32 && data.shape.size() == 2 &&
-             targets.shape.size() == 1 && targets.shape[0] == data.shape[0]) {
-    in.kind = InputKind::Features;
-    in.batch = data.shape[0];
-    in.features = data.shape[1];
-  } else {
-    die(plan.path + ": unsupported step inputs (expected B x T token ids and "
-                    "targets, or B x D features and B class ids)");
-  }
-  return in;
-}
-
-/// Classification data for MLP plans: Gaussian features, labels from a
-/// fixed random linear teacher, so that a model can learn them.
-class TeacherData {
-public:
-  TeacherData(int64_t features, int64_t classes, uint64_t seed)
-      : features(features), classes(classes), weights(features * classes) {
-    std::mt19937_64 rng(seed ^ 0x7EAC4E5ull);
-    std::normal_distribution<float> normal;
-    for (float &w : weights)
-      w = normal(rng);
-  }
-  /// Rows [rowBegin, rowBegin + B) of the global batch of step `step`.
-  void batch(int64_t step, int64_t rowBegin, int64_t B, float *x,
-             int32_t *y) const {
-    std::mt19937_64 rng(step * 7919 + 17);
-    std::normal_distribution<float> normal;
-    for (int64_t skip = 0; skip < rowBegin * features; ++skip)
-      normal(rng);
-    for (int64_t b = 0; b < B; ++b) {
-      float *row = x + b * features;
-      for (int64_t f = 0; f < features; ++f)
-        row[f] = normal(rng);
-      int64_t best = 0;
-      float bestScore = -INFINITY;
-      for (int64_t c = 0; c < classes; ++c) {
-        float score = 0.0f;
-        for (int64_t f = 0; f < features; ++f)
-          score += row[f] * weights[c * features + f];
-        if (score > bestScore) {
-          bestScore = score;
-          best = c;
-        }
-      }
-      y[b] = int32_t(best);
-    }
-  }
-
-private:
-  int64_t features, classes;
-  std::vector<float> weights;
-};
-
-/// A std::streambuf over a file descriptor, with a buffer of its own; the
-/// first failed write sticks, with its errno.
-class FdBuf : public std::streambuf {
-public:
-  explicit FdBuf(int fd) : fd(fd), buffer(1 << 20) {
-    setp(buffer.data(), buffer.data() + buffer.size());
-  }
-  /// 0, or the errno of the first failed write.
-  int drain() {
-    flushBuffer();
-    return error;
-  }
-
-protected:
-  int overflow(int c) override {
-    if (!flushBuffer())
-      return traits_type::eof();
-    if (c != traits_type::eof()) {
-      *pptr() = char(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-  int sync() override { return flushBuffer() ? 0 : -1; }
-
-private:
-  bool flushBuffer() {
-    for (char *p = pbase(); p < pptr() && !error;) {
-      ssize_t n = ::write(fd, p, size_t(pptr() - p));
-      if (n < 0 && errno != EINTR)
-        error = errno;
-      else if (n > 0)
-        p += n;
-    }
-    setp(buffer.data(), buffer.data() + buffer.size());
-    return !error;
-  }
-  int fd;
-  std::vector<char> buffer;
-  int error = 0;
-};
-
-/// An output written at the end of the run into space reserved before the
-/// first step: PATH.tmp is created and its bytes allocated up front, so a
-/// directory, device or symbolic link in the way, a missing or read-only
-/// directory, or a disk too full fail before training; at the end the
-/// output is written into it, synced and renamed over PATH, which is
-/// therefore always the old file or the whole new one.
-class Output {
-public:
-  void reserve(const std::string &file, const char *name, uint64_t bytes) {
-    path = file;
-    tmp = file + ".tmp";
-    what = name;
-    for (const std::string *f : {&path, &tmp}) {
-      struct stat info;
-      if (lstat(f->c_str(), &info) != 0 || S_ISREG(info.st_mode))
-        continue;
-      die(*f + ": " +
-          (S_ISDIR(info.st_mode)   ? "is a directory"
-           : S_ISLNK(info.st_mode) ? "is a symbolic link"
-                                   : "is a device, pipe or socket") +
-          "; fsdp-run writes the " + what + " only over a regular file");
-    }
-    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-              0644);
-    if (fd < 0)
-      die(path + ": cannot write output: " + std::strerror(errno));
-    registerTempFile(tmp);
-    int error = bytes ? posix_fallocate(fd, 0, off_t(bytes)) : 0;
-    // A filesystem without fallocate still gets its output, unreserved.
-    if (error && error != EOPNOTSUPP && error != EINVAL)
-      die(path + ": cannot reserve " + std::to_string(bytes) +
-          " bytes for the " + what + ": " + std::strerror(error));
-  }
-  bool active() const { return fd >= 0; }
-
-  template <typename Fill> void write(Fill fill) {
-    FdBuf buffer(fd);
-    std::ostream out(&buffer);
-    fill(out);
-    out.flush();
-    int error = buffer.drain();
-    off_t end = lseek(fd, 0, SEEK_CUR);
-    if (!error && (ftruncate(fd, end) != 0 || fsync(fd) != 0))
-      error = errno;
-    if (close(fd) != 0 && !error)
-      error = errno;
-    fd = -1;
-    if (!error && std::rename(tmp.c_str(), path.c_str()) != 0)
-      error = errno;
-    if (error)
-      die(path + ": cannot write the " + what + ": " + std::strerror(error) +
-          " (the previous file, if any, is unchanged)");
-    forgetTempFile(tmp);
-  }
-
-private:
-  std::string path, tmp, what;
-  int fd = -1;
-};
-
-/// The exact size of saveParams's file.
-uint64_t savedParamsBytes(const Plan &plan) {
-  uint64_t bytes = 8 + 4;
-  for (const ParamDesc &p : plan.params)
-    bytes += 4 + p.name.size() + 4 + 8 * p.shape.size() +
-             4 * uint64_t(p.numElements());
-  return bytes;
-}
-
-/// An upper estimate of writeTrace's file: every kernel of every step.
-uint64_t traceBytes(const Plan &plan, int64_t steps) {
-  uint64_t perStep = 0;
-  for (const Instruction &inst : plan.program)
-    perStep += 120 + inst.kernel->name.size() + inst.unit.size();
-  return 4096 + perStep * uint64_t(steps);
-}
-
-/// Rank r's trace file: PATH with ".rank<r>" before the extension when
-/// several ranks each write one.
-std::string traceFile(const std::string &path, int rank, int ranks) {
-  if (ranks == 1)
-    return path;
-  size_t dot = path.rfind('.');
-  size_t slash = path.rfind('/');
-  std::string suffix = ".rank" + std::to_string(rank);
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
-    return path + suffix;
-  return path.substr(0, dot) + suffix + path.substr(dot);
-}
-
-/// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
-/// length, name, u32 rank, i64 dims, f32 values (docs/plan-format.md).
-void saveParams(const Plan &plan, const std::vector<std::vector<float>> &params,
-                Output &output) {
-  output.write([&](std::ostream &out) {
-    auto put = [&](const void *p, size_t n) {
-      out.write(static_cast<const char *>(p), n);
-    };
-    put("FSDPPARM", 8);
-    uint32_t count = plan.params.size();
-    put(&count, 4);
-    for (size_t i = 0; i < plan.params.size(); ++i) {
-      const ParamDesc &p = plan.params[i];
-      uint32_t len = p.name.size(), rank = p.shape.size();
-      put(&len, 4);
-      put(p.name.data(), len);
-      put(&rank, 4);
-      put(p.shape.data(), rank * sizeof(int64_t));
-      put(params[i].data(), params[i].size() * sizeof(float));
-    }
-  });
-}
-
-/// The measured timeline as a Chrome trace (JSON; Perfetto opens it), one
-/// process per rank and one lane per stream, like --fsdp-simulate's. With
-/// several ranks, rank r writes traceFile(PATH, r).
-void writeTrace(const Plan &plan, const Session &session, int rank,
-                Output &output) {
-  output.write([&](std::ostream &out) {
-    out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-    const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
-    for (int lane = 0; lane < 3; ++lane)
-      out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
-          << ", \"tid\": " << lane << ", \"args\": {\"name\": \"" << lanes[lane]
-          << "\"}},\n";
-    out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
-        << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
-    char number[64];
-    for (const Session::TraceEvent &e : session.traceEvents()) {
-      const Instruction &inst = plan.program[e.instruction];
-      uint32_t lane = e.lane;
-      out << ",\n{\"name\": \"" << inst.kernel->name
-          << (inst.unit.empty() ? "" : " @" + inst.unit)
-          << "\", \"ph\": \"X\", "
-          << "\"pid\": " << rank << ", \"tid\": " << lane;
-      std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
-                    e.start, e.duration);
-      out << number << ", \"args\": {\"step\": " << e.step << "}}";
-    }
-    out << "\n]}\n";
-  });
-}
-
-/// What --report-json writes: the run's figures for scripts (the GPU check,
-/// benchmarks), one JSON object.
-struct Report {
-  std::string backend, collectives;
-  int ranks;
-  bool skipCollectives;
-  double secondsPerStep, tokensPerSecond;
-  std::vector<float> losses;
-  uint64_t arenaPredicted, arenaMeasured, peakPredicted;
-};
-
-void writeReport(const Report &r, Output &output) {
-  auto quoted = [](const std::string &text) {
-    std::string out = "\"";
-    for (char c : text)
-      out += c == '"' || c == '\\' ? std::string("\\") + c
-             : c == '\n'           ? std::string(" ")
-                                   : std::string(1, c);
-    return out + "\"";
-  };
-  output.write([&](std::ostream &out) {
-    char number[64];
-    out << "{\"backend\": " << quoted(r.backend)
-        << ", \"collectives\": " << quoted(r.collectives)
-        << ", \"ranks\": " << r.ranks
-        << ", \"skip_collectives\": " << (r.skipCollectives ? "true" : "false");
-    std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
-    out << ", \"ms_per_step\": " << number;
-    std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
-    out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
-    for (size_t i = 0; i < r.losses.size(); ++i) {
-      std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
-      out << (i ? ", " : "") << (std::isfinite(r.losses[i]) ? number : "null");
-    }
-    out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
-        << ", \"arena_bytes_measured\": " << r.arenaMeasured
-        << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
-  });
-}
-
-std::string bytes(uint64_t b) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%llu bytes (%.1f MiB)",
-                (unsigned long long)b, double(b) / (1 << 20));
-  return text;
-}
-/// The name of this job's progress board, the same on every rank: the
-/// launcher's job id where it gives one, else rank 0's choice.
-std::string boardName(Communicator &comm) {
-  for (const char *variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
-                               "SLURM_JOB_ID"})
-    if (const char *value = std::getenv(variable)) {
-      std::string name = "fsdp-run.";
-      for (const char *c = value; *c; ++c)
-        name += std::isalnum((unsigned char)*c) ? *c : '_';
-      return name;
-    }
-  uint64_t id = (uint64_t(getpid()) << 32) ^ uint64_t(steadyNanos());
-  comm.broadcast(&id, sizeof(id), 0);
-  return "fsdp-run." + std::to_string(id);
-}
-
 /// Whatever changes the numbers of a run, and everything that decides
 /// which collectives a rank issues: ranks must agree on all of it.
 std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
@@ -588,13 +238,11 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"collective threads", o.collectiveThreads},
       {"save", o.savePath.empty() ? "no" : "yes"},
   };
-  if (o.backend == "cpu") {
-    // OpenMP threads and the GEMM library decide the summation order.
-    fields.push_back({"threads", std::to_string(threads)});
-    fields.push_back({"blas", o.blas});
-  } else {
-    fields.push_back({"tf32", o.tf32 ? "on" : "off"});
-  }
+  // OpenMP threads and the GEMM library decide the CPU's summation order;
+  // TF32 the GPU's GEMM precision.
+  fields.push_back({"threads", std::to_string(threads)});
+  fields.push_back({"blas", o.blas});
+  fields.push_back({"tf32", o.tf32 ? "on" : "off"});
   if (tokens) {
     char hash[24];
     std::snprintf(hash, sizeof(hash), "%016llx",
@@ -606,13 +254,88 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
   return fields;
 }
 
+std::string bytes(uint64_t b) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%llu bytes (%.1f MiB)",
+                (unsigned long long)b, double(b) / (1 << 20));
+  return text;
+}
+
+/// The recorder's dumps go to --flight-recorder DIR, else next to the
+/// trace, else only to stderr.
+std::string flightRecorderDir(const Options &o) {
+  if (!o.flightRecorderDir.empty()) {
+    struct stat info;
+    if (stat(o.flightRecorderDir.c_str(), &info) != 0 ||
+        !S_ISDIR(info.st_mode))
+      die(o.flightRecorderDir +
+          ": --flight-recorder expects an existing directory");
+    return o.flightRecorderDir;
+  }
+  if (o.tracePath.empty())
+    return "";
+  size_t slash = o.tracePath.rfind('/');
+  return slash == std::string::npos ? "." : o.tracePath.substr(0, slash);
+}
+
+void checkWorldSize(const Plan &plan, int ranks) {
+  if (int64_t(plan.worldSize) == ranks)
+    return;
+  die(plan.path + ": compiled for world size " +
+      std::to_string(plan.worldSize) + ", but launched on " +
+      std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s") +
+      (plan.worldSize > 1
+           ? " (launch it with mpirun -np " + std::to_string(plan.worldSize) +
+                 ")"
+           : " (recompile with --fsdp-train-pipeline=\"world-size=" +
+                 std::to_string(ranks) + "\")"));
+}
+
+void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
+                  int64_t tokensPerStep, int ranks) {
+  std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
+              "tok/s (mean over steps %s)\n",
+              (long long)o.steps, r.losses.front(), r.losses.back(),
+              r.meanSeconds * 1e3, tokensPerStep / r.meanSeconds,
+              o.steps > 1 ? "2.." : "1");
+  std::printf("summary: arena high-water mark per rank %s measured (max "
+              "over %d ranks), %s predicted (%s)\n",
+              bytes(r.highWaterMarkMax).c_str(), ranks,
+              bytes(plan.arenaSize).c_str(),
+              r.highWaterMark == plan.arenaSize &&
+                      r.highWaterMarkMax == plan.arenaSize
+                  ? "match"
+                  : "MISMATCH");
+  std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
+              "optimizer %llu, activations %llu, scratch %llu, gathered "
+              "%llu, inputs %llu\n",
+              bytes(plan.peakBytes).c_str(),
+              (unsigned long long)plan.peak.params,
+              (unsigned long long)plan.peak.grads,
+              (unsigned long long)plan.peak.optimizer,
+              (unsigned long long)plan.peak.activations,
+              (unsigned long long)plan.peak.scratch,
+              (unsigned long long)plan.peak.gathered,
+              (unsigned long long)plan.peak.inputs);
+}
+
+void printProfile(const KernelTimes &t, int64_t timedSteps) {
+  double all = 0.0;
+  for (double s : t.seconds)
+    all += s;
+  std::printf("profile: kernel time by kind over %lld steps\n",
+              (long long)timedSteps);
+  for (size_t k = 0; k < plan::kKernels.size(); ++k)
+    if (t.calls[k])
+      std::printf("profile: %-24s %8lld calls %10.2f ms %6.1f%%\n",
+                  std::string(plan::kKernels[k].name).c_str(),
+                  (long long)t.calls[k], t.seconds[k] * 1e3,
+                  100.0 * t.seconds[k] / all);
+}
+
 int run(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
-  // A file-size limit makes writes fail with EFBIG instead of killing us;
-  // mpirun's SIGTERM still removes the reserved outputs.
-  std::signal(SIGXFSZ, SIG_IGN);
-  std::signal(SIGTERM, onTerminate);
-  std::signal(SIGINT, onTerminate);
+  installOutputCleanup();
   // Ranks first: every later error can then end the whole job. Every
   // collective from here on is recorded and watched.
   std::unique_ptr<Communicator> raw = haveMpi()
@@ -623,35 +346,11 @@ int run(int argc, char **argv) {
       createWatchedCommunicator(std::move(raw), recorder);
   gComm = comm.get();
   bool lead = comm->rank() == 0;
-  if (!options.flightRecorderDir.empty()) {
-    struct stat info;
-    if (stat(options.flightRecorderDir.c_str(), &info) != 0 ||
-        !S_ISDIR(info.st_mode))
-      die(options.flightRecorderDir +
-          ": --flight-recorder expects an existing directory");
-  }
-  std::string dumpDir = options.flightRecorderDir;
-  if (dumpDir.empty() && !options.tracePath.empty()) {
-    size_t slash = options.tracePath.rfind('/');
-    dumpDir = slash == std::string::npos ? "."
-                                         : options.tracePath.substr(0, slash);
-  }
-  std::unique_ptr<Watchdog> watchdog;
   std::string error;
-  if (comm->size() > 1) {
-    RecordScope scope(CollectiveLabel{0, -1, "progress-board set-up"});
-    watchdog = std::make_unique<Watchdog>(
-        recorder, options.collectiveTimeout, dumpDir, removeTempFiles);
-    std::string name = boardName(*comm);
-    // Removed like a temporary file on any error or signal, and by local
-    // rank 0 once every rank has attached (after the agreement).
-    registerTempFile("/dev/shm/" + name);
-    if (!recorder.attachBoard(name, error))
-      std::fprintf(stderr,
-                   "fsdp-run: rank %d: warning: no progress board (%s): a "
-                   "timeout will not name the lagging rank\n",
-                   comm->rank(), error.c_str());
-  }
+  std::unique_ptr<Watchdog> watchdog;
+  if (comm->size() > 1)
+    watchdog = startWatchdog(recorder, *comm, options.collectiveTimeout,
+                             flightRecorderDir(options), removeTemporaryFiles);
 
   Plan plan;
   if (!loadPlan(options.planPath, plan, error))
@@ -661,25 +360,14 @@ int run(int argc, char **argv) {
       std::fputs(describePlan(plan).c_str(), stdout);
     return 0;
   }
-  if (int64_t(plan.worldSize) != comm->size())
-    die(plan.path + ": compiled for world size " +
-        std::to_string(plan.worldSize) + ", but launched on " +
-        std::to_string(comm->size()) + " rank" +
-        (comm->size() == 1 ? "" : "s") +
-        (plan.worldSize > 1
-             ? " (launch it with mpirun -np " + std::to_string(plan.worldSize) +
-                   ")"
-             : " (recompile with --fsdp-train-pipeline=\"world-size=" +
-                   std::to_string(comm->size()) + "\")"));
-  if (options.backend != "cpu" && options.backend != "cuda")
-    die("unknown backend '" + options.backend + "' (expected cpu or cuda)", 2);
-  Inputs inputs = classifyInputs(plan);
-  // The plan holds one rank's rows; the data is the global batch.
-  int64_t globalBatch = inputs.batch * comm->size();
-  int64_t rowBegin = inputs.batch * comm->rank();
-
+  checkWorldSize(plan, comm->size());
+  StepInputs inputs;
+  if (!classifyInputs(plan, inputs, error))
+    die(error);
   TokenData tokens;
-  if (inputs.kind == InputKind::Tokens) {
+  bool tokenPlan = inputs.kind == InputKind::Tokens;
+  int64_t globalBatch = inputs.batch * comm->size();
+  if (tokenPlan) {
     if (options.dataPath.empty())
       tokens.loadBuiltin();
     else if (!tokens.load(options.dataPath, options.dataFormat, error))
@@ -691,36 +379,39 @@ int run(int argc, char **argv) {
   }
   // Every output is checked and its space reserved now, not after the
   // last step.
-  Output saveOutput, traceOutput, reportOutput;
-  if (!options.savePath.empty() && lead)
-    saveOutput.reserve(options.savePath, "parameters", savedParamsBytes(plan));
-  if (!options.tracePath.empty())
-    traceOutput.reserve(
-        traceFile(options.tracePath, comm->rank(), comm->size()), "trace",
-        traceBytes(plan, options.steps));
-  if (!options.reportPath.empty() && lead)
-    reportOutput.reserve(options.reportPath, "report",
-                         1024 + 24 * uint64_t(options.steps));
+  OutputFile saveOutput, traceOutput, reportOutput;
+  if (!options.savePath.empty() && lead &&
+      !saveOutput.reserve(options.savePath, "parameters",
+                          paramsFileBytes(plan), error))
+    die(error);
+  if (!options.tracePath.empty() &&
+      !traceOutput.reserve(
+          traceFileFor(options.tracePath, comm->rank(), comm->size()), "trace",
+          traceBytes(plan, options.steps), error))
+    die(error);
+  if (!options.reportPath.empty() && lead &&
+      !reportOutput.reserve(options.reportPath, "report",
+                            reportBytes(options.steps), error))
+    die(error);
 
-  int threads = options.threads > 0 ? int(options.threads)
-                                    : int(std::thread::hardware_concurrency());
   auto stallAt = [&](int64_t step) {
     if (options.stallRank == comm->rank() && options.stallStep == step)
       std::this_thread::sleep_for(
           std::chrono::duration<double>(options.stallSeconds));
   };
   stallAt(0);
+  int threads = options.threads > 0 ? int(options.threads)
+                                    : int(std::thread::hardware_concurrency());
   {
     RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
     std::string disagreement = checkRanksAgree(
-        *comm, agreedFields(options, plan,
-                            inputs.kind == InputKind::Tokens ? &tokens : nullptr,
-                            threads));
+        *comm,
+        agreedFields(options, plan, tokenPlan ? &tokens : nullptr, threads));
     if (!disagreement.empty()) {
       // Every rank knows the same: each refuses and exits on its own.
       std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm->rank(),
                    disagreement.c_str());
-      removeTempFiles();
+      removeTemporaryFiles();
       return 1;
     }
   }
@@ -731,13 +422,15 @@ int run(int argc, char **argv) {
   std::unique_ptr<Backend> backend;
   {
     RecordScope scope(CollectiveLabel{0, -1, "backend start-up"});
-    backend = options.backend == "cuda"
-                  ? createCudaBackend({int(options.device), options.tf32,
-                                       comm.get(), options.collectiveTimeout},
-                                      error)
-                  : createCpuBackend({int(options.threads), options.blas,
-                                      comm.get(), options.collectiveThreads},
-                                     error);
+    BackendOptions backendOptions;
+    backendOptions.comm = comm.get();
+    backendOptions.threads = int(options.threads);
+    backendOptions.blas = options.blas;
+    backendOptions.collectiveThreads = options.collectiveThreads;
+    backendOptions.device = int(options.device);
+    backendOptions.tf32 = options.tf32;
+    backendOptions.collectiveTimeout = options.collectiveTimeout;
+    backend = createBackend(options.backend, backendOptions, error);
   }
   if (!backend)
     die(options.backend + " backend: " + error);
@@ -752,11 +445,13 @@ int run(int argc, char **argv) {
   if (!options.tracePath.empty())
     session.startTrace();
 
+  std::string collectiveMode = options.syncCollectives
+                                   ? "synchronously (--sync-collectives)"
+                                   : backend->collectiveMode();
   if (lead) {
     std::printf("fsdp-run: %s; %s; started collectives run %s\n",
                 backend->description().c_str(), comm->description().c_str(),
-                options.syncCollectives ? "synchronously (--sync-collectives)"
-                                        : backend->collectiveMode().c_str());
+                collectiveMode.c_str());
     if (options.skipCollectives)
       std::printf("fsdp-run: --skip-collectives: compute only, no "
                   "communication; the losses mean nothing\n");
@@ -764,9 +459,8 @@ int run(int argc, char **argv) {
                 "global batch %lld, data %s\n",
                 plan.path.c_str(), plan.params.size(), plan.units.size(),
                 plan.program.size(), (long long)globalBatch,
-                inputs.kind == InputKind::Tokens ? tokens.source().c_str()
-                                                 : "(synthetic teacher)");
-    if (inputs.kind == InputKind::Tokens)
+                tokenPlan ? tokens.source().c_str() : "(synthetic teacher)");
+    if (tokenPlan)
       std::printf("fsdp-run: data: %zu tokens (%s), %lld batches of %lld x "
                   "%lld per epoch, %lld tail tokens unused\n",
                   tokens.size(), tokens.formatName(),
@@ -774,127 +468,56 @@ int run(int argc, char **argv) {
                   (long long)globalBatch, (long long)inputs.seq,
                   (long long)tokens.unusedTail(globalBatch, inputs.seq));
   }
-  int64_t tokensPerStep = globalBatch * inputs.seq;
-  int64_t localTokens = inputs.batch * inputs.seq;
-  std::vector<int32_t> x(localTokens), y(localTokens);
-  std::vector<float> features(inputs.batch * inputs.features);
-  TeacherData teacher(inputs.features, inputs.vocab, options.seed);
 
-  using Clock = std::chrono::steady_clock;
-  double totalSeconds = 0.0, steadySeconds = 0.0;
-  float firstLoss = 0.0f, loss = 0.0f;
-  std::vector<float> losses;
-  for (int64_t step = 1; step <= options.steps; ++step) {
-    stallAt(step);
-    if (inputs.kind == InputKind::Tokens) {
-      tokens.batch(step - 1, globalBatch, inputs.seq, rowBegin, inputs.batch,
-                   x.data(), y.data());
-      session.setInput(0, x.data(), x.size() * sizeof(int32_t));
-    } else {
-      teacher.batch(step, rowBegin, inputs.batch, features.data(), y.data());
-      session.setInput(0, features.data(), features.size() * sizeof(float));
-    }
-    session.setInput(1, y.data(), localTokens * sizeof(int32_t));
-    auto start = Clock::now();
-    // Each rank's loss is the mean over its rows; their mean is the
-    // global batch's (every rank has as many rows).
-    float local = session.step(step);
-    {
-      RecordScope scope(CollectiveLabel{step, -1, "loss all-reduce"});
-      loss = float(comm->allReduceMean(local));
-    }
-    double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
-    totalSeconds += seconds;
-    if (step > 1)
-      steadySeconds += seconds;
-    if (step == 1) {
-      firstLoss = loss;
-      // The first step touches every page of the arena; the profile, like
-      // the mean time per step, covers the steps after it.
-      if (options.steps > 1)
-        session.resetKernelTimes();
-    }
-    losses.push_back(loss);
-    if (!std::isfinite(loss) && !options.skipCollectives)
-      die("the loss is " + std::to_string(loss) + " at step " +
-          std::to_string(step) + "; training diverged");
-    if (lead &&
-        (step % options.logEvery == 0 || step == 1 || step == options.steps))
-      std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
-                  (long long)step, (long long)options.steps, loss,
-                  seconds * 1e3, tokensPerStep / seconds);
-    std::fflush(stdout);
-  }
+  BatchFeeder feeder(inputs, tokenPlan ? &tokens : nullptr, options.seed,
+                     comm->rank(), comm->size());
+  TrainOptions trainOptions;
+  trainOptions.steps = options.steps;
+  trainOptions.lossesMeanNothing = options.skipCollectives;
+  trainOptions.beforeStep = stallAt;
+  Trainer trainer(session, *comm, feeder, trainOptions);
+  TrainResult result;
+  int64_t tokensPerStep = feeder.tokensPerStep();
+  bool trained = trainer.run(
+      [&](const StepResult &s) {
+        if (lead && (s.step % options.logEvery == 0 || s.step == 1 ||
+                     s.step == options.steps))
+          std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
+                      (long long)s.step, (long long)options.steps, s.loss,
+                      s.seconds * 1e3, tokensPerStep / s.seconds);
+        std::fflush(stdout);
+      },
+      result, error);
+  if (!trained)
+    die(error);
 
-  int64_t timed = options.steps > 1 ? options.steps - 1 : 1;
-  double meanSeconds = options.steps > 1 ? steadySeconds / timed : totalSeconds;
-  uint64_t measured = session.measureHighWaterMark();
-  stallAt(options.steps + 1);
-  uint64_t measuredMax;
-  {
-    RecordScope scope(CollectiveLabel{0, -1, "high-water-mark all-reduce"});
-    measuredMax = comm->allReduceMax(measured);
-  }
   std::vector<std::vector<float>> finalParams;
   if (!options.savePath.empty())
     finalParams = session.gatherParams();
-  if (lead) {
-    std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
-                "tok/s (mean over steps %s)\n",
-                (long long)options.steps, firstLoss, loss, meanSeconds * 1e3,
-                tokensPerStep / meanSeconds, options.steps > 1 ? "2.." : "1");
-    std::printf("summary: arena high-water mark per rank %s measured (max "
-                "over %d ranks), %s predicted (%s)\n",
-                bytes(measuredMax).c_str(), comm->size(),
-                bytes(plan.arenaSize).c_str(),
-                measured == plan.arenaSize && measuredMax == plan.arenaSize
-                    ? "match"
-                    : "MISMATCH");
-    std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
-                "optimizer %llu, activations %llu, scratch %llu, gathered "
-                "%llu, inputs %llu\n",
-                bytes(plan.peakBytes).c_str(),
-                (unsigned long long)plan.peak.params,
-                (unsigned long long)plan.peak.grads,
-                (unsigned long long)plan.peak.optimizer,
-                (unsigned long long)plan.peak.activations,
-                (unsigned long long)plan.peak.scratch,
-                (unsigned long long)plan.peak.gathered,
-                (unsigned long long)plan.peak.inputs);
-  }
-  if (options.profile && lead) {
-    const KernelTimes &t = session.kernelTimes();
-    double all = 0.0;
-    for (double s : t.seconds)
-      all += s;
-    std::printf("profile: kernel time by kind over %lld steps\n",
-                (long long)timed);
-    for (size_t k = 0; k < plan::kKernels.size(); ++k)
-      if (t.calls[k])
-        std::printf("profile: %-24s %8lld calls %10.2f ms %6.1f%%\n",
-                    std::string(plan::kKernels[k].name).c_str(),
-                    (long long)t.calls[k], t.seconds[k] * 1e3,
-                    100.0 * t.seconds[k] / all);
-  }
-  if (saveOutput.active())
-    saveParams(plan, finalParams, saveOutput);
+  if (lead)
+    printSummary(plan, options, result, tokensPerStep, comm->size());
+  if (options.profile && lead)
+    printProfile(session.kernelTimes(), result.timedSteps);
+  if (saveOutput.active() && !writeParams(plan, finalParams, saveOutput, error))
+    die(error);
   if (reportOutput.active()) {
-    Report report{backend->description(),
-                  options.syncCollectives ? "synchronously (--sync-collectives)"
-                                          : backend->collectiveMode(),
-                  comm->size(),
-                  options.skipCollectives,
-                  meanSeconds,
-                  double(tokensPerStep) / meanSeconds,
-                  losses,
-                  plan.arenaSize,
-                  measuredMax,
-                  plan.peakBytes};
-    writeReport(report, reportOutput);
+    RunReport report;
+    report.backend = backend->description();
+    report.collectives = collectiveMode;
+    report.ranks = comm->size();
+    report.skipCollectives = options.skipCollectives;
+    report.secondsPerStep = result.meanSeconds;
+    report.tokensPerSecond = double(tokensPerStep) / result.meanSeconds;
+    report.losses = result.losses;
+    report.arenaPredicted = plan.arenaSize;
+    report.arenaMeasured = result.highWaterMarkMax;
+    report.peakPredicted = plan.peakBytes;
+    if (!writeReport(report, reportOutput, error))
+      die(error);
   }
-  if (traceOutput.active())
-    writeTrace(plan, session, comm->rank(), traceOutput);
+  if (traceOutput.active() &&
+      !writeTrace(plan, session, comm->rank(), traceOutput, error))
+    die(error);
   return 0;
 }
 } // namespace

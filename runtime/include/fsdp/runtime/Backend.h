@@ -116,6 +116,27 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
 /// none (also in a build without CUDA).
 std::string listCudaDevices();
 
+/// Every backend's options, as a tool takes them; each backend reads its
+/// own.
+struct BackendOptions {
+  Communicator *comm = nullptr;
+  int threads = 0;                       ///< cpu
+  std::string blas = "openblas";         ///< cpu
+  std::string collectiveThreads = "auto"; ///< cpu
+  int device = -1;                       ///< cuda
+  bool tf32 = true;                      ///< cuda
+  double collectiveTimeout = 300.0;      ///< cuda
+};
+
+/// The backends this build registers, by name ("cpu", "cuda"), in
+/// Backends.cpp: a new backend is its folder plus one line there.
+const std::vector<std::string> &backendNames();
+bool isBackend(const std::string &name);
+/// Backend `name`; null with `error` when it cannot start (or is unknown).
+std::unique_ptr<Backend> createBackend(const std::string &name,
+                                       const BackendOptions &options,
+                                       std::string &error);
+
 } // namespace fsdp::rt
 
 #endif // FSDP_RUNTIME_BACKEND_H

@@ -185,6 +185,16 @@ private:
   std::thread thread;
 };
 
+/// The watchdog of a multi-rank job, with the node's progress board
+/// attached: its name comes from the launcher's job id (PMIX_NAMESPACE,
+/// SLURM_JOB_ID), else from rank 0 (a broadcast), and is registered as a
+/// temporary file so that an error or signal removes it. Without a board
+/// (no /dev/shm) it warns and still watches.
+std::unique_ptr<Watchdog> startWatchdog(FlightRecorder &recorder,
+                                        Communicator &comm, double timeout,
+                                        const std::string &dumpDir,
+                                        void (*beforeExit)());
+
 } // namespace fsdp::rt
 
 #endif // FSDP_RUNTIME_FLIGHTRECORDER_H

@@ -1,4 +1,4 @@
-//===- Executor.cpp - running a plan's program on a backend ---------------===//
+//===- Session.cpp - a plan running on a backend --------------------------===//
 
 #include "fsdp/runtime/Session.h"
 

@@ -1,0 +1,54 @@
+//===- RunOutputs.h - what a training run writes: parameters, trace, report ===//
+//
+// The formats of fsdp-run's outputs, each written through an OutputFile
+// reserved before the run: the gathered parameters (docs/plan-format.md),
+// the measured timeline as a Chrome trace, and the run's figures as JSON.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_RUNOUTPUTS_H
+#define FSDP_RUNTIME_RUNOUTPUTS_H
+
+#include "fsdp/runtime/OutputFile.h"
+#include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/Session.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
+/// length, name, u32 rank, i64 dims, f32 values. paramsFileBytes is its
+/// exact size.
+uint64_t paramsFileBytes(const Plan &plan);
+bool writeParams(const Plan &plan,
+                 const std::vector<std::vector<float>> &params,
+                 OutputFile &output, std::string &error);
+
+/// The measured timeline (Chrome trace JSON; Perfetto opens it), one
+/// process per rank and one lane per stream, like --fsdp-simulate's.
+/// traceBytes bounds its size for `steps` steps; with several ranks, rank
+/// r writes traceFileFor(PATH, r, ranks): ".rank<r>" before the extension.
+uint64_t traceBytes(const Plan &plan, int64_t steps);
+std::string traceFileFor(const std::string &path, int rank, int ranks);
+bool writeTrace(const Plan &plan, const Session &session, int rank,
+                OutputFile &output, std::string &error);
+
+/// What --report-json writes: the run's figures for scripts (the GPU
+/// check, benchmarks), one JSON object. reportBytes bounds its size.
+struct RunReport {
+  std::string backend, collectives;
+  int ranks = 1;
+  bool skipCollectives = false;
+  double secondsPerStep = 0.0, tokensPerSecond = 0.0;
+  std::vector<float> losses;
+  uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
+};
+uint64_t reportBytes(int64_t steps);
+bool writeReport(const RunReport &report, OutputFile &output,
+                 std::string &error);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_RUNOUTPUTS_H

@@ -1,0 +1,70 @@
+//===- Trainer.h - the training loop: steps, losses, times, memory --------===//
+//
+// Runs a session for a number of steps on every rank: feeds each step's
+// batch, runs the step, averages the loss over ranks, times it, and stops
+// on a loss that is not finite. At the end it measures the arena's
+// high-water mark (the maximum over ranks). Every collective it issues is
+// labelled for the flight recorder.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_TRAINER_H
+#define FSDP_RUNTIME_TRAINER_H
+
+#include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/StepInputs.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+struct TrainOptions {
+  int64_t steps = 20;
+  /// A loss that is not finite is an error, except where collectives are
+  /// skipped (the losses mean nothing then).
+  bool lossesMeanNothing = false;
+  /// Called before step s (1..steps) and, with steps + 1, before the final
+  /// collectives: where fault injection stalls a rank.
+  std::function<void(int64_t step)> beforeStep;
+};
+
+struct StepResult {
+  int64_t step;
+  float loss;
+  double seconds;
+};
+
+struct TrainResult {
+  std::vector<float> losses;
+  /// Mean seconds per step over steps 2.. (step 1 touches every page of
+  /// the arena), or step 1's alone.
+  double meanSeconds = 0.0;
+  int64_t timedSteps = 0;
+  uint64_t highWaterMark = 0, highWaterMarkMax = 0;
+};
+
+class Trainer {
+public:
+  Trainer(Session &session, Communicator &comm, BatchFeeder &feeder,
+          TrainOptions options)
+      : session(session), comm(comm), feeder(feeder),
+        options(std::move(options)) {}
+
+  /// Trains; `onStep` sees every step. False with `error` when the loss
+  /// diverges.
+  bool run(const std::function<void(const StepResult &)> &onStep,
+           TrainResult &result, std::string &error);
+
+private:
+  Session &session;
+  Communicator &comm;
+  BatchFeeder &feeder;
+  TrainOptions options;
+};
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_TRAINER_H

@@ -1,0 +1,122 @@
+//===- RunOutputs.cpp - what a training run writes ------------------------===//
+
+#include "fsdp/runtime/RunOutputs.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace fsdp::rt {
+
+uint64_t paramsFileBytes(const Plan &plan) {
+  uint64_t bytes = 8 + 4;
+  for (const ParamDesc &p : plan.params)
+    bytes += 4 + p.name.size() + 4 + 8 * p.shape.size() +
+             4 * uint64_t(p.numElements());
+  return bytes;
+}
+
+bool writeParams(const Plan &plan,
+                 const std::vector<std::vector<float>> &params,
+                 OutputFile &output, std::string &error) {
+  return output.write(
+      [&](std::ostream &out) {
+        auto put = [&](const void *p, size_t n) {
+          out.write(static_cast<const char *>(p), std::streamsize(n));
+        };
+        put("FSDPPARM", 8);
+        uint32_t count = plan.params.size();
+        put(&count, 4);
+        for (size_t i = 0; i < plan.params.size(); ++i) {
+          const ParamDesc &p = plan.params[i];
+          uint32_t len = p.name.size(), rank = p.shape.size();
+          put(&len, 4);
+          put(p.name.data(), len);
+          put(&rank, 4);
+          put(p.shape.data(), rank * sizeof(int64_t));
+          put(params[i].data(), params[i].size() * sizeof(float));
+        }
+      },
+      error);
+}
+
+uint64_t traceBytes(const Plan &plan, int64_t steps) {
+  uint64_t perStep = 0;
+  for (const Instruction &inst : plan.program)
+    perStep += 120 + inst.kernel->name.size() + inst.unit.size();
+  return 4096 + perStep * uint64_t(steps);
+}
+
+std::string traceFileFor(const std::string &path, int rank, int ranks) {
+  if (ranks == 1)
+    return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+bool writeTrace(const Plan &plan, const Session &session, int rank,
+                OutputFile &output, std::string &error) {
+  return output.write(
+      [&](std::ostream &out) {
+        out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+        const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
+        for (int lane = 0; lane < 3; ++lane)
+          out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
+              << rank << ", \"tid\": " << lane << ", \"args\": {\"name\": \""
+              << lanes[lane] << "\"}},\n";
+        out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
+            << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
+        char number[64];
+        for (const Session::TraceEvent &e : session.traceEvents()) {
+          const Instruction &inst = plan.program[e.instruction];
+          out << ",\n{\"name\": \"" << inst.kernel->name
+              << (inst.unit.empty() ? "" : " @" + inst.unit)
+              << "\", \"ph\": \"X\", "
+              << "\"pid\": " << rank << ", \"tid\": " << e.lane;
+          std::snprintf(number, sizeof(number),
+                        ", \"ts\": %.3f, \"dur\": %.3f", e.start, e.duration);
+          out << number << ", \"args\": {\"step\": " << e.step << "}}";
+        }
+        out << "\n]}\n";
+      },
+      error);
+}
+
+uint64_t reportBytes(int64_t steps) { return 1024 + 24 * uint64_t(steps); }
+
+bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
+  auto quoted = [](const std::string &text) {
+    std::string out = "\"";
+    for (char c : text)
+      out += c == '"' || c == '\\' ? std::string("\\") + c
+             : c == '\n'           ? std::string(" ")
+                                   : std::string(1, c);
+    return out + "\"";
+  };
+  return output.write(
+      [&](std::ostream &out) {
+        char number[64];
+        out << "{\"backend\": " << quoted(r.backend)
+            << ", \"collectives\": " << quoted(r.collectives)
+            << ", \"ranks\": " << r.ranks << ", \"skip_collectives\": "
+            << (r.skipCollectives ? "true" : "false");
+        std::snprintf(number, sizeof(number), "%.4f", r.secondsPerStep * 1e3);
+        out << ", \"ms_per_step\": " << number;
+        std::snprintf(number, sizeof(number), "%.1f", r.tokensPerSecond);
+        out << ", \"tokens_per_s\": " << number << ", \"losses\": [";
+        for (size_t i = 0; i < r.losses.size(); ++i) {
+          std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
+          out << (i ? ", " : "")
+              << (std::isfinite(r.losses[i]) ? number : "null");
+        }
+        out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
+            << ", \"arena_bytes_measured\": " << r.arenaMeasured
+            << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
+      },
+      error);
+}
+
+} // namespace fsdp::rt

@@ -1,0 +1,59 @@
+//===- Trainer.cpp - the training loop ------------------------------------===//
+
+#include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/FlightRecorder.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace fsdp::rt {
+
+bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
+                  TrainResult &result, std::string &error) {
+  using Clock = std::chrono::steady_clock;
+  auto before = [&](int64_t step) {
+    if (options.beforeStep)
+      options.beforeStep(step);
+  };
+  result = TrainResult();
+  double totalSeconds = 0.0, steadySeconds = 0.0;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    before(step);
+    feeder.feed(session, step);
+    auto start = Clock::now();
+    float local = session.step(step);
+    // Each rank's loss is the mean over its rows; their mean is the global
+    // batch's (every rank has as many rows).
+    float loss;
+    {
+      RecordScope scope(CollectiveLabel{step, -1, "loss all-reduce"});
+      loss = float(comm.allReduceMean(local));
+    }
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    totalSeconds += seconds;
+    if (step > 1)
+      steadySeconds += seconds;
+    // The first step touches every page of the arena; the profile, like
+    // the mean time per step, covers the steps after it.
+    if (step == 1 && options.steps > 1)
+      session.resetKernelTimes();
+    result.losses.push_back(loss);
+    if (!std::isfinite(loss) && !options.lossesMeanNothing) {
+      error = "the loss is " + std::to_string(loss) + " at step " +
+              std::to_string(step) + "; training diverged";
+      return false;
+    }
+    onStep({step, loss, seconds});
+  }
+  result.timedSteps = options.steps > 1 ? options.steps - 1 : 1;
+  result.meanSeconds = options.steps > 1 ? steadySeconds / result.timedSteps
+                                         : totalSeconds;
+  before(options.steps + 1);
+  result.highWaterMark = session.measureHighWaterMark();
+  RecordScope scope(CollectiveLabel{0, -1, "high-water-mark all-reduce"});
+  result.highWaterMarkMax = comm.allReduceMax(result.highWaterMark);
+  return true;
+}
+
+} // namespace fsdp::rt
