@@ -1,13 +1,25 @@
 //===- Plan.cpp - loading and validating plan files -----------------------===//
+//
+// loadPlan never throws and never trusts a field: every count is bounded by
+// the bytes left to hold its records, every size and product is computed
+// with overflow checks before anything is allocated, and every relation a
+// kernel relies on (docs/plan-format.md, "What the reader checks") is
+// checked before anything runs.
+//
+//===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Plan.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <exception>
+#include <fcntl.h>
 #include <map>
 #include <set>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace fsdp::rt {
 namespace {
@@ -42,6 +54,12 @@ public:
         return fail();
     return true;
   }
+  /// Reads a table's record count, which must leave room for that many
+  /// records of at least `minRecord` bytes (so that a corrupt count cannot
+  /// make the reader allocate more than the file could describe).
+  bool readCount(uint32_t &count, size_t minRecord) {
+    return read(count) && count <= (size - pos) / minRecord ? true : fail();
+  }
   bool failed() const { return bad; }
   bool atEnd() const { return pos == size; }
 
@@ -55,12 +73,75 @@ private:
   bool bad = false;
 };
 
+/// The number of elements of `shape`, or -1 when it overflows int64.
 int64_t product(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return -1;
   return n;
 }
+
+/// Plan files are small (kilobytes to a few megabytes); a larger file is
+/// refused before it is read.
+constexpr uint64_t kMaxPlanFileSize = uint64_t(1) << 30;
+
+/// Reads the whole of `path` into `bytes`. Only a regular file is read: a
+/// directory or a device is refused, and a FIFO does not block the open.
+bool readPlanFile(const std::string &path, std::string &bytes,
+                  std::string &why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    why = "cannot open plan file: " + std::string(std::strerror(errno));
+    return false;
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    why = "cannot read plan file: " + std::string(std::strerror(errno));
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    why = std::string("cannot read plan file: ") +
+          (S_ISDIR(st.st_mode)    ? "is a directory"
+           : S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
+           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
+               ? "is a device, not a regular file"
+               : "not a regular file");
+    return false;
+  }
+  if (uint64_t(st.st_size) > kMaxPlanFileSize) {
+    why = "not a plan file (" + std::to_string(st.st_size) +
+          " bytes, larger than the " + std::to_string(kMaxPlanFileSize) +
+          " a plan may have)";
+    return false;
+  }
+  bytes.clear();
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      why = "cannot read plan file: " + std::string(std::strerror(errno));
+      return false;
+    }
+    if (n == 0)
+      return true;
+    if (bytes.size() + size_t(n) > kMaxPlanFileSize) {
+      why = "not a plan file (it grows past " +
+            std::to_string(kMaxPlanFileSize) + " bytes while read)";
+      return false;
+    }
+    bytes.append(chunk, size_t(n));
+  }
+}
+
+/// a * b == c, exactly (no overflow in the product).
+bool productIs(int64_t a, int64_t b, int64_t c) { return (__int128)a * b == c; }
 } // namespace
 
 int64_t BufferDesc::numElements() const { return product(shape); }
@@ -69,30 +150,53 @@ int64_t ParamDesc::numElements() const { return product(shape); }
 static bool validateKernels(Plan &plan, std::string &why);
 static bool validateStreams(Plan &plan, std::string &why);
 static bool overlap(const BufferDesc &a, const BufferDesc &b);
+static bool parsePlan(const std::string &path, const std::string &bytes,
+                      Plan &plan, std::string &why);
 
 bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
-  auto fail = [&](const std::string &why) {
+  std::string why;
+  bool ok = false;
+  try {
+    std::string bytes;
+    ok = readPlanFile(path, bytes, why) && parsePlan(path, bytes, plan, why);
+  } catch (const std::bad_alloc &) {
+    why = "out of memory while loading the plan";
+  } catch (const std::exception &e) {
+    why = std::string("cannot load the plan: ") + e.what();
+  }
+  if (!ok) {
     error = path + ": " + why;
+    plan = Plan();
+  }
+  return ok;
+}
+
+static bool parsePlan(const std::string &path, const std::string &bytes,
+                      Plan &plan, std::string &error) {
+  auto fail = [&](const std::string &why) {
+    error = why;
     return false;
   };
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return fail("cannot open plan file: " + std::string(std::strerror(errno)));
-  std::string bytes((std::istreambuf_iterator<char>(file)),
-                    std::istreambuf_iterator<char>());
-  if (bytes.size() < plan::kHeaderSize ||
-      std::memcmp(bytes.data(), plan::kMagic, sizeof(plan::kMagic)) != 0)
-    return fail(bytes.size() < sizeof(plan::kMagic)
-                    ? "not a plan file (too short to hold a header)"
-                    : "not a plan file (bad magic)");
+  if (bytes.empty())
+    return fail("not a plan file (it is empty)");
+  size_t magicBytes = std::min(bytes.size(), sizeof(plan::kMagic));
+  if (std::memcmp(bytes.data(), plan::kMagic, magicBytes) != 0)
+    return fail("not a plan file (bad magic)");
+  if (bytes.size() < plan::kHeaderSize)
+    return fail("truncated plan: " + std::to_string(bytes.size()) +
+                " bytes, shorter than the " +
+                std::to_string(plan::kHeaderSize) + "-byte header");
   Reader header(bytes.data() + sizeof(plan::kMagic),
                 plan::kHeaderSize - sizeof(plan::kMagic));
-  uint32_t version, flags, crc;
-  uint64_t payloadSize;
+  uint32_t version, flags, crc, reserved32;
+  uint64_t payloadSize, reserved64[2];
   header.read(version);
   header.read(flags);
   header.read(payloadSize);
   header.read(crc);
+  header.read(reserved32);
+  header.read(reserved64[0]);
+  header.read(reserved64[1]);
   if (version != plan::kPlanVersion)
     return fail("unsupported plan version " + std::to_string(version) +
                 " (this fsdp-run reads version " +
@@ -102,8 +206,17 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
                 std::to_string(payloadSize) + " payload bytes, file has " +
                 std::to_string(bytes.size() - plan::kHeaderSize));
   const char *payload = bytes.data() + plan::kHeaderSize;
-  if (plan::crc32(payload, payloadSize) != crc)
+  if (plan::planChecksum(bytes.data(), payload, payloadSize) != crc)
     return fail("checksum mismatch: the plan file is corrupt");
+  // Covered by the checksum, so only a writer that sets them gets here.
+  if (flags != 0)
+    return fail("unsupported header flags 0x" + [&] {
+      std::ostringstream os;
+      os << std::hex << flags;
+      return os.str();
+    }() + " (this fsdp-run knows none; recompile the model)");
+  if (reserved32 != 0 || reserved64[0] != 0 || reserved64[1] != 0)
+    return fail("reserved header bytes are not zero");
 
   plan = Plan();
   plan.path = path;
@@ -117,11 +230,21 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   for (uint64_t &row : peak)
     r.read(row);
   plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5], peak[6]};
+  if (r.failed())
+    return fail("the payload ends in the middle of a record");
   if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
     return fail("invalid world size " + std::to_string(plan.worldSize));
+  if (plan.arenaSize > plan::kMaxArenaSize)
+    return fail("an arena of " + std::to_string(plan.arenaSize) +
+                " bytes is larger than the " +
+                std::to_string(plan::kMaxArenaSize) + " a plan may ask for");
 
+  // Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
+  // kernel without operands or parameters, an empty string.
+  constexpr size_t kMinBuffer = 36, kMinUnit = 16, kMinParam = 40,
+                   kMinKernel = 20, kMinString = 4;
   uint32_t count = 0;
-  if (!r.read(count) || count > payloadSize)
+  if (!r.readCount(count, kMinBuffer))
     return fail("malformed buffer table");
   plan.buffers.resize(count);
   for (BufferDesc &b : plan.buffers) {
@@ -135,7 +258,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
     b.kind = plan::BufferKind(kind);
     b.dtype = plan::DType(dtype);
   }
-  if (!r.read(count) || count > payloadSize)
+  if (!r.readCount(count, kMinUnit))
     return fail("malformed unit table");
   plan.units.resize(count);
   std::vector<uint32_t> unitNameIds(count);
@@ -145,7 +268,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
         !r.read(u.shardBuffer) || u.flatSize < 0)
       return fail("malformed unit table");
   }
-  if (!r.read(count) || count > payloadSize)
+  if (!r.readCount(count, kMinParam))
     return fail("malformed parameter table");
   plan.params.resize(count);
   std::vector<uint32_t> nameIds(count);
@@ -162,7 +285,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
     p.init = plan::InitKind(init);
     p.noWeightDecay = noDecay != 0;
   }
-  if (!r.read(plan.lossBuffer) || !r.read(count) || count > payloadSize)
+  if (!r.read(plan.lossBuffer) || !r.readCount(count, kMinKernel))
     return fail("malformed program");
   plan.program.resize(count);
   std::vector<uint32_t> unitIds(count);
@@ -186,7 +309,7 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
       r.read(v);
   }
   std::vector<std::string> strings;
-  if (!r.read(count) || count > payloadSize)
+  if (!r.readCount(count, kMinString))
     return fail("malformed string table");
   strings.resize(count);
   for (std::string &s : strings)
@@ -196,32 +319,17 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   if (!r.atEnd())
     return fail("trailing bytes after the string table");
 
-  // Cross-references.
-  for (size_t i = 0; i < plan.units.size(); ++i) {
-    UnitDesc &u = plan.units[i];
-    if (unitNameIds[i] >= strings.size())
-      return fail("unit #" + std::to_string(i) + " has no name");
-    u.name = strings[unitNameIds[i]];
-    if (u.shardBuffer >= plan.buffers.size() ||
-        plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
-        plan.buffers[u.shardBuffer].unit != int32_t(i) ||
-        plan.buffers[u.shardBuffer].numElements() !=
-            plan::maxShardSize(u.flatSize, plan.worldSize))
-      return fail("unit '" + u.name + "' has no valid shard buffer");
-  }
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    ParamDesc &p = plan.params[i];
-    if (nameIds[i] >= strings.size())
-      return fail("parameter #" + std::to_string(i) + " has no name");
-    p.name = strings[nameIds[i]];
-    if (p.unit >= plan.units.size() || p.unitOffset < 0 ||
-        p.unitOffset + p.numElements() > plan.units[p.unit].flatSize)
-      return fail("parameter '" + p.name + "' lies outside its unit");
-  }
+  // Buffers first: every later check may use their element counts.
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
     std::string name = "buffer #" + std::to_string(i);
-    if (b.size != uint64_t(b.numElements()) * plan::dtypeSize(b.dtype))
+    int64_t elements = b.numElements();
+    uint64_t bytes;
+    if (elements < 0 ||
+        __builtin_mul_overflow(uint64_t(elements), plan::dtypeSize(b.dtype),
+                               &bytes))
+      return fail(name + " has a shape whose size overflows 64 bits");
+    if (b.size != bytes)
       return fail(name + " has a size that does not match its shape");
     // Views into a gathered parameter or a full gradient start anywhere an
     // element can.
@@ -239,8 +347,38 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
     if (b.input >= 0) {
       if (plan.inputs.size() <= size_t(b.input))
         plan.inputs.resize(b.input + 1, plan::kNone);
+      if (plan.inputs[b.input] != plan::kNone)
+        return fail(name + " has input position " + std::to_string(b.input) +
+                    ", which buffer #" + std::to_string(plan.inputs[b.input]) +
+                    " has too");
       plan.inputs[b.input] = i;
     }
+  }
+  for (size_t i = 0; i < plan.units.size(); ++i) {
+    UnitDesc &u = plan.units[i];
+    if (unitNameIds[i] >= strings.size())
+      return fail("unit #" + std::to_string(i) + " has no name");
+    u.name = strings[unitNameIds[i]];
+    if (u.shardBuffer >= plan.buffers.size() ||
+        plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
+        plan.buffers[u.shardBuffer].unit != int32_t(i) ||
+        plan.buffers[u.shardBuffer].numElements() !=
+            plan::maxShardSize(u.flatSize, plan.worldSize))
+      return fail("unit '" + u.name + "' has no valid shard buffer");
+  }
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    ParamDesc &p = plan.params[i];
+    if (nameIds[i] >= strings.size())
+      return fail("parameter #" + std::to_string(i) + " has no name");
+    p.name = strings[nameIds[i]];
+    int64_t elements = p.numElements();
+    if (elements < 0)
+      return fail("parameter '" + p.name +
+                  "' has a shape whose size overflows 64 bits");
+    if (p.unit >= plan.units.size() || p.unitOffset < 0 ||
+        p.unitOffset > plan.units[p.unit].flatSize ||
+        elements > plan.units[p.unit].flatSize - p.unitOffset)
+      return fail("parameter '" + p.name + "' lies outside its unit");
   }
   if (plan.lossBuffer >= plan.buffers.size() ||
       plan.buffers[plan.lossBuffer].numElements() != 1 ||
@@ -261,9 +399,18 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
 }
 
 /// Every kernel's operands: counts, ids, element types and shapes, as the
-/// CPU and CUDA kernels assume them.
+/// CPU and CUDA kernels assume them: no width a kernel divides by is zero,
+/// every dimension that reaches a BLAS call or a CUDA grid fits in an int,
+/// token ids come from a step input and index tables that hold the
+/// vocabulary, and collectives and sharded updates cover exactly a unit's
+/// shard.
 static bool validateKernels(Plan &plan, std::string &why) {
   using plan::Opcode;
+  constexpr int64_t kIntMax = INT32_MAX;
+  // The vocabulary the cross-entropies index (fsdp-run checks its data
+  // against it) and the smallest embedding table (where and how large).
+  int64_t vocabulary = -1, smallestTable = -1;
+  size_t vocabularyAt = 0, smallestTableAt = 0;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &inst = plan.program[i];
     const plan::KernelInfo &info = *inst.kernel;
@@ -306,12 +453,20 @@ static bool validateKernels(Plan &plan, std::string &why) {
     for (size_t k = 0; k < inst.outs.size(); ++k)
       if (out(k).dtype != plan::DType::F32)
         return bad("result #" + std::to_string(k) + " is not f32");
+    // No kernel writes i32, so ids only have values if a step input holds
+    // them (the runtime fills inputs with checked data).
+    for (size_t k = 0; k < inst.ins.size(); ++k)
+      if (idOperand[k] && in(k).kind != plan::BufferKind::Input)
+        return bad("operand #" + std::to_string(k) +
+                   " (token ids) is not a step input");
     auto last = [](const BufferDesc &b) {
       return b.shape.empty() ? int64_t(1) : b.shape.back();
     };
     auto same = [](const BufferDesc &a, const BufferDesc &b) {
       return a.shape == b.shape;
     };
+    const char *tooManyRows =
+        "has more rows than the 2^31 - 1 that CUDA grids and BLAS index";
     switch (info.opcode) {
     case Opcode::Embedding:
       if (in(0).shape.size() != 2 || in(1).shape.size() != 2 ||
@@ -320,6 +475,12 @@ static bool validateKernels(Plan &plan, std::string &why) {
           out(0).shape != std::vector<int64_t>{in(0).shape[0], in(0).shape[1],
                                                in(1).shape[1]})
         return bad("inconsistent shapes");
+      if (in(0).numElements() > kIntMax)
+        return bad(tooManyRows);
+      if (smallestTable < 0 || in(1).shape[0] < smallestTable) {
+        smallestTable = in(1).shape[0];
+        smallestTableAt = i;
+      }
       break;
     case Opcode::EmbeddingBackward:
       if (in(1).shape.size() != 2 || out(0).shape.size() != 2 ||
@@ -328,23 +489,29 @@ static bool validateKernels(Plan &plan, std::string &why) {
                                               out(0).shape[1]} ||
           out(1).shape[1] != out(0).shape[1])
         return bad("inconsistent shapes");
+      if (in(1).numElements() > kIntMax)
+        return bad(tooManyRows);
       break;
     case Opcode::LayerNorm:
-      if (in(0).shape.empty() || !same(in(0), out(0)) ||
+      if (in(0).shape.empty() || last(in(0)) == 0 || !same(in(0), out(0)) ||
           in(1).numElements() != last(in(0)) ||
           in(2).numElements() != last(in(0)) ||
-          out(1).numElements() * last(in(0)) != in(0).numElements() ||
+          !productIs(out(1).numElements(), last(in(0)), in(0).numElements()) ||
           out(2).numElements() != out(1).numElements())
         return bad("inconsistent shapes");
+      if (out(1).numElements() > kIntMax)
+        return bad(tooManyRows);
       break;
     case Opcode::LayerNormBackward:
-      if (in(1).shape.empty() || !same(in(0), in(1)) || !same(in(1), out(0)) ||
-          in(2).numElements() != last(in(1)) ||
-          in(3).numElements() * last(in(1)) != in(1).numElements() ||
+      if (in(1).shape.empty() || last(in(1)) == 0 || !same(in(0), in(1)) ||
+          !same(in(1), out(0)) || in(2).numElements() != last(in(1)) ||
+          !productIs(in(3).numElements(), last(in(1)), in(1).numElements()) ||
           in(4).numElements() != in(3).numElements() ||
           out(1).numElements() != last(in(1)) ||
           out(2).numElements() != last(in(1)))
         return bad("inconsistent shapes");
+      if (in(3).numElements() > kIntMax)
+        return bad(tooManyRows);
       break;
     case Opcode::Linear:
     case Opcode::LinearGradInput:
@@ -359,16 +526,20 @@ static bool validateKernels(Plan &plan, std::string &why) {
                             : info.opcode == Opcode::LinearGradInput ? out(0)
                                                                      : in(1);
       const BufferDesc &y = info.opcode == Opcode::Linear ? out(0) : in(0);
-      if (x.shape.empty() || y.shape.empty() || last(x) != ic ||
-          last(y) != oc || x.numElements() / ic != y.numElements() / oc)
+      if (oc == 0 || ic == 0 || x.shape.empty() || y.shape.empty() ||
+          last(x) != ic || last(y) != oc ||
+          x.numElements() / ic != y.numElements() / oc)
         return bad("inconsistent shapes");
+      if (oc > kIntMax || ic > kIntMax || x.numElements() / ic > kIntMax)
+        return bad("has a dimension past the 2^31 - 1 that BLAS takes");
       if (info.opcode == Opcode::Linear && inst.ins.size() == 3 &&
           in(2).numElements() != oc)
         return bad("bias does not match the output features");
       break;
     }
     case Opcode::BiasGrad:
-      if (in(0).shape.empty() || out(0).numElements() != last(in(0)))
+      if (in(0).shape.empty() || last(in(0)) == 0 ||
+          out(0).numElements() != last(in(0)))
         return bad("inconsistent shapes");
       break;
     case Opcode::Add:
@@ -389,18 +560,23 @@ static bool validateKernels(Plan &plan, std::string &why) {
     case Opcode::AttentionBackward: {
       const BufferDesc &qkv = info.opcode == Opcode::Attention ? in(0) : in(1);
       double heads = inst.params[0];
-      if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || heads < 1 ||
+      // heads within [1, C] before it is converted (NaN fails too).
+      if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || qkv.shape[1] == 0 ||
+          qkv.shape[2] == 0 || !(heads >= 1 && heads <= qkv.shape[2] / 3) ||
           heads != double(int64_t(heads)) ||
           (qkv.shape[2] / 3) % int64_t(heads))
         return bad("inconsistent shapes or head count");
       int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3,
               H = int64_t(heads);
+      // B H T <= B T C <= the qkv buffer's elements: no overflow here.
+      if (T > kIntMax || 3 * C > kIntMax || (__int128)B * H * T > kIntMax)
+        return bad("has a dimension past the 2^31 - 1 that BLAS takes");
       std::vector<int64_t> act = {B, T, C}, probs = {B, H, T, T};
       if (info.opcode == Opcode::Attention
               ? (out(0).shape != act || out(1).shape != probs)
               : (in(0).shape != act || in(2).shape != probs ||
                  out(0).shape != qkv.shape ||
-                 out(1).numElements() != B * H * T * T))
+                 out(1).numElements() != in(2).numElements()))
         return bad("inconsistent shapes");
       break;
     }
@@ -410,9 +586,19 @@ static bool validateKernels(Plan &plan, std::string &why) {
           info.opcode == Opcode::CrossEntropy ? in(0) : in(1);
       const BufferDesc &targets =
           info.opcode == Opcode::CrossEntropy ? in(1) : in(2);
-      if (logits.shape.empty() ||
-          targets.numElements() * last(logits) != logits.numElements())
+      if (logits.shape.empty() || last(logits) == 0 ||
+          !productIs(targets.numElements(), last(logits), logits.numElements()))
         return bad("inconsistent shapes");
+      if (targets.numElements() > kIntMax || last(logits) > kIntMax)
+        return bad(tooManyRows);
+      if (vocabulary < 0) {
+        vocabulary = last(logits);
+        vocabularyAt = i;
+      } else if (last(logits) != vocabulary) {
+        return bad("has a vocabulary of " + std::to_string(last(logits)) +
+                   ", kernel #" + std::to_string(vocabularyAt) + " one of " +
+                   std::to_string(vocabulary));
+      }
       if (info.opcode == Opcode::CrossEntropy
               ? out(0).numElements() != 1 ||
                     out(1).numElements() != targets.numElements()
@@ -432,7 +618,9 @@ static bool validateKernels(Plan &plan, std::string &why) {
     case Opcode::AllGather: {
       const BufferDesc &shard = in(0);
       if (shard.kind != plan::BufferKind::Param || shard.unit < 0 ||
-          out(0).numElements() != plan.units[shard.unit].flatSize)
+          out(0).numElements() != plan.units[shard.unit].flatSize ||
+          shard.numElements() !=
+              plan::maxShardSize(out(0).numElements(), plan.worldSize))
         return bad("does not gather a unit's shard into its flat size");
       break;
     }
@@ -447,7 +635,10 @@ static bool validateKernels(Plan &plan, std::string &why) {
           out(2).kind != plan::BufferKind::AdamV ||
           out(1).unit != out(0).unit || out(2).unit != out(0).unit ||
           !same(in(0), out(0)) || !same(out(0), out(1)) ||
-          !same(out(0), out(2)))
+          !same(out(0), out(2)) ||
+          out(0).numElements() !=
+              plan::maxShardSize(plan.units[out(0).unit].flatSize,
+                                 plan.worldSize))
         return bad("does not update a unit's shard and its moments");
       break;
     case Opcode::Copy:
@@ -460,6 +651,18 @@ static bool validateKernels(Plan &plan, std::string &why) {
       break; // validateStreams matches it with its start
     }
   }
+  // Data is checked against the cross-entropies' vocabulary: every
+  // embedding table must have a row for each id below it.
+  if (smallestTable >= 0 && vocabulary >= 0 && smallestTable < vocabulary) {
+    why = "kernel #" + std::to_string(smallestTableAt) +
+          " (embedding): a table of " + std::to_string(smallestTable) +
+          " rows for ids below the vocabulary of " +
+          std::to_string(vocabulary) + " (kernel #" +
+          std::to_string(vocabularyAt) + ")";
+    return false;
+  }
+  plan.vocabulary =
+      vocabulary >= 0 ? vocabulary : std::max<int64_t>(smallestTable, 0);
   return validateStreams(plan, why);
 }
 

@@ -2,8 +2,9 @@
 //
 // A direct serialisation of the fsdprt program: buffers in declaration
 // order (their index is their id), parameters, then kernels in program
-// order. Everything little-endian; the payload is covered by a CRC-32 in the
-// header. The layout is documented in docs/plan-format.md and defined by
+// order. Everything little-endian; a CRC-32 in the header covers the whole
+// file (the header with the CRC field zeroed, then the payload). The layout
+// is documented in docs/plan-format.md and defined by
 // runtime/include/fsdp/runtime/PlanFormat.h.
 //
 //===----------------------------------------------------------------------===//
@@ -242,11 +243,15 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   header.put<uint32_t>(plan::kPlanVersion);
   header.put<uint32_t>(0); // flags
   header.put<uint64_t>(payload.size());
-  header.put<uint32_t>(plan::crc32(payload.data(), payload.size()));
+  header.put<uint32_t>(0); // the CRC-32, filled in below
   header.put<uint32_t>(0);
   header.put<uint64_t>(0);
   header.put<uint64_t>(0);
   assert(header.data.size() == plan::kHeaderSize);
+  uint32_t crc =
+      plan::planChecksum(header.data.data(), payload.data(), payload.size());
+  llvm::support::endian::write<uint32_t, llvm::endianness::little>(
+      header.data.data() + plan::kCrcOffset, crc);
   os << header.data << payload;
   return success();
 }

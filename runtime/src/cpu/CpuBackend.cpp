@@ -10,10 +10,12 @@
 #include "Kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <omp.h>
+#include <unistd.h>
 
 namespace fsdp::rt {
 namespace {
@@ -94,6 +96,16 @@ public:
   }
 
   bool allocateArena(uint64_t bytes, std::string &error) override {
+    // The whole arena is written (the canary) at once: one larger than the
+    // host's memory would only fail later, killed by the kernel.
+    uint64_t hostBytes =
+        uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+    if (bytes > SIZE_MAX - 63 || (hostBytes > 0 && bytes > hostBytes)) {
+      error = "cannot allocate the " + std::to_string(bytes) +
+              "-byte arena on the host: it has " + std::to_string(hostBytes) +
+              " bytes of memory";
+      return false;
+    }
     size_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
     arena = static_cast<unsigned char *>(std::aligned_alloc(64, rounded));
     if (!arena) {

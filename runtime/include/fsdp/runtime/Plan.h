@@ -5,7 +5,8 @@
 // checks everything a kernel will rely on, so that a corrupt or
 // hand-crafted plan gets an error naming the file and the reason instead of
 // a crash: header, version, size, checksum, every index, every buffer
-// inside the arena, and every kernel's operand counts and shapes.
+// inside the arena, every size and product free of overflow, and every
+// kernel's operand counts and shapes. A plan that loads is safe to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +81,11 @@ struct Plan {
   std::vector<uint32_t> inputs; ///< buffer of each step input, by position
   uint32_t lossBuffer = 0;
   std::vector<Instruction> program;
+  /// Token and class ids below this are safe for every kernel that reads
+  /// ids (the cross-entropies' vocabulary, which every embedding table
+  /// covers; without a cross-entropy the smallest table); 0 when no kernel
+  /// reads ids. The runtime checks its data against it.
+  int64_t vocabulary = 0;
 };
 
 /// Loads and validates `path`. On failure returns false and sets `error` to

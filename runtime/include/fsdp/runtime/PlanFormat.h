@@ -21,9 +21,15 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 3;
-/// magic, version, flags, payload size, payload CRC-32, reserved.
+inline constexpr uint32_t kPlanVersion = 4;
+/// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
+/// Where the header's CRC-32 field lies (the checksum covers the header
+/// with this field zeroed, then the payload).
+inline constexpr size_t kCrcOffset = 24;
+/// The largest arena a plan may ask for (256 TiB, beyond any host's or
+/// device's memory): a reader refuses larger ones before allocating.
+inline constexpr uint64_t kMaxArenaSize = uint64_t(1) << 48;
 /// Buffers start at multiples of this many bytes in the arena.
 inline constexpr uint64_t kBufferAlignment = 64;
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
@@ -178,11 +184,13 @@ inline ShardRange shardRange(int64_t size, int64_t rank, int64_t worldSize) {
 /// The largest shard, ceil(size / worldSize): every rank's shard buffers
 /// have this many elements.
 inline int64_t maxShardSize(int64_t size, int64_t worldSize) {
-  return (size + worldSize - 1) / worldSize;
+  return size / worldSize + (size % worldSize != 0); // no overflow near 2^63
 }
 
-/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of `size` bytes.
-inline uint32_t crc32(const void *data, size_t size) {
+/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of `size` bytes,
+/// continuing from `previous` (the CRC of the bytes before them) as zlib's
+/// crc32 does.
+inline uint32_t crc32(const void *data, size_t size, uint32_t previous = 0) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
     for (uint32_t i = 0; i < 256; ++i) {
@@ -193,11 +201,22 @@ inline uint32_t crc32(const void *data, size_t size) {
     }
     return t;
   }();
-  uint32_t crc = 0xFFFFFFFFu;
+  uint32_t crc = previous ^ 0xFFFFFFFFu;
   auto *bytes = static_cast<const unsigned char *>(data);
   for (size_t i = 0; i < size; ++i)
     crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
   return crc ^ 0xFFFFFFFFu;
+}
+
+/// A plan's checksum: the CRC-32 of its kHeaderSize-byte header with the
+/// CRC field zeroed, then of its payload. It covers every byte of the file
+/// but the field itself (flags and reserved bytes too).
+inline uint32_t planChecksum(const char *header, const char *payload,
+                             size_t payloadSize) {
+  char copy[kHeaderSize];
+  std::memcpy(copy, header, kHeaderSize);
+  std::memset(copy + kCrcOffset, 0, sizeof(uint32_t));
+  return crc32(payload, payloadSize, crc32(copy, kHeaderSize));
 }
 
 } // namespace fsdp::plan
