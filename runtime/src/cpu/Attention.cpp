@@ -42,7 +42,7 @@ inline int64_t blockEnd(int64_t i, int64_t T) {
 
 } // namespace
 
-void attentionForward(const Blas &blas, float *out, float *probs,
+FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out, float *probs,
                       const float *qkv, int64_t B, int64_t T, int64_t C,
                       int64_t NH) {
   const int64_t hs = C / NH, ld = 3 * C;
@@ -97,7 +97,7 @@ void attentionForward(const Blas &blas, float *out, float *probs,
   }
 }
 
-void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
+FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
                        const float *dout, const float *qkv, const float *probs,
                        int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH, ld = 3 * C;

@@ -24,7 +24,7 @@ constexpr int64_t kLossChunks = 256;
 
 } // namespace
 
-void crossEntropyForward(float *loss, const float *logits,
+FSDP_CPU_KERNEL void crossEntropyForward(float *loss, const float *logits,
                          const int32_t *targets, int64_t N, int64_t V) {
   double partial[kLossChunks];
   const int64_t chunks = std::min(N, kLossChunks);
@@ -49,7 +49,7 @@ void crossEntropyForward(float *loss, const float *logits,
   *loss = N > 0 ? float(total / double(N)) : 0.0f;
 }
 
-void crossEntropyBackward(float *dlogits, const float *dloss,
+FSDP_CPU_KERNEL void crossEntropyBackward(float *dlogits, const float *dloss,
                           const float *logits, const int32_t *targets,
                           int64_t N, int64_t V) {
   const float scale = *dloss / float(N);

@@ -17,7 +17,7 @@
 
 namespace fsdp::rt::cpu {
 
-void embeddingForward(float *out, const int32_t *tokens, const float *wte,
+FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens, const float *wte,
                       const float *wpe, int64_t B, int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
@@ -30,7 +30,7 @@ void embeddingForward(float *out, const int32_t *tokens, const float *wte,
   }
 }
 
-void embeddingBackward(float *dwte, float *dwpe, const float *dout,
+FSDP_CPU_KERNEL void embeddingBackward(float *dwte, float *dwpe, const float *dout,
                        const int32_t *tokens, int64_t B, int64_t T, int64_t C,
                        int64_t V, int64_t Tmax) {
   // dwpe[t] = sum over b of dout[b, t]: rows are independent.

@@ -16,6 +16,20 @@
 
 #include <cstdint>
 
+/// Each kernel is compiled three times, for x86-64-v4 (AVX-512),
+/// x86-64-v3 (AVX2, FMA) and baseline x86-64, and the dynamic loader picks
+/// one for the CPU it runs on (GCC's target_clones, an ifunc): a binary
+/// runs on any x86-64 it is copied to and still uses the wide vectors
+/// where they exist. Helpers inlined into a kernel follow its target;
+/// OpenMP's outlined bodies are cloned with it.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FSDP_CPU_KERNEL                                                        \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",           \
+                               "default")))
+#else
+#define FSDP_CPU_KERNEL
+#endif
+
 namespace fsdp::rt::cpu {
 
 class Blas;

@@ -21,7 +21,7 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
-void layerNormForward(float *out, float *mean, float *rstd, const float *x,
+FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd, const float *x,
                       const float *w, const float *b, int64_t N, int64_t C,
                       float eps) {
 #pragma omp parallel for schedule(static)
@@ -50,7 +50,7 @@ void layerNormForward(float *out, float *mean, float *rstd, const float *x,
   }
 }
 
-void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
+FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
                        const float *x, const float *w, const float *mean,
                        const float *rstd, int64_t N, int64_t C) {
   // dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)), with
