@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every package that fsdp-mlir's build, tests and demo need.
+# Installs every package that fsdp-mlir's build, tests and demo need
+# (GCC's sanitizer runtimes for scripts/build-sanitize.sh included).
 # Non-interactive and idempotent: packages already present are skipped, so a
 # second run costs one dpkg query.
 set -euo pipefail
@@ -8,6 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache git python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-openmp libblis-dev
+  libasan8 libubsan1
 )
 
 missing=()

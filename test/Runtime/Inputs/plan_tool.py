@@ -23,19 +23,20 @@ Values: integers (any base, negative ones wrap to the field's width),
 shapes as 2x3x4 (`-` for rank 0), lists as 3,4,5 (`-` for none), kinds,
 element types and opcodes by name or number, strings as text.
 
-Selectors: a record's index, or for kernels `@NAME` / `@NAME.N` (the
-first / N-th kernel of that opcode); for buffers also `loss`, `input.K`
-(step input K), `shard.U` (unit U's shard buffer) and `@NAME[.N].in.J` /
-`@NAME[.N].out.J` (a kernel's operand).
+Selectors: a record's index, `last` (a table's last record), for kernels
+`@NAME` / `@NAME.N` (the first / N-th kernel of that opcode); for buffers
+also `loss`, `input.K` (step input K), `shard.U` (unit U's shard buffer)
+and `@NAME[.N].in.J` / `@NAME[.N].out.J` (a kernel's operand).
 
 The CRC is recomputed unless --keep-crc is given (or the edit sets it),
 in the style of the file's version: from version 4 over the header with
 the CRC field zeroed and the payload, before over the payload only.
 `edit` also takes `clone TABLE SEL` (append a copy of a buffer, unit,
 parameter or kernel record; its index is the table's old length),
-`truncate N` (keep the first N bytes of the output,
-header fields as edited) and `append N` (N zero bytes after the payload,
-the header's payload size unchanged).
+`pad N` / `cut N` (N zero bytes added to / removed from the end of the
+payload, its size and CRC following), `truncate N` (keep the first N
+bytes of the output, header fields as edited) and `append N` (N zero
+bytes after the payload, the header's payload size unchanged).
 
 The module is also imported by test/fuzz/fuzz_plans.py.
 """
@@ -201,7 +202,9 @@ def serialise(plan, fix_crc=True):
     out.append(count("strings", len(plan["strings"])))
     for s in plan["strings"]:
         out += [pack("I", len(s)), s]
-    payload = b"".join(out)
+    payload = b"".join(out) + b"\0" * plan.get("pad", 0)
+    if plan.get("cut"):
+        payload = payload[:-plan["cut"]]
     h = dict(plan["header"])
     if not plan.get("keep_payload_size"):
         h["payload_size"] = len(payload)
@@ -233,6 +236,8 @@ def kernel_index(plan, sel):
 def select(plan, table, sel):
     if sel.lstrip("-").isdigit():
         return int(sel)
+    if sel == "last":
+        return len(plan[table]) - 1
     if table == "kernels" and sel.startswith("@"):
         return kernel_index(plan, sel)
     if table == "buffers":
@@ -282,6 +287,11 @@ def apply_edits(plan, args):
         what = args[i]
         if what == "--keep-crc":
             keep_crc, i = True, i + 1
+        elif what in ("pad", "cut"):
+            # Inside the payload (its size and CRC follow): N zero bytes
+            # after the string table, or the last N bytes removed.
+            plan[what] = int(args[i + 1], 0)
+            i += 2
         elif what in ("truncate", "append"):
             n = int(args[i + 1], 0)
             truncate, append = (n, append) if what == "truncate" else (
@@ -331,12 +341,13 @@ def apply_edits(plan, args):
             field, text = args[i + 2], args[i + 3]
             if field not in fields:
                 raise PlanError("no %s field %s" % (what, field))
-            value = value_of(fields[field], field, text)
             if field in ("ins", "outs"):
                 value = [select(plan, "buffers", t) for t in text.split(",")] \
                     if text != "-" else []
-            if field == "shard_buffer":
+            elif field == "shard_buffer":
                 value = select(plan, "buffers", text)
+            else:
+                value = value_of(fields[field], field, text)
             plan[table][index][field] = value
             i += 4
         else:

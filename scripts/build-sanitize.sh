@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The sanitizer build: fsdp-opt, fsdp-run and the CPU kernel test (and the
+# tools the lit tests name) under AddressSanitizer and UndefinedBehavior-
+# Sanitizer (GCC; libasan and libubsan come with it), in a second build
+# directory, ${ASAN_BUILD_DIR:-build-asan}. With --check it then runs, each
+# failure fatal:
+#   * the lit tests of test/Runtime and test/fsdp-opt with these tools,
+#   * the CPU kernel test (OpenBLAS),
+#   * a 2-rank mpirun of a tiny plan (the collective path),
+#   * the fuzzers: their saved crashers, then fresh cases with fixed seeds
+#     (FUZZ_PLAN_CASES, default 1500 plans, FUZZ_MODEL_CASES, default 600
+#     models, each fuzzer stopping after FUZZ_TIME_BUDGET seconds, default
+#     150; docs/testing.md).
+# CTest runs `build-sanitize.sh --check` (the `sanitizers` test).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ASAN_BUILD_DIR:-$root/build-asan}"
+check=0
+[ "${1:-}" = "--check" ] && check=1
+
+"$root/scripts/setup.sh" >/dev/null
+
+flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+if [ ! -f "$build/build.ninja" ]; then
+  # CUDA stays out: nvcc and the sanitizers do not mix, and the CUDA backend
+  # needs a GPU to run anyway.
+  CC=gcc CXX=g++ cmake -G Ninja -S "$root" -B "$build" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DFSDP_ENABLE_CUDA=OFF \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
+fi
+# ccache shares objects between checkouts under /work (its default base
+# directory otherwise makes every worktree's paths differ).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}"
+ninja -C "$build" fsdp-opt fsdp-run fsdp-gen fsdp-translate fsdp-gradcheck \
+  fsdp-cpu-kernels-test
+
+[ "$check" = 1 ] || exit 0
+
+# MPI and OpenBLAS's threads leak by design: no leak checks. Any other
+# report stops the process with a non-zero exit.
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=99"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=98"
+export OMP_NUM_THREADS=1
+bin="$build/bin"
+
+echo "== sanitizers: lit (test/Runtime, test/fsdp-opt)"
+/usr/lib/llvm-22/bin/lit -s "$build/test/Runtime" "$build/test/fsdp-opt"
+
+echo "== sanitizers: CPU kernels"
+"$bin/fsdp-cpu-kernels-test" openblas
+
+echo "== sanitizers: 2 ranks over MPI"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$bin/fsdp-gen" mlp --layers 2 --width 8 --in-features 4 --classes 3 --batch 2 |
+  "$bin/fsdp-opt" --fsdp-train-pipeline="world-size=2" -o "$tmp/mlp2.plan"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun --oversubscribe --bind-to none -np 2 \
+  -x ASAN_OPTIONS -x UBSAN_OPTIONS -x OMP_NUM_THREADS \
+  "$bin/fsdp-run" "$tmp/mlp2.plan" --steps 3 --threads 1 >"$tmp/mpi.log"
+grep -q "summary: 3 steps" "$tmp/mpi.log"
+
+echo "== sanitizers: fuzzers"
+python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
+python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_MODEL_CASES:-600}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
+echo "sanitizers: all clean"

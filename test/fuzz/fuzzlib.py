@@ -1,0 +1,186 @@
+"""What fuzz_plans.py and fuzz_models.py share: running one case under a
+timeout, judging its outcome, saving crashers, replaying them.
+
+A case passes when the tool succeeds (exit 0) or rejects its input cleanly
+(exit 1 or 2 with an `error` line on stderr). Anything else fails it: a
+signal, a sanitizer report (ASan and UBSan print "Sanitizer" / "runtime
+error:"), another exit code, or running past the timeout.
+
+A failing input is saved under test/fuzz/crashers/ (named by its content's
+hash) with a .log of what happened, unless its output matches a pattern in
+crashers/known.txt (a known bug that another change fixes: counted, not
+fatal). Replay (--replay) runs every saved input again; a known one that
+now passes is an XPASS, to be removed from known.txt with its file.
+"""
+
+import argparse
+import concurrent.futures
+import hashlib
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRASHERS = os.path.join(HERE, "crashers")
+
+
+def arguments(description, default_cases):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--bin", required=True, help="directory of the tools")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cases", type=int, default=default_cases)
+    p.add_argument("--time-budget", type=float, default=300.0,
+                   help="stop starting cases after this many seconds")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds one tool run may take")
+    p.add_argument("--jobs", type=int, default=6,
+                   help="cases at a time (they mostly wait on MPI's start)")
+    p.add_argument("--replay", action="store_true",
+                   help="run the saved crashers instead of fresh cases")
+    p.add_argument("--crashers", default=CRASHERS)
+    p.add_argument("--work", default=None, help="scratch directory")
+    return p.parse_args()
+
+
+def known_patterns(crashers):
+    path = os.path.join(crashers, "known.txt")
+    patterns = []
+    if os.path.exists(path):
+        for line in open(path):
+            line = line.rstrip("\n")
+            if line and not line.startswith("#"):
+                patterns.append(line.split("\t")[0])
+    return patterns
+
+
+def run_tool(argv, timeout, env=None):
+    """(verdict, output): verdict None when clean, else why it failed."""
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"") + (e.stderr or b"")
+        return "timeout after %gs" % timeout, out.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace")
+    out = p.stdout.decode("utf-8", "replace") + err
+    if "Sanitizer" in err or "runtime error:" in err:
+        return "sanitizer report (exit %d)" % p.returncode, out
+    if p.returncode < 0:
+        return "killed by signal %d" % -p.returncode, out
+    if p.returncode == 0:
+        return None, out
+    if p.returncode in (1, 2):
+        if "error" in err:
+            return None, out
+        return "exit %d without an error line" % p.returncode, out
+    return "exit %d" % p.returncode, out
+
+
+def environment():
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS",
+                   "detect_leaks=0:halt_on_error=1:exitcode=99")
+    env.setdefault("UBSAN_OPTIONS",
+                   "halt_on_error=1:print_stacktrace=1:exitcode=98")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    # fsdp-run starts MPI even alone (a singleton): keep that local and
+    # quick (it mostly waits, which is why cases run several at a time).
+    for key, value in [("OMPI_MCA_ess_singleton_isolated", "1"),
+                       ("OMPI_MCA_pml", "ob1"), ("OMPI_MCA_btl", "self"),
+                       ("OMPI_MCA_mtl", "^ofi"), ("OMPI_MCA_osc", "^ucx"),
+                       ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                       ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")]:
+        env.setdefault(key, value)
+    return env
+
+
+class Campaign:
+    """Runs cases (callables returning (verdict, output, input bytes,
+    suffix)) on a few threads and keeps the books."""
+
+    def __init__(self, args, name):
+        self.args, self.name = args, name
+        self.known = known_patterns(args.crashers)
+        self.passed = self.failed = self.known_hits = 0
+        self.saved = []
+        self.by_verdict = {}
+
+    def record(self, verdict, output, data, suffix, label):
+        if verdict is None:
+            self.passed += 1
+            return
+        if any(p in output for p in self.known):
+            self.known_hits += 1
+            return
+        self.failed += 1
+        self.by_verdict[verdict] = self.by_verdict.get(verdict, 0) + 1
+        digest = hashlib.sha1(data).hexdigest()[:12]
+        base = os.path.join(self.args.crashers,
+                            "%s-%s%s" % (self.name, digest, suffix))
+        if not os.path.exists(base):
+            os.makedirs(self.args.crashers, exist_ok=True)
+            with open(base, "wb") as f:
+                f.write(data)
+            with open(base + ".log", "w") as f:
+                f.write("%s: %s\n%s\n" % (label, verdict, output[-4000:]))
+            self.saved.append(base)
+        sys.stderr.write("FAIL %s: %s -> %s\n" % (label, verdict, base))
+
+    def run(self, make_case, count):
+        start = time.time()
+        done = 0
+        with concurrent.futures.ThreadPoolExecutor(self.args.jobs) as pool:
+            pending = set()
+            i = 0
+            while i < count or pending:
+                while (i < count and len(pending) < 2 * self.args.jobs and
+                       time.time() - start < self.args.time_budget):
+                    pending.add(pool.submit(make_case, i))
+                    i += 1
+                if not pending:
+                    break
+                finished, pending = concurrent.futures.wait(
+                    pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for f in finished:
+                    self.record(*f.result())
+                    done += 1
+                if time.time() - start >= self.args.time_budget:
+                    count = i  # start no more
+        elapsed = time.time() - start
+        print("%s: %d cases in %.0fs (%.1f/s): %d clean, %d failed, %d known "
+              "(crashers/known.txt)%s" % (
+                  self.name, done, elapsed, done / max(elapsed, 1e-9),
+                  self.passed, self.failed, self.known_hits,
+                  "" if not self.by_verdict else " " + repr(self.by_verdict)))
+        for path in self.saved:
+            print("  saved %s" % os.path.relpath(path))
+        return 1 if self.failed else 0
+
+
+def replay(args, name, suffix, run_input):
+    """Runs every saved crasher `NAME-*SUFFIX` through run_input(path)."""
+    known = known_patterns(args.crashers)
+    files = sorted(f for f in os.listdir(args.crashers)
+                   if f.startswith(name + "-") and f.endswith(suffix)) \
+        if os.path.isdir(args.crashers) else []
+    bad = 0
+    for f in files:
+        path = os.path.join(args.crashers, f)
+        verdict, output = run_input(path)
+        log = open(path + ".log").read() if os.path.exists(path + ".log") \
+            else ""
+        is_known = any(p in output or p in log for p in known)
+        if verdict is None and is_known:
+            print("XPASS %s: fixed; drop its known.txt line" % f)
+            bad += 1
+        elif verdict is None:
+            print("PASS %s" % f)
+        elif is_known:
+            print("XFAIL %s: %s (known)" % (f, verdict))
+        else:
+            print("FAIL %s: %s\n%s" % (f, verdict, output[-2000:]))
+            bad += 1
+    print("%s replay: %d crashers, %d failing" % (name, len(files), bad))
+    return 1 if bad else 0
