@@ -36,8 +36,8 @@ fi
 # ccache shares objects between checkouts under /work (its default base
 # directory otherwise makes every worktree's paths differ).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}"
-ninja -C "$build" fsdp-opt fsdp-run fsdp-gen fsdp-translate fsdp-gradcheck \
-  fsdp-cpu-kernels-test
+# fsdp-test-tools: every tool the lit suite names (test/CMakeLists.txt).
+ninja -C "$build" fsdp-test-tools fsdp-cpu-kernels-test
 
 [ "$check" = 1 ] || exit 0
 
