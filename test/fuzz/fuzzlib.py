@@ -78,6 +78,13 @@ def run_tool(argv, timeout, env=None):
     return "exit %d" % p.returncode, out
 
 
+def clip(output, keep=3000):
+    """The head (a sanitizer's report and stack) and tail of an output."""
+    if len(output) <= 2 * keep:
+        return output
+    return output[:keep] + "\n[...]\n" + output[-keep:]
+
+
 def environment():
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS",
@@ -124,7 +131,7 @@ class Campaign:
             with open(base, "wb") as f:
                 f.write(data)
             with open(base + ".log", "w") as f:
-                f.write("%s: %s\n%s\n" % (label, verdict, output[-4000:]))
+                f.write("%s: %s\n%s\n" % (label, verdict, clip(output)))
             self.saved.append(base)
         sys.stderr.write("FAIL %s: %s -> %s\n" % (label, verdict, base))
 
