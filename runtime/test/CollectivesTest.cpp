@@ -127,10 +127,10 @@ void checkScalars(Communicator &comm) {
     wantMax = std::max<uint64_t>(wantMax, 1000 + 7 * ((r + 2) % N));
   expect(max == wantMax, "allReduceMax: got " + std::to_string(max));
   for (int root = 0; root < N; ++root) {
-    char text[13];
+    char text[13] = {};
     std::snprintf(text, sizeof(text), "rank %d here", k);
     comm.broadcast(text, sizeof(text), root);
-    char want[13];
+    char want[13] = {};
     std::snprintf(want, sizeof(want), "rank %d here", root);
     expect(std::memcmp(text, want, sizeof(want)) == 0,
            "broadcast from " + std::to_string(root) + ": got '" + text + "'");
