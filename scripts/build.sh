@@ -6,6 +6,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 
 "$root/scripts/setup.sh"
+# ccache hits across checkouts (a CI clone elsewhere, a worktree): paths
+# below the checkout's parent are hashed relative to it.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}"
 
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$root" -B "$build" \
