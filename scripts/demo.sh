@@ -3,7 +3,7 @@
 # two ranks (fsdp-opt --fsdp-train-pipeline="world-size=2": units, batch
 # split, autodiff, sharding, verification, lowering, memory plan), prints
 # the compiler's memory report, then trains it with FSDP on two CPU ranks
-# (mpirun, one process per rank) on a built-in English text: one progress
+# (mpirun, one process per rank) on a small English text (data/corpus.txt): one progress
 # line every 25 steps and a summary at the end. Without MPI it trains the
 # same model on one rank.
 set -euo pipefail
@@ -33,4 +33,4 @@ echo "=== fsdp-opt --fsdp-train-pipeline=\"world-size=$ranks\" -o model.plan"
   --fsdp-plan-memory=report -o "$out/model.plan"
 echo "=== ${launch[*]} fsdp-run model.plan --steps 300"
 "${launch[@]}" "$bin/fsdp-run" "$out/model.plan" --steps 300 --log-every 25 \
-  --threads "$threads"
+  --threads "$threads" --data "$root/data/corpus.txt"

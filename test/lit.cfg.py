@@ -17,6 +17,9 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs",
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
 config.substitutions.append(("%python", sys.executable))
+# The small English text that token models train on in the tests.
+config.substitutions.append(
+    ("%corpus", os.path.join(config.fsdp_src_root, "data", "corpus.txt")))
 
 # The sanitizer build (scripts/build-sanitize.sh) runs this suite with its
 # own tools and options.

@@ -20,6 +20,10 @@ import subprocess
 import sys
 import tempfile
 
+# The small English text the token models train on.
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                      "data", "corpus.txt")
+
 GEMM_KERNELS = ("linear", "linear_grad_input", "linear_grad_weight")
 
 
@@ -53,7 +57,8 @@ def main():
             m = re.search(r"per step ([0-9.]+) GFLOP in ([0-9.]+) ms: "
                           r"([0-9.]+) GFLOP/s", bench)
             step_gflop, bare_rate = float(m.group(1)), float(m.group(3))
-            out = run([tool("fsdp-run"), plan, "--steps", str(args.steps),
+            out = run([tool("fsdp-run"), plan, "--data", CORPUS,
+                       "--steps", str(args.steps),
                        "--threads", str(args.threads), "--blas", lib,
                        "--profile", "--log-every", str(args.steps)])
             ms = float(re.search(r"summary: .* ([0-9.]+) ms/step", out).group(1))

@@ -47,7 +47,7 @@ stamp "kernel parity (CPU reference vs GPU)"
 echo "parity exit: ${PIPESTATUS[0]}" | tee -a "$out/parity.log"
 
 stamp "tiny GPT-2, fp32, 30 steps (losses vs the CPU backend)"
-"$run" "$plans/tiny.plan" --backend cuda --tf32 off --steps 30 --log-every 10 \
+"$run" "$plans/tiny.plan" --backend cuda --tf32 off --steps 30 --log-every 10 --data "$root/data/corpus.txt" \
   --report-json "$out/tiny-cuda.json" 2>&1 | tail -4
 
 stamp "gpt2-124m, fp32, 3 steps (losses vs the CPU backend)"

@@ -6,7 +6,7 @@
 #   gpt2-124m.plan  the gpt2-124m preset, batch 4 x 1024 tokens (PyTorch's
 #                   baseline in check.sh trains the same shapes)
 #   tokens.bin      random GPT-2 token ids in llm.c's format (fixed seed)
-#   reference.json  CPU losses: tiny for 30 steps on the built-in corpus,
+#   reference.json  CPU losses: tiny for 30 steps on data/corpus.txt,
 #                   gpt2-124m for 3 steps on tokens.bin; the model shapes
 # Usage: bench/gpu/prepare.sh [OUT_DIR]   (default bench/gpu/plans, which
 # git ignores; carry it to the GPU machine). Takes a few minutes (three
@@ -31,7 +31,7 @@ header = struct.pack("<256i", 20240520, 1, count, *([0] * 253))
 tokens = struct.pack(f"<{count}H", *(rng.randrange(50257) for _ in range(count)))
 open(sys.argv[1], "wb").write(header + tokens)
 PY
-"$bin/fsdp-run" "$out/tiny.plan" --steps 30 --log-every 100 \
+"$bin/fsdp-run" "$out/tiny.plan" --steps 30 --log-every 100 --data "$root/data/corpus.txt" \
   --report-json "$out/tiny-cpu.json" > /dev/null
 "$bin/fsdp-run" "$out/gpt2-124m.plan" --steps 3 --data "$out/tokens.bin" \
   --report-json "$out/gpt2-124m-cpu.json"

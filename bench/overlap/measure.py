@@ -33,6 +33,10 @@ import subprocess
 import sys
 import tempfile
 
+# The small English text the token models train on.
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                      "data", "corpus.txt")
+
 SCHEDULES = {
     "none": "forward-prefetch=0 backward-prefetch=0 max-inflight-gathers=0",
     "pytorch-like": "forward-prefetch=0 backward-prefetch=1 "
@@ -80,6 +84,7 @@ def main():
                             ["mpirun", "--oversubscribe", "--bind-to", "none",
                              "-np", str(ranks),
                              os.path.join(bin_dir, "fsdp-run"), plan,
+                             "--data", CORPUS,
                              "--steps", str(args.steps), "--log-every",
                              "1000", "--threads", str(threads),
                              "--report-json", report] + flags,

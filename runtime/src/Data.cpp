@@ -9,54 +9,6 @@
 #include <sys/stat.h>
 
 namespace fsdp::rt {
-namespace {
-// Public-domain English prose (the opening of Jane Austen's "Pride and
-// Prejudice" and of Herman Melville's "Moby-Dick"), enough for a few
-// hundred distinct batches of a small model.
-const char *const kBuiltinCorpus =
-    "It is a truth universally acknowledged, that a single man in possession "
-    "of a good fortune, must be in want of a wife. However little known the "
-    "feelings or views of such a man may be on his first entering a "
-    "neighbourhood, this truth is so well fixed in the minds of the "
-    "surrounding families, that he is considered the rightful property of "
-    "some one or other of their daughters. \"My dear Mr. Bennet,\" said his "
-    "lady to him one day, \"have you heard that Netherfield Park is let at "
-    "last?\" Mr. Bennet replied that he had not. \"But it is,\" returned she; "
-    "\"for Mrs. Long has just been here, and she told me all about it.\" Mr. "
-    "Bennet made no answer. \"Do you not want to know who has taken it?\" "
-    "cried his wife impatiently. \"You want to tell me, and I have no "
-    "objection to hearing it.\" This was invitation enough. \"Why, my dear, "
-    "you must know, Mrs. Long says that Netherfield is taken by a young man "
-    "of large fortune from the north of England; that he came down on "
-    "Monday in a chaise and four to see the place, and was so much delighted "
-    "with it, that he agreed with Mr. Morris immediately; that he is to take "
-    "possession before Michaelmas, and some of his servants are to be in the "
-    "house by the end of next week.\" \"What is his name?\" \"Bingley.\" \"Is "
-    "he married or single?\" \"Oh! Single, my dear, to be sure! A single man "
-    "of large fortune; four or five thousand a year. What a fine thing for "
-    "our girls!\" \"How so? How can it affect them?\" \"My dear Mr. Bennet,\" "
-    "replied his wife, \"how can you be so tiresome! You must know that I am "
-    "thinking of his marrying one of them.\" \"Is that his design in settling "
-    "here?\" \"Design! Nonsense, how can you talk so! But it is very likely "
-    "that he may fall in love with one of them, and therefore you must visit "
-    "him as soon as he comes.\"\n"
-    "Call me Ishmael. Some years ago, never mind how long precisely, having "
-    "little or no money in my purse, and nothing particular to interest me "
-    "on shore, I thought I would sail about a little and see the watery part "
-    "of the world. It is a way I have of driving off the spleen and "
-    "regulating the circulation. Whenever I find myself growing grim about "
-    "the mouth; whenever it is a damp, drizzly November in my soul; whenever "
-    "I find myself involuntarily pausing before coffin warehouses, and "
-    "bringing up the rear of every funeral I meet; and especially whenever "
-    "my hypos get such an upper hand of me, that it requires a strong moral "
-    "principle to prevent me from deliberately stepping into the street, and "
-    "methodically knocking people's hats off, then, I account it high time "
-    "to get to sea as soon as I can. This is my substitute for pistol and "
-    "ball. With a philosophical flourish Cato throws himself upon his sword; "
-    "I quietly take to the ship. There is nothing surprising in this. If "
-    "they but knew it, almost all men in their degree, some time or other, "
-    "cherish very nearly the same feelings towards the ocean with me.\n";
-} // namespace
 
 bool parseDataFormat(const std::string &text, DataFormat &format) {
   if (text == "auto")
@@ -193,14 +145,6 @@ bool TokenData::load(const std::string &path, DataFormat format,
     tokens[i] = int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
   tokenFile = true;
   return true;
-}
-
-void TokenData::loadBuiltin() {
-  std::string text(kBuiltinCorpus);
-  tokens.assign(text.begin(), text.end());
-  for (int32_t &t : tokens)
-    t &= 0xFF;
-  source_ = "(built-in corpus)";
 }
 
 bool TokenData::check(int64_t B, int64_t T, int64_t vocab,

@@ -182,6 +182,10 @@ def mutant(rng, seed):
     return data
 
 
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                      "data", "corpus.txt")
+
+
 def check_plan(bin_dir, path, timeout, env):
     """Runs --describe, then (if it loads, with a small arena) one step."""
     run = os.path.join(bin_dir, "fsdp-run")
@@ -195,8 +199,10 @@ def check_plan(bin_dir, path, timeout, env):
         arena = MAX_RUN_ARENA + 1
     if arena > MAX_RUN_ARENA:
         return verdict, out
-    return fuzzlib.run_tool([run, path, "--steps", "1", "--threads", "1"],
-                            timeout, env)
+    command = [run, path, "--steps", "1", "--threads", "1"]
+    if "input 0: i32" in out:  # token ids: a language model needs --data
+        command += ["--data", CORPUS]
+    return fuzzlib.run_tool(command, timeout, env)
 
 
 def main():

@@ -369,8 +369,11 @@ int run(int argc, char **argv) {
   int64_t globalBatch = inputs.batch * comm->size();
   if (tokenPlan) {
     if (options.dataPath.empty())
-      tokens.loadBuiltin();
-    else if (!tokens.load(options.dataPath, options.dataFormat, error))
+      die(plan.path + ": a language model trains on --data FILE (text, or "
+                      "llm.c uint16 tokens; data/corpus.txt in the source "
+                      "tree is a small English text)",
+          2);
+    if (!tokens.load(options.dataPath, options.dataFormat, error))
       die(error);
     if (!tokens.check(globalBatch, inputs.seq, inputs.vocab, error))
       die(error);

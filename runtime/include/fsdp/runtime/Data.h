@@ -43,8 +43,6 @@ public:
   /// Loads `path` in `format`. On failure returns false with `error`
   /// naming the file and the reason.
   bool load(const std::string &path, DataFormat format, std::string &error);
-  /// A small built-in English corpus, for demos and tests.
-  void loadBuiltin();
 
   /// Checks the data against a model: enough tokens for one B x T batch
   /// (plus the last target) and every id below `vocab`.
