@@ -231,6 +231,15 @@ void FsdpSchedulePass::runOnOperation() {
   for (auto [i, scatter] : llvm::enumerate(scatters)) {
     Operation *until =
         i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
+    // A unit that no backward region uses (its parameters do not affect the
+    // loss) is reduced where its AdamW is, after the optimizer has begun:
+    // its wait, and the one of the scatter before it, go before the first
+    // read of the shard instead.
+    if (until->isBeforeInBlock(scatter))
+      until = block.getTerminator();
+    for (Operation *user : scatter.getResult().getUsers())
+      if (user->isBeforeInBlock(until))
+        until = user;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);
     for (Operation *user : scatter.getSource().getUsers())
