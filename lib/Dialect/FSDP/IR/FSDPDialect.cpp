@@ -6,6 +6,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -67,6 +70,11 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
       return func.emitError()
              << "'" << name << "' function input #" << index
              << " must be a statically shaped tensor, got " << input;
+    if (tensor && tensor.hasStaticShape() &&
+        failed(verifySizeFits(
+            func, "'" + name + "' function input #" + llvm::Twine(index),
+            tensor)))
+      return failure();
   }
   return success();
 }
@@ -91,11 +99,58 @@ int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
 }
 
+std::optional<int64_t>
+mlir::fsdp::getCheckedNumElements(ArrayRef<int64_t> shape) {
+  std::optional<int64_t> elements = 1;
+  for (int64_t dim : shape)
+    if (!elements || dim < 0 || !(elements = llvm::checkedMul(*elements, dim)))
+      return std::nullopt;
+  return elements;
+}
+
+std::optional<int64_t> mlir::fsdp::getCheckedSizeInBytes(Type type) {
+  auto shaped = llvm::dyn_cast<ShapedType>(type);
+  if (!shaped || !llvm::isa<RankedTensorType, MemRefType>(type))
+    return 0;
+  if (!shaped.hasStaticShape())
+    return std::nullopt;
+  std::optional<int64_t> elements = getCheckedNumElements(shaped.getShape());
+  if (!elements)
+    return std::nullopt;
+  return llvm::checkedMul(*elements,
+                          getElementSizeInBytes(shaped.getElementType()));
+}
+
 int64_t mlir::fsdp::getSizeInBytes(Type type) {
-  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-  return tensor ? tensor.getNumElements() *
-                      getElementSizeInBytes(tensor.getElementType())
-                : 0;
+  if (!llvm::isa<RankedTensorType>(type))
+    return 0;
+  std::optional<int64_t> bytes = getCheckedSizeInBytes(type);
+  assert(bytes && "the verifier rejects tensors whose size overflows int64");
+  return *bytes;
+}
+
+LogicalResult mlir::fsdp::verifySizeFits(Operation *op, const llvm::Twine &what,
+                                         Type type) {
+  if (getCheckedSizeInBytes(type))
+    return success();
+  // At the location only: a note printing the op would print a whole
+  // function when the op is one.
+  return emitError(op->getLoc())
+         << "'" << op->getName() << "' op " << what << " of type " << type
+         << " holds more than " << std::numeric_limits<int64_t>::max()
+         << " bytes, the most the compiler can count (int64)";
+}
+
+LogicalResult mlir::fsdp::verifyTensorSizesFit(Operation *op) {
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (llvm::isa<RankedTensorType>(type) &&
+        failed(verifySizeFits(op, "operand #" + llvm::Twine(i), type)))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (llvm::isa<RankedTensorType>(type) &&
+        failed(verifySizeFits(op, "result #" + llvm::Twine(i), type)))
+      return failure();
+  return success();
 }
 
 // The layout is the plan format's: compiler and runtime must agree on it

@@ -58,7 +58,8 @@ void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
   int64_t bytes = 0;
   for (size_t i = 0; i < gathers.size(); ++i) {
     int64_t own = bytesOf(gathers[i].start.getResult());
-    if (i == 0 || bytes + own > limit) {
+    // bytes + own > limit, without overflowing (both are sizes that fit).
+    if (i == 0 || own > limit - bytes) {
       bytes = own; // a new bucket
       continue;
     }
@@ -99,7 +100,7 @@ void bucketScatters(Block &block, int64_t limit) {
   int64_t bytes = 0;
   for (ReduceScatterStartOp start : scatters) {
     int64_t own = bytesOf(start.getSource());
-    if (!bucket.empty() && bytes + own > limit) {
+    if (!bucket.empty() && own > limit - bytes) {
       close(bucket);
       bucket.clear();
       bytes = 0;
@@ -305,7 +306,11 @@ void FsdpSchedulePass::runOnOperation() {
                     builder.getI64IntegerAttr(maxInflightGathers));
 
   if (memoryBudget > 0) {
-    MemoryProfile profile = computeMemoryProfile(module, step);
+    FailureOr<MemoryProfile> computed =
+        computeMemoryProfile(module, step, "fsdp-schedule");
+    if (failed(computed))
+      return signalPassFailure();
+    MemoryProfile &profile = *computed;
     if (profile.peakBytes() > memoryBudget) {
       Operation *at = profile.order[profile.overall];
       InFlightDiagnostic diag = emitError(at->getLoc())

@@ -165,7 +165,10 @@ void FsdpSimulatePass::runOnOperation() {
   });
   double stepTime = *std::max_element(freeAt.begin(), freeAt.end());
   double exposed = stepTime - computeBusy;
-  MemoryProfile memory = computeMemoryProfile(module, step);
+  FailureOr<MemoryProfile> memory =
+      computeMemoryProfile(module, step, "fsdp-simulate");
+  if (failed(memory))
+    return signalPassFailure();
 
   llvm::errs() << "fsdp-simulate: " << hardware << ", world size "
                << world.getInt()
@@ -174,7 +177,7 @@ void FsdpSimulatePass::runOnOperation() {
                                "per rank\n",
                                stepTime * 1e3, computeBusy * 1e3, exposed * 1e3,
                                stepTime > 0 ? 100.0 * exposed / stepTime : 0.0,
-                               double(memory.peakBytes()) / 1e9);
+                               double(memory->peakBytes()) / 1e9);
 
   if (tracePath.empty())
     return;

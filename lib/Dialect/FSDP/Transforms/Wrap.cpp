@@ -8,6 +8,9 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPWRAPPASS
@@ -199,7 +202,9 @@ void FsdpWrapPass::runOnOperation() {
     for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
       for (ParamOp param : group) {
         current.push_back(param);
-        bytes += param.getSizeInBytes();
+        // Saturating: only the comparison with the threshold matters.
+        bytes = llvm::checkedAdd(bytes, param.getSizeInBytes())
+                    .value_or(std::numeric_limits<int64_t>::max());
       }
       if (bytes >= thresholdBytes)
         close();

@@ -14,8 +14,11 @@
 #include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <limits>
 
 namespace mlir::fsdprt {
 #define GEN_PASS_DEF_FSDPPLANMEMORYPASS
@@ -29,7 +32,12 @@ using namespace mlir::fsdprt;
 namespace {
 constexpr int64_t kAlign = int64_t(plan::kBufferAlignment);
 
-int64_t alignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+/// `v` rounded up to the alignment, or nullopt when that overflows.
+std::optional<int64_t> alignUp(int64_t v) {
+  std::optional<int64_t> padded = llvm::checkedAdd(v, kAlign - 1);
+  return padded ? std::optional<int64_t>(*padded / kAlign * kAlign)
+                : std::nullopt;
+}
 
 struct Slot {
   BufferOp op;
@@ -57,15 +65,30 @@ struct FsdpPlanMemoryPass
   using FsdpPlanMemoryPassBase::FsdpPlanMemoryPassBase;
   void runOnOperation() override {
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
-      if (func->hasAttr(FSDPRuntimeDialect::kProgramAttrName))
-        plan(func);
+      if (func->hasAttr(FSDPRuntimeDialect::kProgramAttrName) &&
+          failed(plan(func)))
+        return signalPassFailure();
   }
 
-  void plan(func::FuncOp program);
+  LogicalResult plan(func::FuncOp program);
 };
 } // namespace
 
-void FsdpPlanMemoryPass::plan(func::FuncOp program) {
+LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
+  // Every buffer's size fits int64 (its verifier checks); offsets, the
+  // arena and live sums add them up, checked: the first overflow fails the
+  // pass with one error.
+  bool overflowed = false;
+  auto fits = [&](std::optional<int64_t> result) -> int64_t {
+    if (!result && !overflowed) {
+      overflowed = true;
+      emitError(program.getLoc())
+          << "fsdp-plan-memory: the arena of @" << program.getSymName()
+          << " would take more than " << std::numeric_limits<int64_t>::max()
+          << " bytes, the most the compiler can count (int64)";
+    }
+    return result.value_or(0);
+  };
   Block &body = program.getBody().front();
   SmallVector<Slot> slots;
   llvm::DenseMap<Value, size_t> slotOf;
@@ -79,8 +102,8 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
   for (Operation &op : body) {
     if (auto buffer = llvm::dyn_cast<BufferOp>(op)) {
       slotOf[buffer.getBuffer()] = slots.size();
-      slots.push_back({buffer, alignUp(buffer.getSizeInBytes()), -1, -1, -1,
-                       isPersistent(buffer.getKind())});
+      slots.push_back({buffer, fits(alignUp(buffer.getSizeInBytes())), -1, -1,
+                       -1, isPersistent(buffer.getKind())});
     } else if (auto kernel = llvm::dyn_cast<KernelOp>(op)) {
       int64_t index = kernels.size();
       kernels.push_back(kernel);
@@ -116,9 +139,11 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
   for (Slot &slot : used)
     if (slot.persistent) {
       slot.offset = next;
-      next += slot.size;
-      arena = slot.offset + slot.op.getSizeInBytes();
+      next = fits(llvm::checkedAdd(next, slot.size));
+      arena = slot.offset + slot.op.getSizeInBytes(); // <= next
     }
+  if (overflowed)
+    return failure();
   SmallVector<Slot *> order;
   for (Slot &slot : used)
     if (!slot.persistent)
@@ -135,19 +160,26 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
         conflicts.push_back(other);
     llvm::sort(conflicts,
                [](Slot *a, Slot *b) { return a->offset < b->offset; });
+    // Offsets and sizes of placed slots fit (checked when placed), so
+    // `other->offset + other->size` does; `candidate + slot->size` is
+    // checked once the candidate is final.
     int64_t candidate = persistentEnd;
     for (Slot *other : conflicts) {
-      if (candidate + slot->size <= other->offset)
+      if (slot->size <= other->offset - candidate)
         break;
       candidate = std::max(candidate, other->offset + other->size);
     }
     slot->offset = candidate;
+    fits(llvm::checkedAdd(candidate, slot->size));
+    if (overflowed)
+      return failure();
     arena = std::max(arena, candidate + slot->op.getSizeInBytes());
     placed.push_back(slot);
   }
 
   // The peak: the kernel with the most live bytes, and what is live there.
   // A sweep over lifetime starts and ends, per kind.
+  // Live bytes never exceed the arena, which fits, so these sums do.
   SmallVector<LiveBytes> live(std::max<int64_t>(end, 1) + 1);
   for (Slot &slot : used) {
     int64_t bytes = slot.op.getSizeInBytes();
@@ -199,7 +231,7 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
                    builder.getDictionaryAttr(attrs));
 
   if (!report)
-    return;
+    return success();
   llvm::raw_ostream &os = llvm::errs();
   auto mib = [](int64_t bytes) { return double(bytes) / (1 << 20); };
   os << "fsdp-plan-memory: @" << program.getSymName() << ", " << end
@@ -219,4 +251,5 @@ void FsdpPlanMemoryPass::plan(func::FuncOp program) {
   for (const Row &row : rows)
     os << llvm::format("    %-20s %16lld bytes %12.2f MiB\n",
                        row.name.str().c_str(), row.bytes, mib(row.bytes));
+  return success();
 }
