@@ -41,25 +41,27 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   if (name == kWorldSizeAttrName || name == kMaxInflightGathersAttrName) {
     auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
     if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
-      return op->emitError()
+      return emitError(op->getLoc())
              << "'" << name << "' must be a positive integer on a module";
     return success();
   }
   if (name != kForwardAttrName && name != kTrainStepAttrName)
-    return op->emitError() << "unknown fsdp dialect attribute '" << name << "'";
+    return emitError(op->getLoc())
+           << "unknown fsdp dialect attribute '" << name << "'";
   if (!llvm::isa<UnitAttr>(attr.getValue()))
-    return op->emitError() << "'" << name << "' must be a unit attribute";
+    return emitError(op->getLoc())
+           << "'" << name << "' must be a unit attribute";
   auto func = llvm::dyn_cast<func::FuncOp>(op);
   if (!func)
-    return op->emitError() << "'" << name
-                           << "' may only be attached to a func.func";
+    return emitError(op->getLoc())
+           << "'" << name << "' may only be attached to a func.func";
   FunctionType type = func.getFunctionType();
   auto loss = type.getNumResults() == 1
                   ? llvm::dyn_cast<RankedTensorType>(type.getResult(0))
                   : RankedTensorType();
   if (!loss || loss.getRank() != 0 ||
       !llvm::isa<FloatType>(loss.getElementType()))
-    return func.emitError()
+    return emitError(func.getLoc())
            << "'" << name
            << "' function must return exactly one scalar loss (a 0-d float "
               "tensor such as tensor<f32>), but it returns "
@@ -67,7 +69,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   for (auto [index, input] : llvm::enumerate(type.getInputs())) {
     auto tensor = llvm::dyn_cast<RankedTensorType>(input);
     if (name == kForwardAttrName && (!tensor || !tensor.hasStaticShape()))
-      return func.emitError()
+      return emitError(func.getLoc())
              << "'" << name << "' function input #" << index
              << " must be a statically shaped tensor, got " << input;
     if (tensor && tensor.hasStaticShape() &&

@@ -218,8 +218,9 @@ void FsdpMemoryReportPass::runOnOperation() {
   auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   func::FuncOp step = getTrainStep(module);
   if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
-                          "--fsdp-shard first)";
+    emitError(module.getLoc())
+        << "fsdp-memory-report: no sharded @train_step (run "
+           "--fsdp-shard first)";
     return signalPassFailure();
   }
   FailureOr<MemoryProfile> computed =

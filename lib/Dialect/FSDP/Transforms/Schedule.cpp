@@ -121,20 +121,21 @@ void FsdpSchedulePass::runOnOperation() {
         {"memory-budget", memoryBudget},
         {"bucket-bytes", bucketBytes}})
     if (value < 0) {
-      module.emitError() << "fsdp-schedule: " << name
-                         << " must be non-negative, got " << value;
+      emitError(module.getLoc()) << "fsdp-schedule: " << name
+                                 << " must be non-negative, got " << value;
       return signalPassFailure();
     }
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock() ||
       !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-schedule: no sharded @train_step (run "
-                          "--fsdp-shard first)";
+    emitError(module.getLoc()) << "fsdp-schedule: no sharded @train_step (run "
+                                  "--fsdp-shard first)";
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
   if (!block.getOps<AllGatherStartOp>().empty()) {
-    module.emitError() << "fsdp-schedule: @train_step is already scheduled";
+    emitError(module.getLoc())
+        << "fsdp-schedule: @train_step is already scheduled";
     return signalPassFailure();
   }
   OpBuilder builder(module.getContext());

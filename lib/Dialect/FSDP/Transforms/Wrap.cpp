@@ -134,13 +134,15 @@ FsdpWrapPass::tagOps(Block &block,
 void FsdpWrapPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (policy != "per-block" && policy != "size-threshold" && policy != "none") {
-    module.emitError() << "unknown wrap policy '" << policy
-                       << "', expected per-block, size-threshold or none";
+    emitError(module.getLoc())
+        << "fsdp-wrap: unknown wrap policy '" << policy
+        << "', expected per-block, size-threshold or none";
     return signalPassFailure();
   }
   if (thresholdBytes <= 0) {
-    module.emitError() << "threshold-bytes must be positive, got "
-                       << int64_t(thresholdBytes);
+    emitError(module.getLoc())
+        << "fsdp-wrap: threshold-bytes must be positive, got "
+        << int64_t(thresholdBytes);
     return signalPassFailure();
   }
 
@@ -151,7 +153,7 @@ void FsdpWrapPass::runOnOperation() {
     if (func.isExternal())
       continue;
     if (!func.getBody().hasOneBlock()) {
-      func.emitError() << "fsdp-wrap expects single-block functions";
+      emitError(func.getLoc()) << "fsdp-wrap expects single-block functions";
       return signalPassFailure();
     }
     WalkResult backward = func.walk([&](ComputeOp compute) {
