@@ -37,6 +37,12 @@ llvm_config.add_tool_substitutions(
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
 
+# Memory-safety checks of error paths run under valgrind where it is
+# installed (`%if valgrind %{ ... %}`); elsewhere only the message is checked.
+import shutil
+if shutil.which("valgrind"):
+    config.available_features.add("valgrind")
+
 # Multi-rank tests run the ranks as processes on this machine under mpirun:
 # more ranks than cores (--oversubscribe), as root where CI runs, one
 # OpenMP thread per rank.

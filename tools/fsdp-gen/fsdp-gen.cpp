@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ModelBuilder.h"
+#include "SizeCheck.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -127,6 +128,7 @@ int main(int argc, char **argv) {
                      .Default(Type());
   if (!element)
     fail("unknown --dtype '" + dtype + "', expected f32 or bf16");
+  int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
   OwningOpRef<ModuleOp> module;
   if (kind == "gpt2") {
@@ -148,6 +150,9 @@ int main(int argc, char **argv) {
     if (config.dim % config.heads != 0)
       fail("--heads (" + llvm::Twine(config.heads) + ") must divide --dim (" +
            llvm::Twine(config.dim) + ")");
+    if (std::optional<std::string> error =
+            fsdp_gen::checkSizes(config, elementBytes))
+      fail(*error);
     module = fsdp_gen::buildGPT2(context, config, element);
   } else {
     if (!preset.empty())
@@ -159,6 +164,9 @@ int main(int argc, char **argv) {
     apply(inFeatures, config.inFeatures);
     apply(classes, config.classes);
     apply(batch, config.batch);
+    if (std::optional<std::string> error =
+            fsdp_gen::checkSizes(config, elementBytes))
+      fail(*error);
     module = fsdp_gen::buildMLP(context, config, element);
   }
 

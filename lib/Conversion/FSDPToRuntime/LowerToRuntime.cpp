@@ -313,8 +313,9 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   ModuleOp module = getOperation();
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
-    module.emitError() << "fsdp-lower-to-runtime: no single-block function "
-                          "marked fsdp.train_step (run --fsdp-autodiff first)";
+    emitError(module.getLoc())
+        << "fsdp-lower-to-runtime: no single-block function "
+           "marked fsdp.train_step (run --fsdp-autodiff first)";
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
@@ -382,8 +383,9 @@ void FsdpLowerToRuntimePass::runOnOperation() {
         func->hasAttr(FSDPDialect::kForwardAttrName))
       func.erase();
   if (module.lookupSymbol("train_step")) {
-    module.emitError() << "fsdp-lower-to-runtime: a symbol named @train_step "
-                          "is left in the module";
+    emitError(module.getLoc())
+        << "fsdp-lower-to-runtime: a symbol named @train_step "
+           "is left in the module";
     return signalPassFailure();
   }
   program.setSymName("train_step");

@@ -70,7 +70,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     if (func->hasAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName))
       program = func;
   if (!program)
-    return module.emitError()
+    return emitError(module.getLoc())
            << "no step program to write: run --fsdp-lower-to-runtime and "
               "--fsdp-plan-memory (or --fsdp-train-pipeline) first";
   auto arena = program->getAttrOfType<IntegerAttr>(
@@ -78,7 +78,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   auto peak = program->getAttrOfType<DictionaryAttr>(
       fsdprt::FSDPRuntimeDialect::kPeakAttrName);
   if (!arena || !peak)
-    return program.emitError()
+    return emitError(program.getLoc())
            << "memory is not planned: run --fsdp-plan-memory first";
 
   Block &body = program.getBody().front();
@@ -262,7 +262,7 @@ void mlir::fsdp::registerToPlanTranslation() {
       [](Operation *op, llvm::raw_ostream &os) {
         auto module = llvm::dyn_cast<ModuleOp>(op);
         if (!module)
-          return LogicalResult(op->emitError() << "expected a module");
+          return LogicalResult(emitError(op->getLoc()) << "expected a module");
         return writePlan(module, os);
       },
       [](DialectRegistry &registry) {

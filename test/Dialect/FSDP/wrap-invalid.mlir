@@ -2,8 +2,8 @@
 // RUN: not fsdp-opt %s --fsdp-wrap=policy=blocks 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not fsdp-opt %s --fsdp-wrap="policy=size-threshold threshold-bytes=0" 2>&1 | FileCheck %s --check-prefix=THRESHOLD
 
-// POLICY: unknown wrap policy 'blocks', expected per-block, size-threshold or none
-// THRESHOLD: threshold-bytes must be positive, got 0
+// POLICY: error: fsdp-wrap: unknown wrap policy 'blocks', expected per-block, size-threshold or none
+// THRESHOLD: error: fsdp-wrap: threshold-bytes must be positive, got 0
 
 fsdp.param @a.0.w : tensor<4x4xf32> init <normal, std = 0.02>
 fsdp.param @a.1.w : tensor<4x4xf32> init <normal, std = 0.02>

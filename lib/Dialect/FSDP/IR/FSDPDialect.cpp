@@ -6,6 +6,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -38,25 +41,27 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   if (name == kWorldSizeAttrName || name == kMaxInflightGathersAttrName) {
     auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
     if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
-      return op->emitError()
+      return emitError(op->getLoc())
              << "'" << name << "' must be a positive integer on a module";
     return success();
   }
   if (name != kForwardAttrName && name != kTrainStepAttrName)
-    return op->emitError() << "unknown fsdp dialect attribute '" << name << "'";
+    return emitError(op->getLoc())
+           << "unknown fsdp dialect attribute '" << name << "'";
   if (!llvm::isa<UnitAttr>(attr.getValue()))
-    return op->emitError() << "'" << name << "' must be a unit attribute";
+    return emitError(op->getLoc())
+           << "'" << name << "' must be a unit attribute";
   auto func = llvm::dyn_cast<func::FuncOp>(op);
   if (!func)
-    return op->emitError() << "'" << name
-                           << "' may only be attached to a func.func";
+    return emitError(op->getLoc())
+           << "'" << name << "' may only be attached to a func.func";
   FunctionType type = func.getFunctionType();
   auto loss = type.getNumResults() == 1
                   ? llvm::dyn_cast<RankedTensorType>(type.getResult(0))
                   : RankedTensorType();
   if (!loss || loss.getRank() != 0 ||
       !llvm::isa<FloatType>(loss.getElementType()))
-    return func.emitError()
+    return emitError(func.getLoc())
            << "'" << name
            << "' function must return exactly one scalar loss (a 0-d float "
               "tensor such as tensor<f32>), but it returns "
@@ -64,9 +69,14 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   for (auto [index, input] : llvm::enumerate(type.getInputs())) {
     auto tensor = llvm::dyn_cast<RankedTensorType>(input);
     if (name == kForwardAttrName && (!tensor || !tensor.hasStaticShape()))
-      return func.emitError()
+      return emitError(func.getLoc())
              << "'" << name << "' function input #" << index
              << " must be a statically shaped tensor, got " << input;
+    if (tensor && tensor.hasStaticShape() &&
+        failed(verifySizeFits(
+            func, "'" + name + "' function input #" + llvm::Twine(index),
+            tensor)))
+      return failure();
   }
   return success();
 }
@@ -91,11 +101,58 @@ int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
 }
 
+std::optional<int64_t>
+mlir::fsdp::getCheckedNumElements(ArrayRef<int64_t> shape) {
+  std::optional<int64_t> elements = 1;
+  for (int64_t dim : shape)
+    if (!elements || dim < 0 || !(elements = llvm::checkedMul(*elements, dim)))
+      return std::nullopt;
+  return elements;
+}
+
+std::optional<int64_t> mlir::fsdp::getCheckedSizeInBytes(Type type) {
+  auto shaped = llvm::dyn_cast<ShapedType>(type);
+  if (!shaped || !llvm::isa<RankedTensorType, MemRefType>(type))
+    return 0;
+  if (!shaped.hasStaticShape())
+    return std::nullopt;
+  std::optional<int64_t> elements = getCheckedNumElements(shaped.getShape());
+  if (!elements)
+    return std::nullopt;
+  return llvm::checkedMul(*elements,
+                          getElementSizeInBytes(shaped.getElementType()));
+}
+
 int64_t mlir::fsdp::getSizeInBytes(Type type) {
-  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-  return tensor ? tensor.getNumElements() *
-                      getElementSizeInBytes(tensor.getElementType())
-                : 0;
+  if (!llvm::isa<RankedTensorType>(type))
+    return 0;
+  std::optional<int64_t> bytes = getCheckedSizeInBytes(type);
+  assert(bytes && "the verifier rejects tensors whose size overflows int64");
+  return *bytes;
+}
+
+LogicalResult mlir::fsdp::verifySizeFits(Operation *op, const llvm::Twine &what,
+                                         Type type) {
+  if (getCheckedSizeInBytes(type))
+    return success();
+  // At the location only: a note printing the op would print a whole
+  // function when the op is one.
+  return emitError(op->getLoc())
+         << "'" << op->getName() << "' op " << what << " of type " << type
+         << " holds more than " << std::numeric_limits<int64_t>::max()
+         << " bytes, the most the compiler can count (int64)";
+}
+
+LogicalResult mlir::fsdp::verifyTensorSizesFit(Operation *op) {
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (llvm::isa<RankedTensorType>(type) &&
+        failed(verifySizeFits(op, "operand #" + llvm::Twine(i), type)))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (llvm::isa<RankedTensorType>(type) &&
+        failed(verifySizeFits(op, "result #" + llvm::Twine(i), type)))
+      return failure();
+  return success();
 }
 
 // The layout is the plan format's: compiler and runtime must agree on it

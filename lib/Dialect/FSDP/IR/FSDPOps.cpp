@@ -12,6 +12,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -75,8 +78,11 @@ SmallVector<int64_t> withLastDim(ArrayRef<int64_t> shape, int64_t last) {
 //===----------------------------------------------------------------------===//
 
 int64_t ParamOp::getSizeInBytes() {
-  return getNumElements() *
-         getElementSizeInBytes(getTensorType().getElementType());
+  return mlir::fsdp::getSizeInBytes(getType());
+}
+
+LogicalResult ParamOp::verify() {
+  return verifySizeFits(*this, "parameter @" + getSymName(), getType());
 }
 
 //===----------------------------------------------------------------------===//
@@ -98,15 +104,27 @@ LogicalResult UnitOp::verify() {
 
 LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   llvm::SmallDenseSet<Attribute> mine;
+  // The flat parameter sharding builds: its elements and bytes must fit
+  // int64 as each parameter's do.
+  std::optional<int64_t> flatBytes = 0;
   for (Attribute attr : getParams()) {
     auto ref = llvm::cast<FlatSymbolRefAttr>(attr);
     Operation *target = symbolTable.lookupNearestSymbolFrom(*this, ref);
     if (!target)
       return emitOpError() << "refers to unknown parameter " << ref;
-    if (!llvm::isa<ParamOp>(target))
+    auto param = llvm::dyn_cast<ParamOp>(target);
+    if (!param)
       return emitOpError() << "lists " << ref << ", which is not an fsdp.param";
+    if (flatBytes)
+      if (std::optional<int64_t> bytes = getCheckedSizeInBytes(param.getType()))
+        flatBytes = llvm::checkedAdd(*flatBytes, *bytes);
     mine.insert(attr);
   }
+  if (!flatBytes)
+    return emitOpError() << "has a flat parameter (its parameters together) "
+                            "of more than "
+                         << std::numeric_limits<int64_t>::max()
+                         << " bytes, the most the compiler can count (int64)";
   // A parameter in two units would be gathered and reduced twice. Report it
   // at the later unit, pointing at the earlier one.
   for (Operation &other : (*this)->getBlock()->getOperations()) {
@@ -516,11 +534,21 @@ static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTable,
     op->emitOpError() << "refers to unknown unit " << ref;
     return {};
   }
-  flatSize = 0;
+  // The unit's verifier rejects a flat size that overflows, but symbol
+  // uses are verified in module order: this op may come first.
+  std::optional<int64_t> flat = 0;
   for (Attribute param : unit.getParams())
     if (auto decl = symbolTable.lookupNearestSymbolFrom<ParamOp>(
             unit, llvm::cast<FlatSymbolRefAttr>(param)))
-      flatSize += decl.getNumElements();
+      if (flat)
+        flat = llvm::checkedAdd(*flat, decl.getNumElements());
+  if (!flat) {
+    op->emitOpError() << "refers to unit " << ref
+                      << ", whose flat parameter has more elements than "
+                         "int64 can count";
+    return {};
+  }
+  flatSize = *flat;
   worldSize = 1;
   if (auto module = op->getParentOfType<ModuleOp>())
     if (auto attr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
@@ -614,7 +642,8 @@ LogicalResult ViewOp::verify() {
     return failure();
   int64_t size = tensorOf(getSource()).getNumElements();
   int64_t n = tensorOf(getResult()).getNumElements();
-  if (int64_t(getOffset()) + n > size)
+  // offset + n > size, without overflowing.
+  if (n > size || int64_t(getOffset()) > size - n)
     return emitOpError() << "elements " << getOffset() << " .. "
                          << int64_t(getOffset()) + n - 1
                          << " lie outside the source's " << size << " elements";
@@ -626,10 +655,15 @@ LogicalResult PackOp::verify() {
   all.push_back(getResult());
   if (failed(expectSameElementType(*this, all)))
     return failure();
-  int64_t total = 0;
+  std::optional<int64_t> total = 0;
   for (Value v : getValues())
-    total += tensorOf(v).getNumElements();
-  return expectElements(*this, "result", getResult(), total,
+    if (total)
+      total = llvm::checkedAdd(*total, tensorOf(v).getNumElements());
+  if (!total)
+    return emitOpError() << "packs more than "
+                         << std::numeric_limits<int64_t>::max()
+                         << " elements, the most the compiler can count";
+  return expectElements(*this, "result", getResult(), *total,
                         "the sum of the operands' elements");
 }
 

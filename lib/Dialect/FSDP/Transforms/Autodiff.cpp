@@ -70,7 +70,7 @@ private:
 
 LogicalResult FsdpAutodiffPass::checkOptions(ModuleOp module) {
   auto bad = [&](StringRef what) {
-    return module.emitError() << "fsdp-autodiff: " << what;
+    return emitError(module.getLoc()) << "fsdp-autodiff: " << what;
   };
   if (!(learningRate >= 0.0))
     return bad("lr must be non-negative");
@@ -173,8 +173,8 @@ void FsdpAutodiffPass::runOnOperation() {
     return signalPassFailure();
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward || forward.isExternal()) {
-    module.emitError() << "fsdp-autodiff: no function @" << forwardName
-                       << " with a body to differentiate";
+    emitError(module.getLoc()) << "fsdp-autodiff: no function @" << forwardName
+                               << " with a body to differentiate";
     return signalPassFailure();
   }
   FunctionType type = forward.getFunctionType();
@@ -183,18 +183,20 @@ void FsdpAutodiffPass::runOnOperation() {
                       : RankedTensorType();
   if (!lossType || lossType.getRank() != 0 ||
       !llvm::isa<FloatType>(lossType.getElementType())) {
-    forward.emitError() << "fsdp-autodiff: @" << forwardName
-                        << " must return exactly one scalar loss, but returns "
-                        << type.getResults();
+    emitError(forward.getLoc())
+        << "fsdp-autodiff: @" << forwardName
+        << " must return exactly one scalar loss, but returns "
+        << type.getResults();
     return signalPassFailure();
   }
   if (!forward.getBody().hasOneBlock()) {
-    forward.emitError() << "fsdp-autodiff expects a single-block function";
+    emitError(forward.getLoc())
+        << "fsdp-autodiff expects a single-block function";
     return signalPassFailure();
   }
   if (module.lookupSymbol("train_step")) {
-    module.emitError() << "fsdp-autodiff: the module already has a "
-                          "@train_step";
+    emitError(module.getLoc()) << "fsdp-autodiff: the module already has a "
+                                  "@train_step";
     return signalPassFailure();
   }
 

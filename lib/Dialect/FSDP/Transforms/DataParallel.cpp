@@ -34,16 +34,18 @@ struct FsdpDataParallelPass
 void FsdpDataParallelPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (worldSize < 1) {
-    module.emitError() << "fsdp-data-parallel: world-size must be at least 1, "
-                          "got "
-                       << int64_t(worldSize);
+    emitError(module.getLoc())
+        << "fsdp-data-parallel: world-size must be at least 1, "
+           "got "
+        << int64_t(worldSize);
     return signalPassFailure();
   }
   if (auto existing = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName)) {
     if (existing.getInt() != worldSize) {
-      module.emitError() << "fsdp-data-parallel: the module is already split "
-                            "for world size "
-                         << existing.getInt() << ", not " << int64_t(worldSize);
+      emitError(module.getLoc())
+          << "fsdp-data-parallel: the module is already split "
+             "for world size "
+          << existing.getInt() << ", not " << int64_t(worldSize);
       return signalPassFailure();
     }
     return; // already split: running twice changes nothing
@@ -54,8 +56,8 @@ void FsdpDataParallelPass::runOnOperation() {
     return; // one rank takes the whole batch
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
-    module.emitError() << "fsdp-data-parallel: no single-block function @"
-                       << forwardName;
+    emitError(module.getLoc())
+        << "fsdp-data-parallel: no single-block function @" << forwardName;
     return signalPassFailure();
   }
 

@@ -12,6 +12,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,11 +36,28 @@ struct FsdpMemoryReportPass
 };
 } // namespace
 
-MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
-                                               func::FuncOp step) {
+FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
+                                                          func::FuncOp step,
+                                                          StringRef passName) {
   MemoryProfile profile;
   auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   int64_t N = worldAttr ? worldAttr.getInt() : 1;
+  // Sums and products of sizes, checked: the first overflow is reported,
+  // naming what was being computed, and the profile fails.
+  bool overflowed = false;
+  auto fits = [&](std::optional<int64_t> result, StringRef what) -> int64_t {
+    if (result || overflowed)
+      return result.value_or(0);
+    overflowed = true;
+    emitError(module.getLoc())
+        << passName << ": " << what << " would take more than "
+        << std::numeric_limits<int64_t>::max()
+        << " bytes, the most the compiler can count (int64)";
+    return 0;
+  };
+  auto add = [&](int64_t &sum, int64_t value, StringRef what) {
+    sum = fits(llvm::checkedAdd(sum, value), what);
+  };
 
   // Shards: every rank holds ceil(P_u / N) elements of each unit's flat
   // parameter, gradient and two AdamW moments (the last shard of a unit
@@ -53,20 +71,28 @@ MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
     for (Attribute ref : unit.getParams()) {
       auto param = symbols.lookup<ParamOp>(
           llvm::cast<FlatSymbolRefAttr>(ref).getValue());
-      size += param.getNumElements();
+      size += param.getNumElements(); // bounded by the unit's verifier
       elementBytes =
           getElementSizeInBytes(param.getTensorType().getElementType());
     }
-    P += size;
+    add(P, size, "the parameters");
     ++units;
-    shardBytes += getMaxShardSize(size, N) * elementBytes;
+    add(shardBytes, getMaxShardSize(size, N) * elementBytes,
+        "a rank's parameter shards");
     if (size > largestUnit) {
       largestUnit = size;
       largestName = unit.getSymName();
     }
     smallestUnit = std::min(smallestUnit, size);
   }
-  int64_t steady = 4 * shardBytes;
+  // Parameters, gradients and two AdamW moments per rank; the report also
+  // prints them over all ranks and the DDP baseline, all of it on every
+  // rank.
+  int64_t steady =
+      fits(llvm::checkedMul(int64_t(4), shardBytes), "a rank's training state");
+  fits(llvm::checkedMul(steady, N), "the training state over all ranks");
+  fits(llvm::checkedMul(P, 4 * elementBytes),
+       "the training state of one rank holding everything (DDP)");
 
   // Program order, and the storage each value lives in.
   llvm::DenseMap<Operation *, int64_t> index;
@@ -129,15 +155,29 @@ MemoryProfile mlir::fsdp::computeMemoryProfile(ModuleOp module,
     if (Value shard = getScatteredShard(&op))
       storage.erase(shard);
 
+  // Live bytes by a sweep over lifetime starts and ends. The running sums
+  // are the live bytes at each point; the deltas stay below them.
   SmallVector<MemoryPoint> live(order.size() + 1);
   for (auto &[value, s] : storage) {
-    live[s.first].bytes[s.kind] += s.bytes;
+    add(live[s.first].bytes[s.kind], s.bytes, "the live bytes of the step");
     live[s.last + 1].bytes[s.kind] -= s.bytes;
   }
   live.pop_back();
-  for (size_t i = 1; i < live.size(); ++i)
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (i > 0)
+      for (int k = 0; k < NumMemoryClasses; ++k)
+        add(live[i].bytes[k], live[i - 1].bytes[k],
+            "the live bytes of the step");
+    // The steady state and all classes together, over all ranks (the
+    // report's total peak), must fit too.
+    int64_t total = steady;
     for (int k = 0; k < NumMemoryClasses; ++k)
-      live[i].bytes[k] += live[i - 1].bytes[k];
+      add(total, live[i].bytes[k], "the live bytes of the step");
+    fits(llvm::checkedMul(total, N),
+         "the live bytes of the step over all ranks");
+  }
+  if (overflowed)
+    return failure();
 
   // The forward ends where the loss is computed.
   Value loss = step.getBody().front().getTerminator()->getOperand(0);
@@ -178,11 +218,16 @@ void FsdpMemoryReportPass::runOnOperation() {
   auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   func::FuncOp step = getTrainStep(module);
   if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-memory-report: no sharded @train_step (run "
-                          "--fsdp-shard first)";
+    emitError(module.getLoc())
+        << "fsdp-memory-report: no sharded @train_step (run "
+           "--fsdp-shard first)";
     return signalPassFailure();
   }
-  MemoryProfile profile = computeMemoryProfile(module, step);
+  FailureOr<MemoryProfile> computed =
+      computeMemoryProfile(module, step, "fsdp-memory-report");
+  if (failed(computed))
+    return signalPassFailure();
+  MemoryProfile &profile = *computed;
   int64_t N = profile.worldSize, P = profile.params, units = profile.units,
           elementBytes = profile.elementBytes, shardBytes = profile.shardBytes,
           steady = profile.steady, largestUnit = profile.largestUnit,

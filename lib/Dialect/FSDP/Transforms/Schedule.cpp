@@ -58,7 +58,8 @@ void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
   int64_t bytes = 0;
   for (size_t i = 0; i < gathers.size(); ++i) {
     int64_t own = bytesOf(gathers[i].start.getResult());
-    if (i == 0 || bytes + own > limit) {
+    // bytes + own > limit, without overflowing (both are sizes that fit).
+    if (i == 0 || own > limit - bytes) {
       bytes = own; // a new bucket
       continue;
     }
@@ -99,7 +100,7 @@ void bucketScatters(Block &block, int64_t limit) {
   int64_t bytes = 0;
   for (ReduceScatterStartOp start : scatters) {
     int64_t own = bytesOf(start.getSource());
-    if (!bucket.empty() && bytes + own > limit) {
+    if (!bucket.empty() && own > limit - bytes) {
       close(bucket);
       bucket.clear();
       bytes = 0;
@@ -120,20 +121,21 @@ void FsdpSchedulePass::runOnOperation() {
         {"memory-budget", memoryBudget},
         {"bucket-bytes", bucketBytes}})
     if (value < 0) {
-      module.emitError() << "fsdp-schedule: " << name
-                         << " must be non-negative, got " << value;
+      emitError(module.getLoc()) << "fsdp-schedule: " << name
+                                 << " must be non-negative, got " << value;
       return signalPassFailure();
     }
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock() ||
       !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-schedule: no sharded @train_step (run "
-                          "--fsdp-shard first)";
+    emitError(module.getLoc()) << "fsdp-schedule: no sharded @train_step (run "
+                                  "--fsdp-shard first)";
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
   if (!block.getOps<AllGatherStartOp>().empty()) {
-    module.emitError() << "fsdp-schedule: @train_step is already scheduled";
+    emitError(module.getLoc())
+        << "fsdp-schedule: @train_step is already scheduled";
     return signalPassFailure();
   }
   OpBuilder builder(module.getContext());
@@ -231,6 +233,15 @@ void FsdpSchedulePass::runOnOperation() {
   for (auto [i, scatter] : llvm::enumerate(scatters)) {
     Operation *until =
         i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
+    // A unit that no backward region uses (its parameters do not affect the
+    // loss) is reduced where its AdamW is, after the optimizer has begun:
+    // its wait, and the one of the scatter before it, go before the first
+    // read of the shard instead.
+    if (until->isBeforeInBlock(scatter))
+      until = block.getTerminator();
+    for (Operation *user : scatter.getResult().getUsers())
+      if (user->isBeforeInBlock(until))
+        until = user;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);
     for (Operation *user : scatter.getSource().getUsers())
@@ -296,7 +307,11 @@ void FsdpSchedulePass::runOnOperation() {
                     builder.getI64IntegerAttr(maxInflightGathers));
 
   if (memoryBudget > 0) {
-    MemoryProfile profile = computeMemoryProfile(module, step);
+    FailureOr<MemoryProfile> computed =
+        computeMemoryProfile(module, step, "fsdp-schedule");
+    if (failed(computed))
+      return signalPassFailure();
+    MemoryProfile &profile = *computed;
     if (profile.peakBytes() > memoryBudget) {
       Operation *at = profile.order[profile.overall];
       InFlightDiagnostic diag = emitError(at->getLoc())

@@ -100,29 +100,30 @@ void FsdpShardPass::runOnOperation() {
   ModuleOp module = getOperation();
   OpBuilder builder(module.getContext());
   if (worldSize < 1) {
-    module.emitError() << "fsdp-shard: world-size must be at least 1, got "
-                       << int64_t(worldSize);
+    emitError(module.getLoc())
+        << "fsdp-shard: world-size must be at least 1, got "
+        << int64_t(worldSize);
     return signalPassFailure();
   }
   if (auto existing = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
       existing && existing.getInt() != worldSize) {
-    module.emitError() << "fsdp-shard: the batch was split for world size "
-                       << existing.getInt() << " but sharding asks for "
-                       << int64_t(worldSize)
-                       << " (use one world size for the whole pipeline)";
+    emitError(module.getLoc())
+        << "fsdp-shard: the batch was split for world size "
+        << existing.getInt() << " but sharding asks for " << int64_t(worldSize)
+        << " (use one world size for the whole pipeline)";
     return signalPassFailure();
   }
   module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
 
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
-    module.emitError() << "fsdp-shard: no single-block function marked "
-                          "fsdp.train_step (run --fsdp-autodiff first)";
+    emitError(module.getLoc()) << "fsdp-shard: no single-block function marked "
+                                  "fsdp.train_step (run --fsdp-autodiff first)";
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
   if (isShardedStep(block)) {
-    module.emitError() << "fsdp-shard: @train_step is already sharded";
+    emitError(module.getLoc()) << "fsdp-shard: @train_step is already sharded";
     return signalPassFailure();
   }
 

@@ -84,12 +84,13 @@ void FsdpSimulatePass::runOnOperation() {
   else if (hardware == "ib-400g")
     hw = {400e12, 47e9, 3000e9, 15e-6};
   else {
-    module.emitError() << "fsdp-simulate: unknown hardware '" << hardware
-                       << "', expected h100-nvlink or ib-400g";
+    emitError(module.getLoc())
+        << "fsdp-simulate: unknown hardware '" << hardware
+        << "', expected h100-nvlink or ib-400g";
     return signalPassFailure();
   }
   if (computeTflops < 0 || busGBps < 0 || memoryGBps < 0) {
-    module.emitError() << "fsdp-simulate: rates must be positive";
+    emitError(module.getLoc()) << "fsdp-simulate: rates must be positive";
     return signalPassFailure();
   }
   if (computeTflops > 0)
@@ -104,8 +105,8 @@ void FsdpSimulatePass::runOnOperation() {
   func::FuncOp step = getTrainStep(module);
   auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   if (!step || !world || !isShardedStep(step.getBody().front())) {
-    module.emitError() << "fsdp-simulate: no sharded @train_step (run "
-                          "--fsdp-shard and --fsdp-schedule first)";
+    emitError(module.getLoc()) << "fsdp-simulate: no sharded @train_step (run "
+                                  "--fsdp-shard and --fsdp-schedule first)";
     return signalPassFailure();
   }
   double N = double(world.getInt());
@@ -165,7 +166,10 @@ void FsdpSimulatePass::runOnOperation() {
   });
   double stepTime = *std::max_element(freeAt.begin(), freeAt.end());
   double exposed = stepTime - computeBusy;
-  MemoryProfile memory = computeMemoryProfile(module, step);
+  FailureOr<MemoryProfile> memory =
+      computeMemoryProfile(module, step, "fsdp-simulate");
+  if (failed(memory))
+    return signalPassFailure();
 
   llvm::errs() << "fsdp-simulate: " << hardware << ", world size "
                << world.getInt()
@@ -174,7 +178,7 @@ void FsdpSimulatePass::runOnOperation() {
                                "per rank\n",
                                stepTime * 1e3, computeBusy * 1e3, exposed * 1e3,
                                stepTime > 0 ? 100.0 * exposed / stepTime : 0.0,
-                               double(memory.peakBytes()) / 1e9);
+                               double(memory->peakBytes()) / 1e9);
 
   if (tracePath.empty())
     return;
@@ -198,7 +202,7 @@ void FsdpSimulatePass::runOnOperation() {
   std::unique_ptr<llvm::ToolOutputFile> file =
       openOutputFile(tracePath, &error);
   if (!file) {
-    module.emitError() << "fsdp-simulate: " << error;
+    emitError(module.getLoc()) << "fsdp-simulate: " << error;
     return signalPassFailure();
   }
   file->os() << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{

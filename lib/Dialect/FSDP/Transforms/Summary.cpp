@@ -3,8 +3,11 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSUMMARYPASS
@@ -38,15 +41,25 @@ struct FsdpSummaryPass
         wrapped.insert(param);
       }
     }
+    // A unit's sums fit (its verifier checks), the whole model's need not.
     UnitRow total, unwrapped;
     for (ParamOp param : module.getOps<ParamOp>()) {
       ++total.params;
-      total.elements += param.getNumElements();
-      total.bytes += param.getSizeInBytes();
+      std::optional<int64_t> bytes =
+          llvm::checkedAdd(total.bytes, param.getSizeInBytes());
+      if (!bytes) {
+        emitError(module.getLoc())
+            << "fsdp-summary: the parameters would take more than "
+            << std::numeric_limits<int64_t>::max()
+            << " bytes, the most the compiler can count (int64)";
+        return signalPassFailure();
+      }
+      total.bytes = *bytes;
+      total.elements += param.getNumElements(); // <= bytes
       if (!wrapped.contains(param)) {
         ++unwrapped.params;
         unwrapped.elements += param.getNumElements();
-        unwrapped.bytes += param.getSizeInBytes();
+        unwrapped.bytes += param.getSizeInBytes(); // <= total.bytes
       }
     }
     // Regions are counted in the function that will run: @train_step once

@@ -8,6 +8,9 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPWRAPPASS
@@ -131,13 +134,15 @@ FsdpWrapPass::tagOps(Block &block,
 void FsdpWrapPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (policy != "per-block" && policy != "size-threshold" && policy != "none") {
-    module.emitError() << "unknown wrap policy '" << policy
-                       << "', expected per-block, size-threshold or none";
+    emitError(module.getLoc())
+        << "fsdp-wrap: unknown wrap policy '" << policy
+        << "', expected per-block, size-threshold or none";
     return signalPassFailure();
   }
   if (thresholdBytes <= 0) {
-    module.emitError() << "threshold-bytes must be positive, got "
-                       << int64_t(thresholdBytes);
+    emitError(module.getLoc())
+        << "fsdp-wrap: threshold-bytes must be positive, got "
+        << int64_t(thresholdBytes);
     return signalPassFailure();
   }
 
@@ -148,7 +153,7 @@ void FsdpWrapPass::runOnOperation() {
     if (func.isExternal())
       continue;
     if (!func.getBody().hasOneBlock()) {
-      func.emitError() << "fsdp-wrap expects single-block functions";
+      emitError(func.getLoc()) << "fsdp-wrap expects single-block functions";
       return signalPassFailure();
     }
     WalkResult backward = func.walk([&](ComputeOp compute) {
@@ -199,7 +204,9 @@ void FsdpWrapPass::runOnOperation() {
     for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
       for (ParamOp param : group) {
         current.push_back(param);
-        bytes += param.getSizeInBytes();
+        // Saturating: only the comparison with the threshold matters.
+        bytes = llvm::checkedAdd(bytes, param.getSizeInBytes())
+                    .value_or(std::numeric_limits<int64_t>::max());
       }
       if (bytes >= thresholdBytes)
         close();

@@ -4,15 +4,28 @@
 #include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 using namespace mlir;
 namespace plan = ::fsdp::plan;
 using namespace mlir::fsdprt;
 
+/// The bytes of a static memref, or nullopt when they overflow int64.
+static std::optional<int64_t> getCheckedSizeInBytes(MemRefType type) {
+  std::optional<int64_t> bytes =
+      int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+  for (int64_t dim : type.getShape())
+    if (bytes)
+      bytes = llvm::checkedMul(*bytes, dim);
+  return bytes;
+}
+
 int64_t BufferOp::getSizeInBytes() {
-  MemRefType type = getType();
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  std::optional<int64_t> bytes = getCheckedSizeInBytes(getType());
+  assert(bytes && "the verifier rejects buffers whose size overflows int64");
+  return *bytes;
 }
 
 LogicalResult BufferOp::verify() {
@@ -37,6 +50,11 @@ LogicalResult BufferOp::verify() {
   if (!element.isF32() && !element.isBF16() && !element.isInteger(32))
     return emitOpError() << "element type must be f32, bf16 or i32, got "
                          << element;
+  // Planning adds sizes and offsets up in int64: each must fit first.
+  if (!getCheckedSizeInBytes(getType()))
+    return emitOpError() << "of type " << getType() << " holds more than "
+                         << std::numeric_limits<int64_t>::max()
+                         << " bytes, the most the compiler can count (int64)";
   return success();
 }
 
@@ -46,7 +64,10 @@ LogicalResult ViewOp::verify() {
     return emitOpError() << "changes the element type from "
                          << base.getElementType() << " to "
                          << result.getElementType();
-  if (int64_t(getOffset()) + result.getNumElements() > base.getNumElements())
+  // offset + n > base elements, without overflowing; a view's base is a
+  // buffer or view whose size the verifier has bounded.
+  if (result.getNumElements() > base.getNumElements() ||
+      int64_t(getOffset()) > base.getNumElements() - result.getNumElements())
     return emitOpError() << "elements " << getOffset() << " .. "
                          << int64_t(getOffset()) + result.getNumElements() - 1
                          << " lie outside the base's " << base.getNumElements()

@@ -45,6 +45,23 @@ struct CollectiveResource
 
 #include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
 
+namespace mlir::fsdp {
+/// Fails, with an error at `op` naming `what` ("operand #0", "result #1"),
+/// unless `type` has a byte size that fits int64 (see getSizeInBytes).
+LogicalResult verifySizeFits(Operation *op, const llvm::Twine &what, Type type);
+LogicalResult verifyTensorSizesFit(Operation *op);
+
+/// The trait behind FSDP_TensorSizesFit: every operand and result of the op
+/// has a byte size that fits int64.
+template <typename ConcreteType>
+class TensorSizesFit : public OpTrait::TraitBase<ConcreteType, TensorSizesFit> {
+public:
+  static LogicalResult verifyTrait(Operation *op) {
+    return verifyTensorSizesFit(op);
+  }
+};
+} // namespace mlir::fsdp
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
 
@@ -56,7 +73,15 @@ llvm::StringRef getBlockPrefix(llvm::StringRef paramName);
 
 /// Size in bytes of one element of `type` (bf16 -> 2, f32 -> 4, ...).
 int64_t getElementSizeInBytes(Type type);
+/// The elements of a static shape, or nullopt when their count overflows
+/// int64 (ShapedType::getNumElements wraps around instead).
+std::optional<int64_t> getCheckedNumElements(ArrayRef<int64_t> shape);
+/// Size in bytes of a statically shaped tensor or memref type (0 for any
+/// other type, such as tokens), or nullopt when it overflows int64.
+std::optional<int64_t> getCheckedSizeInBytes(Type type);
 /// Size in bytes of a ranked tensor type; 0 for any other type (tokens).
+/// The verifiers reject every fsdp op, parameter and step input whose type
+/// does not fit (TensorSizesFit), so on verified IR this cannot overflow.
 int64_t getSizeInBytes(Type type);
 
 /// The seed's shard layout: rank `rank` of `worldSize` owns elements

@@ -27,6 +27,13 @@ def FSDP_Dialect : Dialect {
     phase. Every differentiable op builds its own backward through
     `DifferentiableOpInterface`; `--fsdp-autodiff` uses it to build
     `@train_step` (forward, backward and an AdamW update).
+
+    Sizes are counted in int64: every parameter, every tensor an op takes
+    or gives and every input of `@forward` or `@train_step` has a byte size
+    that fits, and a unit's parameters together do too. The verifiers
+    reject anything larger, so that the passes compute sizes of verified IR
+    without overflow; sums over many tensors (a rank's memory, an arena)
+    are checked where they are computed.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect"];
@@ -43,7 +50,13 @@ def FSDP_Dialect : Dialect {
   }];
 }
 
+/// Every tensor an fsdp op takes or gives has a byte size that fits int64,
+/// so that the passes may compute sizes without overflow checks per use.
+def FSDP_TensorSizesFit : NativeOpTrait<"TensorSizesFit"> {
+  let cppNamespace = "::mlir::fsdp";
+}
+
 class FSDP_Op<string mnemonic, list<Trait> traits = []>
-    : Op<FSDP_Dialect, mnemonic, traits>;
+    : Op<FSDP_Dialect, mnemonic, !listconcat(traits, [FSDP_TensorSizesFit])>;
 
 #endif // FSDP_DIALECT_TD

@@ -75,6 +75,7 @@ def FSDP_ParamOp : FSDP_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     int64_t getNumElements() { return getTensorType().getNumElements(); }
     int64_t getSizeInBytes();
   }];
+  let hasVerifier = 1;
 }
 
 def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,

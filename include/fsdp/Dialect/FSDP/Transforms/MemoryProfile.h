@@ -37,8 +37,13 @@ struct MemoryProfile {
   int64_t peakBytes() const { return steady + live[overall].total(); }
 };
 
-/// The profile of a sharded @train_step.
-MemoryProfile computeMemoryProfile(ModuleOp module, func::FuncOp step);
+/// The profile of a sharded @train_step, or failure (reported at the
+/// module's location, prefixed with `passName`) when a total it computes
+/// overflows int64: the whole training state over all ranks, or the live
+/// bytes at some point. Every single tensor fits (the verifiers check), but
+/// their sums need not.
+FailureOr<MemoryProfile>
+computeMemoryProfile(ModuleOp module, func::FuncOp step, StringRef passName);
 
 } // namespace mlir::fsdp
 

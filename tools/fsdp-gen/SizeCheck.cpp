@@ -1,0 +1,189 @@
+//===- SizeCheck.cpp - the sizes of a model must fit int64 ----------------===//
+//
+// The sizes below mirror the tensors ModelBuilder.cpp creates; a size is a
+// product (or sum of products) of option values that remembers which
+// options it grows with, so that the error names exactly those.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SizeCheck.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
+
+using namespace fsdp_gen;
+
+namespace {
+/// An element count or byte size computed from option values; `value` is
+/// empty once it has overflowed int64.
+struct Size {
+  Size(int64_t constant) : value(constant) {}
+  static Size option(llvm::StringRef name, int64_t value) {
+    Size size(value);
+    size.options.push_back({name, value});
+    return size;
+  }
+
+  std::optional<int64_t> value;
+  /// The options the size depends on (name without "--", value), in the
+  /// order they were first used.
+  llvm::SmallVector<std::pair<llvm::StringRef, int64_t>, 4> options;
+};
+
+Size combine(const Size &a, const Size &b,
+             std::optional<int64_t> (*op)(int64_t, int64_t)) {
+  Size result(0);
+  result.value = a.value && b.value ? op(*a.value, *b.value) : std::nullopt;
+  result.options = a.options;
+  for (const auto &option : b.options)
+    if (!llvm::is_contained(result.options, option))
+      result.options.push_back(option);
+  return result;
+}
+
+Size operator*(const Size &a, const Size &b) {
+  return combine(a, b, llvm::checkedMul<int64_t>);
+}
+Size operator+(const Size &a, const Size &b) {
+  return combine(a, b, llvm::checkedAdd<int64_t>);
+}
+
+/// Records the first size that does not fit, with a message naming its
+/// options and what it is the size of.
+class Checker {
+public:
+  void requireBytes(llvm::StringRef what, const Size &bytes) {
+    if (error || bytes.value)
+      return;
+    std::string names;
+    for (auto [i, option] : llvm::enumerate(bytes.options)) {
+      if (i > 0)
+        names += i + 1 == bytes.options.size() ? " and " : ", ";
+      names += ("--" + option.first + " " + llvm::Twine(option.second)).str();
+    }
+    bool one = bytes.options.size() == 1;
+    error = (names + (one ? " is too large: " : " are too large together: ") +
+             what + " would take more than " +
+             llvm::Twine(std::numeric_limits<int64_t>::max()) +
+             " bytes, the most the compiler can count (int64)")
+                .str();
+  }
+  /// A tensor of `elements` elements of `elementBytes` bytes each.
+  void requireTensor(llvm::StringRef what, const Size &elements,
+                     int64_t elementBytes) {
+    requireBytes(what, elements * elementBytes);
+  }
+
+  std::optional<std::string> error;
+};
+
+std::optional<std::string> checkLayers(int64_t layers, llvm::StringRef what) {
+  if (layers <= kMaxLayers)
+    return std::nullopt;
+  return ("--layers " + llvm::Twine(layers) +
+          " is too large: fsdp-gen builds at most " + llvm::Twine(kMaxLayers) +
+          " " + what + " (the IR of a deeper model would not fit in memory)")
+      .str();
+}
+} // namespace
+
+std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
+                                                int64_t eb) {
+  if (auto error = checkLayers(c.layers, "blocks"))
+    return error;
+  Size L = Size::option("layers", c.layers), C = Size::option("dim", c.dim),
+       H = Size::option("heads", c.heads), V = Size::option("vocab", c.vocab),
+       T = Size::option("seq", c.seq), B = Size::option("batch", c.batch);
+  Checker check;
+  // Parameters; the others of a block (norms, biases, the C x C and
+  // C x 4C projections) are no larger than the two weights checked.
+  check.requireTensor("the token table wte (vocab x dim elements)", V * C, eb);
+  check.requireTensor("the position table wpe (seq x dim elements)", T * C, eb);
+  check.requireTensor("a block's weight attn.qkv.w (3 dim x dim elements)",
+                      Size(3) * C * C, eb);
+  check.requireTensor("a block's weight mlp.fc.w (4 dim x dim elements)",
+                      Size(4) * C * C, eb);
+  // Activations; layer_norm statistics (batch x seq, f32) are no larger
+  // than the token ids.
+  check.requireTensor("the token ids (batch x seq i32 elements)", B * T, 4);
+  check.requireTensor("a block's activations (batch x seq x 4 dim elements)",
+                      B * T * Size(4) * C, eb);
+  check.requireTensor("the attention probabilities (batch x heads x seq x "
+                      "seq elements)",
+                      B * H * T * T, eb);
+  check.requireTensor("the logits (batch x seq x vocab elements)", B * T * V,
+                      eb);
+  // Whole-model totals. A unit's flat parameter is at most all of them.
+  Size params =
+      V * C + T * C + L * (Size(12) * C * C + Size(13) * C) + Size(2) * C;
+  Size state = Size(4) * params * eb;
+  check.requireBytes("the parameters with their gradients and two AdamW "
+                     "moments (4 x (vocab dim + seq dim + layers (12 dim^2 + "
+                     "13 dim) + 2 dim) elements)",
+                     state);
+  // Every value of the forward, which the backward keeps: per block
+  // 18 batch x seq x dim values, the attention probabilities and four
+  // f32 statistics of batch x seq; around the blocks the embedding, the
+  // final norm (with statistics), the logits and the two id tensors.
+  Size BT = B * T, BTC = BT * C;
+  Size activations =
+      (BTC * Size(2) + BT * V + L * (Size(18) * BTC + B * H * T * T)) * eb +
+      (L * Size(4) * BT + Size(4) * BT) * Size(4);
+  check.requireBytes("the forward's activations (the backward keeps them)",
+                     activations);
+  check.requireBytes("one rank's memory at world size 1 (training state, "
+                     "activations and their gradients)",
+                     state + Size(2) * activations);
+  return check.error;
+}
+
+std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
+                                                int64_t eb) {
+  if (auto error = checkLayers(c.layers, "layers"))
+    return error;
+  Size L = Size::option("layers", c.layers), W = Size::option("width", c.width),
+       I = Size::option("in-features", c.inFeatures),
+       K = Size::option("classes", c.classes),
+       B = Size::option("batch", c.batch);
+  Checker check;
+  Size params(0);
+  if (c.layers == 1) {
+    check.requireTensor("the weight layers.0.w (classes x in-features "
+                        "elements)",
+                        K * I, eb);
+    params = K * I + K;
+  } else {
+    check.requireTensor("the weight layers.0.w (width x in-features elements)",
+                        W * I, eb);
+    check.requireTensor("a hidden weight (width x width elements)", W * W, eb);
+    check.requireTensor("the last weight (classes x width elements)", K * W,
+                        eb);
+    // The middle layers: layers - 2 of them, written so that it stays a
+    // product of options.
+    params = W * I + W + K * W + K + (L + Size(-2)) * (W * W + W);
+  }
+  check.requireTensor("the input (batch x in-features elements)", B * I, eb);
+  check.requireTensor("a hidden activation (batch x width elements)", B * W,
+                      eb);
+  check.requireTensor("the logits (batch x classes elements)", B * K, eb);
+  Size state = Size(4) * params * eb;
+  check.requireBytes("the parameters with their gradients and two AdamW "
+                     "moments",
+                     state);
+  // The input, a linear and a ReLU result per hidden layer, the logits.
+  Size activations = B * I + B * K;
+  if (c.layers > 1)
+    activations = activations + Size(2) * (L + Size(-1)) * B * W;
+  activations = activations * eb;
+  check.requireBytes("the forward's activations (the backward keeps them)",
+                     activations);
+  check.requireBytes("one rank's memory at world size 1 (training state, "
+                     "activations and their gradients)",
+                     state + Size(2) * activations);
+  return check.error;
+}
