@@ -287,15 +287,20 @@ LayerNormRef refLayerNorm(const std::vector<double> &x,
 void testLayerNorm() {
   const float eps = 1e-5f;
   // (N, C): the brief's B x T = 10 by 12, and widths that leave partial
-  // column blocks in the dw/db pass.
-  const int64_t shapes[][2] = {{10, 12}, {9, 40}, {33, 100}};
+  // column blocks in the dw/db pass; the last rows have a variance below
+  // eps, where eps inside the square root matters (and no offset mean,
+  // which float32 could not separate from so small a spread).
+  const int64_t shapes[][2] = {{10, 12}, {9, 40}, {33, 100}, {8, 24}};
+  const float spreads[] = {2.0f, 2.0f, 2.0f, 0.004f};
+  const float offsets[] = {3.0f, 3.0f, 3.0f, 0.0f};
   Rng rng(2);
-  for (const auto &shape : shapes) {
-    const int64_t N = shape[0], C = shape[1];
-    const std::string at =
-        " (N=" + std::to_string(N) + ", C=" + std::to_string(C) + ")";
+  for (size_t s = 0; s < std::size(shapes); ++s) {
+    const int64_t N = shapes[s][0], C = shapes[s][1];
+    const std::string at = " (N=" + std::to_string(N) +
+                           ", C=" + std::to_string(C) +
+                           ", spread=" + std::to_string(spreads[s]) + ")";
     // An offset mean, as in a residual stream.
-    auto x = randomVector(rng, N * C, 2.0f, 3.0f);
+    auto x = randomVector(rng, N * C, spreads[s], offsets[s]);
     auto w = randomVector(rng, C, 0.5f, 1.0f), b = randomVector(rng, C, 0.5f);
     auto dx0 = toDouble(x), dw0 = toDouble(w), db0 = toDouble(b);
     auto ref = refLayerNorm(dx0, dw0, db0, N, C, eps);
@@ -306,6 +311,10 @@ void testLayerNorm() {
     CHECK_CLOSE("layerNormForward out" + at, out, ref.out, 1e-5, 1e-5);
     CHECK_CLOSE("layerNormForward mean" + at, mean, ref.mean, 1e-6, 1e-6);
     CHECK_CLOSE("layerNormForward rstd" + at, rstd, ref.rstd, 0.0, 1e-5);
+    // The backward takes the saved rstd; finite differences of so narrow
+    // rows are too coarse to check it against.
+    if (offsets[s] == 0.0f)
+      continue;
 
     auto dout = randomVector(rng, N * C);
     auto ddout = toDouble(dout);
