@@ -132,7 +132,10 @@ def sync(src):
         if os.path.exists(b) and filecmp.cmp(a, b, shallow=False):
             continue
         os.makedirs(os.path.dirname(b), exist_ok=True)
-        shutil.copy2(a, b)
+        # A fresh mtime, not the source's: ninja must see the copy as newer
+        # than objects built from another version (another checkout's run).
+        shutil.copyfile(a, b)
+        shutil.copymode(a, b)
         copied += 1
     return copied
 
