@@ -137,6 +137,16 @@ def sync(src):
         shutil.copyfile(a, b)
         shutil.copymode(a, b)
         copied += 1
+    # Files the tree no longer has (a deleted test would still run).
+    kept = set(filter(None, files))
+    for dirpath, dirnames, filenames in os.walk(src):
+        if os.path.relpath(dirpath, src) == ".":
+            dirnames[:] = [d for d in dirnames if d != "build"]
+        for name in filenames:
+            rel = os.path.relpath(os.path.join(dirpath, name), src)
+            if rel not in kept:
+                os.unlink(os.path.join(src, rel))
+                copied += 1
     return copied
 
 
