@@ -46,9 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLVM = "/usr/lib/llvm-22"
 # What the selected tests run: the tools lit substitutes and the CTest
 # executables (not the CUDA backend, not the benchmarks).
-TARGETS = ["fsdp-opt", "fsdp-gen", "fsdp-translate", "fsdp-run",
-           "fsdp-gradcheck", "fsdp-step-check", "fsdp-collectives-test",
-           "fsdp-shard-layout-test", "fsdp-cpu-kernels-test",
+TARGETS = ["fsdp-test-tools", "fsdp-shard-layout-test",
+           "fsdp-cpu-kernels-test", "fsdp-data-test",
            "fsdp-cuda-emulation-test"]
 FIELDS = {"file", "find", "replace", "lit", "ctest", "cmd", "why"}
 
