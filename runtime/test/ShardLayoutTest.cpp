@@ -1,14 +1,16 @@
 //===- ShardLayoutTest.cpp - the seed's shard layout, checked exhaustively ===//
 //
-// plan::shardRange and plan::maxShardSize against the seed's formula, rank
-// k of N owning floor(kP/N) .. floor((k+1)P/N) - 1 of a flat tensor of P
-// elements, computed here another way (P = qN + r, so floor(kP/N) = kq +
-// floor(kr/N), where kr < N^2 never overflows), for every P < 300 and N <=
+// plan::shardRange and plan::maxShardSize (ShardLayout.h) against the
+// seed's formula, rank k of N owning floor(kP/N) .. floor((k+1)P/N) - 1 of
+// a flat tensor of P elements, computed here in 128-bit arithmetic (which
+// the header, standard C++ only, does without), for every P < 300 and N <=
 // 40, and for P up to 2^62 (where k * P overflows 64 bits) with N up to
-// 2^24. Also forEachShardSegment (Plan.h), which every per-element rule of
-// a shard follows (initialisation, no weight decay): on a hand-built unit
-// of several parameters its segments must tile each rank's shard exactly,
-// parameter by parameter, for every N.
+// 2^62 (where the header's k * (P mod N) overflows too and it takes its
+// long-multiplication path); and plan::mulDivBelow itself on random
+// operands of every magnitude. Also forEachShardSegment (Plan.h), which
+// every per-element rule of a shard follows (initialisation, no weight
+// decay): on a hand-built unit of several parameters its segments must tile
+// each rank's shard exactly, parameter by parameter, for every N.
 //
 // Prints the first few failures and "shard-layout: N checks, M failed";
 // exits 1 on any failure.
@@ -16,11 +18,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Plan.h"
-#include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/ShardLayout.h"
 
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <vector>
+
+#ifndef __SIZEOF_INT128__
+#error "the reference needs a compiler with 128-bit integers (GCC, Clang)"
+#endif
 
 using namespace fsdp;
 
@@ -38,10 +45,9 @@ void expect(bool ok, const char *what, int64_t P, int64_t N, int64_t k,
                 (long long)want);
 }
 
-/// floor(k * P / N) without forming k * P: P = q N + r.
+/// floor(k * P / N), in 128 bits: k * P < 2^126.
 int64_t reference(int64_t P, int64_t k, int64_t N) {
-  int64_t q = P / N, r = P % N;
-  return k * q + (k * r) / N;
+  return int64_t((__int128)P * k / N);
 }
 
 /// Every rank's range against the reference, and the layout's properties:
@@ -172,7 +178,21 @@ int main() {
   const int64_t bigP[] = {(int64_t(1) << 40) - 1, int64_t(1) << 40,
                           (int64_t(1) << 40) + 7, 1099511627689LL,
                           (int64_t(1) << 62) - 3, (int64_t(1) << 62) + 12345};
-  const int64_t bigN[] = {1, 2, 3, 7, 8, 1000, 4093, 65536, 1 << 20, 1 << 24};
+  const int64_t bigN[] = {1,
+                          2,
+                          3,
+                          7,
+                          8,
+                          1000,
+                          4093,
+                          65536,
+                          1 << 20,
+                          1 << 24,
+                          (int64_t(1) << 31) - 1,
+                          int64_t(1) << 31,
+                          (int64_t(1) << 40) + 1,
+                          (int64_t(1) << 62) - 1,
+                          INT64_MAX};
   for (int64_t P : bigP)
     for (int64_t N : bigN) {
       for (int64_t k : {int64_t(0), int64_t(1), int64_t(2), N / 2, N - 3,
@@ -182,6 +202,28 @@ int main() {
       expect(plan::shardRange(P, N - 1, N).end == P, "last shard ends at P",
              P, N, N - 1, plan::shardRange(P, N - 1, N).end, P);
     }
+
+  // mulDivBelow(a, b, c) = floor(a b / c) for a <= c, b < c: random
+  // operands of every magnitude, so that both of its paths run (a b within
+  // 63 bits, and past it).
+  std::mt19937_64 random(42);
+  for (int i = 0; i < 200000; ++i) {
+    int64_t c = int64_t(random() >> (1 + random() % 63));
+    if (c < 1)
+      c = 1;
+    int64_t a = int64_t(random() % uint64_t(c) + (random() % 8 == 0)),
+            b = int64_t(random() % uint64_t(c));
+    int64_t want = int64_t((__int128)a * b / c);
+    expect(plan::mulDivBelow(a, b, c) == want, "mulDivBelow", a, c, b,
+           plan::mulDivBelow(a, b, c), want);
+  }
+  for (int64_t c : {int64_t(1), int64_t(2), INT64_MAX, INT64_MAX - 1})
+    for (int64_t a : {int64_t(0), int64_t(1), c / 2, c - 1, c})
+      for (int64_t b : {int64_t(0), c / 2, c - 1})
+        expect(plan::mulDivBelow(a, b, c) ==
+                   int64_t((__int128)a * b / c),
+               "mulDivBelow at the edges", a, c, b, plan::mulDivBelow(a, b, c),
+               int64_t((__int128)a * b / c));
 
   // Units of several parameters, including ones of a single element and
   // ones shorter than the world size, so that parameters straddle shard

@@ -2,14 +2,17 @@
 //-*-===//
 //
 // The compiler (fsdp-opt, which writes plans) and the runtime (fsdp-run,
-// which reads them) meet here and only here: this header has no dependency
-// beyond the C++ standard library. docs/plan-format.md describes the layout
+// which reads them) meet here and only here: this header and the shard
+// layout it includes (ShardLayout.h) have no dependency beyond the C++
+// standard library, and use no compiler extension. docs/plan-format.md describes the layout
 // in prose; the two must change together, with kPlanVersion bumped.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_RUNTIME_PLANFORMAT_H
 #define FSDP_RUNTIME_PLANFORMAT_H
+
+#include "fsdp/runtime/ShardLayout.h"
 
 #include <array>
 #include <cstddef>
@@ -169,22 +172,6 @@ inline size_t numParams(const KernelInfo &info) {
   while (n < info.params.size() && !info.params[n].empty())
     ++n;
   return n;
-}
-
-/// The seed's shard layout: of a flat tensor of `size` elements, rank
-/// `rank` of `worldSize` owns [begin, end) with begin = floor(rank * size /
-/// worldSize). Shards differ by at most one element.
-struct ShardRange {
-  int64_t begin, end;
-};
-inline ShardRange shardRange(int64_t size, int64_t rank, int64_t worldSize) {
-  auto at = [&](int64_t r) { return int64_t((__int128)size * r / worldSize); };
-  return {at(rank), at(rank + 1)};
-}
-/// The largest shard, ceil(size / worldSize): every rank's shard buffers
-/// have this many elements.
-inline int64_t maxShardSize(int64_t size, int64_t worldSize) {
-  return size / worldSize + (size % worldSize != 0); // no overflow near 2^63
 }
 
 /// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of `size` bytes,
