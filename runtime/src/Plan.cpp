@@ -347,8 +347,7 @@ static bool readBuffers(Reader &r, Plan &plan, std::string &why) {
 }
 
 /// The unit table (names as string ids).
-static bool readUnits(Reader &r, Plan &plan, StringIds &ids,
-                      std::string &why) {
+static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
   uint32_t count = 0;
   why = "malformed unit table";
   if (!r.readCount(count, kMinUnit))
@@ -376,9 +375,9 @@ static bool readParams(Reader &r, Plan &plan, StringIds &ids,
   for (size_t i = 0; i < count; ++i) {
     ParamDesc &p = plan.params[i];
     uint32_t dtype, init, noDecay;
-    if (!r.read(ids.paramNames[i]) || !r.read(dtype) ||
-        !r.readShape(p.shape) || !r.read(init) || !r.read(p.stddev) ||
-        !r.read(noDecay) || !r.read(p.unit) || !r.read(p.unitOffset))
+    if (!r.read(ids.paramNames[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
+        !r.read(init) || !r.read(p.stddev) || !r.read(noDecay) ||
+        !r.read(p.unit) || !r.read(p.unitOffset))
       return false;
     if (dtype >= plan::kNumDTypes || init > 2) {
       why = "parameter with an unknown element type or initializer";
@@ -568,8 +567,8 @@ static std::string admittedTypes(plan::ElementRule rule) {
   std::string names;
   for (uint32_t t = 0; t < plan::kNumDTypes; ++t)
     if (plan::admits(rule, plan::DType(t)))
-      names += (names.empty() ? "" : " or ") +
-               std::string(plan::kDTypeNames[t]);
+      names +=
+          (names.empty() ? "" : " or ") + std::string(plan::kDTypeNames[t]);
   return names;
 }
 
@@ -678,8 +677,8 @@ static bool checkEmbedding(const KernelCheck &k, Vocabulary &v) {
     if (ids.shape.size() != 2 || wte.shape.size() != 2 ||
         wpe.shape.size() != 2 || wpe.shape[0] < ids.shape[1] ||
         wte.shape[1] != wpe.shape[1] ||
-        k.out(0).shape != std::vector<int64_t>{ids.shape[0], ids.shape[1],
-                                               wte.shape[1]})
+        k.out(0).shape !=
+            std::vector<int64_t>{ids.shape[0], ids.shape[1], wte.shape[1]})
       return k.bad("inconsistent shapes");
     if (ids.numElements() > kIntMax)
       return k.bad(kTooManyRows);
@@ -692,8 +691,8 @@ static bool checkEmbedding(const KernelCheck &k, Vocabulary &v) {
   const BufferDesc &ids = k.in(1), &dwte = k.out(0), &dwpe = k.out(1);
   if (ids.shape.size() != 2 || dwte.shape.size() != 2 ||
       dwpe.shape.size() != 2 || dwpe.shape[0] < ids.shape[1] ||
-      k.in(0).shape != std::vector<int64_t>{ids.shape[0], ids.shape[1],
-                                            dwte.shape[1]} ||
+      k.in(0).shape !=
+          std::vector<int64_t>{ids.shape[0], ids.shape[1], dwte.shape[1]} ||
       dwpe.shape[1] != dwte.shape[1])
     return k.bad("inconsistent shapes");
   if (ids.numElements() > kIntMax)
@@ -800,8 +799,7 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
     return checkCrossEntropy(k, vocabulary);
   case Opcode::AdamW:
     if (!same(k.in(0), k.out(0)) || !same(k.in(0), k.out(1)) ||
-        !same(k.in(0), k.out(2)) ||
-        k.out(0).kind != plan::BufferKind::Param ||
+        !same(k.in(0), k.out(2)) || k.out(0).kind != plan::BufferKind::Param ||
         k.out(1).kind != plan::BufferKind::AdamM ||
         k.out(2).kind != plan::BufferKind::AdamV)
       return k.bad("does not update a parameter and its moments");
@@ -826,8 +824,7 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
 
 /// Every embedding table has a row for each id below the cross-entropies'
 /// vocabulary (what the data is checked against); sets plan.vocabulary.
-static bool checkVocabulary(Plan &plan, const Vocabulary &v,
-                            std::string &why) {
+static bool checkVocabulary(Plan &plan, const Vocabulary &v, std::string &why) {
   if (v.smallestTable >= 0 && v.vocabulary >= 0 &&
       v.smallestTable < v.vocabulary) {
     why = "kernel #" + std::to_string(v.smallestTableAt) +

@@ -87,8 +87,8 @@ float Session::run(int64_t step, bool optimizer) {
       std::vector<uint64_t> ids;
       for (const Instruction *member : group) {
         ids.push_back(issueRecord(member - plan.program.data(), step));
-        tokenRecord[plan::collectiveParams(member->params.data())
-                        .tokenId()] = ids.back();
+        tokenRecord[plan::collectiveParams(member->params.data()).tokenId()] =
+            ids.back();
       }
       {
         RecordScope scope(ids);
@@ -154,10 +154,9 @@ uint64_t Session::issueRecord(size_t index, int64_t step) {
     return 0;
   const Instruction &inst = plan.program[index];
   std::string kind(inst.kernel->name);
-  CollectiveLabel label{step, int64_t(index),
-                        kind + (inst.unit.empty() ? ""
-                                                  : " of unit '" + inst.unit +
-                                                        "'")};
+  CollectiveLabel label{
+      step, int64_t(index),
+      kind + (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'")};
   uint32_t flat = inst.kernel->opcode == plan::Opcode::AllGather ? inst.outs[0]
                                                                  : inst.ins[0];
   return recorder->issue(label, kind, plan.buffers[flat].size);

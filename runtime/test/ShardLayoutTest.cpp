@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/ShardLayout.h"
+#include "fsdp/runtime/Plan.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -56,17 +56,16 @@ int64_t reference(int64_t P, int64_t k, int64_t N) {
 void checkLayout(int64_t P, int64_t N, int64_t k) {
   plan::ShardRange range = plan::shardRange(P, k, N);
   int64_t begin = reference(P, k, N), end = reference(P, k + 1, N);
-  expect(range.begin == begin, "shardRange begin", P, N, k, range.begin,
-         begin);
+  expect(range.begin == begin, "shardRange begin", P, N, k, range.begin, begin);
   expect(range.end == end, "shardRange end", P, N, k, range.end, end);
   int64_t floorSize = P / N, ceilSize = (P / N) + (P % N != 0);
   int64_t size = range.end - range.begin;
-  expect(size == floorSize || size == ceilSize, "shard size in {floor,ceil}",
-         P, N, k, size, ceilSize);
+  expect(size == floorSize || size == ceilSize, "shard size in {floor,ceil}", P,
+         N, k, size, ceilSize);
   expect(plan::maxShardSize(P, N) == ceilSize, "maxShardSize", P, N, -1,
          plan::maxShardSize(P, N), ceilSize);
-  expect(size <= plan::maxShardSize(P, N), "shard fits the shard buffer", P,
-         N, k, size, plan::maxShardSize(P, N));
+  expect(size <= plan::maxShardSize(P, N), "shard fits the shard buffer", P, N,
+         k, size, plan::maxShardSize(P, N));
 }
 
 void checkAllRanks(int64_t P, int64_t N) {
@@ -123,31 +122,31 @@ void checkSegments(const std::vector<int64_t> &sizes, int N) {
   for (int k = 0; k < N; ++k) {
     plan::ShardRange range = plan::shardRange(P, k, N);
     int64_t covered = 0;
-    rt::forEachShardSegment(
-        plan, 0, k, N,
-        [&](const rt::ParamDesc &param, int64_t at, int64_t begin,
-            int64_t count) {
-          expect(param.unit == 0, "segment of another unit", P, N, k,
-                 param.unit, 0);
-          expect(begin >= 0 && count > 0 &&
-                     begin + count <= param.numElements(),
-                 "segment inside its parameter", P, N, k, begin + count,
-                 param.numElements());
-          expect(at >= 0 && at + count <= range.end - range.begin,
-                 "segment inside the shard", P, N, k, at + count,
-                 range.end - range.begin);
-          for (int64_t i = 0; i < count; ++i) {
-            int64_t flat = range.begin + at + i;
-            expect(flat == param.unitOffset + begin + i,
-                   "segment maps shard to parameter", P, N, k, flat,
-                   param.unitOffset + begin + i);
-            if (flat >= 0 && flat < P)
-              ++visits[flat];
-          }
-          covered += count;
-        });
-    expect(covered == range.end - range.begin, "segments cover the shard", P,
-           N, k, covered, range.end - range.begin);
+    rt::forEachShardSegment(plan, 0, k, N,
+                            [&](const rt::ParamDesc &param, int64_t at,
+                                int64_t begin, int64_t count) {
+                              expect(param.unit == 0, "segment of another unit",
+                                     P, N, k, param.unit, 0);
+                              expect(begin >= 0 && count > 0 &&
+                                         begin + count <= param.numElements(),
+                                     "segment inside its parameter", P, N, k,
+                                     begin + count, param.numElements());
+                              expect(at >= 0 &&
+                                         at + count <= range.end - range.begin,
+                                     "segment inside the shard", P, N, k,
+                                     at + count, range.end - range.begin);
+                              for (int64_t i = 0; i < count; ++i) {
+                                int64_t flat = range.begin + at + i;
+                                expect(flat == param.unitOffset + begin + i,
+                                       "segment maps shard to parameter", P, N,
+                                       k, flat, param.unitOffset + begin + i);
+                                if (flat >= 0 && flat < P)
+                                  ++visits[flat];
+                              }
+                              covered += count;
+                            });
+    expect(covered == range.end - range.begin, "segments cover the shard", P, N,
+           k, covered, range.end - range.begin);
   }
   for (int64_t i = 0; i < P; ++i)
     expect(visits[i] == 1, "flat element visited once", P, N, i, visits[i], 1);
@@ -160,8 +159,8 @@ int main() {
          3, 0, plan::shardRange(10, 0, 3).end, 3);
   expect(plan::shardRange(10, 2, 3).begin == 6, "P=10 N=3 rank 2 starts at 6",
          10, 3, 2, plan::shardRange(10, 2, 3).begin, 6);
-  expect(plan::shardRange(1, 0, 4).end == 0, "P=1 N=4: rank 0 is empty", 1,
-         4, 0, plan::shardRange(1, 0, 4).end, 0);
+  expect(plan::shardRange(1, 0, 4).end == 0, "P=1 N=4: rank 0 is empty", 1, 4,
+         0, plan::shardRange(1, 0, 4).end, 0);
   expect(plan::shardRange(1, 3, 4).begin == 0 &&
              plan::shardRange(1, 3, 4).end == 1,
          "P=1 N=4: rank 3 owns the element", 1, 4, 3,
@@ -195,12 +194,12 @@ int main() {
                           INT64_MAX};
   for (int64_t P : bigP)
     for (int64_t N : bigN) {
-      for (int64_t k : {int64_t(0), int64_t(1), int64_t(2), N / 2, N - 3,
-                        N - 2, N - 1})
+      for (int64_t k :
+           {int64_t(0), int64_t(1), int64_t(2), N / 2, N - 3, N - 2, N - 1})
         if (k >= 0 && k < N)
           checkLayout(P, N, k);
-      expect(plan::shardRange(P, N - 1, N).end == P, "last shard ends at P",
-             P, N, N - 1, plan::shardRange(P, N - 1, N).end, P);
+      expect(plan::shardRange(P, N - 1, N).end == P, "last shard ends at P", P,
+             N, N - 1, plan::shardRange(P, N - 1, N).end, P);
     }
 
   // mulDivBelow(a, b, c) = floor(a b / c) for a <= c, b < c: random
@@ -220,8 +219,7 @@ int main() {
   for (int64_t c : {int64_t(1), int64_t(2), INT64_MAX, INT64_MAX - 1})
     for (int64_t a : {int64_t(0), int64_t(1), c / 2, c - 1, c})
       for (int64_t b : {int64_t(0), c / 2, c - 1})
-        expect(plan::mulDivBelow(a, b, c) ==
-                   int64_t((__int128)a * b / c),
+        expect(plan::mulDivBelow(a, b, c) == int64_t((__int128)a * b / c),
                "mulDivBelow at the edges", a, c, b, plan::mulDivBelow(a, b, c),
                int64_t((__int128)a * b / c));
 

@@ -43,29 +43,28 @@ template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
 // "no runtime kernel" at run time. The ops with a case of their own
 // (constants, adamw, the collectives and their waits, packs, the shard's
 // adamw) name their kernels by opcode.
-static_assert(namesKernel<EmbeddingOp>(Opcode::Embedding) &&
-              namesKernel<EmbeddingBackwardOp>(Opcode::EmbeddingBackward) &&
-              namesKernel<LayerNormOp>(Opcode::LayerNorm) &&
-              namesKernel<LayerNormBackwardOp>(Opcode::LayerNormBackward) &&
-              namesKernel<LinearOp>(Opcode::Linear) &&
-              namesKernel<LinearGradInputOp>(Opcode::LinearGradInput) &&
-              namesKernel<LinearGradWeightOp>(Opcode::LinearGradWeight) &&
-              namesKernel<BiasGradOp>(Opcode::BiasGrad) &&
-              namesKernel<AddOp>(Opcode::Add) &&
-              namesKernel<GeluOp>(Opcode::Gelu) &&
-              namesKernel<GeluBackwardOp>(Opcode::GeluBackward) &&
-              namesKernel<ReluOp>(Opcode::Relu) &&
-              namesKernel<ReluBackwardOp>(Opcode::ReluBackward) &&
-              namesKernel<AttentionOp>(Opcode::Attention) &&
-              namesKernel<AttentionBackwardOp>(Opcode::AttentionBackward) &&
-              namesKernel<CrossEntropyOp>(Opcode::CrossEntropy) &&
-              namesKernel<CrossEntropyBackwardOp>(
-                  Opcode::CrossEntropyBackward) &&
-              namesKernel<AdamWOp>(Opcode::AdamW) &&
-              namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
-              namesKernel<AllGatherOp>(Opcode::AllGather) &&
-              namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
-              namesKernel<WaitOp>(Opcode::Wait));
+static_assert(
+    namesKernel<EmbeddingOp>(Opcode::Embedding) &&
+    namesKernel<EmbeddingBackwardOp>(Opcode::EmbeddingBackward) &&
+    namesKernel<LayerNormOp>(Opcode::LayerNorm) &&
+    namesKernel<LayerNormBackwardOp>(Opcode::LayerNormBackward) &&
+    namesKernel<LinearOp>(Opcode::Linear) &&
+    namesKernel<LinearGradInputOp>(Opcode::LinearGradInput) &&
+    namesKernel<LinearGradWeightOp>(Opcode::LinearGradWeight) &&
+    namesKernel<BiasGradOp>(Opcode::BiasGrad) &&
+    namesKernel<AddOp>(Opcode::Add) && namesKernel<GeluOp>(Opcode::Gelu) &&
+    namesKernel<GeluBackwardOp>(Opcode::GeluBackward) &&
+    namesKernel<ReluOp>(Opcode::Relu) &&
+    namesKernel<ReluBackwardOp>(Opcode::ReluBackward) &&
+    namesKernel<AttentionOp>(Opcode::Attention) &&
+    namesKernel<AttentionBackwardOp>(Opcode::AttentionBackward) &&
+    namesKernel<CrossEntropyOp>(Opcode::CrossEntropy) &&
+    namesKernel<CrossEntropyBackwardOp>(Opcode::CrossEntropyBackward) &&
+    namesKernel<AdamWOp>(Opcode::AdamW) &&
+    namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
+    namesKernel<AllGatherOp>(Opcode::AllGather) &&
+    namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
+    namesKernel<WaitOp>(Opcode::Wait));
 
 MemRefType toMemRef(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
@@ -181,8 +180,9 @@ public:
     assert(values.size() == plan::numParams(info));
     SmallVector<NamedAttribute> attrs;
     for (auto [i, value] : llvm::enumerate(values))
-      attrs.push_back(builder.getNamedAttr(
-          StringRef(info.params[i]), builder.getI64IntegerAttr(int64_t(value))));
+      attrs.push_back(
+          builder.getNamedAttr(StringRef(info.params[i]),
+                               builder.getI64IntegerAttr(int64_t(value))));
     return builder.getDictionaryAttr(attrs);
   }
 

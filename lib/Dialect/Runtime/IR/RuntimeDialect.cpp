@@ -1,7 +1,7 @@
 //===- RuntimeDialect.cpp - fsdprt dialect registration -------------------===//
 
-#include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
+#include "fsdp/Dialect/Runtime/IR/Runtime.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"

@@ -1,7 +1,7 @@
 //===- RuntimeOps.cpp - fsdprt op verifiers -------------------------------===//
 
-#include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
+#include "fsdp/Dialect/Runtime/IR/Runtime.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -36,9 +36,11 @@ LogicalResult BufferOp::verify() {
   Type element = getType().getElementType();
   if (!getPlanDType(element)) {
     InFlightDiagnostic diag = emitOpError() << "element type must be ";
-    for (uint32_t d = 0; d < plan::kNumDTypes; ++d)
-      diag << (d == 0 ? "" : d + 1 == plan::kNumDTypes ? " or " : ", ")
-           << StringRef(plan::kDTypeNames[d]);
+    for (uint32_t d = 0; d < plan::kNumDTypes; ++d) {
+      if (d > 0)
+        diag << (d + 1 < plan::kNumDTypes ? ", " : " or ");
+      diag << StringRef(plan::kDTypeNames[d]);
+    }
     return diag << ", got " << element;
   }
   return success();

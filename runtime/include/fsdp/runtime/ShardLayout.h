@@ -62,8 +62,7 @@ constexpr int64_t shardBegin(int64_t size, int64_t rank, int64_t worldSize) {
 struct ShardRange {
   int64_t begin, end;
 };
-constexpr ShardRange shardRange(int64_t size, int64_t rank,
-                                int64_t worldSize) {
+constexpr ShardRange shardRange(int64_t size, int64_t rank, int64_t worldSize) {
   return {shardBegin(size, rank, worldSize),
           shardBegin(size, rank + 1, worldSize)};
 }
