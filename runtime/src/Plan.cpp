@@ -147,6 +147,59 @@ bool productIs(int64_t a, int64_t b, int64_t c) { return (__int128)a * b == c; }
 int64_t BufferDesc::numElements() const { return product(shape); }
 int64_t ParamDesc::numElements() const { return product(shape); }
 
+namespace {
+/// String indices the tables hold until the string table, the last one, is
+/// read: units' and parameters' names, kernels' units.
+struct StringIds {
+  std::vector<uint32_t> unitNames, paramNames, kernelUnits;
+};
+
+/// One kernel of the program under check: its operands, and its errors,
+/// which name it ("kernel #3 (linear): ...").
+struct KernelCheck {
+  const Plan &plan;
+  const Instruction &inst;
+  size_t index;
+  std::string &why;
+
+  const plan::KernelInfo &info() const { return *inst.kernel; }
+  const BufferDesc &in(size_t k) const { return plan.buffers[inst.ins[k]]; }
+  const BufferDesc &out(size_t k) const { return plan.buffers[inst.outs[k]]; }
+  bool bad(const std::string &what) const {
+    why = "kernel #" + std::to_string(index) + " (" +
+          std::string(inst.kernel->name) + "): " + what;
+    return false;
+  }
+};
+
+/// The vocabulary the cross-entropies index (fsdp-run checks its data
+/// against it) and the smallest embedding table, each with where it is.
+struct Vocabulary {
+  int64_t vocabulary = -1, smallestTable = -1;
+  size_t vocabularyAt = 0, smallestTableAt = 0;
+};
+
+constexpr int64_t kIntMax = INT32_MAX;
+const char *const kTooManyRows =
+    "has more rows than the 2^31 - 1 that CUDA grids and BLAS index";
+
+int64_t last(const BufferDesc &b) {
+  return b.shape.empty() ? int64_t(1) : b.shape.back();
+}
+bool same(const BufferDesc &a, const BufferDesc &b) {
+  return a.shape == b.shape;
+}
+} // namespace
+
+static bool checkHeader(const std::string &bytes, uint32_t &crc,
+                        std::string &why);
+static bool readSummary(Reader &r, Plan &plan, std::string &why);
+static bool readTables(Reader &r, Plan &plan, StringIds &ids,
+                       std::vector<std::string> &strings, std::string &why);
+static bool checkBuffers(Plan &plan, std::string &why);
+static bool resolveNames(Plan &plan, const StringIds &ids,
+                         const std::vector<std::string> &strings,
+                         std::string &why);
 static bool validateKernels(Plan &plan, std::string &why);
 static bool validateStreams(Plan &plan, std::string &why);
 static bool overlap(const BufferDesc &a, const BufferDesc &b);
@@ -171,10 +224,32 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error) {
   return ok;
 }
 
+/// The phases of a load, in order: the header, the payload's records, then
+/// the relations between them, the kernels last.
 static bool parsePlan(const std::string &path, const std::string &bytes,
-                      Plan &plan, std::string &error) {
-  auto fail = [&](const std::string &why) {
-    error = why;
+                      Plan &plan, std::string &why) {
+  uint32_t crc = 0;
+  if (!checkHeader(bytes, crc, why))
+    return false;
+  plan = Plan();
+  plan.path = path;
+  plan.checksum = crc;
+  Reader r(bytes.data() + plan::kHeaderSize, bytes.size() - plan::kHeaderSize);
+  StringIds ids;
+  std::vector<std::string> strings;
+  // Buffers are checked first: every later check may use their element
+  // counts.
+  return readSummary(r, plan, why) && readTables(r, plan, ids, strings, why) &&
+         checkBuffers(plan, why) && resolveNames(plan, ids, strings, why) &&
+         validateKernels(plan, why);
+}
+
+/// The header: magic, size, version, payload size, checksum, flags and
+/// reserved bytes; sets `crc` to the checksum it holds.
+static bool checkHeader(const std::string &bytes, uint32_t &crc,
+                        std::string &why) {
+  auto fail = [&](const std::string &what) {
+    why = what;
     return false;
   };
   if (bytes.empty())
@@ -188,7 +263,7 @@ static bool parsePlan(const std::string &path, const std::string &bytes,
                 std::to_string(plan::kHeaderSize) + "-byte header");
   Reader header(bytes.data() + sizeof(plan::kMagic),
                 plan::kHeaderSize - sizeof(plan::kMagic));
-  uint32_t version, flags, crc, reserved32;
+  uint32_t version, flags, reserved32;
   uint64_t payloadSize, reserved64[2];
   header.read(version);
   header.read(flags);
@@ -217,11 +292,11 @@ static bool parsePlan(const std::string &path, const std::string &bytes,
     }() + " (this fsdp-run knows none; recompile the model)");
   if (reserved32 != 0 || reserved64[0] != 0 || reserved64[1] != 0)
     return fail("reserved header bytes are not zero");
+  return true;
+}
 
-  plan = Plan();
-  plan.path = path;
-  plan.checksum = crc;
-  Reader r(payload, payloadSize);
+/// The summary: world size, arena size (bounded), the predicted peak.
+static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   uint64_t peak[7] = {};
   r.read(plan.worldSize);
   r.read(plan.arenaSize);
@@ -231,134 +306,208 @@ static bool parsePlan(const std::string &path, const std::string &bytes,
     r.read(row);
   plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5], peak[6]};
   if (r.failed())
-    return fail("the payload ends in the middle of a record");
-  if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
-    return fail("invalid world size " + std::to_string(plan.worldSize));
-  if (plan.arenaSize > plan::kMaxArenaSize)
-    return fail("an arena of " + std::to_string(plan.arenaSize) +
-                " bytes is larger than the " +
-                std::to_string(plan::kMaxArenaSize) + " a plan may ask for");
+    why = "the payload ends in the middle of a record";
+  else if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
+    why = "invalid world size " + std::to_string(plan.worldSize);
+  else if (plan.arenaSize > plan::kMaxArenaSize)
+    why = "an arena of " + std::to_string(plan.arenaSize) +
+          " bytes is larger than the " + std::to_string(plan::kMaxArenaSize) +
+          " a plan may ask for";
+  else
+    return true;
+  return false;
+}
 
-  // Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
-  // kernel without operands or parameters, an empty string.
-  constexpr size_t kMinBuffer = 36, kMinUnit = 16, kMinParam = 40,
-                   kMinKernel = 20, kMinString = 4;
+// Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
+// kernel without operands or parameters, an empty string.
+constexpr size_t kMinBuffer = 36, kMinUnit = 16, kMinParam = 40,
+                 kMinKernel = 20, kMinString = 4;
+
+/// The buffer table: records and enum values, nothing relating them yet.
+static bool readBuffers(Reader &r, Plan &plan, std::string &why) {
   uint32_t count = 0;
+  why = "malformed buffer table";
   if (!r.readCount(count, kMinBuffer))
-    return fail("malformed buffer table");
+    return false;
   plan.buffers.resize(count);
   for (BufferDesc &b : plan.buffers) {
     uint32_t kind, dtype;
     if (!r.read(kind) || !r.read(dtype) || !r.read(b.offset) ||
         !r.read(b.size) || !r.readShape(b.shape) || !r.read(b.unit) ||
         !r.read(b.input))
-      return fail("malformed buffer table");
-    if (kind >= plan::kNumBufferKinds || dtype >= plan::kDTypeNames.size())
-      return fail("buffer with an unknown kind or element type");
+      return false;
+    if (kind >= plan::kNumBufferKinds || dtype >= plan::kNumDTypes) {
+      why = "buffer with an unknown kind or element type";
+      return false;
+    }
     b.kind = plan::BufferKind(kind);
     b.dtype = plan::DType(dtype);
   }
+  return true;
+}
+
+/// The unit table (names as string ids).
+static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
+  uint32_t count = 0;
+  why = "malformed unit table";
   if (!r.readCount(count, kMinUnit))
-    return fail("malformed unit table");
+    return false;
   plan.units.resize(count);
-  std::vector<uint32_t> unitNameIds(count);
+  ids.unitNames.resize(count);
   for (size_t i = 0; i < count; ++i) {
     UnitDesc &u = plan.units[i];
-    if (!r.read(unitNameIds[i]) || !r.read(u.flatSize) ||
+    if (!r.read(ids.unitNames[i]) || !r.read(u.flatSize) ||
         !r.read(u.shardBuffer) || u.flatSize < 0)
-      return fail("malformed unit table");
+      return false;
   }
+  return true;
+}
+
+/// The parameter table (names as string ids) and its enum values.
+static bool readParams(Reader &r, Plan &plan, StringIds &ids,
+                       std::string &why) {
+  uint32_t count = 0;
+  why = "malformed parameter table";
   if (!r.readCount(count, kMinParam))
-    return fail("malformed parameter table");
+    return false;
   plan.params.resize(count);
-  std::vector<uint32_t> nameIds(count);
+  ids.paramNames.resize(count);
   for (size_t i = 0; i < count; ++i) {
     ParamDesc &p = plan.params[i];
     uint32_t dtype, init, noDecay;
-    if (!r.read(nameIds[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
+    if (!r.read(ids.paramNames[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
         !r.read(init) || !r.read(p.stddev) || !r.read(noDecay) ||
         !r.read(p.unit) || !r.read(p.unitOffset))
-      return fail("malformed parameter table");
-    if (dtype >= plan::kDTypeNames.size() || init > 2)
-      return fail("parameter with an unknown element type or initializer");
+      return false;
+    if (dtype >= plan::kNumDTypes || init > 2) {
+      why = "parameter with an unknown element type or initializer";
+      return false;
+    }
     p.dtype = plan::DType(dtype);
     p.init = plan::InitKind(init);
     p.noWeightDecay = noDecay != 0;
   }
-  if (!r.read(plan.lossBuffer) || !r.readCount(count, kMinKernel))
-    return fail("malformed program");
+  return true;
+}
+
+/// The loss buffer and the program: opcodes, operand and parameter lists
+/// (units as string ids).
+static bool readProgram(Reader &r, Plan &plan, StringIds &ids,
+                        std::string &why) {
+  uint32_t count = 0;
+  if (!r.read(plan.lossBuffer) || !r.readCount(count, kMinKernel)) {
+    why = "malformed program";
+    return false;
+  }
   plan.program.resize(count);
-  std::vector<uint32_t> unitIds(count);
+  ids.kernelUnits.resize(count);
   for (size_t i = 0; i < count; ++i) {
     Instruction &inst = plan.program[i];
     uint32_t opcode, n;
-    if (!r.read(opcode) || !(inst.kernel = plan::findKernel(opcode)))
-      return fail("kernel #" + std::to_string(i) + " has an unknown opcode");
-    r.read(unitIds[i]);
+    why = "malformed kernel #" + std::to_string(i);
+    if (!r.read(opcode) || !(inst.kernel = plan::findKernel(opcode))) {
+      why = "kernel #" + std::to_string(i) + " has an unknown opcode";
+      return false;
+    }
+    r.read(ids.kernelUnits[i]);
     for (std::vector<uint32_t> *group : {&inst.ins, &inst.outs}) {
       if (!r.read(n) || n > 16)
-        return fail("malformed kernel #" + std::to_string(i));
+        return false;
       group->resize(n);
       for (uint32_t &id : *group)
         r.read(id);
     }
     if (!r.read(n) || n > 16)
-      return fail("malformed kernel #" + std::to_string(i));
+      return false;
     inst.params.resize(n);
     for (double &v : inst.params)
       r.read(v);
   }
-  std::vector<std::string> strings;
-  if (!r.readCount(count, kMinString))
-    return fail("malformed string table");
+  return true;
+}
+
+/// Every table after the summary, in file order, to the end of the
+/// payload.
+static bool readTables(Reader &r, Plan &plan, StringIds &ids,
+                       std::vector<std::string> &strings, std::string &why) {
+  if (!readBuffers(r, plan, why) || !readUnits(r, plan, ids, why) ||
+      !readParams(r, plan, ids, why) || !readProgram(r, plan, ids, why))
+    return false;
+  uint32_t count = 0;
+  if (!r.readCount(count, kMinString)) {
+    why = "malformed string table";
+    return false;
+  }
   strings.resize(count);
   for (std::string &s : strings)
     r.readString(s);
   if (r.failed())
-    return fail("the payload ends in the middle of a record");
-  if (!r.atEnd())
-    return fail("trailing bytes after the string table");
+    why = "the payload ends in the middle of a record";
+  else if (!r.atEnd())
+    why = "trailing bytes after the string table";
+  else
+    return true;
+  return false;
+}
 
-  // Buffers first: every later check may use their element counts.
+/// Each buffer: size against shape (overflow-free), alignment, inside the
+/// arena, its owning unit and its input position (collected in
+/// plan.inputs).
+static bool checkBuffers(Plan &plan, std::string &why) {
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
-    std::string name = "buffer #" + std::to_string(i);
+    auto bad = [&](const std::string &what) {
+      why = "buffer #" + std::to_string(i) + what;
+      return false;
+    };
     int64_t elements = b.numElements();
     uint64_t bytes;
     if (elements < 0 ||
         __builtin_mul_overflow(uint64_t(elements), plan::dtypeSize(b.dtype),
                                &bytes))
-      return fail(name + " has a shape whose size overflows 64 bits");
+      return bad(" has a shape whose size overflows 64 bits");
     if (b.size != bytes)
-      return fail(name + " has a size that does not match its shape");
+      return bad(" has a size that does not match its shape");
     // Views into a gathered parameter or a full gradient start anywhere an
     // element can.
     if (b.offset % plan::dtypeSize(b.dtype))
-      return fail(name + " is not aligned to its element size");
+      return bad(" is not aligned to its element size");
     if (b.offset > plan.arenaSize || b.size > plan.arenaSize - b.offset)
-      return fail(name + " lies outside the arena");
+      return bad(" lies outside the arena");
     bool owned = b.kind == plan::BufferKind::Param ||
                  b.kind == plan::BufferKind::AdamM ||
                  b.kind == plan::BufferKind::AdamV;
     if (owned != (b.unit >= 0) || b.unit >= int32_t(plan.units.size()))
-      return fail(name + " has an invalid owning unit");
+      return bad(" has an invalid owning unit");
     if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) || b.input > 64)
-      return fail(name + " has an invalid input position");
-    if (b.input >= 0) {
-      if (plan.inputs.size() <= size_t(b.input))
-        plan.inputs.resize(b.input + 1, plan::kNone);
-      if (plan.inputs[b.input] != plan::kNone)
-        return fail(name + " has input position " + std::to_string(b.input) +
-                    ", which buffer #" + std::to_string(plan.inputs[b.input]) +
-                    " has too");
-      plan.inputs[b.input] = i;
-    }
+      return bad(" has an invalid input position");
+    if (b.input < 0)
+      continue;
+    if (plan.inputs.size() <= size_t(b.input))
+      plan.inputs.resize(b.input + 1, plan::kNone);
+    if (plan.inputs[b.input] != plan::kNone)
+      return bad(" has input position " + std::to_string(b.input) +
+                 ", which buffer #" + std::to_string(plan.inputs[b.input]) +
+                 " has too");
+    plan.inputs[b.input] = i;
   }
+  return true;
+}
+
+/// Names from the string table, and what units, parameters, the loss and
+/// kernels refer to: shard buffers, places in units, the loss buffer.
+static bool resolveNames(Plan &plan, const StringIds &ids,
+                         const std::vector<std::string> &strings,
+                         std::string &why) {
+  auto fail = [&](const std::string &what) {
+    why = what;
+    return false;
+  };
   for (size_t i = 0; i < plan.units.size(); ++i) {
     UnitDesc &u = plan.units[i];
-    if (unitNameIds[i] >= strings.size())
+    if (ids.unitNames[i] >= strings.size())
       return fail("unit #" + std::to_string(i) + " has no name");
-    u.name = strings[unitNameIds[i]];
+    u.name = strings[ids.unitNames[i]];
     if (u.shardBuffer >= plan.buffers.size() ||
         plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
         plan.buffers[u.shardBuffer].unit != int32_t(i) ||
@@ -368,9 +517,9 @@ static bool parsePlan(const std::string &path, const std::string &bytes,
   }
   for (size_t i = 0; i < plan.params.size(); ++i) {
     ParamDesc &p = plan.params[i];
-    if (nameIds[i] >= strings.size())
+    if (ids.paramNames[i] >= strings.size())
       return fail("parameter #" + std::to_string(i) + " has no name");
-    p.name = strings[nameIds[i]];
+    p.name = strings[ids.paramNames[i]];
     int64_t elements = p.numElements();
     if (elements < 0)
       return fail("parameter '" + p.name +
@@ -385,290 +534,416 @@ static bool parsePlan(const std::string &path, const std::string &bytes,
       plan.buffers[plan.lossBuffer].dtype != plan::DType::F32)
     return fail("the loss buffer is not a scalar f32 buffer");
   for (size_t i = 0; i < plan.program.size(); ++i) {
-    Instruction &inst = plan.program[i];
-    if (unitIds[i] != plan::kNone) {
-      if (unitIds[i] >= strings.size())
-        return fail("kernel #" + std::to_string(i) + " names no unit");
-      inst.unit = strings[unitIds[i]];
-    }
+    uint32_t unit = ids.kernelUnits[i];
+    if (unit == plan::kNone)
+      continue;
+    if (unit >= strings.size())
+      return fail("kernel #" + std::to_string(i) + " names no unit");
+    plan.program[i].unit = strings[unit];
   }
-  std::string why;
-  if (!validateKernels(plan, why))
-    return fail(why);
+  return true;
+}
+
+/// Operand and parameter counts against the kernel table, and operand ids.
+static bool checkOperandCounts(const KernelCheck &k) {
+  const plan::KernelInfo &info = k.info();
+  const Instruction &inst = k.inst;
+  if (inst.ins.size() < info.minInputs || inst.ins.size() > info.maxInputs ||
+      inst.outs.size() != info.outputs)
+    return k.bad("wrong number of operands");
+  if (inst.params.size() != plan::numParams(info))
+    return k.bad("wrong number of parameters");
+  for (uint32_t id : inst.ins)
+    if (id >= k.plan.buffers.size())
+      return k.bad("reads an unknown buffer");
+  for (uint32_t id : inst.outs)
+    if (id >= k.plan.buffers.size())
+      return k.bad("writes an unknown buffer");
+  return true;
+}
+
+/// The element types `rule` admits, for errors: "f32", "f32 or bf16".
+static std::string admittedTypes(plan::ElementRule rule) {
+  std::string names;
+  for (uint32_t t = 0; t < plan::kNumDTypes; ++t)
+    if (plan::admits(rule, plan::DType(t)))
+      names +=
+          (names.empty() ? "" : " or ") + std::string(plan::kDTypeNames[t]);
+  return names;
+}
+
+/// Operand element types by the kernel table's rules; token ids must come
+/// from a step input (no kernel writes ids, so only an input, which the
+/// runtime fills with checked data, holds them).
+static bool checkElementTypes(const KernelCheck &k) {
+  const plan::KernelInfo &info = k.info();
+  for (size_t i = 0; i < k.inst.ins.size(); ++i)
+    if (!plan::admits(info.ins[i].rule, k.in(i).dtype))
+      return k.bad("operand #" + std::to_string(i) +
+                   " has the wrong element type");
+  for (size_t i = 0; i < k.inst.outs.size(); ++i)
+    if (!plan::admits(info.outs[i].rule, k.out(i).dtype))
+      return k.bad("result #" + std::to_string(i) + " is not " +
+                   admittedTypes(info.outs[i].rule));
+  for (size_t i = 0; i < k.inst.ins.size(); ++i)
+    if (info.ins[i].rule == plan::ElementRule::TokenIds &&
+        k.in(i).kind != plan::BufferKind::Input)
+      return k.bad("operand #" + std::to_string(i) +
+                   " (token ids) is not a step input");
+  return true;
+}
+
+/// linear, linear_grad_input, linear_grad_weight: x N x IC, w OC x IC,
+/// y N x OC in their roles per kernel, every GEMM dimension within an int.
+static bool checkLinear(const KernelCheck &k) {
+  using plan::Opcode;
+  Opcode opcode = k.info().opcode;
+  const BufferDesc &w = opcode == Opcode::LinearGradWeight ? k.out(0) : k.in(1);
+  if (w.shape.size() != 2)
+    return k.bad("weight is not rank 2");
+  int64_t oc = w.shape[0], ic = w.shape[1];
+  const BufferDesc &x = opcode == Opcode::Linear            ? k.in(0)
+                        : opcode == Opcode::LinearGradInput ? k.out(0)
+                                                            : k.in(1);
+  const BufferDesc &y = opcode == Opcode::Linear ? k.out(0) : k.in(0);
+  if (oc == 0 || ic == 0 || x.shape.empty() || y.shape.empty() ||
+      last(x) != ic || last(y) != oc ||
+      x.numElements() / ic != y.numElements() / oc)
+    return k.bad("inconsistent shapes");
+  if (oc > kIntMax || ic > kIntMax || x.numElements() / ic > kIntMax)
+    return k.bad("has a dimension past the 2^31 - 1 that BLAS takes");
+  if (opcode == Opcode::Linear && k.inst.ins.size() == 3 &&
+      k.in(2).numElements() != oc)
+    return k.bad("bias does not match the output features");
+  return true;
+}
+
+/// attention and its backward: qkv B x T x 3C, a whole head count in
+/// [1, C] that divides C, B H T rows within an int.
+static bool checkAttention(const KernelCheck &k) {
+  bool forward = k.info().opcode == plan::Opcode::Attention;
+  const BufferDesc &qkv = forward ? k.in(0) : k.in(1);
+  double heads = k.inst.params[plan::paramIndex(k.info().opcode, "heads")];
+  // heads within [1, C] before it is converted (NaN fails too).
+  if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || qkv.shape[1] == 0 ||
+      qkv.shape[2] == 0 || !(heads >= 1 && heads <= qkv.shape[2] / 3) ||
+      heads != double(int64_t(heads)) || (qkv.shape[2] / 3) % int64_t(heads))
+    return k.bad("inconsistent shapes or head count");
+  int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3,
+          H = int64_t(heads);
+  // B H T <= B T C <= the qkv buffer's elements: no overflow here.
+  if (T > kIntMax || 3 * C > kIntMax || B * H * T > kIntMax)
+    return k.bad("has a dimension past the 2^31 - 1 that BLAS takes");
+  std::vector<int64_t> act = {B, T, C}, probs = {B, H, T, T};
+  if (forward ? (k.out(0).shape != act || k.out(1).shape != probs)
+              : (k.in(0).shape != act || k.in(2).shape != probs ||
+                 k.out(0).shape != qkv.shape ||
+                 k.out(1).numElements() != k.in(2).numElements()))
+    return k.bad("inconsistent shapes");
+  return true;
+}
+
+/// cross_entropy and its backward: one target per row of logits, rows
+/// within an int, and one vocabulary (the logits' width) for all of them.
+static bool checkCrossEntropy(const KernelCheck &k, Vocabulary &v) {
+  bool forward = k.info().opcode == plan::Opcode::CrossEntropy;
+  const BufferDesc &logits = forward ? k.in(0) : k.in(1);
+  const BufferDesc &targets = forward ? k.in(1) : k.in(2);
+  if (logits.shape.empty() || last(logits) == 0 ||
+      !productIs(targets.numElements(), last(logits), logits.numElements()))
+    return k.bad("inconsistent shapes");
+  if (targets.numElements() > kIntMax || last(logits) > kIntMax)
+    return k.bad(kTooManyRows);
+  if (v.vocabulary < 0) {
+    v.vocabulary = last(logits);
+    v.vocabularyAt = k.index;
+  } else if (last(logits) != v.vocabulary) {
+    return k.bad("has a vocabulary of " + std::to_string(last(logits)) +
+                 ", kernel #" + std::to_string(v.vocabularyAt) + " one of " +
+                 std::to_string(v.vocabulary));
+  }
+  if (forward ? k.out(0).numElements() != 1 ||
+                    k.out(1).numElements() != targets.numElements()
+              : (k.in(0).numElements() != 1 || !same(k.out(0), logits)))
+    return k.bad("inconsistent shapes");
+  return true;
+}
+
+/// embedding and its backward: ids B x T, tables V x C and T' x C (T' >=
+/// T), rows within an int; the forward's table size is noted in `v`.
+static bool checkEmbedding(const KernelCheck &k, Vocabulary &v) {
+  if (k.info().opcode == plan::Opcode::Embedding) {
+    const BufferDesc &ids = k.in(0), &wte = k.in(1), &wpe = k.in(2);
+    if (ids.shape.size() != 2 || wte.shape.size() != 2 ||
+        wpe.shape.size() != 2 || wpe.shape[0] < ids.shape[1] ||
+        wte.shape[1] != wpe.shape[1] ||
+        k.out(0).shape !=
+            std::vector<int64_t>{ids.shape[0], ids.shape[1], wte.shape[1]})
+      return k.bad("inconsistent shapes");
+    if (ids.numElements() > kIntMax)
+      return k.bad(kTooManyRows);
+    if (v.smallestTable < 0 || wte.shape[0] < v.smallestTable) {
+      v.smallestTable = wte.shape[0];
+      v.smallestTableAt = k.index;
+    }
+    return true;
+  }
+  const BufferDesc &ids = k.in(1), &dwte = k.out(0), &dwpe = k.out(1);
+  if (ids.shape.size() != 2 || dwte.shape.size() != 2 ||
+      dwpe.shape.size() != 2 || dwpe.shape[0] < ids.shape[1] ||
+      k.in(0).shape !=
+          std::vector<int64_t>{ids.shape[0], ids.shape[1], dwte.shape[1]} ||
+      dwpe.shape[1] != dwte.shape[1])
+    return k.bad("inconsistent shapes");
+  if (ids.numElements() > kIntMax)
+    return k.bad(kTooManyRows);
+  return true;
+}
+
+/// layer_norm and its backward: rows of width C (not 0), per-row mean and
+/// rstd, gains of C, rows within an int.
+static bool checkLayerNorm(const KernelCheck &k) {
+  if (k.info().opcode == plan::Opcode::LayerNorm) {
+    const BufferDesc &x = k.in(0);
+    if (x.shape.empty() || last(x) == 0 || !same(x, k.out(0)) ||
+        k.in(1).numElements() != last(x) || k.in(2).numElements() != last(x) ||
+        !productIs(k.out(1).numElements(), last(x), x.numElements()) ||
+        k.out(2).numElements() != k.out(1).numElements())
+      return k.bad("inconsistent shapes");
+    if (k.out(1).numElements() > kIntMax)
+      return k.bad(kTooManyRows);
+    return true;
+  }
+  const BufferDesc &x = k.in(1);
+  if (x.shape.empty() || last(x) == 0 || !same(k.in(0), x) ||
+      !same(x, k.out(0)) || k.in(2).numElements() != last(x) ||
+      !productIs(k.in(3).numElements(), last(x), x.numElements()) ||
+      k.in(4).numElements() != k.in(3).numElements() ||
+      k.out(1).numElements() != last(x) || k.out(2).numElements() != last(x))
+    return k.bad("inconsistent shapes");
+  if (k.in(3).numElements() > kIntMax)
+    return k.bad(kTooManyRows);
+  return true;
+}
+
+/// The sharded kernels: an all_gather of a unit's shard into its flat
+/// size, a reduce_scatter into a shard, an adamw_shard of exactly a unit's
+/// shard and its moments.
+static bool checkSharded(const KernelCheck &k) {
+  const Plan &plan = k.plan;
+  switch (k.info().opcode) {
+  case plan::Opcode::AllGather:
+    if (k.in(0).kind != plan::BufferKind::Param || k.in(0).unit < 0 ||
+        k.out(0).numElements() != plan.units[k.in(0).unit].flatSize ||
+        k.in(0).numElements() !=
+            plan::maxShardSize(k.out(0).numElements(), plan.worldSize))
+      return k.bad("does not gather a unit's shard into its flat size");
+    return true;
+  case plan::Opcode::ReduceScatter:
+    if (k.out(0).numElements() !=
+        plan::maxShardSize(k.in(0).numElements(), plan.worldSize))
+      return k.bad("the shard does not match the flat gradient");
+    return true;
+  default: // AdamWShard
+    if (k.out(0).kind != plan::BufferKind::Param || k.out(0).unit < 0 ||
+        k.out(1).kind != plan::BufferKind::AdamM ||
+        k.out(2).kind != plan::BufferKind::AdamV ||
+        k.out(1).unit != k.out(0).unit || k.out(2).unit != k.out(0).unit ||
+        !same(k.in(0), k.out(0)) || !same(k.out(0), k.out(1)) ||
+        !same(k.out(0), k.out(2)) ||
+        k.out(0).numElements() !=
+            plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
+                               plan.worldSize))
+      return k.bad("does not update a unit's shard and its moments");
+    return true;
+  }
+}
+
+/// The shapes each kernel assumes, by opcode: no width a kernel divides by
+/// is zero, every dimension that reaches a BLAS call or a CUDA grid fits in
+/// an int.
+static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
+  using plan::Opcode;
+  switch (k.info().opcode) {
+  case Opcode::Embedding:
+  case Opcode::EmbeddingBackward:
+    return checkEmbedding(k, vocabulary);
+  case Opcode::LayerNorm:
+  case Opcode::LayerNormBackward:
+    return checkLayerNorm(k);
+  case Opcode::Linear:
+  case Opcode::LinearGradInput:
+  case Opcode::LinearGradWeight:
+    return checkLinear(k);
+  case Opcode::BiasGrad:
+    if (k.in(0).shape.empty() || last(k.in(0)) == 0 ||
+        k.out(0).numElements() != last(k.in(0)))
+      return k.bad("inconsistent shapes");
+    return true;
+  case Opcode::Add:
+  case Opcode::GeluBackward:
+  case Opcode::ReluBackward:
+    if (!same(k.in(0), k.in(1)) || !same(k.in(0), k.out(0)))
+      return k.bad("inconsistent shapes");
+    return true;
+  case Opcode::Gelu:
+  case Opcode::Relu:
+    if (!same(k.in(0), k.out(0)))
+      return k.bad("inconsistent shapes");
+    return true;
+  case Opcode::Attention:
+  case Opcode::AttentionBackward:
+    return checkAttention(k);
+  case Opcode::CrossEntropy:
+  case Opcode::CrossEntropyBackward:
+    return checkCrossEntropy(k, vocabulary);
+  case Opcode::AdamW:
+    if (!same(k.in(0), k.out(0)) || !same(k.in(0), k.out(1)) ||
+        !same(k.in(0), k.out(2)) || k.out(0).kind != plan::BufferKind::Param ||
+        k.out(1).kind != plan::BufferKind::AdamM ||
+        k.out(2).kind != plan::BufferKind::AdamV)
+      return k.bad("does not update a parameter and its moments");
+    return true;
+  case Opcode::Fill:
+    return true;
+  case Opcode::AllGather:
+  case Opcode::ReduceScatter:
+  case Opcode::AdamWShard:
+    return checkSharded(k);
+  case Opcode::Copy:
+    if (k.in(0).numElements() != k.out(0).numElements())
+      return k.bad("inconsistent shapes");
+    if (overlap(k.in(0), k.out(0)))
+      return k.bad("copies between overlapping buffers");
+    return true;
+  case Opcode::Wait:
+    return true; // validateStreams matches it with its start
+  }
+  return k.bad("has an unknown opcode"); // findKernel allowed no other
+}
+
+/// Every embedding table has a row for each id below the cross-entropies'
+/// vocabulary (what the data is checked against); sets plan.vocabulary.
+static bool checkVocabulary(Plan &plan, const Vocabulary &v, std::string &why) {
+  if (v.smallestTable >= 0 && v.vocabulary >= 0 &&
+      v.smallestTable < v.vocabulary) {
+    why = "kernel #" + std::to_string(v.smallestTableAt) +
+          " (embedding): a table of " + std::to_string(v.smallestTable) +
+          " rows for ids below the vocabulary of " +
+          std::to_string(v.vocabulary) + " (kernel #" +
+          std::to_string(v.vocabularyAt) + ")";
+    return false;
+  }
+  plan.vocabulary =
+      v.vocabulary >= 0 ? v.vocabulary : std::max<int64_t>(v.smallestTable, 0);
   return true;
 }
 
 /// Every kernel's operands: counts, ids, element types and shapes, as the
-/// CPU and CUDA kernels assume them: no width a kernel divides by is zero,
-/// every dimension that reaches a BLAS call or a CUDA grid fits in an int,
-/// token ids come from a step input and index tables that hold the
-/// vocabulary, and collectives and sharded updates cover exactly a unit's
-/// shard.
+/// CPU and CUDA kernels assume them; token ids come from a step input and
+/// index tables that hold the vocabulary; collectives and sharded updates
+/// cover exactly a unit's shard; then the streams.
 static bool validateKernels(Plan &plan, std::string &why) {
-  using plan::Opcode;
-  constexpr int64_t kIntMax = INT32_MAX;
-  // The vocabulary the cross-entropies index (fsdp-run checks its data
-  // against it) and the smallest embedding table (where and how large).
-  int64_t vocabulary = -1, smallestTable = -1;
-  size_t vocabularyAt = 0, smallestTableAt = 0;
+  Vocabulary vocabulary;
   for (size_t i = 0; i < plan.program.size(); ++i) {
-    const Instruction &inst = plan.program[i];
-    const plan::KernelInfo &info = *inst.kernel;
-    std::string where =
-        "kernel #" + std::to_string(i) + " (" + std::string(info.name) + ")";
-    auto bad = [&](const std::string &what) {
-      why = where + ": " + what;
+    KernelCheck k{plan, plan.program[i], i, why};
+    if (!checkOperandCounts(k) || !checkElementTypes(k) ||
+        !checkShapes(k, vocabulary))
       return false;
-    };
-    if (inst.ins.size() < info.minInputs || inst.ins.size() > info.maxInputs ||
-        inst.outs.size() != info.outputs)
-      return bad("wrong number of operands");
-    if (inst.params.size() != plan::numParams(info))
-      return bad("wrong number of parameters");
-    for (uint32_t id : inst.ins)
-      if (id >= plan.buffers.size())
-        return bad("reads an unknown buffer");
-    for (uint32_t id : inst.outs)
-      if (id >= plan.buffers.size())
-        return bad("writes an unknown buffer");
-    auto in = [&](size_t k) -> const BufferDesc & {
-      return plan.buffers[inst.ins[k]];
-    };
-    auto out = [&](size_t k) -> const BufferDesc & {
-      return plan.buffers[inst.outs[k]];
-    };
-    // Float operands are f32 on every backend today; token ids are i32.
-    bool idOperand[8] = {};
-    if (info.opcode == Opcode::Embedding ||
-        info.opcode == Opcode::EmbeddingBackward)
-      idOperand[info.opcode == Opcode::Embedding ? 0 : 1] = true;
-    if (info.opcode == Opcode::CrossEntropy)
-      idOperand[1] = true;
-    if (info.opcode == Opcode::CrossEntropyBackward)
-      idOperand[2] = true;
-    for (size_t k = 0; k < inst.ins.size(); ++k)
-      if (in(k).dtype != (idOperand[k] ? plan::DType::I32 : plan::DType::F32))
-        return bad("operand #" + std::to_string(k) +
-                   " has the wrong element type");
-    for (size_t k = 0; k < inst.outs.size(); ++k)
-      if (out(k).dtype != plan::DType::F32)
-        return bad("result #" + std::to_string(k) + " is not f32");
-    // No kernel writes i32, so ids only have values if a step input holds
-    // them (the runtime fills inputs with checked data).
-    for (size_t k = 0; k < inst.ins.size(); ++k)
-      if (idOperand[k] && in(k).kind != plan::BufferKind::Input)
-        return bad("operand #" + std::to_string(k) +
-                   " (token ids) is not a step input");
-    auto last = [](const BufferDesc &b) {
-      return b.shape.empty() ? int64_t(1) : b.shape.back();
-    };
-    auto same = [](const BufferDesc &a, const BufferDesc &b) {
-      return a.shape == b.shape;
-    };
-    const char *tooManyRows =
-        "has more rows than the 2^31 - 1 that CUDA grids and BLAS index";
-    switch (info.opcode) {
-    case Opcode::Embedding:
-      if (in(0).shape.size() != 2 || in(1).shape.size() != 2 ||
-          in(2).shape.size() != 2 || in(2).shape[0] < in(0).shape[1] ||
-          in(1).shape[1] != in(2).shape[1] ||
-          out(0).shape != std::vector<int64_t>{in(0).shape[0], in(0).shape[1],
-                                               in(1).shape[1]})
-        return bad("inconsistent shapes");
-      if (in(0).numElements() > kIntMax)
-        return bad(tooManyRows);
-      if (smallestTable < 0 || in(1).shape[0] < smallestTable) {
-        smallestTable = in(1).shape[0];
-        smallestTableAt = i;
-      }
-      break;
-    case Opcode::EmbeddingBackward:
-      if (in(1).shape.size() != 2 || out(0).shape.size() != 2 ||
-          out(1).shape.size() != 2 || out(1).shape[0] < in(1).shape[1] ||
-          in(0).shape != std::vector<int64_t>{in(1).shape[0], in(1).shape[1],
-                                              out(0).shape[1]} ||
-          out(1).shape[1] != out(0).shape[1])
-        return bad("inconsistent shapes");
-      if (in(1).numElements() > kIntMax)
-        return bad(tooManyRows);
-      break;
-    case Opcode::LayerNorm:
-      if (in(0).shape.empty() || last(in(0)) == 0 || !same(in(0), out(0)) ||
-          in(1).numElements() != last(in(0)) ||
-          in(2).numElements() != last(in(0)) ||
-          !productIs(out(1).numElements(), last(in(0)), in(0).numElements()) ||
-          out(2).numElements() != out(1).numElements())
-        return bad("inconsistent shapes");
-      if (out(1).numElements() > kIntMax)
-        return bad(tooManyRows);
-      break;
-    case Opcode::LayerNormBackward:
-      if (in(1).shape.empty() || last(in(1)) == 0 || !same(in(0), in(1)) ||
-          !same(in(1), out(0)) || in(2).numElements() != last(in(1)) ||
-          !productIs(in(3).numElements(), last(in(1)), in(1).numElements()) ||
-          in(4).numElements() != in(3).numElements() ||
-          out(1).numElements() != last(in(1)) ||
-          out(2).numElements() != last(in(1)))
-        return bad("inconsistent shapes");
-      if (in(3).numElements() > kIntMax)
-        return bad(tooManyRows);
-      break;
-    case Opcode::Linear:
-    case Opcode::LinearGradInput:
-    case Opcode::LinearGradWeight: {
-      // x: N x IC, w: OC x IC, y: N x OC (with roles per kernel).
-      const BufferDesc &w =
-          info.opcode == Opcode::LinearGradWeight ? out(0) : in(1);
-      if (w.shape.size() != 2)
-        return bad("weight is not rank 2");
-      int64_t oc = w.shape[0], ic = w.shape[1];
-      const BufferDesc &x = info.opcode == Opcode::Linear            ? in(0)
-                            : info.opcode == Opcode::LinearGradInput ? out(0)
-                                                                     : in(1);
-      const BufferDesc &y = info.opcode == Opcode::Linear ? out(0) : in(0);
-      if (oc == 0 || ic == 0 || x.shape.empty() || y.shape.empty() ||
-          last(x) != ic || last(y) != oc ||
-          x.numElements() / ic != y.numElements() / oc)
-        return bad("inconsistent shapes");
-      if (oc > kIntMax || ic > kIntMax || x.numElements() / ic > kIntMax)
-        return bad("has a dimension past the 2^31 - 1 that BLAS takes");
-      if (info.opcode == Opcode::Linear && inst.ins.size() == 3 &&
-          in(2).numElements() != oc)
-        return bad("bias does not match the output features");
-      break;
-    }
-    case Opcode::BiasGrad:
-      if (in(0).shape.empty() || last(in(0)) == 0 ||
-          out(0).numElements() != last(in(0)))
-        return bad("inconsistent shapes");
-      break;
-    case Opcode::Add:
-      if (!same(in(0), in(1)) || !same(in(0), out(0)))
-        return bad("inconsistent shapes");
-      break;
-    case Opcode::Gelu:
-    case Opcode::Relu:
-      if (!same(in(0), out(0)))
-        return bad("inconsistent shapes");
-      break;
-    case Opcode::GeluBackward:
-    case Opcode::ReluBackward:
-      if (!same(in(0), in(1)) || !same(in(0), out(0)))
-        return bad("inconsistent shapes");
-      break;
-    case Opcode::Attention:
-    case Opcode::AttentionBackward: {
-      const BufferDesc &qkv = info.opcode == Opcode::Attention ? in(0) : in(1);
-      double heads = inst.params[0];
-      // heads within [1, C] before it is converted (NaN fails too).
-      if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || qkv.shape[1] == 0 ||
-          qkv.shape[2] == 0 || !(heads >= 1 && heads <= qkv.shape[2] / 3) ||
-          heads != double(int64_t(heads)) ||
-          (qkv.shape[2] / 3) % int64_t(heads))
-        return bad("inconsistent shapes or head count");
-      int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3,
-              H = int64_t(heads);
-      // B H T <= B T C <= the qkv buffer's elements: no overflow here.
-      if (T > kIntMax || 3 * C > kIntMax || (__int128)B * H * T > kIntMax)
-        return bad("has a dimension past the 2^31 - 1 that BLAS takes");
-      std::vector<int64_t> act = {B, T, C}, probs = {B, H, T, T};
-      if (info.opcode == Opcode::Attention
-              ? (out(0).shape != act || out(1).shape != probs)
-              : (in(0).shape != act || in(2).shape != probs ||
-                 out(0).shape != qkv.shape ||
-                 out(1).numElements() != in(2).numElements()))
-        return bad("inconsistent shapes");
-      break;
-    }
-    case Opcode::CrossEntropy:
-    case Opcode::CrossEntropyBackward: {
-      const BufferDesc &logits =
-          info.opcode == Opcode::CrossEntropy ? in(0) : in(1);
-      const BufferDesc &targets =
-          info.opcode == Opcode::CrossEntropy ? in(1) : in(2);
-      if (logits.shape.empty() || last(logits) == 0 ||
-          !productIs(targets.numElements(), last(logits), logits.numElements()))
-        return bad("inconsistent shapes");
-      if (targets.numElements() > kIntMax || last(logits) > kIntMax)
-        return bad(tooManyRows);
-      if (vocabulary < 0) {
-        vocabulary = last(logits);
-        vocabularyAt = i;
-      } else if (last(logits) != vocabulary) {
-        return bad("has a vocabulary of " + std::to_string(last(logits)) +
-                   ", kernel #" + std::to_string(vocabularyAt) + " one of " +
-                   std::to_string(vocabulary));
-      }
-      if (info.opcode == Opcode::CrossEntropy
-              ? out(0).numElements() != 1 ||
-                    out(1).numElements() != targets.numElements()
-              : (in(0).numElements() != 1 || !same(out(0), logits)))
-        return bad("inconsistent shapes");
-      break;
-    }
-    case Opcode::AdamW:
-      if (!same(in(0), out(0)) || !same(in(0), out(1)) ||
-          !same(in(0), out(2)) || out(0).kind != plan::BufferKind::Param ||
-          out(1).kind != plan::BufferKind::AdamM ||
-          out(2).kind != plan::BufferKind::AdamV)
-        return bad("does not update a parameter and its moments");
-      break;
-    case Opcode::Fill:
-      break;
-    case Opcode::AllGather: {
-      const BufferDesc &shard = in(0);
-      if (shard.kind != plan::BufferKind::Param || shard.unit < 0 ||
-          out(0).numElements() != plan.units[shard.unit].flatSize ||
-          shard.numElements() !=
-              plan::maxShardSize(out(0).numElements(), plan.worldSize))
-        return bad("does not gather a unit's shard into its flat size");
-      break;
-    }
-    case Opcode::ReduceScatter:
-      if (out(0).numElements() !=
-          plan::maxShardSize(in(0).numElements(), plan.worldSize))
-        return bad("the shard does not match the flat gradient");
-      break;
-    case Opcode::AdamWShard:
-      if (out(0).kind != plan::BufferKind::Param || out(0).unit < 0 ||
-          out(1).kind != plan::BufferKind::AdamM ||
-          out(2).kind != plan::BufferKind::AdamV ||
-          out(1).unit != out(0).unit || out(2).unit != out(0).unit ||
-          !same(in(0), out(0)) || !same(out(0), out(1)) ||
-          !same(out(0), out(2)) ||
-          out(0).numElements() !=
-              plan::maxShardSize(plan.units[out(0).unit].flatSize,
-                                 plan.worldSize))
-        return bad("does not update a unit's shard and its moments");
-      break;
-    case Opcode::Copy:
-      if (in(0).numElements() != out(0).numElements())
-        return bad("inconsistent shapes");
-      if (overlap(in(0), out(0)))
-        return bad("copies between overlapping buffers");
-      break;
-    case Opcode::Wait:
-      break; // validateStreams matches it with its start
-    }
   }
-  // Data is checked against the cross-entropies' vocabulary: every
-  // embedding table must have a row for each id below it.
-  if (smallestTable >= 0 && vocabulary >= 0 && smallestTable < vocabulary) {
-    why = "kernel #" + std::to_string(smallestTableAt) +
-          " (embedding): a table of " + std::to_string(smallestTable) +
-          " rows for ids below the vocabulary of " +
-          std::to_string(vocabulary) + " (kernel #" +
-          std::to_string(vocabularyAt) + ")";
-    return false;
-  }
-  plan.vocabulary =
-      vocabulary >= 0 ? vocabulary : std::max<int64_t>(smallestTable, 0);
-  return validateStreams(plan, why);
+  return checkVocabulary(plan, vocabulary, why) && validateStreams(plan, why);
 }
 
 /// True when buffers a and b share an arena byte.
 static bool overlap(const BufferDesc &a, const BufferDesc &b) {
   return a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+}
+
+namespace {
+/// A started collective, until its wait.
+struct Started {
+  size_t at;
+  uint32_t source, result;
+};
+using InFlight = std::map<int64_t, Started>;
+
+std::string text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+bool isCount(double v, double limit) {
+  return v >= 0 && v < limit && v == double(int64_t(v));
+}
+} // namespace
+
+/// No kernel writes the input or touches the output of a collective in
+/// flight (a wait reads them both: that is what it is for).
+static bool checkInFlightUses(const KernelCheck &k, const InFlight &inFlight) {
+  const Plan &plan = k.plan;
+  for (const auto &[token, started] : inFlight) {
+    const BufferDesc &source = plan.buffers[started.source],
+                     &result = plan.buffers[started.result];
+    bool writesSource = false, touchesResult = false;
+    for (uint32_t id : k.inst.outs) {
+      writesSource |= overlap(plan.buffers[id], source);
+      touchesResult |= overlap(plan.buffers[id], result);
+    }
+    if (k.info().opcode != plan::Opcode::Wait)
+      for (uint32_t id : k.inst.ins)
+        touchesResult |= overlap(plan.buffers[id], result);
+    if (writesSource || touchesResult)
+      return k.bad(std::string(writesSource ? "overwrites the input"
+                                            : "uses the output") +
+                   " of " + std::string(plan.program[started.at].kernel->name) +
+                   " #" + std::to_string(started.at) + " (token " +
+                   std::to_string(token) + ") before its wait");
+  }
+  return true;
+}
+
+/// A collective's stream, token and group; a started one (stream >= 1)
+/// goes in flight under its token, which must be new.
+static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
+                            std::set<int64_t> &used) {
+  plan::CollectiveParams p = plan::collectiveParams(k.inst.params.data());
+  if (!isCount(p.stream, plan::kNumStreams))
+    return k.bad("invalid stream " + text(p.stream));
+  if (!isCount(p.token, 4294967296.0) || (p.stream == 0) != (p.token == 0))
+    return k.bad("invalid token " + text(p.token) + " on stream " +
+                 text(p.stream));
+  if (p.group != 0 && p.group != 1)
+    return k.bad("invalid group " + text(p.group));
+  if (p.group == 1) {
+    const Instruction *previous =
+        k.index > 0 ? &k.plan.program[k.index - 1] : nullptr;
+    if (p.stream == 0 || !previous ||
+        previous->kernel->opcode != k.info().opcode ||
+        plan::collectiveParams(previous->params.data()).stream != p.stream)
+      return k.bad("is grouped but does not follow a started " +
+                   std::string(k.info().name) + " on its stream");
+  }
+  if (p.stream == 0)
+    return true;
+  if (!used.insert(int64_t(p.token)).second)
+    return k.bad("token " + std::to_string(int64_t(p.token)) +
+                 " is started twice");
+  inFlight[int64_t(p.token)] = {k.index, k.inst.ins[0], k.inst.outs[0]};
+  return true;
+}
+
+/// A wait: its token is in flight and it names that collective's buffers.
+static bool checkWait(const KernelCheck &k, InFlight &inFlight) {
+  double token = plan::waitToken(k.inst.params.data());
+  auto found = isCount(token, 4294967296.0) ? inFlight.find(int64_t(token))
+                                            : inFlight.end();
+  if (found == inFlight.end())
+    return k.bad("waits for token " + text(token) + ", which is not in flight");
+  if (k.inst.ins[0] != found->second.source ||
+      k.inst.ins[1] != found->second.result)
+    return k.bad("does not name the buffers of the collective it waits for");
+  inFlight.erase(found);
+  return true;
 }
 
 /// The asynchronous collectives: each started one (stream >= 1) has a
@@ -678,83 +953,18 @@ static bool overlap(const BufferDesc &a, const BufferDesc &b) {
 /// stream, silently).
 static bool validateStreams(Plan &plan, std::string &why) {
   using plan::Opcode;
-  struct Started {
-    size_t at;
-    uint32_t source, result;
-  };
-  std::map<int64_t, Started> inFlight;
+  InFlight inFlight;
   std::set<int64_t> used;
-  auto text = [](double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-  };
-  auto isCount = [](double v, double limit) {
-    return v >= 0 && v < limit && v == double(int64_t(v));
-  };
   for (size_t i = 0; i < plan.program.size(); ++i) {
-    const Instruction &inst = plan.program[i];
-    Opcode opcode = inst.kernel->opcode;
-    std::string where = "kernel #" + std::to_string(i) + " (" +
-                        std::string(inst.kernel->name) + ")";
-    auto bad = [&](const std::string &what) {
-      why = where + ": " + what;
+    KernelCheck k{plan, plan.program[i], i, why};
+    Opcode opcode = k.info().opcode;
+    if (!checkInFlightUses(k, inFlight))
       return false;
-    };
-    for (const auto &[token, started] : inFlight) {
-      const Instruction &start = plan.program[started.at];
-      bool writesSource = false, touchesResult = false;
-      for (uint32_t id : inst.outs) {
-        writesSource |= overlap(plan.buffers[id], plan.buffers[started.source]);
-        touchesResult |=
-            overlap(plan.buffers[id], plan.buffers[started.result]);
-      }
-      if (opcode != Opcode::Wait)
-        for (uint32_t id : inst.ins)
-          touchesResult |=
-              overlap(plan.buffers[id], plan.buffers[started.result]);
-      if (writesSource || touchesResult)
-        return bad(std::string(writesSource ? "overwrites the input"
-                                            : "uses the output") +
-                   " of " + std::string(start.kernel->name) + " #" +
-                   std::to_string(started.at) + " (token " +
-                   std::to_string(token) + ") before its wait");
-    }
-    if (opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter) {
-      double stream = inst.params[0], token = inst.params[1];
-      if (!isCount(stream, plan::kNumStreams))
-        return bad("invalid stream " + text(stream));
-      if (!isCount(token, 4294967296.0) || (stream == 0) != (token == 0))
-        return bad("invalid token " + text(token) + " on stream " +
-                   text(stream));
-      double group = inst.params[2];
-      if (group != 0 && group != 1)
-        return bad("invalid group " + text(group));
-      if (group == 1) {
-        const Instruction *previous = i > 0 ? &plan.program[i - 1] : nullptr;
-        if (stream == 0 || !previous || previous->kernel->opcode != opcode ||
-            previous->params[0] != stream)
-          return bad("is grouped but does not follow a started " +
-                     std::string(inst.kernel->name) + " on its stream");
-      }
-      if (stream == 0)
-        continue;
-      if (!used.insert(int64_t(token)).second)
-        return bad("token " + std::to_string(int64_t(token)) +
-                   " is started twice");
-      inFlight[int64_t(token)] = {i, inst.ins[0], inst.outs[0]};
-    } else if (opcode == Opcode::Wait) {
-      double token = inst.params[0];
-      auto found = isCount(token, 4294967296.0) ? inFlight.find(int64_t(token))
-                                                : inFlight.end();
-      if (found == inFlight.end())
-        return bad("waits for token " + text(token) +
-                   ", which is not in flight");
-      if (inst.ins[0] != found->second.source ||
-          inst.ins[1] != found->second.result)
-        return bad("does not name the buffers of the collective it waits for");
-      inFlight.erase(found);
-    }
+    if ((opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter) &&
+        !checkCollective(k, inFlight, used))
+      return false;
+    if (opcode == Opcode::Wait && !checkWait(k, inFlight))
+      return false;
   }
   if (!inFlight.empty()) {
     const auto &[token, started] = *inFlight.begin();

@@ -39,9 +39,11 @@ void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
 /// A started collective that joins the one before it into a bucket.
 static bool isGroupedStart(const Instruction &inst) {
   plan::Opcode opcode = inst.kernel->opcode;
-  return (opcode == plan::Opcode::AllGather ||
-          opcode == plan::Opcode::ReduceScatter) &&
-         inst.params[0] != 0.0 && inst.params[2] != 0.0;
+  if (opcode != plan::Opcode::AllGather &&
+      opcode != plan::Opcode::ReduceScatter)
+    return false;
+  plan::CollectiveParams p = plan::collectiveParams(inst.params.data());
+  return p.started() && p.grouped();
 }
 
 float Session::run(int64_t step, bool optimizer) {
@@ -56,43 +58,48 @@ float Session::run(int64_t step, bool optimizer) {
       continue;
     bool isCollective =
         opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter;
-    bool started = isCollective && inst.params[0] != 0.0 && !synchronous;
+    plan::CollectiveParams collective;
+    if (isCollective)
+      collective = plan::collectiveParams(inst.params.data());
+    bool started = isCollective && collective.started() && !synchronous;
     if ((isCollective || opcode == Opcode::Wait) && skipCollectives)
       continue;
     if (opcode == Opcode::Wait && synchronous)
       continue;
     params = inst.params;
     if (adamw && lrOverride)
-      params[0] = *lrOverride;
+      params[plan::kAdamWLearningRate] = *lrOverride;
     auto begin = Clock::now();
     uint32_t lane = 0;
     if (started) {
       // The collective and the ones grouped with it (a bucket) start as
       // one; this returns at once, the waits account for time and trace.
       std::vector<const Instruction *> group = {&inst};
-      startedAt[uint32_t(inst.params[1])] = index;
+      startedAt[collective.tokenId()] = index;
       while (index + 1 < plan.program.size() &&
              isGroupedStart(plan.program[index + 1])) {
         group.push_back(&plan.program[++index]);
-        startedAt[uint32_t(group.back()->params[1])] = index;
+        startedAt[plan::collectiveParams(group.back()->params.data())
+                      .tokenId()] = index;
       }
       // The stream's communicator (a thread's, on the CPU) takes the
       // records over; a GPU's NCCL enqueue starts them here.
       std::vector<uint64_t> ids;
       for (const Instruction *member : group) {
         ids.push_back(issueRecord(member - plan.program.data(), step));
-        tokenRecord[uint32_t(member->params[1])] = ids.back();
+        tokenRecord[plan::collectiveParams(member->params.data()).tokenId()] =
+            ids.back();
       }
       {
         RecordScope scope(ids);
-        backend.start(plan, group, uint32_t(inst.params[0]));
+        backend.start(plan, group, collective.streamId());
       }
       if (recorder && !backend.hostCollectives())
         for (size_t k = 0; k < ids.size(); ++k)
-          recorder->start(ids[k], uint32_t(inst.params[0]),
+          recorder->start(ids[k], collective.streamId(),
                           std::string(group[k]->kernel->name), 0);
     } else if (opcode == Opcode::Wait) {
-      uint32_t token = uint32_t(params[0]);
+      auto token = uint32_t(plan::waitToken(params.data()));
       size_t at = startedAt[token];
       Backend::Span span = backend.wait(token);
       if (recorder)
@@ -103,7 +110,7 @@ float Session::run(int64_t step, bool optimizer) {
             {uint32_t(at), step,
              double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
              double(span.endNanos - span.startNanos) * 1e-3,
-             uint32_t(startInst.params[0])});
+             plan::collectiveParams(startInst.params.data()).streamId()});
       double ran = double(span.endNanos - span.startNanos) * 1e-9;
       times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
       ++times.calls[uint32_t(startInst.kernel->opcode)];
@@ -111,7 +118,8 @@ float Session::run(int64_t step, bool optimizer) {
       uint64_t id = 0;
       if (isCollective) {
         id = issueRecord(index, step);
-        lane = opcode == Opcode::AllGather ? 1 : 2;
+        lane = opcode == Opcode::AllGather ? plan::kGatherStream
+                                           : plan::kScatterStream;
       }
       {
         RecordScope scope(std::vector<uint64_t>{id});
@@ -146,10 +154,9 @@ uint64_t Session::issueRecord(size_t index, int64_t step) {
     return 0;
   const Instruction &inst = plan.program[index];
   std::string kind(inst.kernel->name);
-  CollectiveLabel label{step, int64_t(index),
-                        kind + (inst.unit.empty() ? ""
-                                                  : " of unit '" + inst.unit +
-                                                        "'")};
+  CollectiveLabel label{
+      step, int64_t(index),
+      kind + (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'")};
   uint32_t flat = inst.kernel->opcode == plan::Opcode::AllGather ? inst.outs[0]
                                                                  : inst.ins[0];
   return recorder->issue(label, kind, plan.buffers[flat].size);

@@ -24,8 +24,48 @@ using namespace mlir;
 namespace plan = ::fsdp::plan;
 using namespace mlir::fsdp;
 using fsdprt::BufferKind;
+using plan::Opcode;
 
 namespace {
+/// Whether `OpT` is the fsdp op of kernel `opcode`'s name, which the
+/// lowering of an op without a case of its own below relies on.
+template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
+  constexpr llvm::StringLiteral op = OpT::getOperationName();
+  std::string_view kernel = plan::kernelName(opcode);
+  if (op.size() != kernel.size() + 5)
+    return false;
+  for (size_t i = 0; i < op.size(); ++i)
+    if (op.data()[i] != (i < 5 ? "fsdp."[i] : kernel[i - 5]))
+      return false;
+  return true;
+}
+// Renaming an op or a kernel is a compile error here, not an op that has
+// "no runtime kernel" at run time. The ops with a case of their own
+// (constants, adamw, the collectives and their waits, packs, the shard's
+// adamw) name their kernels by opcode.
+static_assert(
+    namesKernel<EmbeddingOp>(Opcode::Embedding) &&
+    namesKernel<EmbeddingBackwardOp>(Opcode::EmbeddingBackward) &&
+    namesKernel<LayerNormOp>(Opcode::LayerNorm) &&
+    namesKernel<LayerNormBackwardOp>(Opcode::LayerNormBackward) &&
+    namesKernel<LinearOp>(Opcode::Linear) &&
+    namesKernel<LinearGradInputOp>(Opcode::LinearGradInput) &&
+    namesKernel<LinearGradWeightOp>(Opcode::LinearGradWeight) &&
+    namesKernel<BiasGradOp>(Opcode::BiasGrad) &&
+    namesKernel<AddOp>(Opcode::Add) && namesKernel<GeluOp>(Opcode::Gelu) &&
+    namesKernel<GeluBackwardOp>(Opcode::GeluBackward) &&
+    namesKernel<ReluOp>(Opcode::Relu) &&
+    namesKernel<ReluBackwardOp>(Opcode::ReluBackward) &&
+    namesKernel<AttentionOp>(Opcode::Attention) &&
+    namesKernel<AttentionBackwardOp>(Opcode::AttentionBackward) &&
+    namesKernel<CrossEntropyOp>(Opcode::CrossEntropy) &&
+    namesKernel<CrossEntropyBackwardOp>(Opcode::CrossEntropyBackward) &&
+    namesKernel<AdamWOp>(Opcode::AdamW) &&
+    namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
+    namesKernel<AllGatherOp>(Opcode::AllGather) &&
+    namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
+    namesKernel<WaitOp>(Opcode::Wait));
+
 MemRefType toMemRef(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -123,41 +163,56 @@ public:
                         buffer(loc, BufferKind::AdamV, type, ref)};
   }
 
-  void kernel(Operation *op, StringRef name, ValueRange ins, ValueRange outs,
+  void kernel(Operation *op, Opcode opcode, ValueRange ins, ValueRange outs,
               DictionaryAttr params, StringAttr unit = {}) {
     if (!unit)
       unit = tags.lookup(op).unit;
     if (auto symbol = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
       unit = symbol.getAttr(); // collectives and the shard's AdamW
-    fsdprt::KernelOp::create(builder, op->getLoc(), name, ins, outs, params,
-                             unit);
+    fsdprt::KernelOp::create(builder, op->getLoc(),
+                             StringRef(plan::kernelName(opcode)), ins, outs,
+                             params, unit);
+  }
+
+  /// `values` as kernel `opcode`'s parameters, under the table's names.
+  DictionaryAttr integerParams(Opcode opcode, ArrayRef<double> values) {
+    const plan::KernelInfo &info = plan::kernelInfo(opcode);
+    assert(values.size() == plan::numParams(info));
+    SmallVector<NamedAttribute> attrs;
+    for (auto [i, value] : llvm::enumerate(values))
+      attrs.push_back(
+          builder.getNamedAttr(StringRef(info.params[i]),
+                               builder.getI64IntegerAttr(int64_t(value))));
+    return builder.getDictionaryAttr(attrs);
   }
 
   /// A collective kernel: synchronous (stream 0, token 0) for the plain
   /// ops, started on the op's stream under a fresh token for the `_start`
   /// forms, whose wait looks the token up; group 1 for a `grouped` start.
-  void collective(Operation *op, StringRef name, Value source, Value result) {
-    int64_t stream = 0, token = 0, group = 0;
+  LogicalResult collective(Operation *op, Opcode opcode, Value source,
+                           Value result) {
+    plan::CollectiveParams params;
     if (auto attr = op->getAttrOfType<IntegerAttr>("stream")) {
-      stream = attr.getInt();
-      token = ++lastToken;
-      group = op->hasAttr("grouped");
-      started[op->getResult(0)] = {token, source, result,
+      if (attr.getInt() < 1 || attr.getInt() >= int64_t(plan::kNumStreams))
+        return op->emitOpError()
+               << "starts on stream " << attr.getInt()
+               << ", but plans have streams 1 to " << plan::kNumStreams - 1;
+      params.stream = double(attr.getInt());
+      params.token = double(++lastToken);
+      params.group = op->hasAttr("grouped");
+      started[op->getResult(0)] = {lastToken, source, result,
                                    getCollectiveUnit(op).getAttr()};
     }
-    kernel(
-        op, name, source, result,
-        builder.getDictionaryAttr(
-            {builder.getNamedAttr("stream", builder.getI64IntegerAttr(stream)),
-             builder.getNamedAttr("token", builder.getI64IntegerAttr(token)),
-             builder.getNamedAttr("group", builder.getI64IntegerAttr(group))}));
+    kernel(op, opcode, source, result,
+           integerParams(opcode, plan::collectiveParamValues(params)));
+    return success();
   }
 
   /// The numeric parameters the kernel table names, copied from `op`.
   DictionaryAttr paramsOf(Operation *op, const plan::KernelInfo &info) {
     SmallVector<NamedAttribute> attrs;
     for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
-      StringRef key(info.params[i].data(), info.params[i].size());
+      StringRef key(info.params[i]);
       Attribute value = op->getAttr(key);
       // A default-valued attribute that the IR leaves out is not stored.
       if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
@@ -202,7 +257,7 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
       return op->emitOpError()
              << "only float splat constants lower to the runtime";
     Value out = resultBuffer(constant.getResult());
-    kernel(op, "fill", {}, out,
+    kernel(op, Opcode::Fill, {}, out,
            builder.getDictionaryAttr(builder.getNamedAttr(
                "value", builder.getF32FloatAttr(
                             splat.getSplatValue<APFloat>().convertToFloat()))));
@@ -216,8 +271,8 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
       m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
       v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
     }
-    kernel(op, "adamw", of(adamw.getGrad()), {param, m, v},
-           paramsOf(op, *plan::findKernel("adamw")));
+    kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v},
+           paramsOf(op, plan::kernelInfo(Opcode::AdamW)));
     return success();
   }
   // A started collective keeps its stream and gets a token; its wait reads
@@ -226,17 +281,17 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   if (Value gathered = getGatheredTensor(op)) {
     Value out = buffer(loc, BufferKind::Gathered, toMemRef(gathered.getType()));
     bind(gathered, out);
-    collective(op, "all_gather", unitBuffers[getCollectiveUnit(op)][0], out);
-    return success();
+    return collective(op, Opcode::AllGather,
+                      unitBuffers[getCollectiveUnit(op)][0], out);
   }
   if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
     Started start = started.lookup(wait.getToken());
     if (!start.token)
       return op->emitOpError() << "waits for a token no collective started";
-    kernel(op, "wait", {start.source, start.result}, {},
-           builder.getDictionaryAttr(builder.getNamedAttr(
-               "token", builder.getI64IntegerAttr(start.token))),
-           start.unit);
+    std::array<double, plan::numParams(plan::kernelInfo(Opcode::Wait))> token{};
+    token[plan::kWaitToken] = double(start.token);
+    kernel(op, Opcode::Wait, {start.source, start.result}, {},
+           integerParams(Opcode::Wait, token), start.unit);
     return success();
   }
   if (auto view = llvm::dyn_cast<ViewOp>(op)) {
@@ -255,7 +310,7 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
         Value slot = fsdprt::ViewOp::create(
             builder, loc, llvm::cast<MemRefType>(source.getType()), flat,
             builder.getI64IntegerAttr(offset));
-        kernel(op, "copy", source, slot, {});
+        kernel(op, Opcode::Copy, source, slot, {});
       }
       offset +=
           llvm::cast<RankedTensorType>(operand.getType()).getNumElements();
@@ -265,16 +320,15 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   if (Value shard = getScatteredShard(op)) {
     Value out = buffer(loc, BufferKind::Grad, toMemRef(shard.getType()));
     bind(shard, out);
-    collective(op, "reduce_scatter", of(op->getOperand(0)), out);
-    return success();
+    return collective(op, Opcode::ReduceScatter, of(op->getOperand(0)), out);
   }
   if (llvm::isa<FreeOp>(op))
     return success(); // lifetimes end at the last use; the planner sees it
   if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
     auto &shards = unitBuffers[adamw.getUnitAttr()];
-    kernel(op, "adamw_shard", of(adamw.getGrad()),
+    kernel(op, Opcode::AdamWShard, of(adamw.getGrad()),
            {shards[0], shards[1], shards[2]},
-           paramsOf(op, *plan::findKernel("adamw_shard")));
+           paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
     return success();
   }
   StringRef name = op->getName().stripDialect();
@@ -298,7 +352,7 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
                                               loss.getTargets().getType())
                                               .getShape(),
                                           builder.getF32Type())));
-  kernel(op, name, ins, outs, paramsOf(op, *info));
+  kernel(op, info->opcode, ins, outs, paramsOf(op, *info));
   return success();
 }
 

@@ -12,6 +12,7 @@
 #include "fsdp/Target/Plan.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "fsdp/runtime/PlanFormat.h"
 
@@ -54,13 +55,7 @@ public:
 };
 
 std::optional<plan::DType> dtypeOf(Type type) {
-  if (type.isF32())
-    return plan::DType::F32;
-  if (type.isBF16())
-    return plan::DType::BF16;
-  if (type.isInteger(32))
-    return plan::DType::I32;
-  return std::nullopt;
+  return fsdprt::getPlanDType(type);
 }
 } // namespace
 
@@ -151,7 +146,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
         base = view.getBase();
       kind = base.getDefiningOp<fsdprt::BufferOp>().getKind();
     }
-    w.put<uint32_t>(uint32_t(kind));
+    w.put<uint32_t>(uint32_t(fsdprt::toPlanBufferKind(kind)));
     w.put<uint32_t>(uint32_t(*dtypeOf(type.getElementType())));
     w.put<uint64_t>(offsetOf.lookup(op->getResult(0)));
     w.put<uint64_t>(type.getNumElements() *
@@ -220,8 +215,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     size_t count = plan::numParams(*info);
     w.put<uint32_t>(count);
     for (size_t i = 0; i < count; ++i) {
-      Attribute value = kernel.getParams()->get(
-          StringRef(info->params[i].data(), info->params[i].size()));
+      Attribute value = kernel.getParams()->get(StringRef(info->params[i]));
       if (auto f = llvm::dyn_cast<FloatAttr>(value))
         w.putF64(f.getValueAsDouble());
       else

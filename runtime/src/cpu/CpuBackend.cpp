@@ -142,7 +142,7 @@ public:
     std::vector<uint32_t> tokens;
     for (const Instruction *inst : group) {
       jobs.push_back(collective(plan, *inst));
-      tokens.push_back(uint32_t(inst->params[1]));
+      tokens.push_back(plan::collectiveParams(inst->params.data()).tokenId());
     }
     // The executor's flight-recorder records, one per member, go with
     // the job to the thread that runs it.

@@ -298,7 +298,7 @@ void CudaBackend::start(const Plan &plan,
          " collectives");
   currentPlan = &plan;
   for (const Instruction *inst : group) {
-    auto token = uint32_t(inst->params[1]);
+    uint32_t token = plan::collectiveParams(inst->params.data()).tokenId();
     check(cudaEventRecord(event(done, token), streams[stream]),
           "cudaEventRecord");
     inFlight.push_back(

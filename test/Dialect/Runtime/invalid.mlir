@@ -41,7 +41,7 @@ func.func @f() {
 // -----
 
 func.func @f() {
-  // expected-error @+1 {{element type must be f32, bf16 or i32, got 'f64'}}
+  // expected-error @+1 {{element type must be f32, i32 or bf16, got 'f64'}}
   %0 = fsdprt.buffer <activation> : memref<4xf64>
   return
 }

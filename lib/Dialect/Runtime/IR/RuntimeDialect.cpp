@@ -1,5 +1,6 @@
 //===- RuntimeDialect.cpp - fsdprt dialect registration -------------------===//
 
+#include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
 
 #include "mlir/IR/Builders.h"
@@ -8,6 +9,7 @@
 
 using namespace mlir;
 using namespace mlir::fsdprt;
+namespace plan = ::fsdp::plan;
 
 #include "fsdp/Dialect/Runtime/IR/RuntimeOpsDialect.cpp.inc"
 
@@ -31,7 +33,40 @@ void FSDPRuntimeDialect::registerAttributes() {
       >();
 }
 
+// The dialect's buffer kinds are the plan's, value for value: a kind added
+// to one side only, or renumbered, is a compile error here.
+static_assert(getMaxEnumValForBufferKind() + 1 == plan::kNumBufferKinds);
+#define FSDPRT_SAME_KIND(kind)                                                 \
+  static_assert(uint32_t(BufferKind::kind) == uint32_t(plan::BufferKind::kind));
+FSDPRT_SAME_KIND(Input)
+FSDPRT_SAME_KIND(Param)
+FSDPRT_SAME_KIND(Grad)
+FSDPRT_SAME_KIND(AdamM)
+FSDPRT_SAME_KIND(AdamV)
+FSDPRT_SAME_KIND(Activation)
+FSDPRT_SAME_KIND(Scratch)
+FSDPRT_SAME_KIND(Gathered)
+#undef FSDPRT_SAME_KIND
+
 bool mlir::fsdprt::isPersistent(BufferKind kind) {
-  return kind == BufferKind::Input || kind == BufferKind::Param ||
-         kind == BufferKind::AdamM || kind == BufferKind::AdamV;
+  return plan::isPersistent(toPlanBufferKind(kind));
+}
+
+Type mlir::fsdprt::getElementType(plan::DType dtype, MLIRContext *context) {
+  switch (dtype) { // every DType: -Werror=switch (CMakeLists.txt)
+  case plan::DType::F32:
+    return Float32Type::get(context);
+  case plan::DType::I32:
+    return IntegerType::get(context, 32);
+  case plan::DType::BF16:
+    return BFloat16Type::get(context);
+  }
+  llvm_unreachable("not a plan element type");
+}
+
+std::optional<plan::DType> mlir::fsdprt::getPlanDType(Type type) {
+  for (uint32_t d = 0; d < plan::kNumDTypes; ++d)
+    if (getElementType(plan::DType(d), type.getContext()) == type)
+      return plan::DType(d);
+  return std::nullopt;
 }

@@ -1,7 +1,7 @@
 //===- RuntimeOps.cpp - fsdprt op verifiers -------------------------------===//
 
+#include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
-#include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -47,9 +47,15 @@ LogicalResult BufferOp::verify() {
     return emitOpError() << "offset must be a non-negative multiple of "
                          << plan::kBufferAlignment;
   Type element = getType().getElementType();
-  if (!element.isF32() && !element.isBF16() && !element.isInteger(32))
-    return emitOpError() << "element type must be f32, bf16 or i32, got "
-                         << element;
+  if (!getPlanDType(element)) {
+    InFlightDiagnostic diag = emitOpError() << "element type must be ";
+    for (uint32_t d = 0; d < plan::kNumDTypes; ++d) {
+      if (d > 0)
+        diag << (d + 1 < plan::kNumDTypes ? ", " : " or ");
+      diag << StringRef(plan::kDTypeNames[d]);
+    }
+    return diag << ", got " << element;
+  }
   // Planning adds sizes and offsets up in int64: each must fit first.
   if (!getCheckedSizeInBytes(getType()))
     return emitOpError() << "of type " << getType() << " holds more than "
@@ -93,7 +99,7 @@ LogicalResult KernelOp::verify() {
   size_t expected = plan::numParams(*info);
   size_t given = getParams() ? getParams()->size() : 0;
   for (size_t i = 0; i < expected; ++i) {
-    StringRef key(info->params[i].data(), info->params[i].size());
+    StringRef key(info->params[i]);
     Attribute value = getParams() ? getParams()->get(key) : Attribute();
     if (!llvm::isa_and_nonnull<IntegerAttr, FloatAttr>(value))
       return emitOpError() << "kernel '" << getName()

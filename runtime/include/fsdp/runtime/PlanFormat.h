@@ -2,14 +2,19 @@
 //-*-===//
 //
 // The compiler (fsdp-opt, which writes plans) and the runtime (fsdp-run,
-// which reads them) meet here and only here: this header has no dependency
-// beyond the C++ standard library. docs/plan-format.md describes the layout
-// in prose; the two must change together, with kPlanVersion bumped.
+// which reads them) meet here and only here: this header and the shard
+// layout it includes (ShardLayout.h) are the fsdp_plan_format CMake target,
+// the one thing of the runtime's that the compiler libraries see. Standard
+// C++17 only: no compiler extensions, no dependency beyond the standard
+// library. docs/plan-format.md describes the layout in prose; the two must
+// change together, with kPlanVersion bumped when the file bytes change.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_RUNTIME_PLANFORMAT_H
 #define FSDP_RUNTIME_PLANFORMAT_H
+
+#include "fsdp/runtime/ShardLayout.h"
 
 #include <array>
 #include <cstddef>
@@ -35,7 +40,8 @@ inline constexpr uint64_t kBufferAlignment = 64;
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
 
 /// What a buffer holds; decides its lifetime (persistent kinds live for the
-/// whole run) and its row in the memory report.
+/// whole run) and its row in the memory report. The fsdprt dialect's
+/// BufferKind has the same values and names (RuntimeOps.cpp asserts it).
 enum class BufferKind : uint32_t {
   Input = 0,      ///< a step input (token ids, targets), filled by the runtime
   Param = 1,      ///< a parameter (or its local shard)
@@ -46,7 +52,7 @@ enum class BufferKind : uint32_t {
   Scratch = 6,    ///< temporary space of one kernel
   Gathered = 7,   ///< a unit's all-gathered flat parameter
 };
-inline constexpr uint32_t kNumBufferKinds = 8;
+inline constexpr uint32_t kNumBufferKinds = uint32_t(BufferKind::Gathered) + 1;
 
 inline constexpr std::array<std::string_view, kNumBufferKinds>
     kBufferKindNames = {"input",  "param",      "grad",    "adam_m",
@@ -57,22 +63,33 @@ inline bool isPersistent(BufferKind kind) {
          kind == BufferKind::AdamM || kind == BufferKind::AdamV;
 }
 
+/// Element types of buffers and parameters. Which one a kernel operand may
+/// have is its ElementRule's business (admits(), below).
 enum class DType : uint32_t { F32 = 0, I32 = 1, BF16 = 2 };
-inline constexpr std::array<std::string_view, 3> kDTypeNames = {"f32", "i32",
-                                                                "bf16"};
-inline size_t dtypeSize(DType type) { return type == DType::BF16 ? 2 : 4; }
+inline constexpr uint32_t kNumDTypes = uint32_t(DType::BF16) + 1;
+inline constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {
+    "f32", "i32", "bf16"};
+constexpr size_t dtypeSize(DType type) {
+  switch (type) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+    return 2;
+  }
+  return 4; // not a DType: loadPlan refuses it before asking
+}
 
 enum class InitKind : uint32_t { Zeros = 0, Ones = 1, Normal = 2 };
 
-/// Kernels, their operand counts, and the named numeric parameters they
-/// take (stored in this order in the plan). The names are the fsdp
-/// dialect's op names.
+/// Kernels, in kKernels order (an opcode is its index there). The names
+/// are the fsdp dialect's op names.
 enum class Opcode : uint32_t {
   Embedding,
   EmbeddingBackward,
   LayerNorm,
   LayerNormBackward,
-  Linear, // 2 inputs, or 3 with a bias
+  Linear,
   LinearGradInput,
   LinearGradWeight,
   BiasGrad,
@@ -82,17 +99,18 @@ enum class Opcode : uint32_t {
   Relu,
   ReluBackward,
   Attention,
-  AttentionBackward, // outs: dqkv, scratch
-  CrossEntropy,      // outs: the mean loss, per-row losses (scratch)
+  AttentionBackward,
+  CrossEntropy,
   CrossEntropyBackward,
-  AdamW, // ins: grad; outs: param, m, v (updated in place)
+  AdamW,
   Fill,
-  AllGather,     // ins: the unit's local shard; outs: the full flat tensor
-  ReduceScatter, // ins: the full flat gradient; outs: the local shard (avg)
-  AdamWShard,    // ins: grad shard; outs: param, m, v shards
+  AllGather,
+  ReduceScatter,
+  AdamWShard,
   Copy,
-  Wait, // ins: a started collective's input and output; no outs
+  Wait, // the last: kNumOpcodes counts from it
 };
+inline constexpr size_t kNumOpcodes = size_t(Opcode::Wait) + 1;
 
 /// A collective with stream 0 runs where it stands in the program. One with
 /// stream s >= 1 is started there on stream s (collectives of one stream
@@ -102,90 +120,292 @@ enum class Opcode : uint32_t {
 /// input and output buffers so that their lifetimes reach it. `group = 1`
 /// joins a started collective to the one right before it (same kind, same
 /// stream): the group is issued as one fused collective.
-inline constexpr uint32_t kNumStreams = 3; ///< compute, gathers, scatters
+inline constexpr uint32_t kComputeStream = 0; ///< and synchronous collectives
+inline constexpr uint32_t kGatherStream = 1;  ///< started all-gathers
+inline constexpr uint32_t kScatterStream = 2; ///< started reduce-scatters
+inline constexpr uint32_t kNumStreams = 3;
 
+/// The element type an operand must have. Every float operand of every
+/// kernel says Float, so that letting kernels take bf16 one day changes
+/// admits() and nothing else here.
+enum class ElementRule : uint8_t {
+  Float,    ///< activations, parameters, gradients, moments: f32 today
+  TokenIds, ///< token or class ids: i32, held by a step input (no kernel
+            ///< writes ids, so only the runtime's checked data fills them)
+};
+constexpr bool admits(ElementRule rule, DType type) {
+  switch (rule) {
+  case ElementRule::Float:
+    return type == DType::F32;
+  case ElementRule::TokenIds:
+    return type == DType::I32;
+  }
+  return false;
+}
+
+/// What a kernel does with an operand.
+enum class OperandRole : uint8_t {
+  Input,   ///< read
+  Result,  ///< written: a result of the fsdp op of the kernel's name
+  Scratch, ///< written: space the lowering adds, no fsdp op result
+  Updated, ///< read and written in place: a parameter or its moments
+};
+
+struct OperandInfo {
+  std::string_view name; ///< empty: no operand (ends the list)
+  ElementRule rule = ElementRule::Float;
+  OperandRole role = OperandRole::Input;
+  bool optional = false; ///< an input that may be left out (the last ones)
+};
+
+inline constexpr size_t kMaxKernelInputs = 5, kMaxKernelOutputs = 3,
+                        kMaxKernelParams = 5;
+
+/// A kernel: its name, its operands (with their element-type rules and
+/// roles; the counts follow from them), and the named numeric parameters it
+/// takes, stored in this order in the plan.
 struct KernelInfo {
   Opcode opcode;
   std::string_view name;
   uint32_t minInputs, maxInputs, outputs;
-  std::array<std::string_view, 5> params; ///< empty names end the list
+  std::array<std::string_view, kMaxKernelParams> params; ///< empty ends it
+  std::array<OperandInfo, kMaxKernelInputs> ins;
+  std::array<OperandInfo, kMaxKernelOutputs> outs;
 };
 
-inline constexpr std::array<KernelInfo, 24> kKernels = {{
-    {Opcode::Embedding, "embedding", 3, 3, 1, {}},
-    {Opcode::EmbeddingBackward, "embedding_backward", 2, 2, 2, {}},
-    {Opcode::LayerNorm, "layer_norm", 3, 3, 3, {"epsilon"}},
-    {Opcode::LayerNormBackward, "layer_norm_backward", 5, 5, 3, {}},
-    {Opcode::Linear, "linear", 2, 3, 1, {}},
-    {Opcode::LinearGradInput, "linear_grad_input", 2, 2, 1, {}},
-    {Opcode::LinearGradWeight, "linear_grad_weight", 2, 2, 1, {}},
-    {Opcode::BiasGrad, "bias_grad", 1, 1, 1, {}},
-    {Opcode::Add, "add", 2, 2, 1, {}},
-    {Opcode::Gelu, "gelu", 1, 1, 1, {}},
-    {Opcode::GeluBackward, "gelu_backward", 2, 2, 1, {}},
-    {Opcode::Relu, "relu", 1, 1, 1, {}},
-    {Opcode::ReluBackward, "relu_backward", 2, 2, 1, {}},
-    {Opcode::Attention, "attention", 1, 1, 2, {"heads"}},
-    {Opcode::AttentionBackward, "attention_backward", 3, 3, 2, {"heads"}},
-    {Opcode::CrossEntropy, "cross_entropy", 2, 2, 2, {}},
-    {Opcode::CrossEntropyBackward, "cross_entropy_backward", 3, 3, 1, {}},
-    {Opcode::AdamW,
-     "adamw",
-     1,
-     1,
-     3,
-     {"lr", "beta1", "beta2", "eps", "weight_decay"}},
-    {Opcode::Fill, "fill", 0, 0, 1, {"value"}},
-    {Opcode::AllGather, "all_gather", 1, 1, 1, {"stream", "token", "group"}},
-    {Opcode::ReduceScatter,
-     "reduce_scatter",
-     1,
-     1,
-     1,
-     {"stream", "token", "group"}},
-    {Opcode::AdamWShard,
-     "adamw_shard",
-     1,
-     1,
-     3,
-     {"lr", "beta1", "beta2", "eps", "weight_decay"}},
-    {Opcode::Copy, "copy", 1, 1, 1, {}},
-    {Opcode::Wait, "wait", 2, 2, 0, {"token"}},
-}};
+/// The spelling of the kernel table.
+namespace table {
+constexpr OperandInfo floats(std::string_view name) {
+  return {name, ElementRule::Float, OperandRole::Input, false};
+}
+constexpr OperandInfo optionalFloats(std::string_view name) {
+  return {name, ElementRule::Float, OperandRole::Input, true};
+}
+constexpr OperandInfo tokenIds(std::string_view name) {
+  return {name, ElementRule::TokenIds, OperandRole::Input, false};
+}
+constexpr OperandInfo result(std::string_view name) {
+  return {name, ElementRule::Float, OperandRole::Result, false};
+}
+constexpr OperandInfo scratch(std::string_view name) {
+  return {name, ElementRule::Float, OperandRole::Scratch, false};
+}
+constexpr OperandInfo updated(std::string_view name) {
+  return {name, ElementRule::Float, OperandRole::Updated, false};
+}
+constexpr KernelInfo
+kernel(Opcode opcode, std::string_view name,
+       std::array<OperandInfo, kMaxKernelInputs> ins,
+       std::array<OperandInfo, kMaxKernelOutputs> outs,
+       std::array<std::string_view, kMaxKernelParams> params = {}) {
+  KernelInfo info{opcode, name, 0, 0, 0, params, ins, outs};
+  for (const OperandInfo &operand : ins)
+    if (!operand.name.empty()) {
+      ++info.maxInputs;
+      info.minInputs += !operand.optional;
+    }
+  for (const OperandInfo &operand : outs)
+    info.outputs += !operand.name.empty();
+  return info;
+}
+} // namespace table
 
-inline const KernelInfo *findKernel(std::string_view name) {
+inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
+  using namespace table;
+  using O = Opcode;
+  constexpr std::array<std::string_view, kMaxKernelParams> adamw = {
+      "lr", "beta1", "beta2", "eps", "weight_decay"};
+  return std::array<KernelInfo, kNumOpcodes>{{
+      kernel(O::Embedding, "embedding",
+             {tokenIds("tokens"), floats("wte"), floats("wpe")},
+             {result("result")}),
+      kernel(O::EmbeddingBackward, "embedding_backward",
+             {floats("grad"), tokenIds("tokens")},
+             {result("wte_grad"), result("wpe_grad")}),
+      kernel(O::LayerNorm, "layer_norm",
+             {floats("input"), floats("weight"), floats("bias")},
+             {result("result"), result("mean"), result("rstd")}, {"epsilon"}),
+      kernel(
+          O::LayerNormBackward, "layer_norm_backward",
+          {floats("grad"), floats("input"), floats("weight"), floats("mean"),
+           floats("rstd")},
+          {result("input_grad"), result("weight_grad"), result("bias_grad")}),
+      kernel(O::Linear, "linear",
+             {floats("input"), floats("weight"), optionalFloats("bias")},
+             {result("result")}),
+      kernel(O::LinearGradInput, "linear_grad_input",
+             {floats("grad"), floats("weight")}, {result("result")}),
+      kernel(O::LinearGradWeight, "linear_grad_weight",
+             {floats("grad"), floats("input")}, {result("result")}),
+      kernel(O::BiasGrad, "bias_grad", {floats("grad")}, {result("result")}),
+      kernel(O::Add, "add", {floats("lhs"), floats("rhs")}, {result("result")}),
+      kernel(O::Gelu, "gelu", {floats("input")}, {result("result")}),
+      kernel(O::GeluBackward, "gelu_backward",
+             {floats("grad"), floats("input")}, {result("result")}),
+      kernel(O::Relu, "relu", {floats("input")}, {result("result")}),
+      kernel(O::ReluBackward, "relu_backward",
+             {floats("grad"), floats("input")}, {result("result")}),
+      kernel(O::Attention, "attention", {floats("qkv")},
+             {result("result"), result("probs")}, {"heads"}),
+      kernel(O::AttentionBackward, "attention_backward",
+             {floats("grad"), floats("qkv"), floats("probs")},
+             {result("result"), scratch("dprobs")}, {"heads"}),
+      // The mean loss, and per-row losses that a GPU reduces with many
+      // blocks in a fixed order.
+      kernel(O::CrossEntropy, "cross_entropy",
+             {floats("logits"), tokenIds("targets")},
+             {result("loss"), scratch("row_losses")}),
+      kernel(O::CrossEntropyBackward, "cross_entropy_backward",
+             {floats("grad"), floats("logits"), tokenIds("targets")},
+             {result("result")}),
+      kernel(O::AdamW, "adamw", {floats("grad")},
+             {updated("param"), updated("m"), updated("v")}, adamw),
+      kernel(O::Fill, "fill", {}, {result("result")}, {"value"}),
+      // The unit's local shard into its full flat parameter.
+      kernel(O::AllGather, "all_gather", {floats("shard")},
+             {result("gathered")}, {"stream", "token", "group"}),
+      // A full flat gradient into the local shard of its mean.
+      kernel(O::ReduceScatter, "reduce_scatter", {floats("grad")},
+             {result("shard")}, {"stream", "token", "group"}),
+      kernel(O::AdamWShard, "adamw_shard", {floats("grad")},
+             {updated("param"), updated("m"), updated("v")}, adamw),
+      kernel(O::Copy, "copy", {floats("source")}, {result("result")}),
+      // The started collective's input and output: read, so that their
+      // lifetimes reach the wait.
+      kernel(O::Wait, "wait", {floats("source"), floats("result")}, {},
+             {"token"}),
+  }};
+}();
+
+/// Whether the table is what its readers assume: entry k has opcode k, the
+/// names are unique, operands and parameters are contiguous (optional
+/// inputs last), inputs are read and outputs written, and only inputs hold
+/// token ids.
+constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
+  for (size_t k = 0; k < t.size(); ++k) {
+    const KernelInfo &info = t[k];
+    if (size_t(info.opcode) != k || info.name.empty())
+      return false;
+    for (size_t j = 0; j < k; ++j)
+      if (t[j].name == info.name)
+        return false;
+    for (size_t i = 0; i < kMaxKernelInputs; ++i) {
+      const OperandInfo &in = info.ins[i];
+      if (in.name.empty() != (i >= info.maxInputs) ||
+          in.role != OperandRole::Input ||
+          (!in.name.empty() && in.optional != (i >= info.minInputs)))
+        return false;
+    }
+    for (size_t i = 0; i < kMaxKernelOutputs; ++i) {
+      const OperandInfo &out = info.outs[i];
+      if (out.name.empty() != (i >= info.outputs) || out.optional ||
+          (!out.name.empty() && (out.role == OperandRole::Input ||
+                                 out.rule == ElementRule::TokenIds)))
+        return false;
+    }
+    for (size_t i = 1; i < kMaxKernelParams; ++i)
+      if (info.params[i - 1].empty() && !info.params[i].empty())
+        return false;
+  }
+  return true;
+}
+static_assert(isWellFormed(kKernels), "the kernel table is inconsistent");
+
+constexpr const KernelInfo &kernelInfo(Opcode opcode) {
+  return kKernels[size_t(opcode)];
+}
+constexpr std::string_view kernelName(Opcode opcode) {
+  return kernelInfo(opcode).name;
+}
+
+constexpr const KernelInfo *findKernel(std::string_view name) {
   for (const KernelInfo &info : kKernels)
     if (info.name == name)
       return &info;
   return nullptr;
 }
 
-inline const KernelInfo *findKernel(uint32_t opcode) {
+constexpr const KernelInfo *findKernel(uint32_t opcode) {
   return opcode < kKernels.size() ? &kKernels[opcode] : nullptr;
 }
 
-inline size_t numParams(const KernelInfo &info) {
+constexpr size_t numParams(const KernelInfo &info) {
   size_t n = 0;
   while (n < info.params.size() && !info.params[n].empty())
     ++n;
   return n;
 }
 
-/// The seed's shard layout: of a flat tensor of `size` elements, rank
-/// `rank` of `worldSize` owns [begin, end) with begin = floor(rank * size /
-/// worldSize). Shards differ by at most one element.
-struct ShardRange {
-  int64_t begin, end;
+/// Where kernel `opcode` stores its parameter `name`; numParams when it
+/// takes none of that name.
+constexpr size_t paramIndex(Opcode opcode, std::string_view name) {
+  const KernelInfo &info = kernelInfo(opcode);
+  size_t i = 0;
+  while (i < numParams(info) && info.params[i] != name)
+    ++i;
+  return i;
+}
+
+/// Whether kernels a and b take the same parameters.
+constexpr bool sameParams(Opcode a, Opcode b) {
+  if (numParams(kernelInfo(a)) != numParams(kernelInfo(b)))
+    return false;
+  for (size_t i = 0; i < numParams(kernelInfo(a)); ++i)
+    if (paramIndex(b, kernelInfo(a).params[i]) != i)
+      return false;
+  return true;
+}
+
+/// The collectives' parameters, by name (all_gather and reduce_scatter
+/// store them alike; a wait has the token alone).
+inline constexpr size_t kCollectiveStream =
+    paramIndex(Opcode::AllGather, "stream");
+inline constexpr size_t kCollectiveToken =
+    paramIndex(Opcode::AllGather, "token");
+inline constexpr size_t kCollectiveGroup =
+    paramIndex(Opcode::AllGather, "group");
+inline constexpr size_t kNumCollectiveParams = 3;
+inline constexpr size_t kWaitToken = paramIndex(Opcode::Wait, "token");
+static_assert(numParams(kernelInfo(Opcode::AllGather)) ==
+                      kNumCollectiveParams &&
+                  kCollectiveStream < kNumCollectiveParams &&
+                  kCollectiveToken < kNumCollectiveParams &&
+                  kCollectiveGroup < kNumCollectiveParams &&
+                  kWaitToken < numParams(kernelInfo(Opcode::Wait)),
+              "collectives name stream, token and group; waits a token");
+static_assert(sameParams(Opcode::AllGather, Opcode::ReduceScatter),
+              "both collectives store their parameters alike");
+/// AdamW's learning rate (fsdp-run --lr overrides it).
+inline constexpr size_t kAdamWLearningRate = paramIndex(Opcode::AdamW, "lr");
+static_assert(kAdamWLearningRate < numParams(kernelInfo(Opcode::AdamW)) &&
+              sameParams(Opcode::AdamW, Opcode::AdamWShard));
+
+/// An all_gather's or reduce_scatter's parameters, as stored (doubles).
+/// The accessors assume a plan that loaded: the loader has checked that
+/// stream < kNumStreams, that token fits 32 bits and that group is 0 or 1.
+struct CollectiveParams {
+  double stream = 0, token = 0, group = 0;
+  bool started() const { return stream != 0; } ///< not run in place
+  bool grouped() const { return group != 0; }  ///< joins the one before
+  uint32_t streamId() const { return uint32_t(stream); }
+  uint32_t tokenId() const { return uint32_t(token); }
 };
-inline ShardRange shardRange(int64_t size, int64_t rank, int64_t worldSize) {
-  auto at = [&](int64_t r) { return int64_t((__int128)size * r / worldSize); };
-  return {at(rank), at(rank + 1)};
+/// Reads a collective's parameters, in kKernels order, from `params`.
+inline CollectiveParams collectiveParams(const double *params) {
+  return {params[kCollectiveStream], params[kCollectiveToken],
+          params[kCollectiveGroup]};
 }
-/// The largest shard, ceil(size / worldSize): every rank's shard buffers
-/// have this many elements.
-inline int64_t maxShardSize(int64_t size, int64_t worldSize) {
-  return size / worldSize + (size % worldSize != 0); // no overflow near 2^63
+/// The values to store for `p`, in kKernels order.
+inline std::array<double, kNumCollectiveParams>
+collectiveParamValues(const CollectiveParams &p) {
+  std::array<double, kNumCollectiveParams> values{};
+  values[kCollectiveStream] = p.stream;
+  values[kCollectiveToken] = p.token;
+  values[kCollectiveGroup] = p.group;
+  return values;
 }
+/// A wait's token, as stored.
+inline double waitToken(const double *params) { return params[kWaitToken]; }
 
 /// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of `size` bytes,
 /// continuing from `previous` (the CRC of the bytes before them) as zlib's
