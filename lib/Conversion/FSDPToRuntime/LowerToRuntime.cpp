@@ -401,11 +401,12 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   if (sharded) {
     // The ranks hold shards of units, never whole parameters.
     auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+    SymbolTable symbols(module); // one table, not a module scan per lookup
     for (UnitOp unit : module.getOps<UnitOp>()) {
       int64_t size = 0;
       Type element;
       for (Attribute ref : unit.getParams()) {
-        auto param = module.lookupSymbol<ParamOp>(
+        auto param = symbols.lookup<ParamOp>(
             llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
         size += param.getNumElements();
         element = param.getTensorType().getElementType();

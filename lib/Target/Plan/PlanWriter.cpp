@@ -159,11 +159,12 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   // Units: the flat parameters whose shards this rank holds.
   llvm::DenseMap<Attribute, std::pair<uint32_t, int64_t>> placeOfParam;
   w.put<uint32_t>(units.size());
+  SymbolTable symbols(module); // one table, not a module scan per lookup
   for (auto [i, unit] : llvm::enumerate(units)) {
     int64_t size = 0;
     for (Attribute ref : unit.getParams()) {
-      auto param = module.lookupSymbol<ParamOp>(
-          llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
+      auto param =
+          symbols.lookup<ParamOp>(llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
       placeOfParam[ref] = {uint32_t(i), size};
       size += param.getNumElements();
     }

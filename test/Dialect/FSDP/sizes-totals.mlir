@@ -6,6 +6,7 @@
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-shard --fsdp-memory-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-shard --fsdp-schedule=memory-budget=1000 -o /dev/null 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-simulate -o /dev/null 2>&1 | FileCheck %s --check-prefix=SIMULATE
+// RUN: rm -f %t.plan
 // RUN: not fsdp-opt %s --fsdp-train-pipeline -o %t.plan 2>&1 | FileCheck %s --check-prefix=PLAN
 // RUN: not test -e %t.plan
 // At two ranks the shards fit; the totals over both ranks do not.

@@ -7,6 +7,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
@@ -101,11 +102,13 @@ int64_t mlir::fsdp::getElementSizeInBytes(Type type) {
   return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
 }
 
+// The verifiers call these for every value of every op: the overflow
+// builtins, not APInt (llvm::checkedMul), keep them cheap.
 std::optional<int64_t>
 mlir::fsdp::getCheckedNumElements(ArrayRef<int64_t> shape) {
-  std::optional<int64_t> elements = 1;
+  int64_t elements = 1;
   for (int64_t dim : shape)
-    if (!elements || dim < 0 || !(elements = llvm::checkedMul(*elements, dim)))
+    if (dim < 0 || llvm::MulOverflow(elements, dim, elements))
       return std::nullopt;
   return elements;
 }
@@ -117,10 +120,12 @@ std::optional<int64_t> mlir::fsdp::getCheckedSizeInBytes(Type type) {
   if (!shaped.hasStaticShape())
     return std::nullopt;
   std::optional<int64_t> elements = getCheckedNumElements(shaped.getShape());
-  if (!elements)
+  int64_t bytes;
+  if (!elements ||
+      llvm::MulOverflow(*elements,
+                        getElementSizeInBytes(shaped.getElementType()), bytes))
     return std::nullopt;
-  return llvm::checkedMul(*elements,
-                          getElementSizeInBytes(shaped.getElementType()));
+  return bytes;
 }
 
 int64_t mlir::fsdp::getSizeInBytes(Type type) {

@@ -126,24 +126,34 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                          << std::numeric_limits<int64_t>::max()
                          << " bytes, the most the compiler can count (int64)";
   // A parameter in two units would be gathered and reduced twice. Report it
-  // at the later unit, pointing at the earlier one.
-  for (Operation &other : (*this)->getBlock()->getOperations()) {
-    if (&other == getOperation())
-      break;
-    auto earlier = llvm::dyn_cast<UnitOp>(other);
-    if (!earlier)
+  // at the later unit, pointing at the earlier one. The first unit of the
+  // module checks all of them with one map: a check per unit against every
+  // earlier unit would be quadratic in the number of units.
+  for (Operation *op = (*this)->getPrevNode(); op; op = op->getPrevNode())
+    if (llvm::isa<UnitOp>(op))
+      return success();
+  llvm::DenseMap<Attribute, UnitOp> firstListedIn;
+  bool ok = true;
+  for (Operation &op :
+       llvm::make_range(getOperation()->getIterator(),
+                        (*this)->getBlock()->getOperations().end())) {
+    auto unit = llvm::dyn_cast<UnitOp>(op);
+    if (!unit)
       continue;
-    for (Attribute param : earlier.getParams())
-      if (mine.contains(param)) {
-        InFlightDiagnostic diag =
-            emitOpError() << "parameter "
-                          << llvm::cast<FlatSymbolRefAttr>(param)
-                          << " is already in unit @" << earlier.getSymName();
-        diag.attachNote(earlier.getLoc()) << "first listed here";
-        return diag;
-      }
+    for (Attribute param : unit.getParams()) {
+      auto [it, inserted] = firstListedIn.try_emplace(param, unit);
+      if (inserted || it->second == unit)
+        continue;
+      InFlightDiagnostic diag =
+          unit.emitOpError()
+          << "parameter " << llvm::cast<FlatSymbolRefAttr>(param)
+          << " is already in unit @" << it->second.getSymName();
+      diag.attachNote(it->second.getLoc()) << "first listed here";
+      ok = false;
+      break;
+    }
   }
-  return success();
+  return success(ok);
 }
 
 //===----------------------------------------------------------------------===//

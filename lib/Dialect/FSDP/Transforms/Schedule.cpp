@@ -230,6 +230,19 @@ void FsdpSchedulePass::runOnOperation() {
       optimizer = &op;
       break;
     }
+  // Program order, numbered once: moving an op invalidates the block's
+  // order, so isBeforeInBlock after each move would renumber the whole block
+  // each time. Only waits and frees move below; the ops compared do not.
+  llvm::DenseMap<Operation *, int64_t> position;
+  auto numberOps = [&] {
+    position.clear();
+    for (auto [i, op] : llvm::enumerate(block))
+      position[&op] = i;
+  };
+  numberOps();
+  auto before = [&](Operation *a, Operation *b) {
+    return position.lookup(a) < position.lookup(b);
+  };
   for (auto [i, scatter] : llvm::enumerate(scatters)) {
     Operation *until =
         i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
@@ -237,10 +250,10 @@ void FsdpSchedulePass::runOnOperation() {
     // loss) is reduced where its AdamW is, after the optimizer has begun:
     // its wait, and the one of the scatter before it, go before the first
     // read of the shard instead.
-    if (until->isBeforeInBlock(scatter))
+    if (before(until, scatter))
       until = block.getTerminator();
     for (Operation *user : scatter.getResult().getUsers())
-      if (user->isBeforeInBlock(until))
+      if (before(user, until))
         until = user;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);
@@ -249,14 +262,16 @@ void FsdpSchedulePass::runOnOperation() {
         user->moveAfter(wait);
   }
 
-  // Prefetch: the start of region i + k moves before region i.
+  // Prefetch: the start of region i + k moves before region i. Regions do
+  // not move, and each start moves at most once, before it is compared.
+  numberOps();
   auto prefetch = [&](MutableArrayRef<Gather> gathers, int64_t ahead) {
     if (ahead == 0)
       return;
     for (size_t i = 0; i + ahead < gathers.size(); ++i) {
       Gather &later = gathers[i + ahead];
       Operation *anchor = gathers[i].region;
-      if (anchor->isBeforeInBlock(later.start))
+      if (before(anchor, later.start))
         later.start->moveBefore(anchor);
     }
   };
