@@ -87,8 +87,11 @@ def clip(output, keep=3000):
 
 def environment():
     env = dict(os.environ)
+    # allow_user_poisoning=0: see scripts/build-sanitize.sh (LLVM's
+    # allocator, instrumented here and not in libMLIR).
     env.setdefault("ASAN_OPTIONS",
-                   "detect_leaks=0:halt_on_error=1:exitcode=99")
+                   "detect_leaks=0:halt_on_error=1:exitcode=99:"
+                   "allow_user_poisoning=0")
     env.setdefault("UBSAN_OPTIONS",
                    "halt_on_error=1:print_stacktrace=1:exitcode=98")
     env.setdefault("OMP_NUM_THREADS", "1")
