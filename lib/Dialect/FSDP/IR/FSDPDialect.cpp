@@ -1,7 +1,7 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and checks -------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
-#include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/ShardLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
