@@ -1,5 +1,4 @@
-//===- CollectiveStreams.h - collectives on threads of their own -*- C++
-//-*-===//
+//===- CollectiveStreams.h - collectives on their own threads -*- C++ -*-===//
 //
 // The CPU backend's streams: one thread per plan stream, each with its own
 // communicator (a duplicate, so that two streams' collectives never match

@@ -1,5 +1,4 @@
-//===- KernelDispatch.h - one decoding of a plan's compute kernels -*- C++
-//-*-===//
+//===- KernelDispatch.h - one decoding of the compute kernels ---*- C++ -*-===//
 //
 // Both backends run the same kernel set with the same argument lists (see
 // cpu/Kernels.h): only the functions differ (cpu:: with a CBLAS, cuda::

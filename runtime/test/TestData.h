@@ -1,5 +1,4 @@
-//===- TestData.h - reproducible inputs for the kernel tests -----*- C++
-//-*-===//
+//===- TestData.h - reproducible inputs for the kernel tests ----*- C++ -*-===//
 //
 // The CPU and CUDA kernel tests draw their inputs from the same generator,
 // so that every machine checks the same numbers.

@@ -1,5 +1,4 @@
-//===- ModelBuilder.h - fsdp-dialect models built from a config --*- C++
-//-*-===//
+//===- ModelBuilder.h - fsdp-dialect models built from a config -*- C++ -*-===//
 
 #ifndef FSDP_TOOLS_FSDP_GEN_MODELBUILDER_H
 #define FSDP_TOOLS_FSDP_GEN_MODELBUILDER_H

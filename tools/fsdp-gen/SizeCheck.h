@@ -1,5 +1,4 @@
-//===- SizeCheck.h - the sizes of a model must fit int64 ---------*- C++
-//-*-===//
+//===- SizeCheck.h - the sizes of a model must fit int64 --------*- C++ -*-===//
 //
 // Every element count and byte size the compiler computes is an int64_t:
 // a tensor's elements, its bytes, a unit's flat parameter, the training

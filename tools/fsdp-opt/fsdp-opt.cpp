@@ -18,7 +18,7 @@
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "fsdp/Dialect/Runtime/Transforms/Passes.h"
 #include "fsdp/Pipelines/Pipelines.h"
-#include "fsdp/Target/Plan.h"
+#include "fsdp/Target/PlanWriter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

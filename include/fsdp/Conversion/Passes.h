@@ -1,5 +1,4 @@
-//===- Passes.h - fsdp conversion passes -------------------------*- C++
-//-*-===//
+//===- Passes.h - fsdp conversion passes ------------------------*- C++ -*-===//
 
 #ifndef FSDP_CONVERSION_PASSES_H
 #define FSDP_CONVERSION_PASSES_H

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Target/Plan.h"
+#include "fsdp/Target/PlanWriter.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 #include "fsdp/Dialect/Runtime/IR/PlanTypes.h"

@@ -1,5 +1,4 @@
-//===- Blas.h - a CBLAS library loaded at run time ---------------*- C++
-//-*-===//
+//===- Blas.h - a CBLAS library loaded at run time --------------*- C++ -*-===//
 //
 // The CPU backend does its GEMMs through a CBLAS library that it opens with
 // dlopen, so that one binary can run OpenBLAS or BLIS (chosen by --blas, the

@@ -1,5 +1,4 @@
-//===- Kernels.h - the CPU backend's kernels ---------------------*- C++
-//-*-===//
+//===- Kernels.h - the CPU backend's kernels --------------------*- C++ -*-===//
 //
 // One function per kernel of the plan, fp32, row-major, contiguous unless a
 // stride is given. Every output is overwritten (never accumulated into):

@@ -1,5 +1,4 @@
-//===- Nccl.h - one NCCL communicator over the job's ranks -------*- C++
-//-*-===//
+//===- Nccl.h - one NCCL communicator over the job's ranks ------*- C++ -*-===//
 //
 // Bootstrapped over the host communicator (MPI, or none for one rank):
 // rank 0 creates the unique id and broadcasts it. Collectives are enqueued

@@ -1,5 +1,4 @@
-//===- NcclTypes.h - plan element types as NCCL data types -------*- C++
-//-*-===//
+//===- NcclTypes.h - plan element types as NCCL data types ------*- C++ -*-===//
 //
 // The one table that maps the plan's element types to NCCL's, checked by
 // runtime/test/NcclTypesTest.cpp (which needs no GPU): every plan type has

@@ -1,5 +1,4 @@
-//===- emu.h - a CPU emulation of the CUDA device model ----------*- C++
-//-*-===//
+//===- emu.h - a CPU emulation of the CUDA device model ---------*- C++ -*-===//
 //
 // Enough of CUDA for the fsdp kernels: every CUDA thread of a block is a
 // fiber (ucontext) in ONE OS thread, blocks run one after another;

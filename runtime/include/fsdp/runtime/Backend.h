@@ -1,5 +1,4 @@
-//===- Backend.h - what executes a plan's kernels ----------------*- C++
-//-*-===//
+//===- Backend.h - what executes a plan's kernels ---------------*- C++ -*-===//
 //
 // A backend owns the arena (allocated once, laid out by the compiler) and
 // runs one kernel at a time on it. The CPU backend is the reference; the

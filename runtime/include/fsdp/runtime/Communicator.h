@@ -1,5 +1,4 @@
-//===- Communicator.h - the collectives a sharded step needs -----*- C++
-//-*-===//
+//===- Communicator.h - the collectives a sharded step needs ----*- C++ -*-===//
 //
 // All-gather and reduce-scatter of flat fp32 tensors in the seed's uneven
 // layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), plus the few

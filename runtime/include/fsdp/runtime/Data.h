@@ -1,5 +1,4 @@
-//===- Data.h - token streams for language-model training --------*- C++
-//-*-===//
+//===- Data.h - token streams for language-model training -------*- C++ -*-===//
 //
 // Two file formats:
 //  * bytes: the file's bytes are the tokens (vocabulary 256);

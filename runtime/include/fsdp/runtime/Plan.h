@@ -1,5 +1,4 @@
-//===- Plan.h - a plan file, loaded and validated ----------------*- C++
-//-*-===//
+//===- Plan.h - a plan file, loaded and validated ---------------*- C++ -*-===//
 //
 // The in-memory form of a plan (PlanFormat.h has the file format). loadPlan
 // checks everything a kernel will rely on, so that a corrupt or

@@ -1,5 +1,4 @@
-//===- PlanFormat.h - the plan file format, shared by both sides -*- C++
-//-*-===//
+//===- PlanFormat.h - the plan file format, shared by both ------*- C++ -*-===//
 //
 // The compiler (fsdp-opt, which writes plans) and the runtime (fsdp-run,
 // which reads them) meet here and only here: this header and the shard

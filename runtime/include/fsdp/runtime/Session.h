@@ -1,5 +1,4 @@
-//===- Session.h - a plan running on a backend -------------------*- C++
-//-*-===//
+//===- Session.h - a plan running on a backend ------------------*- C++ -*-===//
 
 #ifndef FSDP_RUNTIME_SESSION_H
 #define FSDP_RUNTIME_SESSION_H

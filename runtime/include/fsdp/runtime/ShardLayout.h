@@ -1,5 +1,4 @@
-//===- ShardLayout.h - which elements of a flat tensor each rank owns -*- C++
-//-*-===//
+//===- ShardLayout.h - which elements each rank owns ------------*- C++ -*-===//
 //
 // The seed's shard layout, shared by the compiler (FSDPDialect.cpp sizes
 // shard buffers with it) and the runtime (which initialises, gathers and

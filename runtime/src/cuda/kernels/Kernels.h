@@ -1,5 +1,4 @@
-//===- Kernels.h - the CUDA backend's kernels --------------------*- C++
-//-*-===//
+//===- Kernels.h - the CUDA backend's kernels -------------------*- C++ -*-===//
 //
 // The same kernels as src/cpu/Kernels.h, with the same semantics, shapes and
 // argument order, on the GPU: fp32, row-major, every output overwritten

@@ -1,5 +1,4 @@
-//===- FSDP.h - The fsdp dialect ---------------------------------*- C++
-//-*-===//
+//===- FSDP.h - The fsdp dialect --------------------------------*- C++ -*-===//
 //
 // One include for the dialect, its attributes, types, interfaces and ops.
 //

@@ -1,5 +1,4 @@
-//===- MemoryProfile.h - live memory of a sharded step -----------*- C++
-//-*-===//
+//===- MemoryProfile.h - live memory of a sharded step ----------*- C++ -*-===//
 //
 // The analysis behind --fsdp-memory-report and the schedule's memory
 // budget: per rank, the steady state (shards) and, at every op of the

@@ -1,5 +1,4 @@
-//===- Passes.h - fsdp dialect passes ----------------------------*- C++
-//-*-===//
+//===- Passes.h - fsdp dialect passes ---------------------------*- C++ -*-===//
 
 #ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H

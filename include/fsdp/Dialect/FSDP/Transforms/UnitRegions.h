@@ -1,5 +1,4 @@
-//===- UnitRegions.h - forming and dissolving fsdp.compute regions -*- C++
-//-*-===//
+//===- UnitRegions.h - forming and dissolving compute regions ---*- C++ -*-===//
 //
 // Wrap and autodiff both need the same two moves: inline every fsdp.compute
 // of a function into one flat block (remembering which unit each op came

@@ -1,5 +1,4 @@
-//===- PlanTypes.h - fsdprt enums and types as the plan stores them -*- C++
-//-*-===//
+//===- PlanTypes.h - fsdprt types as the plan stores them -------*- C++ -*-===//
 //
 // The fsdprt dialect and the plan format agree on buffer kinds (same
 // values: RuntimeDialect.cpp asserts it) and element types (a plan DType

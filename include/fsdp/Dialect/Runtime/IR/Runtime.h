@@ -1,5 +1,4 @@
-//===- Runtime.h - the fsdprt dialect ----------------------------*- C++
-//-*-===//
+//===- Runtime.h - the fsdprt dialect ---------------------------*- C++ -*-===//
 
 #ifndef FSDP_DIALECT_RUNTIME_IR_RUNTIME_H
 #define FSDP_DIALECT_RUNTIME_IR_RUNTIME_H

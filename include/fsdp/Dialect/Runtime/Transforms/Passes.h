@@ -1,5 +1,4 @@
-//===- Passes.h - fsdprt passes ----------------------------------*- C++
-//-*-===//
+//===- Passes.h - fsdprt passes ---------------------------------*- C++ -*-===//
 
 #ifndef FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H

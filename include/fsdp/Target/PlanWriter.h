@@ -1,8 +1,7 @@
-//===- Plan.h - writing plan files -------------------------------*- C++
-//-*-===//
+//===- PlanWriter.h - writing plan files ------------------------*- C++ -*-===//
 
-#ifndef FSDP_TARGET_PLAN_H
-#define FSDP_TARGET_PLAN_H
+#ifndef FSDP_TARGET_PLANWRITER_H
+#define FSDP_TARGET_PLANWRITER_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -17,4 +16,4 @@ LogicalResult writePlan(ModuleOp module, llvm::raw_ostream &os);
 void registerToPlanTranslation();
 } // namespace mlir::fsdp
 
-#endif // FSDP_TARGET_PLAN_H
+#endif // FSDP_TARGET_PLANWRITER_H
