@@ -15,6 +15,8 @@
 #include "fsdp/runtime/Plan.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 /// The kernels runCompute calls by name, for a backend to bind with an
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
@@ -73,10 +75,20 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   auto rows = [&](const BufferDesc &b, int64_t width) {
     return b.numElements() / width;
   };
+  // Parameters by the kernel table's names, never by position.
+  // (A name the table does not list is a bug here, caught by the kernel
+  // tests: paramIndex returns the count, past the loaded parameters.)
+  auto param = [&](std::string_view name) {
+    size_t index = plan::paramIndex(inst.kernel->opcode, name);
+    if (index >= inst.params.size())
+      std::abort();
+    return params[index];
+  };
   auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
                    bool decay) {
-    k.adamw(p, m, v, g, n, float(params[0]), float(params[1]), float(params[2]),
-            float(params[3]), decay ? float(params[4]) : 0.0f, step);
+    k.adamw(p, m, v, g, n, float(param("lr")), float(param("beta1")),
+            float(param("beta2")), float(param("eps")),
+            decay ? float(param("weight_decay")) : 0.0f, step);
   };
   switch (inst.kernel->opcode) {
   case Opcode::Embedding:
@@ -90,7 +102,7 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     return true;
   case Opcode::LayerNorm:
     k.layerNormForward(O(0), O(1), O(2), I(0), I(1), I(2),
-                       rows(in(0), last(in(0))), last(in(0)), float(params[0]));
+                       rows(in(0), last(in(0))), last(in(0)), float(param("epsilon")));
     return true;
   case Opcode::LayerNormBackward:
     k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
@@ -133,13 +145,13 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   case Opcode::Attention: {
     const auto &s = in(0).shape; // B x T x 3C
     k.attentionForward(O(0), O(1), I(0), s[0], s[1], s[2] / 3,
-                       int64_t(params[0]));
+                       int64_t(param("heads")));
     return true;
   }
   case Opcode::AttentionBackward: {
     const auto &s = in(1).shape;
     k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1], s[2] / 3,
-                        int64_t(params[0]));
+                        int64_t(param("heads")));
     return true;
   }
   case Opcode::CrossEntropy:
@@ -165,7 +177,7 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
         });
     return true;
   case Opcode::Fill:
-    k.fill(O(0), out(0).numElements(), float(params[0]));
+    k.fill(O(0), out(0).numElements(), float(param("value")));
     return true;
   case Opcode::Copy:
     k.copy(O(0), I(0), out(0).size);
