@@ -49,10 +49,6 @@ struct Slot {
   BufferOp op;
   int64_t size = 0, first = -1, last = -1, offset = -1;
   bool persistent = false;
-  bool overlapsInTime(const Slot &other) const {
-    return persistent || other.persistent ||
-           !(last < other.first || other.last < first);
-  }
 };
 
 /// Live bytes at one kernel, per buffer kind.
