@@ -269,7 +269,8 @@ def FSDP_AttentionOp : FSDP_DiffOp<"attention", "Attention"> {
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$probs);
 }
 
-def FSDP_CrossEntropyOp : FSDP_DiffOp<"cross_entropy", "CrossEntropy", [], ["getKernelScratch"]> {
+def FSDP_CrossEntropyOp :
+    FSDP_DiffOp<"cross_entropy", "CrossEntropy", [], ["getKernelScratch"]> {
   let summary = "softmax cross-entropy, mean over all positions";
   let description = [{
     `logits` is `... x V`, `targets` holds class ids of shape `...`. Returns
@@ -284,7 +285,8 @@ def FSDP_CrossEntropyOp : FSDP_DiffOp<"cross_entropy", "CrossEntropy", [], ["get
 // Backward ops
 //===----------------------------------------------------------------------===//
 
-def FSDP_EmbeddingBackwardOp : FSDP_BackwardOp<"embedding_backward", "EmbeddingBackward"> {
+def FSDP_EmbeddingBackwardOp :
+    FSDP_BackwardOp<"embedding_backward", "EmbeddingBackward"> {
   let summary = "gradients of the token and position tables";
   let description = [{
     Scatter-adds `grad` (`B x T x C`) into a zero `V x C` token-table
@@ -295,7 +297,8 @@ def FSDP_EmbeddingBackwardOp : FSDP_BackwardOp<"embedding_backward", "EmbeddingB
   let results = (outs FSDP_FloatTensor:$wte_grad, FSDP_FloatTensor:$wpe_grad);
 }
 
-def FSDP_LayerNormBackwardOp : FSDP_BackwardOp<"layer_norm_backward", "LayerNormBackward"> {
+def FSDP_LayerNormBackwardOp :
+    FSDP_BackwardOp<"layer_norm_backward", "LayerNormBackward"> {
   let summary = "gradients of layer_norm's input, weight and bias";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input,
                        FSDP_FloatTensor:$weight, FSDP_FloatTensor:$mean,
@@ -305,13 +308,15 @@ def FSDP_LayerNormBackwardOp : FSDP_BackwardOp<"layer_norm_backward", "LayerNorm
                       FSDP_FloatTensor:$bias_grad);
 }
 
-def FSDP_LinearGradInputOp : FSDP_BackwardOp<"linear_grad_input", "LinearGradInput"> {
+def FSDP_LinearGradInputOp :
+    FSDP_BackwardOp<"linear_grad_input", "LinearGradInput"> {
   let summary = "dx = dy W (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$weight);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_LinearGradWeightOp : FSDP_BackwardOp<"linear_grad_weight", "LinearGradWeight"> {
+def FSDP_LinearGradWeightOp :
+    FSDP_BackwardOp<"linear_grad_weight", "LinearGradWeight"> {
   let summary = "dW = dy^T x, summed over all leading dimensions (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
@@ -335,7 +340,9 @@ def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward", "ReluBackward"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_AttentionBackwardOp : FSDP_BackwardOp<"attention_backward", "AttentionBackward", [], ["getKernelScratch"]> {
+def FSDP_AttentionBackwardOp :
+    FSDP_BackwardOp<"attention_backward", "AttentionBackward", [],
+                    ["getKernelScratch"]> {
   let summary = "gradient of the fused qkv tensor";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
                        FSDP_FloatTensor:$probs,
@@ -343,7 +350,8 @@ def FSDP_AttentionBackwardOp : FSDP_BackwardOp<"attention_backward", "AttentionB
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_CrossEntropyBackwardOp : FSDP_BackwardOp<"cross_entropy_backward", "CrossEntropyBackward"> {
+def FSDP_CrossEntropyBackwardOp :
+    FSDP_BackwardOp<"cross_entropy_backward", "CrossEntropyBackward"> {
   let summary = "dlogits = dloss * (softmax(logits) - onehot(targets)) / rows";
   let arguments = (ins FSDP_ScalarTensor:$grad, FSDP_FloatTensor:$logits,
                        FSDP_IdTensor:$targets);
