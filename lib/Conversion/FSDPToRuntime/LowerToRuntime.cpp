@@ -27,11 +27,8 @@ using fsdprt::BufferKind;
 using plan::Opcode;
 
 namespace {
-/// Whether `OpT` is the fsdp op of kernel `opcode`'s name, which the
-/// lowering of an op without a case of its own below relies on.
-template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
-  constexpr llvm::StringLiteral op = OpT::getOperationName();
-  std::string_view kernel = plan::kernelName(opcode);
+/// Whether the op named `op` is the fsdp op of kernel `kernel`'s name.
+constexpr bool namesKernel(llvm::StringLiteral op, std::string_view kernel) {
   if (op.size() != kernel.size() + 5)
     return false;
   for (size_t i = 0; i < op.size(); ++i)
@@ -39,32 +36,43 @@ template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
       return false;
   return true;
 }
-// Renaming an op or a kernel is a compile error here, not an op that has
-// "no runtime kernel" at run time. The ops with a case of their own
-// (constants, adamw, the collectives and their waits, packs, the shard's
-// adamw) name their kernels by opcode.
-static_assert(
-    namesKernel<EmbeddingOp>(Opcode::Embedding) &&
-    namesKernel<EmbeddingBackwardOp>(Opcode::EmbeddingBackward) &&
-    namesKernel<LayerNormOp>(Opcode::LayerNorm) &&
-    namesKernel<LayerNormBackwardOp>(Opcode::LayerNormBackward) &&
-    namesKernel<LinearOp>(Opcode::Linear) &&
-    namesKernel<LinearGradInputOp>(Opcode::LinearGradInput) &&
-    namesKernel<LinearGradWeightOp>(Opcode::LinearGradWeight) &&
-    namesKernel<BiasGradOp>(Opcode::BiasGrad) &&
-    namesKernel<AddOp>(Opcode::Add) && namesKernel<GeluOp>(Opcode::Gelu) &&
-    namesKernel<GeluBackwardOp>(Opcode::GeluBackward) &&
-    namesKernel<ReluOp>(Opcode::Relu) &&
-    namesKernel<ReluBackwardOp>(Opcode::ReluBackward) &&
-    namesKernel<AttentionOp>(Opcode::Attention) &&
-    namesKernel<AttentionBackwardOp>(Opcode::AttentionBackward) &&
-    namesKernel<CrossEntropyOp>(Opcode::CrossEntropy) &&
-    namesKernel<CrossEntropyBackwardOp>(Opcode::CrossEntropyBackward) &&
-    namesKernel<AdamWOp>(Opcode::AdamW) &&
-    namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
-    namesKernel<AllGatherOp>(Opcode::AllGather) &&
-    namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
-    namesKernel<WaitOp>(Opcode::Wait));
+template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
+  return namesKernel(OpT::getOperationName(), plan::kernelName(opcode));
+}
+// The ops with a case of their own below (adamw, the collectives and their
+// waits, the shard's adamw) name their kernels by opcode: renaming one is a
+// compile error here.
+static_assert(namesKernel<AdamWOp>(Opcode::AdamW) &&
+              namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
+              namesKernel<AllGatherOp>(Opcode::AllGather) &&
+              namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
+              namesKernel<WaitOp>(Opcode::Wait));
+
+/// Whether fsdp op `OpT` lowers as the generic case below requires: an op
+/// named after a kernel of the table either has a case of its own or
+/// implements KernelOpInterface (derives from FSDP_KernelOp in
+/// FSDPOps.td), so that no kernel op reaches the lowering, or the
+/// simulator, without its kernel, scratch and costs.
+template <typename OpT> constexpr bool lowersByInterface() {
+  if (std::is_base_of_v<KernelOpInterface::Trait<OpT>, OpT>)
+    return true;
+  if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp,
+                      ReduceScatterOp, WaitOp>::value)
+    return true;
+  for (const plan::KernelInfo &info : plan::kKernels)
+    if (namesKernel(OpT::getOperationName(), info.name))
+      return false;
+  return true;
+}
+template <typename... OpTs> constexpr bool allLowerByInterface() {
+  return (lowersByInterface<OpTs>() && ...);
+}
+static_assert(allLowerByInterface<
+#define GET_OP_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
+                  >(),
+              "an fsdp op named after a runtime kernel must derive from "
+              "FSDP_KernelOp (FSDPOps.td) or have a case of its own");
 
 MemRefType toMemRef(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
@@ -331,27 +339,20 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
     return success();
   }
-  StringRef name = op->getName().stripDialect();
-  const plan::KernelInfo *info = plan::findKernel(name.str());
-  if (op->getDialect() != op->getContext()->getLoadedDialect<FSDPDialect>() ||
-      !info)
+  auto kernelOp = llvm::dyn_cast<KernelOpInterface>(op);
+  if (!kernelOp)
     return op->emitOpError() << "has no runtime kernel";
+  // The verifier checked the opcode and the operands against the table.
+  const plan::KernelInfo *info = plan::findKernel(kernelOp.getKernelOpcode());
   SmallVector<Value> ins, outs;
   for (Value operand : op->getOperands())
     ins.push_back(of(operand));
   for (Value result : op->getResults())
     outs.push_back(resultBuffer(result));
-  if (auto backward = llvm::dyn_cast<AttentionBackwardOp>(op))
-    outs.push_back(buffer(loc, BufferKind::Scratch,
-                          toMemRef(backward.getProbs().getType())));
-  // Per-row losses, so that a GPU reduces them with many blocks and in a
-  // fixed order (the CPU does not need them).
-  if (auto loss = llvm::dyn_cast<CrossEntropyOp>(op))
-    outs.push_back(buffer(loc, BufferKind::Scratch,
-                          MemRefType::get(llvm::cast<RankedTensorType>(
-                                              loss.getTargets().getType())
-                                              .getShape(),
-                                          builder.getF32Type())));
+  SmallVector<RankedTensorType> scratch;
+  kernelOp.getKernelScratch(scratch);
+  for (RankedTensorType type : scratch)
+    outs.push_back(buffer(loc, BufferKind::Scratch, toMemRef(type)));
   kernel(op, info->opcode, ins, outs, paramsOf(op, *info));
   return success();
 }

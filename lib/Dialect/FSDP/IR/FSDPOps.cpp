@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -738,6 +739,98 @@ void mlir::fsdp::walkInflightGathers(
     if (!visit(&op, inflight))
       return;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// KernelOpInterface: the kernel, scratch and costs of each compute op
+//===----------------------------------------------------------------------===//
+
+namespace plan = ::fsdp::plan;
+
+LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
+  auto kernelOp = llvm::cast<KernelOpInterface>(op);
+  const plan::KernelInfo *found = plan::findKernel(kernelOp.getKernelOpcode());
+  if (!found)
+    return op->emitOpError() << "lowers to opcode "
+                             << kernelOp.getKernelOpcode()
+                             << ", which is no kernel";
+  const plan::KernelInfo &info = *found;
+  StringRef kernel(info.name);
+  if (op->getName().stripDialect() != kernel)
+    return op->emitOpError() << "lowers to kernel '" << kernel
+                             << "', which is not named after it";
+  if (op->getNumOperands() < info.minInputs ||
+      op->getNumOperands() > info.maxInputs)
+    return op->emitOpError()
+           << "has " << op->getNumOperands() << " operands, but kernel '"
+           << kernel << "' takes " << info.minInputs << " to "
+           << info.maxInputs << " inputs";
+  SmallVector<RankedTensorType> scratch;
+  kernelOp.getKernelScratch(scratch);
+  size_t outputs = op->getNumResults() + scratch.size();
+  bool rolesMatch = outputs == info.outputs;
+  for (size_t i = 0; rolesMatch && i < outputs; ++i)
+    rolesMatch = info.outs[i].role == (i < op->getNumResults()
+                                           ? plan::OperandRole::Result
+                                           : plan::OperandRole::Scratch);
+  if (!rolesMatch)
+    return op->emitOpError()
+           << "has " << op->getNumResults() << " results and "
+           << scratch.size() << " scratch buffers, which are not the "
+           << info.outputs << " outputs of kernel '" << kernel << "'";
+  return success();
+}
+
+namespace {
+double numElements(Value v) { return double(tensorOf(v).getNumElements()); }
+
+/// Q K^T and P V: 2 * 2 * B * H * T * T * hs = 4 * T * (B * T * C).
+double attentionFlops(Value qkv) {
+  RankedTensorType type = tensorOf(qkv);
+  return 4.0 * type.getDimSize(1) * double(type.getNumElements()) / 3.0;
+}
+} // namespace
+
+// GEMMs: 2 FLOPs per multiply-add.
+double LinearOp::getFlops() {
+  return 2.0 * numElements(getResult()) * tensorOf(getWeight()).getDimSize(1);
+}
+double LinearGradInputOp::getFlops() {
+  return 2.0 * numElements(getGrad()) * tensorOf(getWeight()).getDimSize(1);
+}
+double LinearGradWeightOp::getFlops() {
+  return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
+}
+double AttentionOp::getFlops() { return attentionFlops(getQkv()); }
+double AttentionBackwardOp::getFlops() {
+  return 2.0 * attentionFlops(getQkv());
+}
+// Element-wise ops, reductions and gathers: charged by bytes moved.
+double EmbeddingOp::getFlops() { return 0.0; }
+double EmbeddingBackwardOp::getFlops() { return 0.0; }
+double LayerNormOp::getFlops() { return 0.0; }
+double LayerNormBackwardOp::getFlops() { return 0.0; }
+double BiasGradOp::getFlops() { return 0.0; }
+double AddOp::getFlops() { return 0.0; }
+double GeluOp::getFlops() { return 0.0; }
+double GeluBackwardOp::getFlops() { return 0.0; }
+double ReluOp::getFlops() { return 0.0; }
+double ReluBackwardOp::getFlops() { return 0.0; }
+double CrossEntropyOp::getFlops() { return 0.0; }
+double CrossEntropyBackwardOp::getFlops() { return 0.0; }
+
+/// The gradient of the probabilities, one row at a time.
+void AttentionBackwardOp::getKernelScratch(
+    SmallVectorImpl<RankedTensorType> &scratch) {
+  scratch.push_back(tensorOf(getProbs()));
+}
+
+/// Per-row losses, so that a GPU reduces them with many blocks and in a
+/// fixed order (the CPU does not need them).
+void CrossEntropyOp::getKernelScratch(
+    SmallVectorImpl<RankedTensorType> &scratch) {
+  scratch.push_back(RankedTensorType::get(tensorOf(getTargets()).getShape(),
+                                          Float32Type::get(getContext())));
 }
 
 #define GET_OP_CLASSES

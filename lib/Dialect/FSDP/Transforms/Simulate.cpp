@@ -1,7 +1,7 @@
 //===- Simulate.cpp - a cost model of a scheduled training step -----------===//
 //
 // Three streams (compute, all-gather, reduce-scatter), costs from types:
-// FLOPs for the GEMM-like ops, bytes moved for everything else, and the
+// FLOPs and bytes moved of each compute op (KernelOpInterface), and the
 // nccl-tests bus-bandwidth model for collectives. What the schedule buys
 // shows up as exposed communication: step time not covered by compute.
 //
@@ -30,37 +30,6 @@ struct Hardware {
 };
 
 double bytesOf(Value v) { return double(getSizeInBytes(v.getType())); }
-
-double elements(Value v) {
-  return double(llvm::cast<RankedTensorType>(v.getType()).getNumElements());
-}
-
-/// FLOPs of the ops that are GEMMs (or made of them); 0 for the others.
-double flopsOf(Operation *op) {
-  if (auto linear = llvm::dyn_cast<LinearOp>(op))
-    return 2.0 * elements(linear.getResult()) *
-           llvm::cast<RankedTensorType>(linear.getWeight().getType())
-               .getDimSize(1);
-  if (auto grad = llvm::dyn_cast<LinearGradInputOp>(op))
-    return 2.0 * elements(grad.getGrad()) *
-           llvm::cast<RankedTensorType>(grad.getWeight().getType())
-               .getDimSize(1);
-  if (auto grad = llvm::dyn_cast<LinearGradWeightOp>(op))
-    return 2.0 * elements(grad.getGrad()) *
-           llvm::cast<RankedTensorType>(grad.getInput().getType())
-               .getShape()
-               .back();
-  // Q K^T and P V: 2 * 2 * B * H * T * T * hs = 4 * T * (B * T * C).
-  auto attentionFlops = [](Value qkv) {
-    auto type = llvm::cast<RankedTensorType>(qkv.getType());
-    return 4.0 * type.getDimSize(1) * double(type.getNumElements()) / 3.0;
-  };
-  if (auto attention = llvm::dyn_cast<AttentionOp>(op))
-    return attentionFlops(attention.getQkv());
-  if (auto attention = llvm::dyn_cast<AttentionBackwardOp>(op))
-    return 2.0 * attentionFlops(attention.getQkv());
-  return 0.0;
-}
 
 struct Event {
   std::string name;
@@ -134,6 +103,7 @@ void FsdpSimulatePass::runOnOperation() {
     else // a synchronous collective: compute waits for it at once
       freeAt[0] = std::max(freeAt[0], end);
   };
+  bool noCost = false;
   step.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (auto start = llvm::dyn_cast<AllGatherStartOp>(op))
       return collective(op, 1, bytesOf(start.getResult()), start.getToken());
@@ -151,19 +121,31 @@ void FsdpSimulatePass::runOnOperation() {
                   func::FuncOp, func::ReturnOp>(op) ||
         op->getDialect() != op->getContext()->getLoadedDialect<FSDPDialect>())
       return;
-    double bytes = 0.0;
-    for (Value v : op->getOperands())
-      bytes += bytesOf(v);
-    for (Value v : op->getResults())
-      bytes += bytesOf(v);
-    if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op))
-      bytes = 7.0 * bytesOf(adamw.getGrad()); // read p, g, m, v; write p, m, v
-    double duration = std::max(flopsOf(op) / hw.flops, bytes / hw.memoryBytes);
+    // A compute op's costs are its own (KernelOpInterface); the shard's
+    // AdamW reads p, g, m, v and writes p, m, v; what else is left of the
+    // dialect here (adamw of an unsharded parameter) moves its operands.
+    double flops = 0.0, bytes = 0.0;
+    if (auto kernelOp = llvm::dyn_cast<KernelOpInterface>(op)) {
+      flops = kernelOp.getFlops();
+      bytes = kernelOp.getBytesMoved();
+    } else if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
+      bytes = 7.0 * bytesOf(adamw.getGrad());
+    } else if (llvm::isa<AdamWOp>(op)) {
+      bytes = bytesOf(llvm::cast<AdamWOp>(op).getGrad());
+    } else {
+      op->emitOpError() << "has no cost in fsdp-simulate (a compute op "
+                           "implements KernelOpInterface)";
+      noCost = true;
+      return;
+    }
+    double duration = std::max(flops / hw.flops, bytes / hw.memoryBytes);
     events.push_back(
         {op->getName().stripDialect().str(), 0, freeAt[0], duration});
     freeAt[0] += duration;
     computeBusy += duration;
   });
+  if (noCost)
+    return signalPassFailure();
   double stepTime = *std::max_element(freeAt.begin(), freeAt.end());
   double exposed = stepTime - computeBusy;
   FailureOr<MemoryProfile> memory =

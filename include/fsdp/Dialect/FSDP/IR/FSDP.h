@@ -42,6 +42,14 @@ struct CollectiveResource
 #define GET_TYPEDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsTypes.h.inc"
 
+namespace mlir::fsdp {
+int64_t getSizeInBytes(Type type);
+namespace detail {
+/// KernelOpInterface's verifier: the op against its kernel's table entry.
+LogicalResult verifyKernelOp(Operation *op);
+} // namespace detail
+} // namespace mlir::fsdp
+
 #include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
 
 namespace mlir::fsdp {

@@ -31,4 +31,58 @@ def FSDP_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def FSDP_KernelOpInterface : OpInterface<"KernelOpInterface"> {
+  let cppNamespace = "::mlir::fsdp";
+  let description = [{
+    A compute op that lowers to one runtime kernel: everything the compiler
+    needs to know about the op besides its semantics lives here, next to
+    the op. `--fsdp-lower-to-runtime` asks it for the plan kernel and the
+    scratch outputs (the kernel's operands are the op's operands, then its
+    results, then the scratch buffers), `--fsdp-simulate` for its FLOPs and
+    bytes moved. Ops derive from the ODS class `FSDP_KernelOp`, which names
+    the kernel and declares the methods: an op that leaves out `getFlops`
+    does not link. The verifier checks the op against the kernel table
+    (`runtime/include/fsdp/runtime/PlanFormat.h`): the kernel's name is the
+    op's, its inputs are the op's operands, its outputs the op's results
+    and then its scratch buffers.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The plan kernel this op lowers to: `uint32_t(fsdp::plan::Opcode::K)`
+        for the enumerator `K` named in `FSDP_KernelOp` (the value a plan
+        stores; `plan::findKernel` maps it to the table entry). An integer
+        so that the dialect's headers need not include PlanFormat.h.
+      }],
+      "uint32_t", "getKernelOpcode">,
+    InterfaceMethod<[{
+        Appends the types of the scratch buffers that the kernel writes
+        after the op's results (the table's `Scratch` outputs, in order),
+        derived from the op's operand and result types. None by default.
+      }],
+      "void", "getKernelScratch",
+      (ins "::llvm::SmallVectorImpl<::mlir::RankedTensorType> &":$scratch),
+      [{}], [{ (void)scratch; }]>,
+    InterfaceMethod<[{
+        The floating-point operations the cost model charges the op: the
+        multiply-adds of its GEMMs (2 FLOPs each). Element-wise and
+        reduction ops return 0: the simulator charges them by bytes moved,
+        which bounds them on every machine it models.
+      }],
+      "double", "getFlops">,
+    InterfaceMethod<[{
+        Bytes the kernel reads and writes: by default every operand read
+        once and every result written once (scratch is not counted).
+      }],
+      "double", "getBytesMoved", (ins), [{}], [{
+        double bytes = 0.0;
+        for (::mlir::Value v : $_op->getOperands())
+          bytes += double(::mlir::fsdp::getSizeInBytes(v.getType()));
+        for (::mlir::Value v : $_op->getResults())
+          bytes += double(::mlir::fsdp::getSizeInBytes(v.getType()));
+        return bytes;
+      }]>
+  ];
+  let verify = [{ return ::mlir::fsdp::detail::verifyKernelOp($_op); }];
+}
+
 #endif // FSDP_INTERFACES_TD

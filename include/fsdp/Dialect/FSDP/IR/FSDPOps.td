@@ -25,16 +25,37 @@ def FSDP_ScalarTensor : 0DTensorOf<[AnyFloat]>;
 /// this resource are never reordered across each other.
 def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
 
-class FSDP_DiffOp<string mnemonic, list<Trait> traits = []>
-    : FSDP_Op<mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<FSDP_DifferentiableOpInterface>])> {
+/// A compute op that lowers to the runtime kernel `kernel` (a plan::Opcode
+/// enumerator). Deriving from this class is what makes an op lowerable: it
+/// declares KernelOpInterface, generates getKernelOpcode(), and leaves
+/// getFlops() (and the methods named in `kernelMethods`, such as
+/// getKernelScratch or getBytesMoved) to FSDPOps.cpp: an op without them
+/// does not link. See docs/adding-an-op.md.
+class FSDP_KernelOp<string mnemonic, string kernel, list<Trait> traits = [],
+                    list<string> kernelMethods = []>
+    : FSDP_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<FSDP_KernelOpInterface, kernelMethods>])> {
+  let extraClassDefinition = [{
+    uint32_t $cppClass::getKernelOpcode() {
+      return uint32_t(::fsdp::plan::Opcode::}] # kernel # [{);
+    }
+  }];
+}
+
+class FSDP_DiffOp<string mnemonic, string kernel, list<Trait> traits = [],
+                  list<string> kernelMethods = []>
+    : FSDP_KernelOp<mnemonic, kernel, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<FSDP_DifferentiableOpInterface>]),
+        kernelMethods> {
   let hasVerifier = 1;
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
-class FSDP_BackwardOp<string mnemonic, list<Trait> traits = []>
-    : FSDP_Op<mnemonic, !listconcat(traits, [Pure])> {
+class FSDP_BackwardOp<string mnemonic, string kernel, list<Trait> traits = [],
+                      list<string> kernelMethods = []>
+    : FSDP_KernelOp<mnemonic, kernel, !listconcat(traits, [Pure]),
+                    kernelMethods> {
   let hasVerifier = 1;
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
@@ -171,7 +192,7 @@ def FSDP_YieldOp : FSDP_Op<"yield", [Pure, Terminator, ReturnLike,
 // Model ops (forward)
 //===----------------------------------------------------------------------===//
 
-def FSDP_EmbeddingOp : FSDP_DiffOp<"embedding"> {
+def FSDP_EmbeddingOp : FSDP_DiffOp<"embedding", "Embedding"> {
   let summary = "token plus position embedding";
   let description = [{
     `out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for token ids of shape
@@ -183,7 +204,7 @@ def FSDP_EmbeddingOp : FSDP_DiffOp<"embedding"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm"> {
+def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm", "LayerNorm"> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     Normalises `x` (`... x C`) over its last dimension and applies the gain
@@ -198,7 +219,7 @@ def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm"> {
                       FSDP_FloatTensor:$rstd);
 }
 
-def FSDP_LinearOp : FSDP_DiffOp<"linear"> {
+def FSDP_LinearOp : FSDP_DiffOp<"linear", "Linear"> {
   let summary = "y = x W^T + b (PyTorch nn.Linear layout)";
   let description = [{
     `input` is `... x K`, `weight` is `N x K`, the optional `bias` is `N`;
@@ -210,7 +231,7 @@ def FSDP_LinearOp : FSDP_DiffOp<"linear"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_AddOp : FSDP_DiffOp<"add", [SameOperandsAndResultType]> {
+def FSDP_AddOp : FSDP_DiffOp<"add", "Add", [SameOperandsAndResultType]> {
   let summary = "elementwise sum (residual add, gradient accumulation)";
   let arguments = (ins FSDP_FloatTensor:$lhs, FSDP_FloatTensor:$rhs);
   let results = (outs FSDP_FloatTensor:$result);
@@ -218,7 +239,7 @@ def FSDP_AddOp : FSDP_DiffOp<"add", [SameOperandsAndResultType]> {
   let hasVerifier = 0;
 }
 
-def FSDP_GeluOp : FSDP_DiffOp<"gelu", [SameOperandsAndResultType]> {
+def FSDP_GeluOp : FSDP_DiffOp<"gelu", "Gelu", [SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let arguments = (ins FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
@@ -226,7 +247,7 @@ def FSDP_GeluOp : FSDP_DiffOp<"gelu", [SameOperandsAndResultType]> {
   let hasVerifier = 0;
 }
 
-def FSDP_ReluOp : FSDP_DiffOp<"relu", [SameOperandsAndResultType]> {
+def FSDP_ReluOp : FSDP_DiffOp<"relu", "Relu", [SameOperandsAndResultType]> {
   let summary = "max(x, 0)";
   let arguments = (ins FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
@@ -234,7 +255,7 @@ def FSDP_ReluOp : FSDP_DiffOp<"relu", [SameOperandsAndResultType]> {
   let hasVerifier = 0;
 }
 
-def FSDP_AttentionOp : FSDP_DiffOp<"attention"> {
+def FSDP_AttentionOp : FSDP_DiffOp<"attention", "Attention"> {
   let summary = "causal multi-head self-attention from a fused qkv tensor";
   let description = [{
     `qkv` is `B x T x 3C`, holding the queries, keys and values side by side
@@ -248,7 +269,8 @@ def FSDP_AttentionOp : FSDP_DiffOp<"attention"> {
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$probs);
 }
 
-def FSDP_CrossEntropyOp : FSDP_DiffOp<"cross_entropy"> {
+def FSDP_CrossEntropyOp :
+    FSDP_DiffOp<"cross_entropy", "CrossEntropy", [], ["getKernelScratch"]> {
   let summary = "softmax cross-entropy, mean over all positions";
   let description = [{
     `logits` is `... x V`, `targets` holds class ids of shape `...`. Returns
@@ -263,7 +285,8 @@ def FSDP_CrossEntropyOp : FSDP_DiffOp<"cross_entropy"> {
 // Backward ops
 //===----------------------------------------------------------------------===//
 
-def FSDP_EmbeddingBackwardOp : FSDP_BackwardOp<"embedding_backward"> {
+def FSDP_EmbeddingBackwardOp :
+    FSDP_BackwardOp<"embedding_backward", "EmbeddingBackward"> {
   let summary = "gradients of the token and position tables";
   let description = [{
     Scatter-adds `grad` (`B x T x C`) into a zero `V x C` token-table
@@ -274,7 +297,8 @@ def FSDP_EmbeddingBackwardOp : FSDP_BackwardOp<"embedding_backward"> {
   let results = (outs FSDP_FloatTensor:$wte_grad, FSDP_FloatTensor:$wpe_grad);
 }
 
-def FSDP_LayerNormBackwardOp : FSDP_BackwardOp<"layer_norm_backward"> {
+def FSDP_LayerNormBackwardOp :
+    FSDP_BackwardOp<"layer_norm_backward", "LayerNormBackward"> {
   let summary = "gradients of layer_norm's input, weight and bias";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input,
                        FSDP_FloatTensor:$weight, FSDP_FloatTensor:$mean,
@@ -284,37 +308,41 @@ def FSDP_LayerNormBackwardOp : FSDP_BackwardOp<"layer_norm_backward"> {
                       FSDP_FloatTensor:$bias_grad);
 }
 
-def FSDP_LinearGradInputOp : FSDP_BackwardOp<"linear_grad_input"> {
+def FSDP_LinearGradInputOp :
+    FSDP_BackwardOp<"linear_grad_input", "LinearGradInput"> {
   let summary = "dx = dy W (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$weight);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_LinearGradWeightOp : FSDP_BackwardOp<"linear_grad_weight"> {
+def FSDP_LinearGradWeightOp :
+    FSDP_BackwardOp<"linear_grad_weight", "LinearGradWeight"> {
   let summary = "dW = dy^T x, summed over all leading dimensions (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_BiasGradOp : FSDP_BackwardOp<"bias_grad"> {
+def FSDP_BiasGradOp : FSDP_BackwardOp<"bias_grad", "BiasGrad"> {
   let summary = "db = dy summed over all leading dimensions";
   let arguments = (ins FSDP_FloatTensor:$grad);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_GeluBackwardOp : FSDP_BackwardOp<"gelu_backward"> {
+def FSDP_GeluBackwardOp : FSDP_BackwardOp<"gelu_backward", "GeluBackward"> {
   let summary = "dx = dy * gelu'(x)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward"> {
+def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward", "ReluBackward"> {
   let summary = "dx = dy where x > 0, else 0";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_AttentionBackwardOp : FSDP_BackwardOp<"attention_backward"> {
+def FSDP_AttentionBackwardOp :
+    FSDP_BackwardOp<"attention_backward", "AttentionBackward", [],
+                    ["getKernelScratch"]> {
   let summary = "gradient of the fused qkv tensor";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
                        FSDP_FloatTensor:$probs,
@@ -322,7 +350,8 @@ def FSDP_AttentionBackwardOp : FSDP_BackwardOp<"attention_backward"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-def FSDP_CrossEntropyBackwardOp : FSDP_BackwardOp<"cross_entropy_backward"> {
+def FSDP_CrossEntropyBackwardOp :
+    FSDP_BackwardOp<"cross_entropy_backward", "CrossEntropyBackward"> {
   let summary = "dlogits = dloss * (softmax(logits) - onehot(targets)) / rows";
   let arguments = (ins FSDP_ScalarTensor:$grad, FSDP_FloatTensor:$logits,
                        FSDP_IdTensor:$targets);
