@@ -40,7 +40,18 @@ llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
 # Memory-safety checks of error paths run under valgrind where it is
 # installed (`%if valgrind %{ ... %}`); elsewhere only the message is checked.
 import shutil
-if shutil.which("valgrind"):
+# Not for the sanitizer build's tools: valgrind cannot run an ASan binary
+# (and ASan checks the same there).
+import subprocess
+def _sanitized(tool):
+    try:
+        libs = subprocess.run(["ldd", tool], capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "libasan" in libs
+if shutil.which("valgrind") and not _sanitized(
+        os.path.join(config.fsdp_tools_dir, "fsdp-opt")):
     config.available_features.add("valgrind")
 
 # Multi-rank tests run the ranks as processes on this machine under mpirun:

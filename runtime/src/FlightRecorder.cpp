@@ -119,9 +119,9 @@ void FlightRecorder::unlinkBoard() {
     shm_unlink(boardName.c_str());
 }
 
-uint64_t FlightRecorder::issue(const CollectiveLabel &label,
-                               const std::string &kind, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex);
+uint64_t FlightRecorder::newRecord(const CollectiveLabel &label,
+                                   const std::string &kind, uint64_t bytes,
+                                   int64_t now) {
   uint64_t id = nextId++;
   Record &r = slot(id);
   r = Record();
@@ -129,8 +129,14 @@ uint64_t FlightRecorder::issue(const CollectiveLabel &label,
   r.label = label;
   r.kind = kind;
   r.bytes = bytes;
-  r.issuedNanos = steadyNanos();
+  r.issuedNanos = now;
   return id;
+}
+
+uint64_t FlightRecorder::issue(const CollectiveLabel &label,
+                               const std::string &kind, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return newRecord(label, kind, bytes, steadyNanos());
 }
 
 uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
@@ -141,14 +147,7 @@ uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
   if (id == 0 || slot(id).id != id || slot(id).state != State::Issued) {
     // The runtime's own collective, or one more call of a record already
     // started (a bucket's members share none): a record of its own.
-    id = nextId++;
-    Record &r = slot(id);
-    r = Record();
-    r.id = id;
-    r.label = tScopeLabel;
-    r.kind = kind;
-    r.bytes = bytes;
-    r.issuedNanos = now;
+    id = newRecord(tScopeLabel, kind, bytes, now);
   }
   Record &r = slot(id);
   r.channel = channel;

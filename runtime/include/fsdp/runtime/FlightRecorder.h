@@ -123,6 +123,9 @@ private:
   Record &slot(uint64_t id) { return ring[(id - 1) % ring.size()]; }
   const Record &slot(uint64_t id) const { return ring[(id - 1) % ring.size()]; }
   void publish(const Record &record, bool started);
+  /// A fresh record in the ring (the caller holds the mutex).
+  uint64_t newRecord(const CollectiveLabel &label, const std::string &kind,
+                     uint64_t bytes, int64_t now);
 
   int rank_, size_;
   mutable std::mutex mutex;
