@@ -71,8 +71,7 @@ std::string checkRanksAgree(Communicator &comm,
             "' (rank 0: '" + (a ? a->value : "(none)") + "')";
   }
   return "ranks disagree: rank " + std::to_string(other) +
-         " differs from rank 0 in " + diff +
-         "; every rank refuses to start";
+         " differs from rank 0 in " + diff + "; every rank refuses to start";
 }
 
 } // namespace fsdp::rt

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <sys/stat.h>
 
 namespace fsdp::rt {
@@ -26,8 +26,7 @@ namespace {
 constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * 4;
 
 /// Reads a regular file whole; never throws.
-bool readFile(const std::string &path, std::string &bytes,
-              std::string &error) {
+bool readFile(const std::string &path, std::string &bytes, std::string &error) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
     error = path + ": cannot open data file: " + std::strerror(errno);
@@ -47,7 +46,8 @@ bool readFile(const std::string &path, std::string &bytes,
     return false;
   }
   bytes.resize(size_t(info.st_size));
-  size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
+  size_t got =
+      bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
   bool failed = std::ferror(file) != 0;
   int saved = errno;
   std::fclose(file);
@@ -71,9 +71,7 @@ bool looksLikeTokenHeader(const std::string &bytes, const int32_t *header) {
 
 /// Bytes that text (ASCII or UTF-8) does not contain: controls other than
 /// tab, newline, vertical tab, form feed and carriage return.
-bool isControl(unsigned char c) {
-  return c < 0x20 && (c < 0x09 || c > 0x0D);
-}
+bool isControl(unsigned char c) { return c < 0x20 && (c < 0x09 || c > 0x0D); }
 } // namespace
 
 bool TokenData::load(const std::string &path, DataFormat format,
@@ -86,7 +84,8 @@ bool TokenData::load(const std::string &path, DataFormat format,
   if (bytes.size() >= sizeof(header))
     std::memcpy(header, bytes.data(), sizeof(header));
   bool hasMagic = header[0] == kTokenFileMagic;
-  if (format == DataFormat::Bytes || (format == DataFormat::Auto && !hasMagic)) {
+  if (format == DataFormat::Bytes ||
+      (format == DataFormat::Auto && !hasMagic)) {
     if (format == DataFormat::Auto) {
       if (looksLikeTokenHeader(bytes, header)) {
         error = path + ": a token file header with magic " +

@@ -231,10 +231,10 @@ std::string FlightRecorder::format(size_t limit) const {
   for (size_t i = begin; i < records.size(); ++i) {
     const Record &r = records[i];
     os << "  #" << r.id << " channel " << r.channel << " seq " << r.seq << " "
-       << stateName(r.state) << ": " << r.kind << ", " << r.bytes
-       << " bytes, " << describe(r.label, r.kind)
-       << "; issued " << ago(r.issuedNanos) << ", started "
-       << ago(r.startedNanos) << ", finished " << ago(r.finishedNanos) << "\n";
+       << stateName(r.state) << ": " << r.kind << ", " << r.bytes << " bytes, "
+       << describe(r.label, r.kind) << "; issued " << ago(r.issuedNanos)
+       << ", started " << ago(r.startedNanos) << ", finished "
+       << ago(r.finishedNanos) << "\n";
   }
   return os.str();
 }
@@ -320,7 +320,8 @@ std::string FlightRecorder::analyze() const {
       if (!slots[r].heartbeatNanos || at >= most || lagging[r])
         continue;
       lagging[r] = true;
-      std::string text = "rank " + std::to_string(r) + " lags: it has not entered";
+      std::string text =
+          "rank " + std::to_string(r) + " lags: it has not entered";
       const Board::Slot &lead = slots[leader];
       if (most - (at + 1) < Board::kHistory)
         text += std::string(" ") + lead.label(c, at + 1);
@@ -328,18 +329,17 @@ std::string FlightRecorder::analyze() const {
         text += " a collective";
       text += " (channel " + std::to_string(c) + ", collective #" +
               std::to_string(at + 1) + ")";
-      text += at + 1 == most ? ", which rank " + std::to_string(leader) +
-                                   " is in"
-                             : ", which rank " + std::to_string(leader) +
-                                   " passed (it is in #" +
-                                   std::to_string(most) + ": " +
-                                   lead.label(c, most) + ")";
-      text += "; its last collective was " +
-              (at ? "#" + std::to_string(at) + " (" + slots[r].label(c, at) +
-                        ", " +
-                        (slots[r].finished[c] >= at ? "finished" : "unfinished") +
-                        ")"
-                  : std::string("none"));
+      text += at + 1 == most
+                  ? ", which rank " + std::to_string(leader) + " is in"
+                  : ", which rank " + std::to_string(leader) +
+                        " passed (it is in #" + std::to_string(most) + ": " +
+                        lead.label(c, most) + ")";
+      text +=
+          "; its last collective was " +
+          (at ? "#" + std::to_string(at) + " (" + slots[r].label(c, at) + ", " +
+                    (slots[r].finished[c] >= at ? "finished" : "unfinished") +
+                    ")"
+              : std::string("none"));
       findings.push_back(text);
     }
   }
@@ -398,8 +398,7 @@ RecordScope::~RecordScope() {
 std::vector<uint64_t> RecordScope::remaining() {
   if (tScopeNext >= tScopeIds.size())
     return {};
-  return std::vector<uint64_t>(tScopeIds.begin() + tScopeNext,
-                               tScopeIds.end());
+  return std::vector<uint64_t>(tScopeIds.begin() + tScopeNext, tScopeIds.end());
 }
 
 const CollectiveLabel &RecordScope::currentLabel() { return tScopeLabel; }
@@ -465,9 +464,8 @@ void Watchdog::run() {
     if (waited < timeout)
       continue;
     std::string what = r.label.what.empty() ? r.kind : r.label.what;
-    std::fprintf(stderr,
-                 "fsdp-run: rank %d: error: collective timeout: %s", recorder.rank(),
-                 what.c_str());
+    std::fprintf(stderr, "fsdp-run: rank %d: error: collective timeout: %s",
+                 recorder.rank(), what.c_str());
     if (r.label.step > 0)
       std::fprintf(stderr, " at step %lld", (long long)r.label.step);
     if (r.label.kernel >= 0)
@@ -498,8 +496,8 @@ void Watchdog::run() {
 namespace {
 /// The same on every rank of the job.
 std::string boardName(Communicator &comm) {
-  for (const char *variable : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
-                               "SLURM_JOB_ID"})
+  for (const char *variable :
+       {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"})
     if (const char *value = std::getenv(variable)) {
       std::string name = "fsdp-run.";
       for (const char *c = value; *c; ++c)

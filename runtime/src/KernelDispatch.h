@@ -102,7 +102,8 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     return true;
   case Opcode::LayerNorm:
     k.layerNormForward(O(0), O(1), O(2), I(0), I(1), I(2),
-                       rows(in(0), last(in(0))), last(in(0)), float(param("epsilon")));
+                       rows(in(0), last(in(0))), last(in(0)),
+                       float(param("epsilon")));
     return true;
   case Opcode::LayerNormBackward:
     k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),

@@ -152,8 +152,8 @@ bool OutputFile::write(const std::function<void(std::ostream &)> &fill,
   if (failed) {
     unlink(tmp.c_str());
     forgetTemporaryFile(tmp);
-    error = path + ": cannot write the " + what + ": " +
-            std::strerror(failed) + " (the previous file, if any, is unchanged)";
+    error = path + ": cannot write the " + what + ": " + std::strerror(failed) +
+            " (the previous file, if any, is unchanged)";
     return false;
   }
   forgetTemporaryFile(tmp);

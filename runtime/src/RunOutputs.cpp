@@ -64,8 +64,8 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
         out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
         const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
         for (int lane = 0; lane < 3; ++lane)
-          out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
-              << rank << ", \"tid\": " << lane << ", \"args\": {\"name\": \""
+          out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
+              << ", \"tid\": " << lane << ", \"args\": {\"name\": \""
               << lanes[lane] << "\"}},\n";
         out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << rank
             << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
@@ -76,8 +76,8 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
               << (inst.unit.empty() ? "" : " @" + inst.unit)
               << "\", \"ph\": \"X\", "
               << "\"pid\": " << rank << ", \"tid\": " << e.lane;
-          std::snprintf(number, sizeof(number),
-                        ", \"ts\": %.3f, \"dur\": %.3f", e.start, e.duration);
+          std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
+                        e.start, e.duration);
           out << number << ", \"args\": {\"step\": " << e.step << "}}";
         }
         out << "\n]}\n";

@@ -10,7 +10,8 @@ namespace fsdp::rt {
 bool classifyInputs(const Plan &plan, StepInputs &in, std::string &error) {
   if (plan.inputs.size() != 2 || plan.inputs[0] == plan::kNone ||
       plan.inputs[1] == plan::kNone) {
-    error = plan.path + ": fsdp-run feeds plans with two inputs (data, targets)";
+    error =
+        plan.path + ": fsdp-run feeds plans with two inputs (data, targets)";
     return false;
   }
   const BufferDesc &data = plan.buffers[plan.inputs[0]];

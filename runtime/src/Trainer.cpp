@@ -47,8 +47,8 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     onStep({step, loss, seconds});
   }
   result.timedSteps = options.steps > 1 ? options.steps - 1 : 1;
-  result.meanSeconds = options.steps > 1 ? steadySeconds / result.timedSteps
-                                         : totalSeconds;
+  result.meanSeconds =
+      options.steps > 1 ? steadySeconds / result.timedSteps : totalSeconds;
   before(options.steps + 1);
   result.highWaterMark = session.measureHighWaterMark();
   RecordScope scope(CollectiveLabel{0, -1, "high-water-mark all-reduce"});

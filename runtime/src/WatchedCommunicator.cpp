@@ -84,8 +84,8 @@ private:
 std::unique_ptr<Communicator>
 createWatchedCommunicator(std::unique_ptr<Communicator> inner,
                           FlightRecorder &recorder) {
-  return std::make_unique<WatchedCommunicator>(
-      std::move(inner), recorder, 0, std::make_shared<uint32_t>(0));
+  return std::make_unique<WatchedCommunicator>(std::move(inner), recorder, 0,
+                                               std::make_shared<uint32_t>(0));
 }
 
 } // namespace fsdp::rt

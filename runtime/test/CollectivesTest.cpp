@@ -69,8 +69,8 @@ bool near(float got, double want) {
 }
 
 std::string where(const char *what, int64_t total, int64_t i) {
-  return std::string(what) + ": total " + std::to_string(total) +
-         ", element " + std::to_string(i);
+  return std::string(what) + ": total " + std::to_string(total) + ", element " +
+         std::to_string(i);
 }
 
 void checkAllGather(Communicator &comm, int64_t total) {
@@ -87,7 +87,8 @@ void checkAllGather(Communicator &comm, int64_t total) {
       first = i;
   expect(wrong == 0, where("allGather: wrong element", total, first));
   for (int64_t i = total; i < total + 3; ++i)
-    expect(full[i] == kCanary, where("allGather: wrote past the end", total, i));
+    expect(full[i] == kCanary,
+           where("allGather: wrote past the end", total, i));
 }
 
 void checkReduceScatter(Communicator &comm, int64_t total) {
@@ -112,8 +113,8 @@ void checkReduceScatter(Communicator &comm, int64_t total) {
   for (int64_t i = count; i < width + 2; ++i)
     expect(shard[i] == kCanary,
            where("reduceScatterMean: wrote past this rank's count", total, i));
-  expect(full == input, where("reduceScatterMean: changed its input", total,
-                              -1));
+  expect(full == input,
+         where("reduceScatterMean: changed its input", total, -1));
 }
 
 void checkScalars(Communicator &comm) {
@@ -200,8 +201,8 @@ void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
     auto scatterJob = [&](size_t from, size_t to) {
       return [&, from, to](Communicator &c) {
         for (size_t i = from; i < to; ++i)
-          c.reduceScatterMean(scatters[i].full.data(),
-                              scatters[i].shard.data(), scatters[i].total);
+          c.reduceScatterMean(scatters[i].full.data(), scatters[i].shard.data(),
+                              scatters[i].total);
       };
     };
     using Tokens = std::vector<uint32_t>;
@@ -254,9 +255,9 @@ void checkStreamed(const Gathers &gathers, const Scatters &scatters) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::unique_ptr<Communicator> comm =
-      haveMpi() ? createMpiCommunicator(&argc, &argv)
-                : createLocalCommunicator();
+  std::unique_ptr<Communicator> comm = haveMpi()
+                                           ? createMpiCommunicator(&argc, &argv)
+                                           : createLocalCommunicator();
   int N = comm->size();
   me = comm->rank();
   gComm = comm.get();

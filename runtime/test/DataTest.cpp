@@ -56,9 +56,9 @@ int main() {
     ids[i] = i;
   TokenData data;
   std::string error;
-  check(data.load(writeTokenFile(dir + "/ids.bin", ids), DataFormat::Auto,
-                  error),
-        "token file loads: " + error);
+  check(
+      data.load(writeTokenFile(dir + "/ids.bin", ids), DataFormat::Auto, error),
+      "token file loads: " + error);
   const int64_t B = 2, T = 5;
   check(data.windowsPerEpoch(B, T) == 10, "10 windows per epoch");
   check(data.unusedTail(B, T) == 2, "2 tail tokens unused");

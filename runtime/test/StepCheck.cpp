@@ -174,8 +174,8 @@ byParam(const Plan &plan, const std::vector<std::vector<float>> &units) {
 
 /// Random inputs of step `step`: each rank writes its rows of a global
 /// batch whose element i depends only on (seed, step, position, i).
-void feed(const Plan &plan, Session &session, Communicator &comm,
-          uint64_t seed, int64_t step) {
+void feed(const Plan &plan, Session &session, Communicator &comm, uint64_t seed,
+          int64_t step) {
   int64_t embedRows = 0, classes = 0;
   for (const Instruction &inst : plan.program) {
     if (inst.kernel->opcode == plan::Opcode::Embedding)
@@ -197,9 +197,9 @@ void feed(const Plan &plan, Session &session, Communicator &comm,
       int64_t limit = position == 0 && embedRows ? embedRows : classes;
       std::vector<int32_t> values(n);
       for (int64_t i = 0; i < n; ++i)
-        values[i] = int32_t(mix(mix(seed ^ (step * 16 + position)) ^
-                                uint64_t(first + i)) %
-                            uint64_t(limit));
+        values[i] = int32_t(
+            mix(mix(seed ^ (step * 16 + position)) ^ uint64_t(first + i)) %
+            uint64_t(limit));
       session.setInput(uint32_t(position), values.data(), b.size);
     }
   }
@@ -263,8 +263,8 @@ int main(int argc, char **argv) {
   if (lead)
     std::printf("step-check: %s, %d rank%s\nstep-check: split by a shard "
                 "boundary: decay [%s ], no-decay [%s ]\n",
-                o.planPath.c_str(), N, N == 1 ? "" : "s",
-                straddleDecay.c_str(), straddleNoDecay.c_str());
+                o.planPath.c_str(), N, N == 1 ? "" : "s", straddleDecay.c_str(),
+                straddleNoDecay.c_str());
 
   // Every parameter to values of its name and index alone.
   for (uint32_t u = 0; u < plan.units.size(); ++u) {
@@ -272,8 +272,7 @@ int main(int argc, char **argv) {
     std::vector<float> shard = session.readBuffer(plan.units[u].shardBuffer);
     forEachShardSegment(
         plan, u, comm->rank(), N,
-        [&](const ParamDesc &param, int64_t at, int64_t begin,
-            int64_t count) {
+        [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
           uint64_t h = hashName(param.name);
           for (int64_t i = 0; i < count; ++i)
             shard[at + i] = float(0.5 * uniform(o.seed, h, begin + i));
@@ -343,8 +342,8 @@ int main(int argc, char **argv) {
         m[p][i] = o.beta1 * m[p][i] + (1.0 - o.beta1) * g;
         v[p][i] = o.beta2 * v[p][i] + (1.0 - o.beta2) * g * g;
         double want =
-            x - o.lr * (m[p][i] / c1 / (std::sqrt(v[p][i] / c2) + o.eps) +
-                        wd * x);
+            x -
+            o.lr * (m[p][i] / c1 / (std::sqrt(v[p][i] / c2) + o.eps) + wd * x);
         // float32 rounding of the parameter, and of an update of size lr
         // (the errors seen are under a fifth of this).
         double tol = 2e-7 * std::fabs(x) + 1e-5 * o.lr;

@@ -56,8 +56,8 @@ static_assert(namesKernel<AdamWOp>(Opcode::AdamW) &&
 template <typename OpT> constexpr bool lowersByInterface() {
   if (std::is_base_of_v<KernelOpInterface::Trait<OpT>, OpT>)
     return true;
-  if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp,
-                      ReduceScatterOp, WaitOp>::value)
+  if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp, ReduceScatterOp,
+                      WaitOp>::value)
     return true;
   for (const plan::KernelInfo &info : plan::kKernels)
     if (namesKernel(OpT::getOperationName(), info.name))

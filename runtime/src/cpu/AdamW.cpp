@@ -46,9 +46,9 @@ inline void sqrtInPlace(float *x, int64_t n) {
 
 } // namespace
 
-FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
-           float lr, float beta1, float beta2, float eps, float weightDecay,
-           int64_t step) {
+FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
+                           int64_t n, float lr, float beta1, float beta2,
+                           float eps, float weightDecay, int64_t step) {
   const float corr1 = float(1.0 - std::pow(double(beta1), double(step)));
   const float corr2 = float(1.0 - std::pow(double(beta2), double(step)));
   const int64_t chunks = (n + kChunk - 1) / kChunk;

@@ -42,9 +42,9 @@ inline int64_t blockEnd(int64_t i, int64_t T) {
 
 } // namespace
 
-FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out, float *probs,
-                      const float *qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t NH) {
+FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
+                                      float *probs, const float *qkv, int64_t B,
+                                      int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH, ld = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));
 
@@ -97,9 +97,11 @@ FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out, float *probs
   }
 }
 
-FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
-                       const float *dout, const float *qkv, const float *probs,
-                       int64_t B, int64_t T, int64_t C, int64_t NH) {
+FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
+                                       float *scratch, const float *dout,
+                                       const float *qkv, const float *probs,
+                                       int64_t B, int64_t T, int64_t C,
+                                       int64_t NH) {
   const int64_t hs = C / NH, ld = 3 * C;
   const float scale = 1.0f / std::sqrt(float(hs));
 

@@ -25,7 +25,8 @@ constexpr int64_t kLossChunks = 256;
 } // namespace
 
 FSDP_CPU_KERNEL void crossEntropyForward(float *loss, const float *logits,
-                         const int32_t *targets, int64_t N, int64_t V) {
+                                         const int32_t *targets, int64_t N,
+                                         int64_t V) {
   double partial[kLossChunks];
   const int64_t chunks = std::min(N, kLossChunks);
 #pragma omp parallel for schedule(static)
@@ -50,8 +51,9 @@ FSDP_CPU_KERNEL void crossEntropyForward(float *loss, const float *logits,
 }
 
 FSDP_CPU_KERNEL void crossEntropyBackward(float *dlogits, const float *dloss,
-                          const float *logits, const int32_t *targets,
-                          int64_t N, int64_t V) {
+                                          const float *logits,
+                                          const int32_t *targets, int64_t N,
+                                          int64_t V) {
   const float scale = *dloss / float(N);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {

@@ -28,7 +28,8 @@ constexpr float kGeluC = 0.044715f;
 
 } // namespace
 
-FSDP_CPU_KERNEL void add(float *out, const float *a, const float *b, int64_t n) {
+FSDP_CPU_KERNEL void add(float *out, const float *a, const float *b,
+                         int64_t n) {
   // out may alias a or b; each element is read before it is written, so
   // the simd assertion (no loop-carried dependence) still holds.
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -45,7 +46,8 @@ FSDP_CPU_KERNEL void geluForward(float *out, const float *x, int64_t n) {
   }
 }
 
-FSDP_CPU_KERNEL void geluBackward(float *dx, const float *dout, const float *x, int64_t n) {
+FSDP_CPU_KERNEL void geluBackward(float *dx, const float *dout, const float *x,
+                                  int64_t n) {
   // With s = sigmoid(2u): gelu = x s and gelu' = s + 2 x u' s (1 - s).
   // 1 - s is computed as s e (e = exp(-2u)), which does not cancel.
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -68,7 +70,8 @@ FSDP_CPU_KERNEL void reluForward(float *out, const float *x, int64_t n) {
     out[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-FSDP_CPU_KERNEL void reluBackward(float *dx, const float *dout, const float *x, int64_t n) {
+FSDP_CPU_KERNEL void reluBackward(float *dx, const float *dout, const float *x,
+                                  int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     dx[i] = x[i] > 0.0f ? dout[i] : 0.0f;

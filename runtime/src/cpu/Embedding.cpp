@@ -17,8 +17,9 @@
 
 namespace fsdp::rt::cpu {
 
-FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens, const float *wte,
-                      const float *wpe, int64_t B, int64_t T, int64_t C) {
+FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens,
+                                      const float *wte, const float *wpe,
+                                      int64_t B, int64_t T, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const float *tok = wte + int64_t(tokens[bt]) * C;
@@ -30,9 +31,10 @@ FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens, const f
   }
 }
 
-FSDP_CPU_KERNEL void embeddingBackward(float *dwte, float *dwpe, const float *dout,
-                       const int32_t *tokens, int64_t B, int64_t T, int64_t C,
-                       int64_t V, int64_t Tmax) {
+FSDP_CPU_KERNEL void embeddingBackward(float *dwte, float *dwpe,
+                                       const float *dout, const int32_t *tokens,
+                                       int64_t B, int64_t T, int64_t C,
+                                       int64_t V, int64_t Tmax) {
   // dwpe[t] = sum over b of dout[b, t]: rows are independent.
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < Tmax; ++t) {

@@ -23,8 +23,7 @@
 /// OpenMP's outlined bodies are cloned with it.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define FSDP_CPU_KERNEL                                                        \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",           \
-                               "default")))
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FSDP_CPU_KERNEL
 #endif

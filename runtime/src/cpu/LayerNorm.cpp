@@ -21,9 +21,10 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
-FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd, const float *x,
-                      const float *w, const float *b, int64_t N, int64_t C,
-                      float eps) {
+FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd,
+                                      const float *x, const float *w,
+                                      const float *b, int64_t N, int64_t C,
+                                      float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
     const float *xi = x + i * C;
@@ -50,9 +51,11 @@ FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd, cons
   }
 }
 
-FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db, const float *dout,
-                       const float *x, const float *w, const float *mean,
-                       const float *rstd, int64_t N, int64_t C) {
+FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db,
+                                       const float *dout, const float *x,
+                                       const float *w, const float *mean,
+                                       const float *rstd, int64_t N,
+                                       int64_t C) {
   // dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)), with
   // norm = (x - mean) rstd and dnorm = w dout.
 #pragma omp parallel for schedule(static)

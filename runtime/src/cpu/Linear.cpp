@@ -15,8 +15,9 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
-FSDP_CPU_KERNEL void linearForward(const Blas &blas, float *out, const float *x, const float *w,
-                   const float *bias, int64_t N, int64_t IC, int64_t OC) {
+FSDP_CPU_KERNEL void linearForward(const Blas &blas, float *out, const float *x,
+                                   const float *w, const float *bias, int64_t N,
+                                   int64_t IC, int64_t OC) {
   // The bias goes in first and the GEMM adds onto it (beta = 1), which
   // saves a second pass over out.
   float beta = 0.0f;
@@ -30,19 +31,22 @@ FSDP_CPU_KERNEL void linearForward(const Blas &blas, float *out, const float *x,
              beta, out, OC);
 }
 
-FSDP_CPU_KERNEL void linearGradInput(const Blas &blas, float *dx, const float *dout,
-                     const float *w, int64_t N, int64_t IC, int64_t OC) {
+FSDP_CPU_KERNEL void linearGradInput(const Blas &blas, float *dx,
+                                     const float *dout, const float *w,
+                                     int64_t N, int64_t IC, int64_t OC) {
   blas.sgemm(/*transA=*/false, /*transB=*/false, N, IC, OC, 1.0f, dout, OC, w,
              IC, 0.0f, dx, IC);
 }
 
-FSDP_CPU_KERNEL void linearGradWeight(const Blas &blas, float *dw, const float *dout,
-                      const float *x, int64_t N, int64_t IC, int64_t OC) {
+FSDP_CPU_KERNEL void linearGradWeight(const Blas &blas, float *dw,
+                                      const float *dout, const float *x,
+                                      int64_t N, int64_t IC, int64_t OC) {
   blas.sgemm(/*transA=*/true, /*transB=*/false, OC, IC, N, 1.0f, dout, OC, x,
              IC, 0.0f, dw, IC);
 }
 
-FSDP_CPU_KERNEL void biasGrad(float *db, const float *dout, int64_t N, int64_t OC) {
+FSDP_CPU_KERNEL void biasGrad(float *db, const float *dout, int64_t N,
+                              int64_t OC) {
   // Column blocks, each summed over all rows in order by one thread: no
   // shared partials, and the same result for any thread count.
   const int64_t width = columnBlock(OC);

@@ -49,7 +49,7 @@ namespace {
 struct Options {
   std::string planPath, dataPath, savePath, tracePath, reportPath,
       flightRecorderDir, blas = "openblas", backend = "cpu",
-      collectiveThreads = "auto", dataFormatName = "auto";
+                         collectiveThreads = "auto", dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
@@ -155,8 +155,7 @@ Options parseOptions(int argc, char **argv) {
           names += (names.empty() ? "" : " or ") + name;
         die("unknown backend '" + o.backend + "' (expected " + names + ")", 2);
       }
-    }
-    else if (arg == "--device")
+    } else if (arg == "--device")
       o.device = parseInt(arg, value(), 0);
     else if (arg == "--tf32") {
       std::string text = value();
@@ -192,11 +191,10 @@ Options parseOptions(int argc, char **argv) {
         die("--debug-stall expects RANK:SECONDS[:STEP], got '" + text + "'", 2);
       o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
       size_t second = text.find(':', colon + 1);
-      o.stallSeconds =
-          std::strtod(text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
+      o.stallSeconds = std::strtod(
+          text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
       if (second != std::string::npos)
-        o.stallStep =
-            parseInt("--debug-stall", text.c_str() + second + 1, 0);
+        o.stallStep = parseInt("--debug-stall", text.c_str() + second + 1, 0);
     } else if (arg == "--profile")
       o.profile = true;
     else if (arg == "--describe")
@@ -266,8 +264,7 @@ std::string bytes(uint64_t b) {
 std::string flightRecorderDir(const Options &o) {
   if (!o.flightRecorderDir.empty()) {
     struct stat info;
-    if (stat(o.flightRecorderDir.c_str(), &info) != 0 ||
-        !S_ISDIR(info.st_mode))
+    if (stat(o.flightRecorderDir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
       die(o.flightRecorderDir +
           ": --flight-recorder expects an existing directory");
     return o.flightRecorderDir;
@@ -298,14 +295,13 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (long long)o.steps, r.losses.front(), r.losses.back(),
               r.meanSeconds * 1e3, tokensPerStep / r.meanSeconds,
               o.steps > 1 ? "2.." : "1");
-  std::printf("summary: arena high-water mark per rank %s measured (max "
-              "over %d ranks), %s predicted (%s)\n",
-              bytes(r.highWaterMarkMax).c_str(), ranks,
-              bytes(plan.arenaSize).c_str(),
-              r.highWaterMark == plan.arenaSize &&
-                      r.highWaterMarkMax == plan.arenaSize
-                  ? "match"
-                  : "MISMATCH");
+  std::printf(
+      "summary: arena high-water mark per rank %s measured (max "
+      "over %d ranks), %s predicted (%s)\n",
+      bytes(r.highWaterMarkMax).c_str(), ranks, bytes(plan.arenaSize).c_str(),
+      r.highWaterMark == plan.arenaSize && r.highWaterMarkMax == plan.arenaSize
+          ? "match"
+          : "MISMATCH");
   std::printf("summary: predicted live peak %s: params %llu, grads %llu, "
               "optimizer %llu, activations %llu, scratch %llu, gathered "
               "%llu, inputs %llu\n",
@@ -384,8 +380,8 @@ int run(int argc, char **argv) {
   // last step.
   OutputFile saveOutput, traceOutput, reportOutput;
   if (!options.savePath.empty() && lead &&
-      !saveOutput.reserve(options.savePath, "parameters",
-                          paramsFileBytes(plan), error))
+      !saveOutput.reserve(options.savePath, "parameters", paramsFileBytes(plan),
+                          error))
     die(error);
   if (!options.tracePath.empty() &&
       !traceOutput.reserve(

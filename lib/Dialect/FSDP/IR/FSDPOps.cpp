@@ -751,9 +751,9 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
   auto kernelOp = llvm::cast<KernelOpInterface>(op);
   const plan::KernelInfo *found = plan::findKernel(kernelOp.getKernelOpcode());
   if (!found)
-    return op->emitOpError() << "lowers to opcode "
-                             << kernelOp.getKernelOpcode()
-                             << ", which is no kernel";
+    return op->emitOpError()
+           << "lowers to opcode " << kernelOp.getKernelOpcode()
+           << ", which is no kernel";
   const plan::KernelInfo &info = *found;
   StringRef kernel(info.name);
   if (op->getName().stripDialect() != kernel)
@@ -763,8 +763,8 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
       op->getNumOperands() > info.maxInputs)
     return op->emitOpError()
            << "has " << op->getNumOperands() << " operands, but kernel '"
-           << kernel << "' takes " << info.minInputs << " to "
-           << info.maxInputs << " inputs";
+           << kernel << "' takes " << info.minInputs << " to " << info.maxInputs
+           << " inputs";
   SmallVector<RankedTensorType> scratch;
   kernelOp.getKernelScratch(scratch);
   size_t outputs = op->getNumResults() + scratch.size();
@@ -775,9 +775,9 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
                                            : plan::OperandRole::Scratch);
   if (!rolesMatch)
     return op->emitOpError()
-           << "has " << op->getNumResults() << " results and "
-           << scratch.size() << " scratch buffers, which are not the "
-           << info.outputs << " outputs of kernel '" << kernel << "'";
+           << "has " << op->getNumResults() << " results and " << scratch.size()
+           << " scratch buffers, which are not the " << info.outputs
+           << " outputs of kernel '" << kernel << "'";
   return success();
 }
 

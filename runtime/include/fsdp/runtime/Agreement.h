@@ -1,4 +1,4 @@
-//===- Agreement.h - ranks agree on what changes numbers before training -===//
+//===- Agreement.h - ranks agree before training ----------------*- C++ -*-===//
 //
 // Ranks that run different plans, seeds, learning rates or data would
 // train silently to different (wrong) results, or deadlock in collectives

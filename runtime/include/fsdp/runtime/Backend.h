@@ -119,12 +119,12 @@ std::string listCudaDevices();
 /// own.
 struct BackendOptions {
   Communicator *comm = nullptr;
-  int threads = 0;                       ///< cpu
-  std::string blas = "openblas";         ///< cpu
+  int threads = 0;                        ///< cpu
+  std::string blas = "openblas";          ///< cpu
   std::string collectiveThreads = "auto"; ///< cpu
-  int device = -1;                       ///< cuda
-  bool tf32 = true;                      ///< cuda
-  double collectiveTimeout = 300.0;      ///< cuda
+  int device = -1;                        ///< cuda
+  bool tf32 = true;                       ///< cuda
+  double collectiveTimeout = 300.0;       ///< cuda
 };
 
 /// The backends this build registers, by name ("cpu", "cuda"), in

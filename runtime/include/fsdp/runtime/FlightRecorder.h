@@ -1,4 +1,4 @@
-//===- FlightRecorder.h - the last collectives of a rank, and a watchdog -*-===//
+//===- FlightRecorder.h - collectives recorded, and a watchdog --*- C++ -*-===//
 //
 // Every collective a rank issues, compiled (the plan's all-gathers and
 // reduce-scatters) or not (the loss all-reduce, start-up agreement, the

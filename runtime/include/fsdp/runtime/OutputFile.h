@@ -1,4 +1,4 @@
-//===- OutputFile.h - outputs reserved before a run, written whole after --===//
+//===- OutputFile.h - outputs reserved, written whole -----------*- C++ -*-===//
 //
 // A run's outputs (parameters, trace, report) are known before the first
 // step but written after the last. An OutputFile checks its path and
@@ -31,8 +31,8 @@ public:
 
   /// Checks `path` and reserves `bytes` for the output `what` ("trace");
   /// on failure returns false with `error` naming the path and the reason.
-  bool reserve(const std::string &path, const std::string &what,
-               uint64_t bytes, std::string &error);
+  bool reserve(const std::string &path, const std::string &what, uint64_t bytes,
+               std::string &error);
   bool active() const { return fd >= 0; }
   /// Writes what `fill` streams into the reservation and renames it over
   /// the path. On failure the old file is left as it was.

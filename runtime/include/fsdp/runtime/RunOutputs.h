@@ -1,4 +1,5 @@
-//===- RunOutputs.h - what a training run writes: parameters, trace, report ===//
+//===- RunOutputs.h - parameters, trace and report files --------*- C++ -*-===//
+//===//
 //
 // The formats of fsdp-run's outputs, each written through an OutputFile
 // reserved before the run: the gathered parameters (docs/plan-format.md),

@@ -79,7 +79,9 @@ public:
   };
   /// Records every collective of the plan (issued, started, finished) for
   /// the watchdog and its dumps; null: none.
-  void setFlightRecorder(FlightRecorder *recorder) { this->recorder = recorder; }
+  void setFlightRecorder(FlightRecorder *recorder) {
+    this->recorder = recorder;
+  }
 
   /// Records every kernel of every later step.
   void startTrace();

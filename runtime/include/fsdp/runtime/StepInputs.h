@@ -1,4 +1,4 @@
-//===- StepInputs.h - what a plan's steps are fed, and from where ---------===//
+//===- StepInputs.h - what a plan's steps are fed ---------------*- C++ -*-===//
 //
 // A plan has two step inputs: B x T token ids and their targets (language
 // models, fed from TokenData), or B x D features and B class ids (MLPs,
@@ -49,8 +49,8 @@ private:
 class BatchFeeder {
 public:
   /// `tokens` feeds token plans (and must outlive the feeder).
-  BatchFeeder(const StepInputs &inputs, const TokenData *tokens,
-              uint64_t seed, int rank, int ranks);
+  BatchFeeder(const StepInputs &inputs, const TokenData *tokens, uint64_t seed,
+              int rank, int ranks);
   /// Step `step` (1-based) into the session's inputs.
   void feed(Session &session, int64_t step);
   int64_t globalBatch() const { return inputs.batch * ranks; }

@@ -1,4 +1,4 @@
-//===- Trainer.h - the training loop: steps, losses, times, memory --------===//
+//===- Trainer.h - the training loop ----------------------------*- C++ -*-===//
 //
 // Runs a session for a number of steps on every rank: feeds each step's
 // batch, runs the step, averages the loss over ranks, times it, and stops
