@@ -57,6 +57,16 @@ Size operator+(const Size &a, const Size &b) {
 /// options and what it is the size of.
 class Checker {
 public:
+  /// A step's activations (the backward keeps them) and one rank's whole
+  /// memory at world size 1: the training state, the activations and
+  /// their gradients.
+  void requireStep(const Size &state, const Size &activations) {
+    requireBytes("the forward's activations (the backward keeps them)",
+                 activations);
+    requireBytes("one rank's memory at world size 1 (training state, "
+                 "activations and their gradients)",
+                 state + Size(2) * activations);
+  }
   void requireBytes(llvm::StringRef what, const Size &bytes) {
     if (error || bytes.value)
       return;
@@ -134,11 +144,7 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
   Size activations =
       (BTC * Size(2) + BT * V + L * (Size(18) * BTC + B * H * T * T)) * eb +
       (L * Size(4) * BT + Size(4) * BT) * Size(4);
-  check.requireBytes("the forward's activations (the backward keeps them)",
-                     activations);
-  check.requireBytes("one rank's memory at world size 1 (training state, "
-                     "activations and their gradients)",
-                     state + Size(2) * activations);
+  check.requireStep(state, activations);
   return check.error;
 }
 
@@ -180,10 +186,6 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
   if (c.layers > 1)
     activations = activations + Size(2) * (L + Size(-1)) * B * W;
   activations = activations * eb;
-  check.requireBytes("the forward's activations (the backward keeps them)",
-                     activations);
-  check.requireBytes("one rank's memory at world size 1 (training state, "
-                     "activations and their gradients)",
-                     state + Size(2) * activations);
+  check.requireStep(state, activations);
   return check.error;
 }
