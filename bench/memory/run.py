@@ -24,9 +24,9 @@ def report(build, preset, n):
                           preset, "--batch", str(n)],
                          check=True, capture_output=True, text=True).stdout
     out = subprocess.run(
-        [os.path.join(build, "bin", "fsdp-opt"), "--fsdp-wrap",
-         f"--fsdp-data-parallel=world-size={n}", "--fsdp-autodiff",
-         f"--fsdp-shard=world-size={n}", "--fsdp-memory-report",
+        [os.path.join(build, "bin", "fsdp-opt"), f"--fsdp-mesh=shard={n}",
+         "--fsdp-wrap", "--fsdp-data-parallel", "--fsdp-autodiff",
+         "--fsdp-shard", "--fsdp-memory-report",
          "-o", os.devnull],
         input=gen, check=True, capture_output=True, text=True).stderr
 

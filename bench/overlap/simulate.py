@@ -69,8 +69,8 @@ def main():
                                     check=True, capture_output=True,
                                     text=True).stdout
                 subprocess.run(
-                    [opt, "--fsdp-wrap", f"--fsdp-data-parallel=world-size={n}",
-                     "--fsdp-autodiff", f"--fsdp-shard=world-size={n}",
+                    [opt, f"--fsdp-mesh=shard={n}", "--fsdp-wrap",
+                     "--fsdp-data-parallel", "--fsdp-autodiff", "--fsdp-shard",
                      "-o", sharded], input=ir, check=True, text=True)
                 for hw in HARDWARE:
                     none = simulate(opt, sharded, hw, NONE)

@@ -14,14 +14,16 @@ using namespace mlir::fsdp;
 
 void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
+  FsdpMeshPassOptions mesh;
+  mesh.shard = options.worldSize;
+  pm.addPass(createFsdpMeshPass(mesh));
+
   FsdpWrapPassOptions wrap;
   wrap.policy = options.policy;
   wrap.thresholdBytes = options.thresholdBytes;
   pm.addPass(createFsdpWrapPass(wrap));
 
-  FsdpDataParallelPassOptions dataParallel;
-  dataParallel.worldSize = options.worldSize;
-  pm.addPass(createFsdpDataParallelPass(dataParallel));
+  pm.addPass(createFsdpDataParallelPass());
 
   FsdpAutodiffPassOptions autodiff;
   autodiff.learningRate = options.learningRate;
@@ -31,9 +33,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   pm.addPass(createFsdpAutodiffPass(autodiff));
 
-  FsdpShardPassOptions shard;
-  shard.worldSize = options.worldSize;
-  pm.addPass(createFsdpShardPass(shard));
+  pm.addPass(createFsdpShardPass());
 
   FsdpSchedulePassOptions schedule;
   schedule.forwardPrefetch = options.forwardPrefetch;
@@ -52,8 +52,8 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 void mlir::fsdp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "fsdp-train-pipeline",
-      "Turn a model into a runtime step program: wrap into units, split the "
-      "batch, autodiff (forward, backward, AdamW), shard over world-size "
+      "Turn a model into a runtime step program: set the mesh, wrap into "
+      "units, split the batch, autodiff (forward, backward, AdamW), shard over world-size "
       "ranks, schedule collectives, verify, lower to buffers and kernels, "
       "plan memory",
       buildTrainPipeline);

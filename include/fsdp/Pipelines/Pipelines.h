@@ -9,63 +9,71 @@
 #ifndef FSDP_PIPELINES_PIPELINES_H
 #define FSDP_PIPELINES_PIPELINES_H
 
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir::fsdp {
 
-/// Options of --fsdp-train-pipeline: one struct for every stage, so that a
-/// later stage's options (world size, schedule) join here.
+/// Options of --fsdp-train-pipeline: one struct for every stage. Each
+/// option sets one pass's option of the same name, and its default is that
+/// pass's own default, read from the pass's generated options struct, so
+/// the two cannot drift apart; only `world-size` is the pipeline's own (it
+/// sets the mesh: --fsdp-mesh=shard=N).
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{
       *this, "world-size",
-      llvm::cl::desc("Ranks to shard over (the global batch is split too)"),
-      llvm::cl::init(1)};
+      llvm::cl::desc("Ranks to shard over (the mesh's shard axis; the global "
+                     "batch is split too)"),
+      llvm::cl::init(FsdpMeshPassOptions().shard)};
   Option<int64_t> forwardPrefetch{
       *this, "forward-prefetch",
       llvm::cl::desc("Forward regions ahead whose gathers start early"),
-      llvm::cl::init(0)};
+      llvm::cl::init(FsdpSchedulePassOptions().forwardPrefetch)};
   Option<int64_t> backwardPrefetch{
       *this, "backward-prefetch",
       llvm::cl::desc("Backward regions ahead whose gathers start early"),
-      llvm::cl::init(0)};
+      llvm::cl::init(FsdpSchedulePassOptions().backwardPrefetch)};
   Option<int64_t> maxInflightGathers{
       *this, "max-inflight-gathers",
       llvm::cl::desc("Gathers allowed in flight (0: no limit)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(FsdpSchedulePassOptions().maxInflightGathers)};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("Free gathered parameters after each forward region"),
-      llvm::cl::init(true)};
+      llvm::cl::init(FsdpSchedulePassOptions().reshardAfterForward)};
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Bytes a rank may use (0: no budget)"), llvm::cl::init(0)};
+      llvm::cl::desc("Bytes a rank may use (0: no budget)"),
+      llvm::cl::init(FsdpSchedulePassOptions().memoryBudget)};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Merge consecutive collectives into buckets of up to "
                      "this many bytes (see --fsdp-schedule)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(FsdpSchedulePassOptions().bucketBytes)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
-                             llvm::cl::init("per-block")};
+                             llvm::cl::init(FsdpWrapPassOptions().policy)};
   Option<int64_t> thresholdBytes{
       *this, "threshold-bytes",
       llvm::cl::desc("Smallest unit under policy=size-threshold"),
-      llvm::cl::init(100000000)};
-  Option<double> learningRate{*this, "lr", llvm::cl::desc("AdamW lr"),
-                              llvm::cl::init(3.0e-4)};
+      llvm::cl::init(FsdpWrapPassOptions().thresholdBytes)};
+  Option<double> learningRate{
+      *this, "lr", llvm::cl::desc("AdamW lr"),
+      llvm::cl::init(FsdpAutodiffPassOptions().learningRate)};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
-                       llvm::cl::init(0.9)};
+                       llvm::cl::init(FsdpAutodiffPassOptions().beta1)};
   Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
-                       llvm::cl::init(0.95)};
+                       llvm::cl::init(FsdpAutodiffPassOptions().beta2)};
   Option<double> epsilon{*this, "eps", llvm::cl::desc("AdamW epsilon"),
-                         llvm::cl::init(1.0e-8)};
-  Option<double> weightDecay{*this, "weight-decay",
-                             llvm::cl::desc("AdamW weight decay"),
-                             llvm::cl::init(0.1)};
+                         llvm::cl::init(FsdpAutodiffPassOptions().epsilon)};
+  Option<double> weightDecay{
+      *this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
+      llvm::cl::init(FsdpAutodiffPassOptions().weightDecay)};
 };
 
-/// Adds the training pipeline to `pm`: wrap, data-parallel, autodiff,
+/// Adds the training pipeline to `pm`: mesh, wrap, data-parallel, autodiff,
 /// shard, schedule, verify, lower to the runtime, plan memory.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 

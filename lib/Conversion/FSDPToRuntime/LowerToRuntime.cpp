@@ -401,7 +401,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   bool sharded = isShardedStep(block);
   if (sharded) {
     // The ranks hold shards of units, never whole parameters.
-    auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+    int64_t world = getShardSize(module);
     SymbolTable symbols(module); // one table, not a module scan per lookup
     for (UnitOp unit : module.getOps<UnitOp>()) {
       int64_t size = 0;
@@ -412,7 +412,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
         size += param.getNumElements();
         element = param.getTensorType().getElementType();
       }
-      lowering.bindUnit(unit, getMaxShardSize(size, world ? world.getInt() : 1),
+      lowering.bindUnit(unit, getMaxShardSize(size, world),
                         element);
     }
     lowering.findPackSlots(block);

@@ -77,7 +77,8 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
            << "memory is not planned: run --fsdp-plan-memory first";
 
   Block &body = program.getBody().front();
-  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
+  // Plans hold one axis of ranks: --fsdp-shard rejects a replicated mesh.
+  int64_t world = getShardSize(module);
   SmallVector<UnitOp> units(module.getOps<UnitOp>());
   llvm::StringMap<uint32_t> unitIndex;
   for (auto [i, unit] : llvm::enumerate(units))
@@ -97,7 +98,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
       if (buffer.getParam() && !unitIndex.count(*buffer.getParam()))
         return buffer.emitOpError()
                << "holds a whole parameter: the step program is not sharded "
-                  "(run --fsdp-shard, with world-size=1 for a single rank)";
+                  "(run --fsdp-shard, also for a single rank)";
       offsetOf[buffer.getBuffer()] = *buffer.getOffset();
     } else if (auto view = llvm::dyn_cast<fsdprt::ViewOp>(op)) {
       MemRefType type = view.getResult().getType();
@@ -116,7 +117,7 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   }
 
   // Summary.
-  w.put<uint32_t>(world ? world.getInt() : 1);
+  w.put<uint32_t>(world);
   w.put<uint64_t>(arena.getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("bytes")).getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("kernel")).getInt());

@@ -3,8 +3,8 @@
 // keeps its stream, gets a token, and its wait reads the collective's input
 // and output so that the memory planner keeps both alive until then.
 // RUN: fsdp-gen mlp --layers 1 --width 4 --in-features 4 --classes 3 --batch 2 > %t.mlp.mlir
-// RUN: fsdp-opt %t.mlp.mlir --fsdp-wrap --fsdp-data-parallel=world-size=2 --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-lower-to-runtime | FileCheck %s --check-prefix=SYNC
-// RUN: fsdp-opt %t.mlp.mlir --fsdp-wrap --fsdp-data-parallel=world-size=2 --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-schedule --fsdp-lower-to-runtime | FileCheck %s --check-prefix=ASYNC
+// RUN: fsdp-opt %t.mlp.mlir --fsdp-mesh=shard=2 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-lower-to-runtime | FileCheck %s --check-prefix=SYNC
+// RUN: fsdp-opt %t.mlp.mlir --fsdp-mesh=shard=2 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-lower-to-runtime | FileCheck %s --check-prefix=ASYNC
 // SYNC: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<8xf32>
 // SYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%{{.*}} : memref<15xf32>) params {group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"
 // SYNC: fsdprt.kernel "reduce_scatter" ins(%{{.*}} : memref<15xf32>) outs(%{{.*}} : memref<8xf32>) params {group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"

@@ -1,16 +1,18 @@
-// RUN: fsdp-opt %s -split-input-file --fsdp-data-parallel=world-size=4 | FileCheck %s
-// RUN: fsdp-opt %s -split-input-file --fsdp-data-parallel=world-size=1 | FileCheck %s --check-prefix=ONE
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=4 --fsdp-data-parallel | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=1 --fsdp-data-parallel | FileCheck %s --check-prefix=ONE
+// A second run changes nothing (@forward is marked fsdp.batch_split):
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=4 --fsdp-data-parallel --fsdp-data-parallel | FileCheck %s
 
 // The global batch 8 becomes 2 rows per rank, in inputs and in every value
 // computed from them; parameters keep their shapes; the loss stays a scalar.
-// CHECK: module attributes {fsdp.world_size = 4 : i64}
-// CHECK-LABEL: func.func @forward(%{{.*}}: tensor<2x6xf32>, %{{.*}}: tensor<2xi32>) -> tensor<f32>
+// CHECK: module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 4]>}
+// CHECK-LABEL: func.func @forward(%{{.*}}: tensor<2x6xf32>, %{{.*}}: tensor<2xi32>) -> tensor<f32> attributes {fsdp.batch_split, fsdp.forward}
 // CHECK: fsdp.compute @l forward ins(%{{.*}} : tensor<2x6xf32>) -> tensor<2x5xf32>
 // CHECK:   fsdp.load @w : tensor<5x6xf32>
 // CHECK:   fsdp.linear %{{.*}} : (tensor<2x6xf32>, tensor<5x6xf32>) -> tensor<2x5xf32>
 // CHECK:   fsdp.layer_norm {{.*}} -> (tensor<2x5xf32>, tensor<2xf32>, tensor<2xf32>)
 // CHECK: fsdp.cross_entropy %{{.*}} : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<f32>
-// ONE: module attributes {fsdp.world_size = 1 : i64}
+// ONE: module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 1]>}
 // ONE: func.func @forward(%{{.*}}: tensor<8x6xf32>, %{{.*}}: tensor<8xi32>)
 fsdp.param @w : tensor<5x6xf32> init <normal, std = 0.5>
 fsdp.param @g : tensor<5xf32> init <ones>

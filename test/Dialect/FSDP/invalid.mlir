@@ -778,7 +778,7 @@ func.func @f(%full: tensor<12xf32>) {
 
 // -----
 
-module attributes {fsdp.world_size = 5 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 5]>} {
   fsdp.param @w : tensor<3x4xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @f(%g: tensor<12xf32>) {
@@ -826,6 +826,62 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
 
 // -----
 
-// expected-error @+1 {{'fsdp.world_size' must be a positive integer on a module}}
-module attributes {fsdp.world_size = 0 : i64} {
+// expected-error @+1 {{'fsdp.mesh' must be a #fsdp.mesh on a module}}
+module attributes {fsdp.mesh = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.mesh' must be a #fsdp.mesh on a module}}
+func.func @f() attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  return
+}
+
+// -----
+
+// The world size of old plans' IR is the mesh now.
+// expected-error @+1 {{unknown fsdp dialect attribute 'fsdp.world_size'}}
+module attributes {fsdp.world_size = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis "shard" needs at least one rank, got 0}}
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 0]>} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown mesh axis "data": fsdp meshes have the axes "replicate" and "shard"}}
+module attributes {fsdp.mesh = #fsdp.mesh<["data" = 2]>} {
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis "replicate" is repeated or out of order: the axes are "replicate" then "shard", each at most once}}
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2, "replicate" = 2]>} {
+}
+
+// -----
+
+// expected-error @+1 {{mesh axis "shard" is repeated or out of order}}
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2, "shard" = 2]>} {
+}
+
+// -----
+
+// expected-error @+1 {{a mesh needs at least one axis}}
+module attributes {fsdp.mesh = #fsdp.mesh<[]>} {
+}
+
+// -----
+
+// expected-error @+1 {{the mesh has more ranks than int64 can count}}
+module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 4294967296, "shard" = 4294967296]>} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.batch_split' must be a unit attribute on a func.func}}
+module attributes {fsdp.batch_split} {
 }

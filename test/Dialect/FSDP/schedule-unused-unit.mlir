@@ -4,7 +4,7 @@
 // after they start and before their shard is read, and the one of the
 // unit before them before that unit's shard is read.
 // RUN: fsdp-opt %s --fsdp-train-pipeline=world-size=2 -o /dev/null
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-schedule --fsdp-verify | sed -n '/train_step/,$p' \
+// RUN: fsdp-opt %s --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-verify | sed -n '/train_step/,$p' \
 // RUN:   | grep -o -E 'fsdp\.(reduce_scatter_start|wait|adamw_shard) [@%][a-z_.0-9]+' \
 // RUN:   | FileCheck %s
 

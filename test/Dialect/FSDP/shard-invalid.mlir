@@ -1,4 +1,4 @@
-// RUN: not fsdp-opt %s -split-input-file --fsdp-shard=world-size=2 2>&1 | FileCheck %s
+// RUN: not fsdp-opt %s -split-input-file --fsdp-shard 2>&1 | FileCheck %s
 
 // CHECK: error: fsdp-shard: no single-block function marked fsdp.train_step (run --fsdp-autodiff first)
 func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.forward} {
@@ -7,8 +7,8 @@ func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.forward} {
 
 // -----
 
-// CHECK: error: fsdp-shard: the batch was split for world size 4 but sharding asks for 2 (use one world size for the whole pipeline)
-module attributes {fsdp.world_size = 4 : i64} {
+// CHECK: error: fsdp-shard: the mesh #fsdp.mesh<["replicate" = 2, "shard" = 2]> replicates shards (hybrid sharding), which plans cannot express yet; use a mesh with only a "shard" axis
+module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
 }
 
 // -----

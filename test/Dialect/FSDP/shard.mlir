@@ -1,4 +1,4 @@
-// RUN: fsdp-opt %s -split-input-file --fsdp-autodiff --fsdp-shard=world-size=2 | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard | FileCheck %s
 
 // A two-layer MLP: the exact order of collectives, frees and compute.
 // Unit @l0 has 8x4 + 8 = 40 elements (shards of 20), unit @l1 3x8 + 3 = 27
@@ -10,7 +10,7 @@ fsdp.param @l1.b : tensor<3xf32> init <zeros> no_weight_decay
 fsdp.unit @l0 params [@l0.w, @l0.b]
 fsdp.unit @l1 params [@l1.w, @l1.b]
 
-// CHECK: module attributes {fsdp.world_size = 2 : i64}
+// CHECK: module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>}
 // CHECK-LABEL: func.func @train_step(
 // CHECK:      %[[G0:.*]] = fsdp.all_gather @l0 : tensor<40xf32>
 // CHECK-NEXT: %[[H0:.*]] = fsdp.compute @l0 forward ins(%{{.*}}, %[[G0]] : tensor<2x4xf32>, tensor<40xf32>) -> tensor<2x8xf32> {

@@ -10,7 +10,7 @@
 // RUN: not fsdp-opt %s --fsdp-train-pipeline -o %t.plan 2>&1 | FileCheck %s --check-prefix=PLAN
 // RUN: not test -e %t.plan
 // At two ranks the shards fit; the totals over both ranks do not.
-// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-shard=world-size=2 --fsdp-memory-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
+// RUN: not fsdp-opt %s --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-memory-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 
 // SUMMARY: sizes-totals.mlir:{{[0-9]+}}:{{[0-9]+}}: error: fsdp-summary: the parameters would take more than 9223372036854775807 bytes, the most the compiler can count (int64)
 // REPORT: sizes-totals.mlir:{{[0-9]+}}:{{[0-9]+}}: error: fsdp-memory-report: a rank's parameter shards would take more than 9223372036854775807 bytes, the most the compiler can count (int64)

@@ -1,11 +1,16 @@
-// The named pipeline runs wrap, data-parallel, autodiff, shard, schedule, verify,
+// The named pipeline runs mesh, wrap, data-parallel, autodiff, shard, schedule, verify,
 // lower-to-runtime and plan-memory, forwarding its options.
 // RUN: fsdp-opt %s --fsdp-train-pipeline | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-train-pipeline="policy=none lr=0.5 weight-decay=0.0" | FileCheck %s --check-prefix=OPTS
-// The pipeline equals the passes run one by one.
+// The pipeline equals the passes run one by one, each with its own
+// defaults (the pipeline's defaults are read from the passes' options).
 // RUN: fsdp-opt %s --fsdp-train-pipeline > %t.pipeline
-// RUN: fsdp-opt %s --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
+// RUN: fsdp-opt %s --fsdp-mesh --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes
 // RUN: diff %t.pipeline %t.passes
+// And with options: world-size sets the mesh that every later pass reads.
+// RUN: fsdp-opt %s --fsdp-train-pipeline="world-size=2 backward-prefetch=1 lr=0.5" > %t.pipeline2
+// RUN: fsdp-opt %s --fsdp-mesh=shard=2 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff=lr=0.5 --fsdp-shard --fsdp-schedule=backward-prefetch=1 --fsdp-verify --fsdp-lower-to-runtime --fsdp-plan-memory > %t.passes2
+// RUN: diff %t.pipeline2 %t.passes2
 
 // CHECK: fsdp.unit @layers.0 params [@layers.0.w]
 // CHECK: fsdp.unit @layers.1 params [@layers.1.w]

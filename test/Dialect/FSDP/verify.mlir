@@ -1,7 +1,7 @@
 // RUN: fsdp-opt %s -split-input-file -verify-diagnostics --fsdp-verify
 
 // A correct sharded step passes (one unit, world size 2).
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
@@ -25,7 +25,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -44,7 +44,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -65,7 +65,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -81,7 +81,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -101,7 +101,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @a : tensor<4xf32> init <zeros>
   fsdp.param @b : tensor<4xf32> init <zeros>
   fsdp.unit @ua params [@a]
@@ -123,7 +123,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
@@ -139,7 +139,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -159,7 +159,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -178,7 +178,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -192,7 +192,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
   fsdp.param @w : tensor<2x2xf32> init <zeros>
   fsdp.unit @u params [@w]
   func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>) -> tensor<f32> attributes {fsdp.train_step} {
@@ -214,7 +214,7 @@ module attributes {fsdp.world_size = 2 : i64} {
 
 // -----
 
-module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>, fsdp.max_inflight_gathers = 1 : i64} {
   fsdp.param @a : tensor<4xf32> init <zeros>
   fsdp.param @b : tensor<4xf32> init <zeros>
   fsdp.unit @ua params [@a]
@@ -236,7 +236,7 @@ module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i6
 
 // A bucket counts as one gather: the limit of 1 holds for two grouped
 // starts.
-module attributes {fsdp.world_size = 2 : i64, fsdp.max_inflight_gathers = 1 : i64} {
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>, fsdp.max_inflight_gathers = 1 : i64} {
   fsdp.param @a : tensor<4xf32> init <zeros>
   fsdp.param @b : tensor<4xf32> init <zeros>
   fsdp.unit @ua params [@a]

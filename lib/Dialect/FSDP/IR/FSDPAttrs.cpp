@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -65,4 +66,91 @@ InitAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
     return emitError() << stringifyInitKind(kind)
                        << " initializer takes no std";
   return success();
+}
+
+LogicalResult
+MeshAxisAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                     StringRef name, int64_t size) {
+  if (name != MeshAttr::kShardAxis && name != MeshAttr::kReplicateAxis)
+    return emitError() << "unknown mesh axis \"" << name
+                       << "\": fsdp meshes have the axes \""
+                       << MeshAttr::kReplicateAxis << "\" and \""
+                       << MeshAttr::kShardAxis << "\"";
+  if (size < 1)
+    return emitError() << "mesh axis \"" << name
+                       << "\" needs at least one rank, got " << size;
+  return success();
+}
+
+// #fsdp.mesh<["replicate" = 2, "shard" = 4]>
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  SmallVector<MeshAxisAttr> axes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size = 0;
+    SMLoc axisLoc = parser.getCurrentLocation();
+    if (parser.parseString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    auto axis = MeshAxisAttr::getChecked(
+        [&] { return parser.emitError(axisLoc); }, parser.getContext(), name,
+        size);
+    if (!axis)
+      return failure();
+    axes.push_back(axis);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+      parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
+                    ArrayRef<MeshAxisAttr>(axes));
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getAxes(), printer, [&](MeshAxisAttr axis) {
+    printer << "\"" << axis.getName() << "\" = " << axis.getSize();
+  });
+  printer << "]>";
+}
+
+LogicalResult
+MeshAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                 ArrayRef<MeshAxisAttr> axes) {
+  if (axes.empty())
+    return emitError() << "a mesh needs at least one axis";
+  // Outer to inner: a replica is a contiguous block of shard ranks, so
+  // the shard axis's collectives stay within neighbouring ranks (one node).
+  int64_t rank = -1, ranks = 1;
+  for (MeshAxisAttr axis : axes) {
+    int64_t order = axis.getName() == kReplicateAxis ? 0 : 1;
+    if (order <= rank)
+      return emitError() << "mesh axis \"" << axis.getName()
+                         << "\" is repeated or out of order: the axes are \""
+                         << kReplicateAxis << "\" then \"" << kShardAxis
+                         << "\", each at most once";
+    rank = order;
+    std::optional<int64_t> product = llvm::checkedMul(ranks, axis.getSize());
+    if (!product)
+      return emitError() << "the mesh has more ranks than int64 can count";
+    ranks = *product;
+  }
+  return success();
+}
+
+int64_t MeshAttr::getAxisSize(StringRef name) const {
+  for (MeshAxisAttr axis : getAxes())
+    if (axis.getName() == name)
+      return axis.getSize();
+  return 1;
+}
+
+int64_t MeshAttr::getNumRanks() const {
+  int64_t ranks = 1;
+  for (MeshAxisAttr axis : getAxes())
+    ranks *= axis.getSize();
+  return ranks;
 }

@@ -39,7 +39,19 @@ void FSDPDialect::initialize() {
 LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == kWorldSizeAttrName || name == kMaxInflightGathersAttrName) {
+  if (name == kMeshAttrName) {
+    if (!llvm::isa<ModuleOp>(op) || !llvm::isa<MeshAttr>(attr.getValue()))
+      return emitError(op->getLoc())
+             << "'" << name << "' must be a #fsdp.mesh on a module";
+    return success();
+  }
+  if (name == kBatchSplitAttrName) {
+    if (!llvm::isa<func::FuncOp>(op) || !llvm::isa<UnitAttr>(attr.getValue()))
+      return emitError(op->getLoc())
+             << "'" << name << "' must be a unit attribute on a func.func";
+    return success();
+  }
+  if (name == kMaxInflightGathersAttrName) {
     auto size = llvm::dyn_cast<IntegerAttr>(attr.getValue());
     if (!llvm::isa<ModuleOp>(op) || !size || size.getInt() < 1)
       return emitError(op->getLoc())
@@ -171,4 +183,21 @@ ShardRange mlir::fsdp::getShardRange(int64_t size, int64_t rank,
 
 int64_t mlir::fsdp::getMaxShardSize(int64_t size, int64_t worldSize) {
   return ::fsdp::plan::maxShardSize(size, worldSize);
+}
+
+MeshAttr mlir::fsdp::getMesh(Operation *op) {
+  auto module = llvm::dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<MeshAttr>(kMeshAttrName) : MeshAttr();
+}
+
+int64_t mlir::fsdp::getShardSize(Operation *op) {
+  MeshAttr mesh = getMesh(op);
+  return mesh ? mesh.getShardSize() : 1;
+}
+
+int64_t mlir::fsdp::getNumRanks(Operation *op) {
+  MeshAttr mesh = getMesh(op);
+  return mesh ? mesh.getNumRanks() : 1;
 }

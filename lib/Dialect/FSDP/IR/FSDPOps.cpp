@@ -560,10 +560,7 @@ static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTable,
     return {};
   }
   flatSize = *flat;
-  worldSize = 1;
-  if (auto module = op->getParentOfType<ModuleOp>())
-    if (auto attr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName))
-      worldSize = attr.getInt();
+  worldSize = getShardSize(op);
   return unit;
 }
 

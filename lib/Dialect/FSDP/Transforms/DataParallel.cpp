@@ -33,33 +33,20 @@ struct FsdpDataParallelPass
 
 void FsdpDataParallelPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (worldSize < 1) {
-    emitError(module.getLoc())
-        << "fsdp-data-parallel: world-size must be at least 1, "
-           "got "
-        << int64_t(worldSize);
-    return signalPassFailure();
-  }
-  if (auto existing = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName)) {
-    if (existing.getInt() != worldSize) {
-      emitError(module.getLoc())
-          << "fsdp-data-parallel: the module is already split "
-             "for world size "
-          << existing.getInt() << ", not " << int64_t(worldSize);
-      return signalPassFailure();
-    }
-    return; // already split: running twice changes nothing
-  }
-  OpBuilder builder(module.getContext());
-  module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
+  // Every rank of the mesh takes its own rows, whatever axis it is on.
+  int64_t worldSize = getNumRanks(module);
+  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (worldSize == 1)
     return; // one rank takes the whole batch
-  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
     emitError(module.getLoc())
         << "fsdp-data-parallel: no single-block function @" << forwardName;
     return signalPassFailure();
   }
+  if (forward->hasAttr(kBatchSplitAttrName))
+    return; // already split: running twice changes nothing
+  OpBuilder builder(module.getContext());
+  forward->setAttr(kBatchSplitAttrName, builder.getUnitAttr());
 
   Block &block = forward.getBody().front();
   int64_t batch = -1;

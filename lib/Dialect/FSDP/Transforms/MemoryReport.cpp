@@ -40,8 +40,7 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
                                                           func::FuncOp step,
                                                           StringRef passName) {
   MemoryProfile profile;
-  auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
-  int64_t N = worldAttr ? worldAttr.getInt() : 1;
+  int64_t N = getShardSize(module);
   // Sums and products of sizes, checked: the first overflow is reported,
   // naming what was being computed, and the profile fails.
   bool overflowed = false;
@@ -215,9 +214,8 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
 void FsdpMemoryReportPass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
-  auto worldAttr = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
   func::FuncOp step = getTrainStep(module);
-  if (!worldAttr || !step || !isShardedStep(step.getBody().front())) {
+  if (!step || !isShardedStep(step.getBody().front())) {
     emitError(module.getLoc())
         << "fsdp-memory-report: no sharded @train_step (run "
            "--fsdp-shard first)";

@@ -37,6 +37,8 @@ struct FsdpShardPass : public fsdp::impl::FsdpShardPassBase<FsdpShardPass> {
   void runOnOperation() override;
 
 private:
+  /// Ranks each unit is sharded over: the mesh's shard axis.
+  int64_t worldSize = 1;
   /// Gathers the unit's flat parameter for `compute`, which then reads its
   /// parameters as views into it. Returns the gathered value.
   Value gatherInto(ComputeOp compute, const FlatLayout &layout);
@@ -99,21 +101,14 @@ Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
 void FsdpShardPass::runOnOperation() {
   ModuleOp module = getOperation();
   OpBuilder builder(module.getContext());
-  if (worldSize < 1) {
+  if (MeshAttr mesh = getMesh(module); mesh && mesh.getReplicateSize() > 1) {
     emitError(module.getLoc())
-        << "fsdp-shard: world-size must be at least 1, got "
-        << int64_t(worldSize);
+        << "fsdp-shard: the mesh " << mesh << " replicates shards (hybrid "
+        << "sharding), which plans cannot express yet; use a mesh with only "
+           "a \"shard\" axis";
     return signalPassFailure();
   }
-  if (auto existing = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
-      existing && existing.getInt() != worldSize) {
-    emitError(module.getLoc())
-        << "fsdp-shard: the batch was split for world size "
-        << existing.getInt() << " but sharding asks for " << int64_t(worldSize)
-        << " (use one world size for the whole pipeline)";
-    return signalPassFailure();
-  }
-  module->setAttr(kWorldSizeAttrName, builder.getI64IntegerAttr(worldSize));
+  worldSize = getShardSize(module);
 
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {

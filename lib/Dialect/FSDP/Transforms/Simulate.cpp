@@ -72,13 +72,13 @@ void FsdpSimulatePass::runOnOperation() {
     hw.latency = latencyUs * 1e-6;
 
   func::FuncOp step = getTrainStep(module);
-  auto world = module->getAttrOfType<IntegerAttr>(kWorldSizeAttrName);
-  if (!step || !world || !isShardedStep(step.getBody().front())) {
+  int64_t world = getShardSize(module);
+  if (!step || !isShardedStep(step.getBody().front())) {
     emitError(module.getLoc()) << "fsdp-simulate: no sharded @train_step (run "
                                   "--fsdp-shard and --fsdp-schedule first)";
     return signalPassFailure();
   }
-  double N = double(world.getInt());
+  double N = double(world);
   auto commTime = [&](double bytes) {
     return hw.latency + bytes * (N - 1) / N / hw.busBytes;
   };
@@ -154,7 +154,7 @@ void FsdpSimulatePass::runOnOperation() {
     return signalPassFailure();
 
   llvm::errs() << "fsdp-simulate: " << hardware << ", world size "
-               << world.getInt()
+               << world
                << llvm::format(": step %.3f ms, compute %.3f ms, exposed "
                                "communication %.3f ms (%.1f%%), peak %.3f GB "
                                "per rank\n",

@@ -121,8 +121,19 @@ bool isShardedStep(Block &block);
 void walkInflightGathers(Block &block,
                          llvm::function_ref<bool(Operation *, int64_t)> visit);
 
-/// The module attribute --fsdp-shard sets: the number of ranks.
-constexpr llvm::StringLiteral kWorldSizeAttrName = "fsdp.world_size";
+/// The module attribute --fsdp-mesh sets: the device mesh (#fsdp.mesh).
+constexpr llvm::StringLiteral kMeshAttrName = "fsdp.mesh";
+/// The device mesh of `op`'s module (of `op` itself when it is a module),
+/// or null when the module has none, which means a single rank.
+MeshAttr getMesh(Operation *op);
+/// Ranks each unit is sharded over: the mesh's `shard` axis (1 without a
+/// mesh).
+int64_t getShardSize(Operation *op);
+/// Ranks the step runs on: every axis of the mesh (1 without a mesh).
+int64_t getNumRanks(Operation *op);
+/// The attribute --fsdp-data-parallel sets on @forward once it has
+/// divided the batch by the mesh's ranks (so that a second run does not).
+constexpr llvm::StringLiteral kBatchSplitAttrName = "fsdp.batch_split";
 /// The module attribute --fsdp-schedule sets: gathers allowed in flight.
 constexpr llvm::StringLiteral kMaxInflightGathersAttrName =
     "fsdp.max_inflight_gathers";

@@ -61,4 +61,50 @@ def FSDP_InitAttr : FSDP_Attr<"Init", "init"> {
   ];
 }
 
+def FSDP_MeshAxisAttr : FSDP_Attr<"MeshAxis", "mesh_axis"> {
+  let summary = "one named axis of the device mesh";
+  let description = [{
+    An axis of `#fsdp.mesh`: a name and the number of ranks along it, for
+    example `#fsdp.mesh_axis<"shard" = 4>`. Inside a mesh it is written
+    without the wrapper, as `"shard" = 4`.
+  }];
+  let parameters = (ins StringRefParameter<"axis name">:$name,
+                        "int64_t":$size);
+  let assemblyFormat = "`<` $name `=` $size `>`";
+  let genVerifyDecl = 1;
+}
+
+def FSDP_MeshAttr : FSDP_Attr<"Mesh", "mesh"> {
+  let summary = "the device mesh a module is compiled for";
+  let description = [{
+    The ranks a training step runs on, as named axes (as Shardy's
+    `sdy.mesh`): `#fsdp.mesh<["shard" = 4]>` is four ranks that each hold a
+    quarter of every unit (FSDP's full sharding); `#fsdp.mesh<["replicate"
+    = 2, "shard" = 4]>` is two replicas of that (hybrid sharding), eight
+    ranks in all, rank = replica * 4 + shard index.
+
+    The axes fsdp knows are `replicate` (outer) and `shard` (inner), each
+    at most once, in that order; a missing axis has size 1. The module
+    carries the mesh as `fsdp.mesh`, set once by `--fsdp-mesh` (the
+    training pipeline's `world-size` option), and every pass that needs the
+    number of ranks reads it from there, so no two passes can disagree.
+  }];
+  let parameters = (ins ArrayRefParameter<"MeshAxisAttr", "mesh axes">:$axes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Ranks along axis `name`, 1 when the mesh has no such axis.
+    int64_t getAxisSize(::llvm::StringRef name) const;
+    /// Ranks a unit is sharded over (the `shard` axis).
+    int64_t getShardSize() const { return getAxisSize(kShardAxis); }
+    /// Replicas of every shard (the `replicate` axis).
+    int64_t getReplicateSize() const { return getAxisSize(kReplicateAxis); }
+    /// All ranks: the product of the axes' sizes.
+    int64_t getNumRanks() const;
+
+    static constexpr ::llvm::StringLiteral kShardAxis = "shard";
+    static constexpr ::llvm::StringLiteral kReplicateAxis = "replicate";
+  }];
+}
+
 #endif // FSDP_ATTRS_TD

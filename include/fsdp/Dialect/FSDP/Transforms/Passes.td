@@ -136,21 +136,59 @@ def FsdpAutodiffPass : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FsdpMeshPass : Pass<"fsdp-mesh", "::mlir::ModuleOp"> {
+  let summary = "Set the device mesh the module is compiled for";
+  let description = [{
+    Records the ranks the training step will run on as the module's
+    `fsdp.mesh` attribute, a `#fsdp.mesh` with named axes. Every later pass
+    that needs the number of ranks (`--fsdp-data-parallel`, `--fsdp-shard`,
+    the lowering, the memory report, the simulator, the plan writer) reads
+    it from there: the mesh is set once, so no two passes can disagree. A
+    module without a mesh is compiled for one rank. A module that already
+    has a different mesh is an error (compile a fresh model instead);
+    the same mesh again changes nothing.
+
+    Before (`shard=4`):
+    ```mlir
+    module {
+      fsdp.param @w : tensor<4x16xf32> {init = #fsdp.init<normal, std = 0.02>}
+      ...
+    ```
+    After:
+    ```mlir
+    module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 4]>} {
+      fsdp.param @w : tensor<4x16xf32> {init = #fsdp.init<normal, std = 0.02>}
+      ...
+    ```
+    With `replicate=2 shard=4`, the mesh is `#fsdp.mesh<["replicate" = 2,
+    "shard" = 4]>` (eight ranks: hybrid sharding, which `--fsdp-shard` does
+    not support yet).
+  }];
+  let options = [
+    Option<"shard", "shard", "int64_t", /*default=*/"1",
+           "Ranks each unit is sharded over (the mesh's shard axis)">,
+    Option<"replicate", "replicate", "int64_t", /*default=*/"1",
+           "Replicas of every shard (the mesh's replicate axis; 1: none)">
+  ];  // It creates #fsdp.mesh also in a module that holds no fsdp op yet.
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
 def FsdpDataParallelPass : Pass<"fsdp-data-parallel", "::mlir::ModuleOp"> {
-  let summary = "Split the model's global batch across world-size ranks";
+  let summary = "Split the model's global batch across the mesh's ranks";
   let description = [{
     The model's batch is the global batch: the first dimension of every
-    input of `@forward`. Compiling for `world-size` N ranks divides it by N
+    input of `@forward`. Compiling for a mesh of N ranks (the module's
+    `fsdp.mesh`, set by `--fsdp-mesh`; all its axes) divides it by N
     in the inputs and in every value computed from them (activations, saved
     statistics), so that each rank computes the forward of its B / N rows;
     the loss becomes the mean over the rank's rows. Parameters keep their
     shapes. Averaging the ranks' losses and gradients (the reduce-scatter
     of `--fsdp-shard` averages) then gives exactly the global batch's: one
     model file means the same training at every N. A batch that N does not
-    divide is an error. Records N as the module's `fsdp.world_size`. Runs
-    before `--fsdp-autodiff`.
+    divide is an error. Marks `@forward` `fsdp.batch_split`, so that a
+    second run changes nothing. Runs before `--fsdp-autodiff`.
 
-    Before (`world-size=2`):
+    Before (`fsdp.mesh = #fsdp.mesh<["shard" = 2]>`):
     ```mlir
     func.func @forward(%x: tensor<8x16xf32>, %t: tensor<8xi32>) -> tensor<f32> attributes {fsdp.forward} {
       %w = fsdp.load @w : tensor<4x16xf32>
@@ -159,16 +197,14 @@ def FsdpDataParallelPass : Pass<"fsdp-data-parallel", "::mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    module attributes {fsdp.world_size = 2 : i64} {
-      func.func @forward(%x: tensor<4x16xf32>, %t: tensor<4xi32>) -> tensor<f32> attributes {fsdp.forward} {
+    module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+      func.func @forward(%x: tensor<4x16xf32>, %t: tensor<4xi32>) -> tensor<f32> attributes {fsdp.batch_split, fsdp.forward} {
         %w = fsdp.load @w : tensor<4x16xf32>
         %y = fsdp.linear %x, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x4xf32>
         ...
     ```
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
-           "Number of ranks">,
     Option<"forwardName", "forward", "std::string", /*default=*/"\"forward\"",
            "Name of the function that returns the loss">
   ];
@@ -196,10 +232,12 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
       parameter straddles two ranks.
 
     Shards differ by at most one element; the shard tensors have the
-    largest shard's size, ceil(P / N). Run `--fsdp-data-parallel` with the
-    same world size first (the pipeline does).
+    largest shard's size, ceil(P / N). N is the `shard` axis of the
+    module's `fsdp.mesh` (1 without a mesh); a mesh that also replicates
+    (hybrid sharding) is not supported yet and is an error.
 
-    Before (one unit `@u` of two parameters, `world-size=2`):
+    Before (one unit `@u` of two parameters, `fsdp.mesh =
+    #fsdp.mesh<["shard" = 2]>`):
     ```mlir
     %y = fsdp.compute @u forward ins(%x : tensor<4x3xf32>) -> tensor<4x5xf32> {
     ^bb0(%a: tensor<4x3xf32>):
@@ -226,10 +264,6 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     fsdp.adamw_shard @u, %g, %step {...} : tensor<10xf32>
     ```
   }];
-  let options = [
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
-           "Number of ranks">
-  ];
 }
 
 def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {

@@ -1,0 +1,57 @@
+//===- Mesh.cpp - set the module's device mesh ----------------------------===//
+//
+// The one place the number of ranks enters the compiler: every later pass
+// reads the module's #fsdp.mesh instead of an option of its own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPMESHPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FsdpMeshPass : public fsdp::impl::FsdpMeshPassBase<FsdpMeshPass> {
+  using FsdpMeshPassBase::FsdpMeshPassBase;
+  void runOnOperation() override;
+};
+} // namespace
+
+void FsdpMeshPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = module.getContext();
+  SmallVector<MeshAxisAttr> axes;
+  // An axis of size 1 is left out (a missing axis has size 1), so that
+  // `replicate=1` prints the same mesh as no replicate option at all.
+  for (auto [name, size] :
+       {std::pair<StringRef, int64_t>{MeshAttr::kReplicateAxis, replicate},
+        {MeshAttr::kShardAxis, shard}}) {
+    if (size < 1) {
+      emitError(module.getLoc()) << "fsdp-mesh: " << name
+                                 << " must be at least 1, got " << size;
+      return signalPassFailure();
+    }
+    if (size > 1 || name == MeshAttr::kShardAxis)
+      axes.push_back(MeshAxisAttr::get(context, name, size));
+  }
+  auto mesh = MeshAttr::getChecked(
+      [&] { return emitError(module.getLoc()) << "fsdp-mesh: "; }, context,
+      ArrayRef<MeshAxisAttr>(axes));
+  if (!mesh)
+    return signalPassFailure();
+  if (MeshAttr existing = getMesh(module); existing && existing != mesh) {
+    emitError(module.getLoc())
+        << "fsdp-mesh: the module is already compiled for the mesh "
+        << existing << ", not " << mesh
+        << " (start again from the model for another mesh)";
+    return signalPassFailure();
+  }
+  module->setAttr(kMeshAttrName, mesh);
+}

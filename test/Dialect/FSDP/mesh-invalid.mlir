@@ -1,0 +1,11 @@
+// RUN: not fsdp-opt %s --fsdp-mesh=shard=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not fsdp-opt %s --fsdp-mesh="replicate=-1 shard=2" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not fsdp-opt %s --fsdp-mesh=shard=2 2>&1 | FileCheck %s --check-prefix=OTHER
+
+// ZERO: error: fsdp-mesh: shard must be at least 1, got 0
+// NEGATIVE: error: fsdp-mesh: replicate must be at least 1, got -1
+// A module compiled for one mesh is not re-meshed: its batch and shards
+// are sized for that mesh already.
+// OTHER: error: fsdp-mesh: the module is already compiled for the mesh #fsdp.mesh<["shard" = 4]>, not #fsdp.mesh<["shard" = 2]> (start again from the model for another mesh)
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 4]>} {
+}
