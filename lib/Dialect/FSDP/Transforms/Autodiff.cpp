@@ -65,6 +65,10 @@ struct FsdpAutodiffPass
 private:
   LogicalResult checkOptions(ModuleOp module);
   LogicalResult differentiate(func::FuncOp trainStep);
+  /// Appends one AdamW per parameter, in declaration order, after the whole
+  /// backward (a parameter the loss does not depend on gets a zero gradient).
+  void buildOptimizer(func::FuncOp trainStep, OpBuilder &builder,
+                      const llvm::DenseMap<Attribute, Value> &paramGrads);
 };
 } // namespace
 
@@ -83,30 +87,13 @@ LogicalResult FsdpAutodiffPass::checkOptions(ModuleOp module) {
   return success();
 }
 
-LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
-  Block &block = trainStep.getBody().front();
-  UnitTagMap tags;
-  inlineComputeRegions(block, tags);
-
-  auto ret = llvm::cast<func::ReturnOp>(block.getTerminator());
-  SmallVector<Operation *> forwardOps;
-  for (Operation &op : block.without_terminator())
-    forwardOps.push_back(&op);
-  llvm::DenseSet<Operation *> isForward(forwardOps.begin(), forwardOps.end());
-
-  OpBuilder builder(ret);
-  GradientBuilder grads(builder, tags);
-  Value loss = ret.getOperand(0);
-  Location loc = trainStep.getLoc();
-  auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-  grads.set(
-      loss,
-      arith::ConstantOp::create(
-          builder, loc,
-          DenseElementsAttr::get(
-              lossType, builder.getFloatAttr(lossType.getElementType(), 1.0))));
-
-  llvm::DenseMap<Attribute, Value> paramGrads;
+/// Appends the backward of every forward op, in reverse order, before `ret`,
+/// tagged with the op's unit; parameter gradients are collected by symbol
+/// in `paramGrads`, for the optimizer.
+static LogicalResult
+backpropagate(ArrayRef<Operation *> forwardOps, func::ReturnOp ret,
+              OpBuilder &builder, GradientBuilder &grads, UnitTagMap &tags,
+              llvm::DenseMap<Attribute, Value> &paramGrads) {
   for (Operation *op : llvm::reverse(forwardOps)) {
     UnitTag tag = tags.lookup(op);
     UnitTag backwardTag{tag.unit, Phase::Backward};
@@ -136,9 +123,13 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
       grads.accumulate(operand, grad, backwardTag);
   }
+  return success();
+}
 
-  // One AdamW per parameter, in declaration order, after the whole backward.
-  Value step = block.getArguments().back();
+void FsdpAutodiffPass::buildOptimizer(
+    func::FuncOp trainStep, OpBuilder &builder,
+    const llvm::DenseMap<Attribute, Value> &paramGrads) {
+  Value step = trainStep.getBody().front().getArguments().back();
   auto module = trainStep->getParentOfType<ModuleOp>();
   for (ParamOp param : module.getOps<ParamOp>()) {
     Value grad =
@@ -157,12 +148,46 @@ LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
         builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
         builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
   }
+}
 
-  // Gradients nobody reads (those of the function's inputs) are dead.
+/// Erases the gradients nobody reads (those of the function's inputs): they
+/// are dead, and computing them would be wasted work.
+static void eraseDeadGradients(Block &block, func::ReturnOp ret,
+                               const llvm::DenseSet<Operation *> &isForward) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
     if (&op != ret && !isForward.contains(&op) && op.use_empty() && isPure(&op))
       op.erase();
+}
 
+LogicalResult FsdpAutodiffPass::differentiate(func::FuncOp trainStep) {
+  Block &block = trainStep.getBody().front();
+  UnitTagMap tags;
+  inlineComputeRegions(block, tags);
+
+  auto ret = llvm::cast<func::ReturnOp>(block.getTerminator());
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : block.without_terminator())
+    forwardOps.push_back(&op);
+  llvm::DenseSet<Operation *> isForward(forwardOps.begin(), forwardOps.end());
+
+  // The backward starts from a gradient of one for the loss.
+  OpBuilder builder(ret);
+  GradientBuilder grads(builder, tags);
+  Value loss = ret.getOperand(0);
+  Location loc = trainStep.getLoc();
+  auto lossType = llvm::cast<RankedTensorType>(loss.getType());
+  grads.set(
+      loss,
+      arith::ConstantOp::create(
+          builder, loc,
+          DenseElementsAttr::get(
+              lossType, builder.getFloatAttr(lossType.getElementType(), 1.0))));
+
+  llvm::DenseMap<Attribute, Value> paramGrads;
+  if (failed(backpropagate(forwardOps, ret, builder, grads, tags, paramGrads)))
+    return failure();
+  buildOptimizer(trainStep, builder, paramGrads);
+  eraseDeadGradients(block, ret, isForward);
   outlineComputeRegions(block, tags);
   return success();
 }

@@ -33,6 +33,17 @@ struct FsdpSchedulePass
     : public fsdp::impl::FsdpSchedulePassBase<FsdpSchedulePass> {
   using FsdpSchedulePassBase::FsdpSchedulePassBase;
   void runOnOperation() override;
+
+private:
+  /// Rejects negative options before the step is touched.
+  LogicalResult checkOptions(ModuleOp module);
+  /// Gathers of `phase` start in the order their regions run (a later
+  /// region's gather never overtakes an earlier one's), within the in-flight
+  /// limit.
+  void orderAndLimitGathers(Block &block, MutableArrayRef<Gather> phase);
+  /// Fails, with the peak and what is live there, when the scheduled step
+  /// needs more than the memory budget.
+  LogicalResult checkMemoryBudget(ModuleOp module, func::FuncOp step);
 };
 
 /// Gathers (a bucket counts once) started and not yet freed just before
@@ -112,19 +123,251 @@ void bucketScatters(Block &block, int64_t limit) {
     close(bucket);
 }
 
-void FsdpSchedulePass::runOnOperation() {
-  ModuleOp module = getOperation();
+LogicalResult FsdpSchedulePass::checkOptions(ModuleOp module) {
   for (auto [name, value] :
        {std::pair<StringRef, int64_t>{"forward-prefetch", forwardPrefetch},
         {"backward-prefetch", backwardPrefetch},
         {"max-inflight-gathers", maxInflightGathers},
         {"memory-budget", memoryBudget},
         {"bucket-bytes", bucketBytes}})
-    if (value < 0) {
-      emitError(module.getLoc()) << "fsdp-schedule: " << name
-                                 << " must be non-negative, got " << value;
-      return signalPassFailure();
+    if (value < 0)
+      return emitError(module.getLoc())
+             << "fsdp-schedule: " << name << " must be non-negative, got "
+             << value;
+  return success();
+}
+
+/// Without resharding after the forward, a unit's backward reuses its last
+/// forward gather, so its parameters are gathered once per step.
+static void reuseForwardGathers(Block &block) {
+  // The backward regions of a unit use the parameters its last forward
+  // region gathered, freed once after the unit's last backward use.
+  llvm::DenseMap<Attribute, AllGatherOp> lastForward;
+  for (auto gather : llvm::make_early_inc_range(block.getOps<AllGatherOp>())) {
+    ComputeOp region;
+    for (Operation *user : gather.getResult().getUsers())
+      if (auto compute = llvm::dyn_cast<ComputeOp>(user))
+        region = compute;
+    Attribute unit = gather.getUnitAttr();
+    if (region && region.getPhase() == Phase::Forward) {
+      lastForward[unit] = gather;
+      continue;
     }
+    AllGatherOp kept = lastForward.lookup(unit);
+    if (!kept)
+      continue;
+    // Reuse the kept gather; its free moves to where this one's was.
+    FreeOp keptFree, ownFree;
+    for (Operation *user : kept.getResult().getUsers())
+      if (auto free = llvm::dyn_cast<FreeOp>(user))
+        keptFree = free;
+    for (Operation *user : gather.getResult().getUsers())
+      if (auto free = llvm::dyn_cast<FreeOp>(user))
+        ownFree = free;
+    if (!keptFree || !ownFree)
+      continue;
+    keptFree->moveBefore(ownFree);
+    ownFree.erase();
+    gather.replaceAllUsesWith(kept.getResult());
+    gather.erase();
+  }
+}
+
+/// Replaces a gather by a start, waited for right before the first region
+/// that reads it, and records it by the phase of that region.
+static void startGather(OpBuilder &builder, AllGatherOp gather,
+                        SmallVectorImpl<Gather> &forward,
+                        SmallVectorImpl<Gather> &backward) {
+  auto start = AllGatherStartOp::create(
+      builder, gather.getLoc(), TokenType::get(builder.getContext()),
+      gather.getType(), gather.getUnitAttr(),
+      builder.getI64IntegerAttr(kGatherStream));
+  gather.replaceAllUsesWith(start.getResult());
+  gather.erase();
+  // The first region that reads it (without resharding after the
+  // forward, the backward reads it too, later).
+  ComputeOp region;
+  for (Operation *user : start.getResult().getUsers())
+    if (auto compute = llvm::dyn_cast<ComputeOp>(user))
+      if (!region || compute->isBeforeInBlock(region))
+        region = compute;
+  builder.setInsertionPoint(region);
+  auto wait = WaitOp::create(builder, start.getLoc(), start.getToken());
+  (region.getPhase() == Phase::Forward ? forward : backward)
+      .push_back({start, wait, region});
+}
+
+/// Replaces a reduce-scatter by a start, waited for before the first use of
+/// its result or free of its source (the source must stay until it is read).
+static void startScatter(OpBuilder &builder, Block &block,
+                         ReduceScatterOp scatter) {
+  auto start = ReduceScatterStartOp::create(
+      builder, scatter.getLoc(), TokenType::get(builder.getContext()),
+      scatter.getType(), scatter.getSource(), scatter.getUnitAttr(),
+      builder.getI64IntegerAttr(kScatterStream));
+  scatter.replaceAllUsesWith(start.getResult());
+  scatter.erase();
+  // The source may be freed only once the reduction has read it.
+  Operation *firstUse = nullptr;
+  for (Operation *user : start.getSource().getUsers())
+    if (llvm::isa<FreeOp>(user) &&
+        (!firstUse || user->isBeforeInBlock(firstUse)))
+      firstUse = user;
+  for (Operation *user : start.getResult().getUsers())
+    if (!firstUse || user->isBeforeInBlock(firstUse))
+      firstUse = user;
+  builder.setInsertionPoint(firstUse ? firstUse : block.getTerminator());
+  WaitOp::create(builder, start.getLoc(), start.getToken());
+}
+
+/// Turns every collective into a start/wait pair, each wait right before the
+/// first use of the result; the gathers are returned by phase for prefetch.
+static void startCollectives(Block &block, SmallVectorImpl<Gather> &forward,
+                             SmallVectorImpl<Gather> &backward) {
+  OpBuilder builder(block.getParentOp()->getContext());
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    builder.setInsertionPoint(&op);
+    if (auto gather = llvm::dyn_cast<AllGatherOp>(op))
+      startGather(builder, gather, forward, backward);
+    else if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op))
+      startScatter(builder, block, scatter);
+  }
+}
+
+namespace {
+/// Program order, numbered once: moving an op invalidates the block's
+/// order, so isBeforeInBlock after each move would renumber the whole block
+/// each time. Valid while the ops compared do not move.
+class ProgramOrder {
+public:
+  explicit ProgramOrder(Block &block) {
+    for (auto [i, op] : llvm::enumerate(block))
+      position[&op] = i;
+  }
+  bool before(Operation *a, Operation *b) const {
+    return position.lookup(a) < position.lookup(b);
+  }
+
+private:
+  llvm::DenseMap<Operation *, int64_t> position;
+};
+} // namespace
+
+/// Keeps one reduce-scatter in flight, so that each overlaps the next unit's
+/// backward: each is waited for just before the next one starts (or before
+/// the optimizer, for the last); its full-size gradient is freed after the
+/// wait.
+static void overlapScatters(Block &block) {
+  SmallVector<ReduceScatterStartOp> scatters(
+      block.getOps<ReduceScatterStartOp>());
+  Operation *optimizer = block.getTerminator();
+  for (Operation &op : block)
+    if (llvm::isa<AdamWShardOp>(op)) {
+      optimizer = &op;
+      break;
+    }
+  // Only waits and frees move below; the ops compared do not.
+  ProgramOrder order(block);
+  for (auto [i, scatter] : llvm::enumerate(scatters)) {
+    Operation *until =
+        i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
+    // A unit that no backward region uses (its parameters do not affect the
+    // loss) is reduced where its AdamW is, after the optimizer has begun:
+    // its wait, and the one of the scatter before it, go before the first
+    // read of the shard instead.
+    if (order.before(until, scatter))
+      until = block.getTerminator();
+    for (Operation *user : scatter.getResult().getUsers())
+      if (order.before(user, until))
+        until = user;
+    auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
+    wait->moveBefore(until);
+    for (Operation *user : scatter.getSource().getUsers())
+      if (llvm::isa<FreeOp>(user))
+        user->moveAfter(wait);
+  }
+}
+
+/// Prefetch, so that a gather overlaps the compute before its region: the
+/// start of region i + `ahead` moves before region i. Regions do not move,
+/// and each start moves at most once, before it is compared.
+static void prefetch(MutableArrayRef<Gather> gathers, int64_t ahead,
+                     const ProgramOrder &order) {
+  if (ahead == 0)
+    return;
+  for (size_t i = 0; i + ahead < gathers.size(); ++i) {
+    Gather &later = gathers[i + ahead];
+    Operation *anchor = gathers[i].region;
+    if (order.before(anchor, later.start))
+      later.start->moveBefore(anchor);
+  }
+}
+
+/// A free of a gathered tensor: the point where one fewer gather is in
+/// flight.
+static bool isGatherFree(Operation *op) {
+  auto free = llvm::dyn_cast<FreeOp>(op);
+  return free && free.getValue().getDefiningOp<AllGatherStartOp>();
+}
+
+void FsdpSchedulePass::orderAndLimitGathers(Block &block,
+                                            MutableArrayRef<Gather> phase) {
+  // A start that would exceed the limit moves to just after the next free
+  // of a gathered tensor, never past its own wait. Moving a start can push
+  // the next ones, so repeat until nothing moves.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < phase.size(); ++i) {
+      Gather &g = phase[i];
+      if (i > 0 && g.start->isBeforeInBlock(phase[i - 1].start)) {
+        g.start->moveAfter(phase[i - 1].start);
+        moved = true;
+      }
+      if (maxInflightGathers == 0)
+        continue;
+      while (inflightBefore(block, g.start) >= maxInflightGathers) {
+        Operation *next = g.start->getNextNode();
+        while (next && next != g.wait.getOperation() && !isGatherFree(next))
+          next = next->getNextNode();
+        if (!next || next == g.wait.getOperation())
+          break; // as late as it can be: right before its wait
+        g.start->moveAfter(next);
+        moved = true;
+      }
+    }
+  }
+}
+
+LogicalResult FsdpSchedulePass::checkMemoryBudget(ModuleOp module,
+                                                  func::FuncOp step) {
+  FailureOr<MemoryProfile> computed =
+      computeMemoryProfile(module, step, "fsdp-schedule");
+  if (failed(computed))
+    return failure();
+  MemoryProfile &profile = *computed;
+  if (profile.peakBytes() <= memoryBudget)
+    return success();
+  Operation *at = profile.order[profile.overall];
+  InFlightDiagnostic diag = emitError(at->getLoc())
+                            << "fsdp-schedule: the step needs "
+                            << profile.peakBytes()
+                            << " bytes per rank at its peak, over the "
+                               "memory budget of "
+                            << int64_t(memoryBudget) << " bytes";
+  diag.attachNote(at->getLoc())
+      << "the peak is here ('" << at->getName().getStringRef()
+      << "'): steady state " << profile.steady << ", gathered "
+      << profile.live[profile.overall].bytes[Gathered]
+      << ", full-size gradients "
+      << profile.live[profile.overall].bytes[FullGrad] << ", activations "
+      << profile.live[profile.overall].bytes[Activation];
+  return failure();
+}
+
+void FsdpSchedulePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(checkOptions(module)))
+    return signalPassFailure();
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock() ||
       !isShardedStep(step.getBody().front())) {
@@ -138,179 +381,17 @@ void FsdpSchedulePass::runOnOperation() {
         << "fsdp-schedule: @train_step is already scheduled";
     return signalPassFailure();
   }
-  OpBuilder builder(module.getContext());
 
-  // No resharding after the forward: the backward regions of a unit use
-  // the parameters its last forward region gathered, freed once after the
-  // unit's last backward use.
-  if (!reshardAfterForward) {
-    llvm::DenseMap<Attribute, AllGatherOp> lastForward;
-    for (auto gather :
-         llvm::make_early_inc_range(block.getOps<AllGatherOp>())) {
-      ComputeOp region;
-      for (Operation *user : gather.getResult().getUsers())
-        if (auto compute = llvm::dyn_cast<ComputeOp>(user))
-          region = compute;
-      Attribute unit = gather.getUnitAttr();
-      if (region && region.getPhase() == Phase::Forward) {
-        lastForward[unit] = gather;
-        continue;
-      }
-      AllGatherOp kept = lastForward.lookup(unit);
-      if (!kept)
-        continue;
-      // Reuse the kept gather; its free moves to where this one's was.
-      FreeOp keptFree, ownFree;
-      for (Operation *user : kept.getResult().getUsers())
-        if (auto free = llvm::dyn_cast<FreeOp>(user))
-          keptFree = free;
-      for (Operation *user : gather.getResult().getUsers())
-        if (auto free = llvm::dyn_cast<FreeOp>(user))
-          ownFree = free;
-      if (!keptFree || !ownFree)
-        continue;
-      keptFree->moveBefore(ownFree);
-      ownFree.erase();
-      gather.replaceAllUsesWith(kept.getResult());
-      gather.erase();
-    }
-  }
-
-  // Start/wait pairs; each wait right before the first use of the result.
+  if (!reshardAfterForward)
+    reuseForwardGathers(block);
   SmallVector<Gather> forward, backward;
-  for (Operation &op : llvm::make_early_inc_range(block)) {
-    builder.setInsertionPoint(&op);
-    if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
-      auto start = AllGatherStartOp::create(
-          builder, gather.getLoc(), TokenType::get(builder.getContext()),
-          gather.getType(), gather.getUnitAttr(),
-          builder.getI64IntegerAttr(kGatherStream));
-      gather.replaceAllUsesWith(start.getResult());
-      gather.erase();
-      // The first region that reads it (without resharding after the
-      // forward, the backward reads it too, later).
-      ComputeOp region;
-      for (Operation *user : start.getResult().getUsers())
-        if (auto compute = llvm::dyn_cast<ComputeOp>(user))
-          if (!region || compute->isBeforeInBlock(region))
-            region = compute;
-      builder.setInsertionPoint(region);
-      auto wait = WaitOp::create(builder, start.getLoc(), start.getToken());
-      (region.getPhase() == Phase::Forward ? forward : backward)
-          .push_back({start, wait, region});
-    } else if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
-      auto start = ReduceScatterStartOp::create(
-          builder, scatter.getLoc(), TokenType::get(builder.getContext()),
-          scatter.getType(), scatter.getSource(), scatter.getUnitAttr(),
-          builder.getI64IntegerAttr(kScatterStream));
-      scatter.replaceAllUsesWith(start.getResult());
-      scatter.erase();
-      // The source may be freed only once the reduction has read it.
-      Operation *firstUse = nullptr;
-      for (Operation *user : start.getSource().getUsers())
-        if (llvm::isa<FreeOp>(user) &&
-            (!firstUse || user->isBeforeInBlock(firstUse)))
-          firstUse = user;
-      for (Operation *user : start.getResult().getUsers())
-        if (!firstUse || user->isBeforeInBlock(firstUse))
-          firstUse = user;
-      builder.setInsertionPoint(firstUse ? firstUse : block.getTerminator());
-      WaitOp::create(builder, start.getLoc(), start.getToken());
-    }
-  }
-
-  // One reduce-scatter in flight: each is waited for just before the next
-  // one starts (or before the optimizer, for the last), so it overlaps the
-  // next unit's backward; its full-size gradient is freed after the wait.
-  SmallVector<ReduceScatterStartOp> scatters(
-      block.getOps<ReduceScatterStartOp>());
-  Operation *optimizer = block.getTerminator();
-  for (Operation &op : block)
-    if (llvm::isa<AdamWShardOp>(op)) {
-      optimizer = &op;
-      break;
-    }
-  // Program order, numbered once: moving an op invalidates the block's
-  // order, so isBeforeInBlock after each move would renumber the whole block
-  // each time. Only waits and frees move below; the ops compared do not.
-  llvm::DenseMap<Operation *, int64_t> position;
-  auto numberOps = [&] {
-    position.clear();
-    for (auto [i, op] : llvm::enumerate(block))
-      position[&op] = i;
-  };
-  numberOps();
-  auto before = [&](Operation *a, Operation *b) {
-    return position.lookup(a) < position.lookup(b);
-  };
-  for (auto [i, scatter] : llvm::enumerate(scatters)) {
-    Operation *until =
-        i + 1 < scatters.size() ? scatters[i + 1].getOperation() : optimizer;
-    // A unit that no backward region uses (its parameters do not affect the
-    // loss) is reduced where its AdamW is, after the optimizer has begun:
-    // its wait, and the one of the scatter before it, go before the first
-    // read of the shard instead.
-    if (before(until, scatter))
-      until = block.getTerminator();
-    for (Operation *user : scatter.getResult().getUsers())
-      if (before(user, until))
-        until = user;
-    auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
-    wait->moveBefore(until);
-    for (Operation *user : scatter.getSource().getUsers())
-      if (llvm::isa<FreeOp>(user))
-        user->moveAfter(wait);
-  }
-
-  // Prefetch: the start of region i + k moves before region i. Regions do
-  // not move, and each start moves at most once, before it is compared.
-  numberOps();
-  auto prefetch = [&](MutableArrayRef<Gather> gathers, int64_t ahead) {
-    if (ahead == 0)
-      return;
-    for (size_t i = 0; i + ahead < gathers.size(); ++i) {
-      Gather &later = gathers[i + ahead];
-      Operation *anchor = gathers[i].region;
-      if (before(anchor, later.start))
-        later.start->moveBefore(anchor);
-    }
-  };
-  prefetch(forward, forwardPrefetch);
-  prefetch(backward, backwardPrefetch);
-
-  // Gathers start in the order their regions run (a later region's gather
-  // never overtakes an earlier one's), and the in-flight limit holds: a
-  // start that would exceed it moves to just after the next free of a
-  // gathered tensor, never past its own wait. Moving a start can push the
-  // next ones, so repeat until nothing moves.
-  auto isGatherFree = [](Operation *op) {
-    auto free = llvm::dyn_cast<FreeOp>(op);
-    return free && free.getValue().getDefiningOp<AllGatherStartOp>();
-  };
-  for (MutableArrayRef<Gather> phase :
-       {MutableArrayRef<Gather>(forward), MutableArrayRef<Gather>(backward)}) {
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (size_t i = 0; i < phase.size(); ++i) {
-        Gather &g = phase[i];
-        if (i > 0 && g.start->isBeforeInBlock(phase[i - 1].start)) {
-          g.start->moveAfter(phase[i - 1].start);
-          moved = true;
-        }
-        if (maxInflightGathers == 0)
-          continue;
-        while (inflightBefore(block, g.start) >= maxInflightGathers) {
-          Operation *next = g.start->getNextNode();
-          while (next && next != g.wait.getOperation() && !isGatherFree(next))
-            next = next->getNextNode();
-          if (!next || next == g.wait.getOperation())
-            break; // as late as it can be: right before its wait
-          g.start->moveAfter(next);
-          moved = true;
-        }
-      }
-    }
-  }
+  startCollectives(block, forward, backward);
+  overlapScatters(block);
+  ProgramOrder order(block);
+  prefetch(forward, forwardPrefetch, order);
+  prefetch(backward, backwardPrefetch, order);
+  orderAndLimitGathers(block, forward);
+  orderAndLimitGathers(block, backward);
   if (bucketBytes > 0) {
     bucketGathers(forward, bucketBytes);
     bucketGathers(backward, bucketBytes);
@@ -318,31 +399,9 @@ void FsdpSchedulePass::runOnOperation() {
   }
 
   if (maxInflightGathers > 0)
-    module->setAttr(kMaxInflightGathersAttrName,
-                    builder.getI64IntegerAttr(maxInflightGathers));
-
-  if (memoryBudget > 0) {
-    FailureOr<MemoryProfile> computed =
-        computeMemoryProfile(module, step, "fsdp-schedule");
-    if (failed(computed))
-      return signalPassFailure();
-    MemoryProfile &profile = *computed;
-    if (profile.peakBytes() > memoryBudget) {
-      Operation *at = profile.order[profile.overall];
-      InFlightDiagnostic diag = emitError(at->getLoc())
-                                << "fsdp-schedule: the step needs "
-                                << profile.peakBytes()
-                                << " bytes per rank at its peak, over the "
-                                   "memory budget of "
-                                << int64_t(memoryBudget) << " bytes";
-      diag.attachNote(at->getLoc())
-          << "the peak is here ('" << at->getName().getStringRef()
-          << "'): steady state " << profile.steady << ", gathered "
-          << profile.live[profile.overall].bytes[Gathered]
-          << ", full-size gradients "
-          << profile.live[profile.overall].bytes[FullGrad] << ", activations "
-          << profile.live[profile.overall].bytes[Activation];
-      return signalPassFailure();
-    }
-  }
+    module->setAttr(
+        kMaxInflightGathersAttrName,
+        Builder(module.getContext()).getI64IntegerAttr(maxInflightGathers));
+  if (memoryBudget > 0 && failed(checkMemoryBudget(module, step)))
+    return signalPassFailure();
 }

@@ -25,64 +25,68 @@ Operation *ancestorIn(Block &block, Operation *op) {
     op = op->getParentOp();
   return op;
 }
-} // namespace
 
-LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
-  Block &block = step.getBody().front();
+/// The step being verified, and whether a check failed: every check reports
+/// all it finds, so one run lists every broken rule.
+struct StepCheck {
+  Block &block;
   bool ok = true;
-  auto fail = [&](Operation *op) {
+
+  InFlightDiagnostic fail(Operation *op) {
     ok = false;
     return op->emitOpError();
-  };
+  }
+};
+} // namespace
 
-  // Collectives run at the top level only: a fixed sequence on every rank.
+/// Every gathered parameter and packed gradient is freed once, and not
+/// used after that.
+static void checkFreed(StepCheck &check, Operation *def, Value value) {
+  SmallVector<FreeOp> frees;
+  for (Operation *user : value.getUsers())
+    if (auto free = llvm::dyn_cast<FreeOp>(user))
+      frees.push_back(free);
+  llvm::sort(frees, [](FreeOp a, FreeOp b) { return a->isBeforeInBlock(b); });
+  if (frees.empty()) {
+    check.fail(def) << "produces a tensor that is never freed (fsdp.free): "
+                       "the gathered memory would stay for the rest of the "
+                       "step";
+    return;
+  }
+  if (frees.size() > 1) {
+    InFlightDiagnostic diag = check.fail(frees[1]) << "frees a tensor twice";
+    diag.attachNote(frees[0].getLoc()) << "first freed here";
+    return;
+  }
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = ancestorIn(check.block, use.getOwner());
+    if (user != frees[0] && frees[0]->isBeforeInBlock(user)) {
+      InFlightDiagnostic diag = check.fail(use.getOwner())
+                                << "uses a tensor after it was freed";
+      diag.attachNote(frees[0].getLoc()) << "freed here";
+    }
+  }
+}
+
+/// Collectives run at the top level only: a fixed sequence on every rank.
+static void checkTopLevel(StepCheck &check, func::FuncOp step) {
   step.walk([&](Operation *op) {
     if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
                   ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp>(op) &&
-        op->getBlock() != &block)
-      fail(op) << "is nested in a region; inside control flow it could run a "
-                  "different number of times on different ranks";
+        op->getBlock() != &check.block)
+      check.fail(op)
+          << "is nested in a region; inside control flow it could run a "
+             "different number of times on different ranks";
   });
+}
 
-  // Every gathered parameter and packed gradient is freed once, and not
-  // used after that.
-  auto checkFreed = [&](Operation *def, Value value) {
-    SmallVector<FreeOp> frees;
-    for (Operation *user : value.getUsers())
-      if (auto free = llvm::dyn_cast<FreeOp>(user))
-        frees.push_back(free);
-    llvm::sort(frees, [](FreeOp a, FreeOp b) { return a->isBeforeInBlock(b); });
-    if (frees.empty()) {
-      fail(def) << "produces a tensor that is never freed (fsdp.free): the "
-                   "gathered memory would stay for the rest of the step";
-      return;
-    }
-    if (frees.size() > 1) {
-      InFlightDiagnostic diag = fail(frees[1]) << "frees a tensor twice";
-      diag.attachNote(frees[0].getLoc()) << "first freed here";
-      return;
-    }
-    for (OpOperand &use : value.getUses()) {
-      Operation *user = ancestorIn(block, use.getOwner());
-      if (user != frees[0] && frees[0]->isBeforeInBlock(user)) {
-        InFlightDiagnostic diag = fail(use.getOwner())
-                                  << "uses a tensor after it was freed";
-        diag.attachNote(frees[0].getLoc()) << "freed here";
-      }
-    }
-  };
-  for (Operation &op : block) {
-    if (Value gathered = getGatheredTensor(&op))
-      checkFreed(&op, gathered);
-    if (auto pack = llvm::dyn_cast<PackOp>(op))
-      checkFreed(pack, pack.getResult());
-  }
-
-  // Parameters are read only through views of their unit's gather.
+/// Parameters are read only through views of their unit's gather, so that
+/// every read sees gathered (whole) parameters of the right unit.
+static void checkParamReads(StepCheck &check, func::FuncOp step) {
   step.walk([&](LoadOp load) {
-    fail(load) << "reads parameter " << load.getParamAttr()
-               << " without gathering it: a sharded step reads parameters "
-                  "as views of their unit's fsdp.all_gather";
+    check.fail(load) << "reads parameter " << load.getParamAttr()
+                     << " without gathering it: a sharded step reads "
+                        "parameters as views of their unit's fsdp.all_gather";
   });
   step.walk([&](ViewOp view) {
     Value source = view.getSource();
@@ -92,76 +96,100 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
       source = compute.getInputs()[arg.getArgNumber()];
     Operation *gather = source.getDefiningOp();
     if (!getGatheredTensor(gather)) {
-      fail(view) << "views a tensor that is not a gathered parameter";
+      check.fail(view) << "views a tensor that is not a gathered parameter";
       return;
     }
     if (compute && getCollectiveUnit(gather) != compute.getUnitAttr()) {
-      InFlightDiagnostic diag = fail(view) << "in a region of unit "
-                                           << compute.getUnitAttr()
-                                           << " views the parameters of unit "
-                                           << getCollectiveUnit(gather);
+      InFlightDiagnostic diag =
+          check.fail(view) << "in a region of unit " << compute.getUnitAttr()
+                           << " views the parameters of unit "
+                           << getCollectiveUnit(gather);
       diag.attachNote(gather->getLoc()) << "gathered here";
     }
   });
+}
 
-  // Started collectives: each token awaited exactly once, and the result
-  // read only after that wait.
-  for (Operation &op : block) {
+/// Started collectives: each token awaited exactly once, and the result
+/// read only after that wait (before it, the result may be incomplete).
+static void checkWaits(StepCheck &check) {
+  for (Operation &op : check.block) {
     if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp>(op))
       continue;
     Value token = op.getResult(0), result = op.getResult(1);
     SmallVector<Operation *> waits(token.getUsers());
     if (waits.size() != 1) {
-      fail(&op) << (waits.empty() ? "is never waited for: its result would "
-                                    "never be known to be complete"
-                                  : "is waited for more than once");
+      check.fail(&op) << (waits.empty() ? "is never waited for: its result "
+                                          "would never be known to be "
+                                          "complete"
+                                        : "is waited for more than once");
       continue;
     }
     Operation *wait = waits.front();
     for (OpOperand &use : result.getUses()) {
-      Operation *user = ancestorIn(block, use.getOwner());
+      Operation *user = ancestorIn(check.block, use.getOwner());
       if (user->isBeforeInBlock(wait) && !llvm::isa<FreeOp>(user)) {
         InFlightDiagnostic diag =
-            fail(use.getOwner())
+            check.fail(use.getOwner())
             << "reads the result of a collective before waiting for it";
         diag.attachNote(wait->getLoc()) << "the wait is here";
       }
     }
   }
+}
 
-  // The in-flight limit the schedule promised: gathers started and not yet
-  // freed, at every point of the step.
-  if (auto limit =
-          step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
-              kMaxInflightGathersAttrName)) {
-    walkInflightGathers(block, [&](Operation *op, int64_t inflight) {
-      if (getGatheredTensor(op) && inflight > limit.getInt())
-        fail(op) << "starts gather number " << inflight
-                 << " in flight; the schedule allows " << limit.getInt();
-      return true;
-    });
-  }
+/// The in-flight limit the schedule promised: gathers started and not yet
+/// freed, at every point of the step.
+static void checkInflightLimit(StepCheck &check, func::FuncOp step) {
+  auto limit = step->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+      kMaxInflightGathersAttrName);
+  if (!limit)
+    return;
+  walkInflightGathers(check.block, [&](Operation *op, int64_t inflight) {
+    if (getGatheredTensor(op) && inflight > limit.getInt())
+      check.fail(op) << "starts gather number " << inflight
+                     << " in flight; the schedule allows " << limit.getInt();
+    return true;
+  });
+}
 
-  // Each unit: one reduce-scatter, consumed by its AdamW.
+/// Each unit: one reduce-scatter, consumed by its AdamW, so that every
+/// gradient shard is reduced once and applied.
+static void checkScatters(StepCheck &check) {
   llvm::MapVector<Attribute, SmallVector<Operation *>> scatters;
-  for (Operation &op : block)
+  for (Operation &op : check.block)
     if (getScatteredShard(&op))
       scatters[getCollectiveUnit(&op)].push_back(&op);
   for (auto &[unit, ops] : scatters)
     if (ops.size() > 1) {
-      InFlightDiagnostic diag = fail(ops[1]) << "reduce-scatters unit " << unit
-                                             << " a second time";
+      InFlightDiagnostic diag = check.fail(ops[1]) << "reduce-scatters unit "
+                                                   << unit << " a second time";
       diag.attachNote(ops[0]->getLoc()) << "first reduce-scatter here";
     }
-  for (auto adamw : block.getOps<AdamWShardOp>()) {
+  for (auto adamw : check.block.getOps<AdamWShardOp>()) {
     Operation *scatter = adamw.getGrad().getDefiningOp();
     if (!getScatteredShard(scatter) ||
         getCollectiveUnit(scatter) != adamw.getUnitAttr())
-      fail(adamw) << "updates unit " << adamw.getUnitAttr()
-                  << " from a gradient that is not that unit's "
-                     "reduce-scatter: the gradient shard would be missing";
+      check.fail(adamw) << "updates unit " << adamw.getUnitAttr()
+                        << " from a gradient that is not that unit's "
+                           "reduce-scatter: the gradient shard would be "
+                           "missing";
   }
-  return success(ok);
+}
+
+LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
+  StepCheck check{step.getBody().front()};
+  checkTopLevel(check, step);
+  for (Operation &op : check.block) {
+    if (Value gathered = getGatheredTensor(&op))
+      checkFreed(check, &op, gathered);
+    if (auto pack = llvm::dyn_cast<PackOp>(op))
+      checkFreed(check, pack, pack.getResult());
+  }
+  checkParamReads(check, step);
+  checkWaits(check);
+  checkInflightLimit(check, step);
+  checkScatters(check);
+  return success(check.ok);
 }
 
 void FsdpVerifyPass::runOnOperation() {

@@ -29,6 +29,23 @@ struct FsdpWrapPass : public fsdp::impl::FsdpWrapPassBase<FsdpWrapPass> {
   void runOnOperation() override;
 
 private:
+  /// Rejects an unknown policy or a non-positive threshold before the module
+  /// changes.
+  LogicalResult checkOptions(ModuleOp module);
+  /// Inlines the regions of the units the input has and erases the units, so
+  /// that wrapping is also regrouping.
+  LogicalResult dissolveUnits(ModuleOp module, ArrayRef<func::FuncOp> funcs);
+  /// The per-block policy: one unit per block prefix ("root" for none), in
+  /// the order the blocks are first used.
+  UnitAssignment assignPerBlock(ModuleOp module, ArrayRef<ParamOp> params);
+  /// The size-threshold policy: groups of parameters read together, closed
+  /// into a unit once it reaches the threshold; `names` owns the unit names.
+  UnitAssignment assignBySize(ModuleOp module, ArrayRef<ParamOp> params,
+                              llvm::StringSet<> &names);
+  /// Creates the unit ops after `lastParam`, each with a name unique in the
+  /// module's symbol table; returns each parameter's unit.
+  llvm::DenseMap<StringAttr, StringAttr>
+  createUnits(ModuleOp module, ParamOp lastParam, const UnitAssignment &units);
   /// Parameters in the order the functions first load them; parameters never
   /// loaded follow in declaration order.
   SmallVector<ParamOp> paramsInUseOrder(ModuleOp module,
@@ -131,31 +148,27 @@ FsdpWrapPass::tagOps(Block &block,
   return success();
 }
 
-void FsdpWrapPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  if (policy != "per-block" && policy != "size-threshold" && policy != "none") {
-    emitError(module.getLoc())
-        << "fsdp-wrap: unknown wrap policy '" << policy
-        << "', expected per-block, size-threshold or none";
-    return signalPassFailure();
-  }
-  if (thresholdBytes <= 0) {
-    emitError(module.getLoc())
-        << "fsdp-wrap: threshold-bytes must be positive, got "
-        << int64_t(thresholdBytes);
-    return signalPassFailure();
-  }
+LogicalResult FsdpWrapPass::checkOptions(ModuleOp module) {
+  if (policy != "per-block" && policy != "size-threshold" && policy != "none")
+    return emitError(module.getLoc())
+           << "fsdp-wrap: unknown wrap policy '" << policy
+           << "', expected per-block, size-threshold or none";
+  if (thresholdBytes <= 0)
+    return emitError(module.getLoc())
+           << "fsdp-wrap: threshold-bytes must be positive, got "
+           << int64_t(thresholdBytes);
+  return success();
+}
 
-  // Dissolve the units the input has, so that wrapping is also regrouping.
-  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+LogicalResult FsdpWrapPass::dissolveUnits(ModuleOp module,
+                                          ArrayRef<func::FuncOp> funcs) {
   UnitTagMap discarded;
   for (func::FuncOp func : funcs) {
     if (func.isExternal())
       continue;
-    if (!func.getBody().hasOneBlock()) {
-      emitError(func.getLoc()) << "fsdp-wrap expects single-block functions";
-      return signalPassFailure();
-    }
+    if (!func.getBody().hasOneBlock())
+      return emitError(func.getLoc())
+             << "fsdp-wrap expects single-block functions";
     WalkResult backward = func.walk([&](ComputeOp compute) {
       if (compute.getPhase() == Phase::Backward) {
         compute.emitOpError()
@@ -165,63 +178,68 @@ void FsdpWrapPass::runOnOperation() {
       return WalkResult::advance();
     });
     if (backward.wasInterrupted())
-      return signalPassFailure();
+      return failure();
     inlineComputeRegions(func.getBody().front(), discarded);
   }
   for (UnitOp unit : llvm::make_early_inc_range(module.getOps<UnitOp>()))
     unit.erase();
+  return success();
+}
 
-  SmallVector<ParamOp> params(module.getOps<ParamOp>());
-  if (params.empty())
-    return;
-
-  // Assign parameters to units.
+UnitAssignment FsdpWrapPass::assignPerBlock(ModuleOp module,
+                                            ArrayRef<ParamOp> params) {
   UnitAssignment units;
-  llvm::StringSet<> blockNames;
-  if (policy == "per-block") {
-    for (ParamOp param : paramsInUseOrder(module, params)) {
-      StringRef block = getBlockPrefix(param.getSymName());
-      units[block.empty() ? StringRef("root") : block];
-    }
-    for (ParamOp param : params) {
-      StringRef block = getBlockPrefix(param.getSymName());
-      units[block.empty() ? StringRef("root") : block].push_back(param);
-    }
-  } else if (policy == "size-threshold") {
-    // Parameters read by one op (a weight and its bias) are never split
-    // across units: they move as one group, in the order of first use.
-    int64_t bytes = 0;
-    SmallVector<ParamOp> current;
-    auto close = [&] {
-      std::string name = "unit" + std::to_string(units.size());
-      StringRef stable = blockNames.insert(name).first->getKey();
-      llvm::sort(current,
-                 [](ParamOp a, ParamOp b) { return a->isBeforeInBlock(b); });
-      units[stable] = current;
-      current.clear();
-      bytes = 0;
-    };
-    for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
-      for (ParamOp param : group) {
-        current.push_back(param);
-        // Saturating: only the comparison with the threshold matters.
-        bytes = llvm::checkedAdd(bytes, param.getSizeInBytes())
-                    .value_or(std::numeric_limits<int64_t>::max());
-      }
-      if (bytes >= thresholdBytes)
-        close();
-    }
-    if (!current.empty())
-      close();
-  } else {
-    units["root"] = params;
+  for (ParamOp param : paramsInUseOrder(module, params)) {
+    StringRef block = getBlockPrefix(param.getSymName());
+    units[block.empty() ? StringRef("root") : block];
   }
+  for (ParamOp param : params) {
+    StringRef block = getBlockPrefix(param.getSymName());
+    units[block.empty() ? StringRef("root") : block].push_back(param);
+  }
+  return units;
+}
 
+UnitAssignment FsdpWrapPass::assignBySize(ModuleOp module,
+                                          ArrayRef<ParamOp> params,
+                                          llvm::StringSet<> &names) {
+  // Parameters read by one op (a weight and its bias) are never split
+  // across units: they move as one group, in the order of first use.
+  UnitAssignment units;
+  int64_t bytes = 0;
+  SmallVector<ParamOp> current;
+  auto close = [&] {
+    std::string name = "unit" + std::to_string(units.size());
+    StringRef stable = names.insert(name).first->getKey();
+    llvm::sort(current,
+               [](ParamOp a, ParamOp b) { return a->isBeforeInBlock(b); });
+    units[stable] = current;
+    current.clear();
+    bytes = 0;
+  };
+  for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
+    for (ParamOp param : group) {
+      current.push_back(param);
+      // Saturating: only the comparison with the threshold matters.
+      bytes = llvm::checkedAdd(bytes, param.getSizeInBytes())
+                  .value_or(std::numeric_limits<int64_t>::max());
+    }
+    if (bytes >= thresholdBytes)
+      close();
+  }
+  if (!current.empty())
+    close();
+  return units;
+}
+
+llvm::DenseMap<StringAttr, StringAttr>
+FsdpWrapPass::createUnits(ModuleOp module, ParamOp lastParam,
+                          const UnitAssignment &units) {
   // Unit symbols share the module's symbol table with parameters and
   // functions: make each name unique there.
   SymbolTable symbols(module);
   OpBuilder builder(module.getContext());
-  builder.setInsertionPointAfter(params.back());
+  builder.setInsertionPointAfter(lastParam);
   llvm::DenseMap<StringAttr, StringAttr> unitOfParam;
   for (auto &[name, members] : units) {
     std::string unique = name.str();
@@ -236,6 +254,32 @@ void FsdpWrapPass::runOnOperation() {
     for (ParamOp param : members)
       unitOfParam[param.getSymNameAttr()] = unit.getSymNameAttr();
   }
+  return unitOfParam;
+}
+
+void FsdpWrapPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(checkOptions(module)))
+    return signalPassFailure();
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  if (failed(dissolveUnits(module, funcs)))
+    return signalPassFailure();
+
+  SmallVector<ParamOp> params(module.getOps<ParamOp>());
+  if (params.empty())
+    return;
+
+  // Assign parameters to units; the size policy's names live in `names`.
+  llvm::StringSet<> names;
+  UnitAssignment units;
+  if (policy == "per-block")
+    units = assignPerBlock(module, params);
+  else if (policy == "size-threshold")
+    units = assignBySize(module, params, names);
+  else
+    units["root"] = params;
+  llvm::DenseMap<StringAttr, StringAttr> unitOfParam =
+      createUnits(module, params.back(), units);
 
   for (func::FuncOp func : funcs) {
     if (func.isExternal())

@@ -173,12 +173,14 @@ struct FsdpPlanMemoryPass
 };
 } // namespace
 
-LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
-  // Every buffer's size fits int64 (its verifier checks); offsets, the
-  // arena and live sums add them up, checked: the first overflow fails the
-  // pass with one error.
-  bool overflowed = false;
-  auto fits = [&](std::optional<int64_t> result) -> int64_t {
+namespace {
+/// Offsets, the arena and live sums add buffer sizes up, checked: the first
+/// overflow fails the pass with one error; a sum that overflowed reads 0.
+class OverflowCheck {
+public:
+  explicit OverflowCheck(func::FuncOp program) : program(program) {}
+
+  int64_t operator()(std::optional<int64_t> result) {
     if (!result && !overflowed) {
       overflowed = true;
       emitError(program.getLoc())
@@ -187,17 +189,41 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
           << " bytes, the most the compiler can count (int64)";
     }
     return result.value_or(0);
-  };
-  Block &body = program.getBody().front();
-  SmallVector<Slot> slots;
+  }
+
+  bool overflowed = false;
+
+private:
+  func::FuncOp program;
+};
+
+/// One line of the peak's breakdown.
+struct Row {
+  StringRef name;
+  int64_t bytes;
+};
+
+/// The kernel with the most live bytes, and what is live there.
+struct Peak {
+  int64_t kernel = 0;
+  LiveBytes live;
+  SmallVector<Row> rows;
+};
+} // namespace
+
+/// A view lives in its base: using the view keeps the base alive.
+static Value baseOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewOp>())
+    v = view.getBase();
+  return v;
+}
+
+/// One slot per buffer, alive from the first to the last kernel that touches
+/// it (returned buffers to the end), and the kernels in program order.
+static void collectLifetimes(Block &body, OverflowCheck &fits,
+                             SmallVectorImpl<Slot> &slots,
+                             SmallVectorImpl<KernelOp> &kernels) {
   llvm::DenseMap<Value, size_t> slotOf;
-  SmallVector<KernelOp> kernels;
-  // A view lives in its base: using the view keeps the base alive.
-  auto baseOf = [](Value v) {
-    while (auto view = v.getDefiningOp<ViewOp>())
-      v = view.getBase();
-    return v;
-  };
   for (Operation &op : body) {
     if (auto buffer = llvm::dyn_cast<BufferOp>(op)) {
       slotOf[buffer.getBuffer()] = slots.size();
@@ -217,8 +243,11 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
   int64_t end = kernels.size();
   for (Value returned : body.getTerminator()->getOperands())
     slots[slotOf.lookup(baseOf(returned))].last = end;
+}
 
-  // Unused temporaries need no memory at all.
+/// The slots that need memory: persistent ones, alive throughout, and the
+/// temporaries some kernel uses; unused temporaries' buffers are erased.
+static SmallVector<Slot> keepUsed(MutableArrayRef<Slot> slots, int64_t end) {
   SmallVector<Slot> used;
   for (Slot &slot : slots) {
     if (slot.persistent) {
@@ -230,19 +259,31 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
     else
       used.push_back(slot);
   }
+  return used;
+}
 
+/// Places the persistent slots back to back from offset 0 (they are always
+/// alive); returns where they end and raises `arena` to their last byte.
+static int64_t placePersistent(MutableArrayRef<Slot> used, OverflowCheck &fits,
+                               int64_t &arena) {
   // Slots are spaced by their aligned sizes; the arena ends where the last
   // byte of the highest buffer does (no padding after it), which is what
   // the runtime's high-water mark measures.
-  int64_t next = 0, arena = 0;
+  int64_t next = 0;
   for (Slot &slot : used)
     if (slot.persistent) {
       slot.offset = next;
       next = fits(llvm::checkedAdd(next, slot.size));
       arena = slot.offset + slot.op.getSizeInBytes(); // <= next
     }
-  if (overflowed)
-    return failure();
+  return next;
+}
+
+/// Places the temporaries greedy by size, largest first, above the
+/// persistent ones; raises `arena` to the last byte of each.
+static LogicalResult placeTemporaries(MutableArrayRef<Slot> used,
+                                      int64_t persistentEnd, int64_t end,
+                                      OverflowCheck &fits, int64_t &arena) {
   SmallVector<Slot *> order;
   for (Slot &slot : used)
     if (!slot.persistent)
@@ -250,7 +291,6 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
   llvm::stable_sort(order, [](const Slot *a, const Slot *b) {
     return a->size != b->size ? a->size > b->size : a->first < b->first;
   });
-  int64_t persistentEnd = next;
   Occupancy occupancy(end + 1);
   for (Slot *slot : order) {
     // The lowest offset, from the end of the persistent buffers up, that
@@ -262,15 +302,18 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
                                                   persistentEnd, slot->size);
     slot->offset = candidate;
     fits(llvm::checkedAdd(candidate, slot->size));
-    if (overflowed)
+    if (fits.overflowed)
       return failure();
     occupancy.insert(slot->first, slot->last, candidate,
                      candidate + slot->size);
     arena = std::max(arena, candidate + slot->op.getSizeInBytes());
   }
+  return success();
+}
 
-  // The peak: the kernel with the most live bytes, and what is live there.
-  // A sweep over lifetime starts and ends, per kind.
+/// The peak, for the plan and the report: a sweep over lifetime starts and
+/// ends, per kind, then the kernel with the most live bytes.
+static Peak findPeak(MutableArrayRef<Slot> used, int64_t end) {
   // Live bytes never exceed the arena, which fits, so these sums do.
   SmallVector<LiveBytes> live(std::max<int64_t>(end, 1) + 1);
   for (Slot &slot : used) {
@@ -283,26 +326,18 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
   for (size_t i = 1; i < live.size(); ++i)
     for (uint32_t k = 0; k < plan::kNumBufferKinds; ++k)
       live[i].byKind[k] += live[i - 1].byKind[k];
-  int64_t peakKernel = 0;
+  Peak peak;
   for (int64_t i = 0; i < int64_t(live.size()); ++i)
-    if (live[i].total() > live[peakKernel].total())
-      peakKernel = i;
-  const LiveBytes &peak = live[peakKernel];
-
-  OpBuilder builder(program.getContext());
-  for (Slot &slot : used)
-    slot.op.setOffsetAttr(builder.getI64IntegerAttr(slot.offset));
+    if (live[i].total() > live[peak.kernel].total())
+      peak.kernel = i;
+  peak.live = live[peak.kernel];
   auto kindBytes = [&](std::initializer_list<BufferKind> kinds) {
     int64_t sum = 0;
     for (BufferKind kind : kinds)
-      sum += peak.byKind[uint32_t(kind)];
+      sum += peak.live.byKind[uint32_t(kind)];
     return sum;
   };
-  struct Row {
-    StringRef name;
-    int64_t bytes;
-  };
-  Row rows[] = {
+  peak.rows = {
       {"params", kindBytes({BufferKind::Param})},
       {"grads", kindBytes({BufferKind::Grad})},
       {"optimizer", kindBytes({BufferKind::AdamM, BufferKind::AdamV})},
@@ -311,37 +346,75 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
       {"gathered", kindBytes({BufferKind::Gathered})},
       {"inputs", kindBytes({BufferKind::Input})},
   };
+  return peak;
+}
+
+/// Records the plan in the IR, where the plan writer reads it: each buffer's
+/// offset, the arena size and the peak.
+static void recordPlan(func::FuncOp program, MutableArrayRef<Slot> used,
+                       int64_t arena, const Peak &peak) {
+  OpBuilder builder(program.getContext());
+  for (Slot &slot : used)
+    slot.op.setOffsetAttr(builder.getI64IntegerAttr(slot.offset));
   SmallVector<NamedAttribute> attrs = {
-      builder.getNamedAttr("bytes", builder.getI64IntegerAttr(peak.total())),
-      builder.getNamedAttr("kernel", builder.getI64IntegerAttr(peakKernel))};
-  for (const Row &row : rows)
+      builder.getNamedAttr("bytes",
+                           builder.getI64IntegerAttr(peak.live.total())),
+      builder.getNamedAttr("kernel", builder.getI64IntegerAttr(peak.kernel))};
+  for (const Row &row : peak.rows)
     attrs.push_back(
         builder.getNamedAttr(row.name, builder.getI64IntegerAttr(row.bytes)));
   program->setAttr(FSDPRuntimeDialect::kArenaSizeAttrName,
                    builder.getI64IntegerAttr(arena));
   program->setAttr(FSDPRuntimeDialect::kPeakAttrName,
                    builder.getDictionaryAttr(attrs));
+}
 
-  if (!report)
-    return success();
+/// Prints the arena, the peak, where it is and what is live there (the
+/// report option), so that a user can see where the memory goes.
+static void printReport(func::FuncOp program, ArrayRef<KernelOp> kernels,
+                        size_t buffers, int64_t arena, const Peak &peak) {
+  int64_t end = kernels.size();
   llvm::raw_ostream &os = llvm::errs();
   auto mib = [](int64_t bytes) { return double(bytes) / (1 << 20); };
   os << "fsdp-plan-memory: @" << program.getSymName() << ", " << end
-     << " kernels, " << used.size() << " buffers\n";
+     << " kernels, " << buffers << " buffers\n";
   os << llvm::format("  %-22s %16lld bytes %12.2f MiB\n", "arena", arena,
                      mib(arena));
   os << llvm::format("  %-22s %16lld bytes %12.2f MiB", "peak live",
-                     peak.total(), mib(peak.total()));
+                     peak.live.total(), mib(peak.live.total()));
   if (end > 0) {
-    KernelOp at = kernels[peakKernel];
-    os << "  at kernel #" << peakKernel << " (" << at.getName();
+    KernelOp at = kernels[peak.kernel];
+    os << "  at kernel #" << peak.kernel << " (" << at.getName();
     if (at.getUnit())
       os << ", unit " << *at.getUnit();
     os << ")";
   }
   os << "\n";
-  for (const Row &row : rows)
+  for (const Row &row : peak.rows)
     os << llvm::format("    %-20s %16lld bytes %12.2f MiB\n",
                        row.name.str().c_str(), row.bytes, mib(row.bytes));
+}
+
+LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
+  // Every buffer's size fits int64 (its verifier checks); the sums of them
+  // are checked by `fits`.
+  OverflowCheck fits(program);
+  SmallVector<Slot> slots;
+  SmallVector<KernelOp> kernels;
+  collectLifetimes(program.getBody().front(), fits, slots, kernels);
+  int64_t end = kernels.size();
+  SmallVector<Slot> used = keepUsed(slots, end);
+
+  int64_t arena = 0;
+  int64_t persistentEnd = placePersistent(used, fits, arena);
+  if (fits.overflowed)
+    return failure();
+  if (failed(placeTemporaries(used, persistentEnd, end, fits, arena)))
+    return failure();
+
+  Peak peak = findPeak(used, end);
+  recordPlan(program, used, arena, peak);
+  if (report)
+    printReport(program, kernels, used.size(), arena, peak);
   return success();
 }
