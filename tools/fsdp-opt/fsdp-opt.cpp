@@ -23,16 +23,51 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 
-/// Runs the passes as mlir-opt would, then writes the result as a plan.
+/// Parses the input and runs the command line's passes on it in process,
+/// as mlir-opt would (same pass manager options, verifier, timing).
+static OwningOpRef<ModuleOp> runPasses(StringRef inputFilename,
+                                       const MlirOptMainConfig &config,
+                                       MLIRContext &context,
+                                       llvm::SourceMgr &sourceMgr) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &errorMessage);
+  if (!input) {
+    llvm::errs() << errorMessage << "\n";
+    return {};
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+  if (!module)
+    return {};
+  PassManager pm(&context, ModuleOp::getOperationName(),
+                 OpPassManager::Nesting::Implicit);
+  pm.enableVerifier(config.shouldVerifyPasses());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return {};
+  applyDefaultTimingPassManagerCLOptions(pm);
+  if (failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return {};
+  return module;
+}
+
+/// Runs the passes, then writes the result as a plan: the module goes from
+/// the last pass to the plan writer in memory, never through text or
+/// bytecode.
 static LogicalResult writePlanOutput(StringRef inputFilename,
                                      StringRef outputFilename,
                                      DialectRegistry &registry) {
@@ -42,23 +77,11 @@ static LogicalResult writePlanOutput(StringRef inputFilename,
                     "-split-input-file and -verify-diagnostics do not apply\n";
     return failure();
   }
-  config.emitBytecode(true);
-  std::string errorMessage;
-  std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &errorMessage);
-  if (!input) {
-    llvm::errs() << errorMessage << "\n";
-    return failure();
-  }
-  std::string transformed;
-  llvm::raw_string_ostream transformedStream(transformed);
-  if (failed(
-          MlirOptMain(transformedStream, std::move(input), registry, config)))
-    return failure();
-
   MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(transformed, &context, inputFilename);
+      runPasses(inputFilename, config, context, sourceMgr);
   if (!module)
     return failure();
   std::string planBytes;
@@ -66,6 +89,7 @@ static LogicalResult writePlanOutput(StringRef inputFilename,
   if (failed(fsdp::writePlan(*module, planStream)))
     return failure();
 
+  std::string errorMessage;
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &errorMessage);
   if (!output) {
