@@ -234,6 +234,18 @@ public:
   LogicalResult lower(Operation *op);
 
 private:
+  /// A float splat constant: a fill kernel into the result's buffer.
+  LogicalResult lowerConstant(arith::ConstantOp constant);
+  /// AdamW of a whole parameter, with its moments created at first use.
+  LogicalResult lowerAdamW(AdamWOp adamw);
+  /// The wait of a started collective: reads the collective's buffers.
+  LogicalResult lowerWait(WaitOp wait);
+  /// A pack: copies into the full-size gradient the operands that were not
+  /// produced in place.
+  LogicalResult lowerPack(PackOp pack);
+  /// Any other op: its KernelOpInterface names the kernel and its scratch.
+  LogicalResult lowerByInterface(Operation *op);
+
   OpBuilder &builder;
   const UnitTagMap &tags;
   const llvm::DenseSet<Value> &grads;
@@ -259,30 +271,10 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
     bind(load.getResult(), paramBuffers.lookup(load.getParamAttr()));
     return success();
   }
-  if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
-    auto splat = llvm::dyn_cast<SplatElementsAttr>(constant.getValue());
-    if (!splat || !llvm::isa<FloatType>(splat.getElementType()))
-      return op->emitOpError()
-             << "only float splat constants lower to the runtime";
-    Value out = resultBuffer(constant.getResult());
-    kernel(op, Opcode::Fill, {}, out,
-           builder.getDictionaryAttr(builder.getNamedAttr(
-               "value", builder.getF32FloatAttr(
-                            splat.getSplatValue<APFloat>().convertToFloat()))));
-    return success();
-  }
-  if (auto adamw = llvm::dyn_cast<AdamWOp>(op)) {
-    Value param = paramBuffers.lookup(adamw.getParamAttr());
-    MemRefType type = llvm::cast<MemRefType>(param.getType());
-    auto &[m, v] = moments[adamw.getParamAttr()];
-    if (!m) {
-      m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
-      v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
-    }
-    kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v},
-           paramsOf(op, plan::kernelInfo(Opcode::AdamW)));
-    return success();
-  }
+  if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op))
+    return lowerConstant(constant);
+  if (auto adamw = llvm::dyn_cast<AdamWOp>(op))
+    return lowerAdamW(adamw);
   // A started collective keeps its stream and gets a token; its wait reads
   // the collective's input and output, so the memory planner keeps both
   // alive (and unshared) until the runtime has finished it.
@@ -292,39 +284,16 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
     return collective(op, Opcode::AllGather,
                       unitBuffers[getCollectiveUnit(op)][0], out);
   }
-  if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
-    Started start = started.lookup(wait.getToken());
-    if (!start.token)
-      return op->emitOpError() << "waits for a token no collective started";
-    std::array<double, plan::numParams(plan::kernelInfo(Opcode::Wait))> token{};
-    token[plan::kWaitToken] = double(start.token);
-    kernel(op, Opcode::Wait, {start.source, start.result}, {},
-           integerParams(Opcode::Wait, token), start.unit);
-    return success();
-  }
+  if (auto wait = llvm::dyn_cast<WaitOp>(op))
+    return lowerWait(wait);
   if (auto view = llvm::dyn_cast<ViewOp>(op)) {
     bind(view.getResult(),
          fsdprt::ViewOp::create(builder, loc, toMemRef(view.getType()),
                                 of(view.getSource()), view.getOffsetAttr()));
     return success();
   }
-  if (auto pack = llvm::dyn_cast<PackOp>(op)) {
-    Value flat = packBuffer(pack);
-    int64_t offset = 0;
-    for (Value operand : pack.getValues()) {
-      Value source = of(operand);
-      auto view = source.getDefiningOp<fsdprt::ViewOp>();
-      if (!view || view.getBase() != flat) {
-        Value slot = fsdprt::ViewOp::create(
-            builder, loc, llvm::cast<MemRefType>(source.getType()), flat,
-            builder.getI64IntegerAttr(offset));
-        kernel(op, Opcode::Copy, source, slot, {});
-      }
-      offset +=
-          llvm::cast<RankedTensorType>(operand.getType()).getNumElements();
-    }
-    return success();
-  }
+  if (auto pack = llvm::dyn_cast<PackOp>(op))
+    return lowerPack(pack);
   if (Value shard = getScatteredShard(op)) {
     Value out = buffer(loc, BufferKind::Grad, toMemRef(shard.getType()));
     bind(shard, out);
@@ -339,6 +308,71 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
     return success();
   }
+  return lowerByInterface(op);
+}
+
+LogicalResult ProgramBuilder::lowerConstant(arith::ConstantOp constant) {
+  Operation *op = constant;
+  auto splat = llvm::dyn_cast<SplatElementsAttr>(constant.getValue());
+  if (!splat || !llvm::isa<FloatType>(splat.getElementType()))
+    return op->emitOpError()
+           << "only float splat constants lower to the runtime";
+  Value out = resultBuffer(constant.getResult());
+  kernel(op, Opcode::Fill, {}, out,
+         builder.getDictionaryAttr(builder.getNamedAttr(
+             "value", builder.getF32FloatAttr(
+                          splat.getSplatValue<APFloat>().convertToFloat()))));
+  return success();
+}
+
+LogicalResult ProgramBuilder::lowerAdamW(AdamWOp adamw) {
+  Operation *op = adamw;
+  Location loc = op->getLoc();
+  Value param = paramBuffers.lookup(adamw.getParamAttr());
+  MemRefType type = llvm::cast<MemRefType>(param.getType());
+  auto &[m, v] = moments[adamw.getParamAttr()];
+  if (!m) {
+    m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
+    v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
+  }
+  kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v},
+         paramsOf(op, plan::kernelInfo(Opcode::AdamW)));
+  return success();
+}
+
+LogicalResult ProgramBuilder::lowerWait(WaitOp wait) {
+  Operation *op = wait;
+  Started start = started.lookup(wait.getToken());
+  if (!start.token)
+    return op->emitOpError() << "waits for a token no collective started";
+  std::array<double, plan::numParams(plan::kernelInfo(Opcode::Wait))> token{};
+  token[plan::kWaitToken] = double(start.token);
+  kernel(op, Opcode::Wait, {start.source, start.result}, {},
+         integerParams(Opcode::Wait, token), start.unit);
+  return success();
+}
+
+LogicalResult ProgramBuilder::lowerPack(PackOp pack) {
+  Operation *op = pack;
+  Location loc = op->getLoc();
+  Value flat = packBuffer(pack);
+  int64_t offset = 0;
+  for (Value operand : pack.getValues()) {
+    Value source = of(operand);
+    auto view = source.getDefiningOp<fsdprt::ViewOp>();
+    if (!view || view.getBase() != flat) {
+      Value slot = fsdprt::ViewOp::create(
+          builder, loc, llvm::cast<MemRefType>(source.getType()), flat,
+          builder.getI64IntegerAttr(offset));
+      kernel(op, Opcode::Copy, source, slot, {});
+    }
+    offset += llvm::cast<RankedTensorType>(operand.getType()).getNumElements();
+  }
+  return success();
+}
+
+LogicalResult ProgramBuilder::lowerByInterface(Operation *op) {
+  Location loc = op->getLoc();
   auto kernelOp = llvm::dyn_cast<KernelOpInterface>(op);
   if (!kernelOp)
     return op->emitOpError() << "has no runtime kernel";
@@ -364,6 +398,86 @@ struct FsdpLowerToRuntimePass
 };
 } // namespace
 
+/// The runtime program's function, returning the loss's buffer, with the
+/// builder at the start of its body.
+static func::FuncOp createProgram(OpBuilder &builder, func::FuncOp step,
+                                  Value loss) {
+  auto program = func::FuncOp::create(
+      builder, step.getLoc(), "__fsdprt_train_step",
+      builder.getFunctionType({}, {toMemRef(loss.getType())}));
+  program->setAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName,
+                   builder.getUnitAttr());
+  Block *body = program.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  return program;
+}
+
+/// One input buffer per tensor argument of the step, tagged with its
+/// argument number so that the runtime knows what to load into it.
+static void bindInputs(Block &block, ProgramBuilder &lowering,
+                       OpBuilder &builder) {
+  for (BlockArgument arg : block.getArguments()) {
+    if (!llvm::isa<RankedTensorType>(arg.getType()))
+      continue; // the step number: the runtime passes it to AdamW
+    lowering.bind(
+        arg, lowering.buffer(arg.getLoc(), BufferKind::Input,
+                             toMemRef(arg.getType()), FlatSymbolRefAttr(),
+                             builder.getI64IntegerAttr(arg.getArgNumber())));
+  }
+}
+
+/// A sharded step's shard buffers, one set per unit, sized by the mesh's
+/// shard axis.
+static void bindUnitShards(ModuleOp module, ProgramBuilder &lowering) {
+  // The ranks hold shards of units, never whole parameters.
+  int64_t world = getShardSize(module);
+  SymbolTable symbols(module); // one table, not a module scan per lookup
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    int64_t size = 0;
+    Type element;
+    for (Attribute ref : unit.getParams()) {
+      auto param =
+          symbols.lookup<ParamOp>(llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
+      size += param.getNumElements();
+      element = param.getTensorType().getElementType();
+    }
+    lowering.bindUnit(unit, getMaxShardSize(size, world),
+                      element);
+  }
+}
+
+/// An unsharded step's parameter buffers, one per whole parameter.
+static void bindParams(ModuleOp module, ProgramBuilder &lowering) {
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    lowering.bindParam(ref, lowering.buffer(param.getLoc(), BufferKind::Param,
+                                            toMemRef(param.getType()), ref));
+  }
+}
+
+/// Moves the buffer declarations before the kernels, keeping their order.
+static void hoistDeclarations(Block *body) {
+  SmallVector<fsdprt::BufferOp> declared(body->getOps<fsdprt::BufferOp>());
+  for (fsdprt::BufferOp buffer : llvm::reverse(declared))
+    buffer->moveBefore(body, body->begin());
+}
+
+/// Erases the graph-level step and forward, and names the program
+/// @train_step in their place; fails if another @train_step is left.
+static LogicalResult replaceTrainStep(ModuleOp module, func::FuncOp program) {
+  for (func::FuncOp func :
+       llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func->hasAttr(FSDPDialect::kTrainStepAttrName) ||
+        func->hasAttr(FSDPDialect::kForwardAttrName))
+      func.erase();
+  if (module.lookupSymbol("train_step"))
+    return emitError(module.getLoc())
+           << "fsdp-lower-to-runtime: a symbol named @train_step "
+              "is left in the module";
+  program.setSymName("train_step");
+  return success();
+}
+
 void FsdpLowerToRuntimePass::runOnOperation() {
   ModuleOp module = getOperation();
   func::FuncOp step = getTrainStep(module);
@@ -381,47 +495,16 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   Value loss = ret.getOperand(0);
 
   OpBuilder builder(step);
-  auto program = func::FuncOp::create(
-      builder, step.getLoc(), "__fsdprt_train_step",
-      builder.getFunctionType({}, {toMemRef(loss.getType())}));
-  program->setAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName,
-                   builder.getUnitAttr());
-  Block *body = program.addEntryBlock();
-  builder.setInsertionPointToStart(body);
+  func::FuncOp program = createProgram(builder, step, loss);
+  Block *body = &program.getBody().front();
   ProgramBuilder lowering(builder, tags, grads);
-
-  for (BlockArgument arg : block.getArguments()) {
-    if (!llvm::isa<RankedTensorType>(arg.getType()))
-      continue; // the step number: the runtime passes it to AdamW
-    lowering.bind(
-        arg, lowering.buffer(arg.getLoc(), BufferKind::Input,
-                             toMemRef(arg.getType()), FlatSymbolRefAttr(),
-                             builder.getI64IntegerAttr(arg.getArgNumber())));
-  }
+  bindInputs(block, lowering, builder);
   bool sharded = isShardedStep(block);
   if (sharded) {
-    // The ranks hold shards of units, never whole parameters.
-    int64_t world = getShardSize(module);
-    SymbolTable symbols(module); // one table, not a module scan per lookup
-    for (UnitOp unit : module.getOps<UnitOp>()) {
-      int64_t size = 0;
-      Type element;
-      for (Attribute ref : unit.getParams()) {
-        auto param = symbols.lookup<ParamOp>(
-            llvm::cast<FlatSymbolRefAttr>(ref).getAttr());
-        size += param.getNumElements();
-        element = param.getTensorType().getElementType();
-      }
-      lowering.bindUnit(unit, getMaxShardSize(size, world),
-                        element);
-    }
+    bindUnitShards(module, lowering);
     lowering.findPackSlots(block);
   } else {
-    for (ParamOp param : module.getOps<ParamOp>()) {
-      auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
-      lowering.bindParam(ref, lowering.buffer(param.getLoc(), BufferKind::Param,
-                                              toMemRef(param.getType()), ref));
-    }
+    bindParams(module, lowering);
   }
   for (Operation &op : block.without_terminator())
     if (failed(lowering.lower(&op)))
@@ -429,20 +512,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   func::ReturnOp::create(builder, ret.getLoc(), lowering.of(loss));
 
   // Declarations first, then the kernels in program order.
-  SmallVector<fsdprt::BufferOp> declared(body->getOps<fsdprt::BufferOp>());
-  for (fsdprt::BufferOp buffer : llvm::reverse(declared))
-    buffer->moveBefore(body, body->begin());
-
-  for (func::FuncOp func :
-       llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
-    if (func->hasAttr(FSDPDialect::kTrainStepAttrName) ||
-        func->hasAttr(FSDPDialect::kForwardAttrName))
-      func.erase();
-  if (module.lookupSymbol("train_step")) {
-    emitError(module.getLoc())
-        << "fsdp-lower-to-runtime: a symbol named @train_step "
-           "is left in the module";
+  hoistDeclarations(body);
+  if (failed(replaceTrainStep(module, program)))
     return signalPassFailure();
-  }
-  program.setSymName("train_step");
 }

@@ -59,8 +59,58 @@ std::optional<plan::DType> dtypeOf(Type type) {
 }
 } // namespace
 
-LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
+namespace {
+/// writePlan's phases and what they share: the step program and its planned
+/// memory, the units, and the buffers and kernels in program order.
+class PlanBuilder {
+public:
+  explicit PlanBuilder(ModuleOp module) : module(module) {}
+
+  /// Finds the step program and its planned memory; fails, saying which
+  /// pass to run, where either is missing.
+  LogicalResult findProgram();
+  /// Numbers the units and the program's buffers and views, and lists its
+  /// kernels; fails on a buffer a plan cannot hold.
+  LogicalResult collectBuffers();
+  /// The summary: world size, arena and peak bytes by class.
+  void writeSummary();
+  /// The buffer table (a view is a buffer at its base's offset plus its
+  /// own); notes each unit's shard buffer for the unit table.
+  void writeBuffers();
+  /// The unit table: the flat parameters whose shards this rank holds; notes
+  /// where each parameter lies in its unit for the parameter table.
+  LogicalResult writeUnits();
+  /// The parameter table: what the runtime needs to initialise and name them.
+  LogicalResult writeParams();
+  /// The program: the loss buffer, then the kernels in program order.
+  void writeProgram();
+  /// The string table, then the header with its CRC-32, then the payload.
+  void writeFile(llvm::raw_ostream &os);
+
+private:
+  ModuleOp module;
   func::FuncOp program;
+  IntegerAttr arena;
+  DictionaryAttr peak;
+  PayloadWriter w;
+  SmallVector<UnitOp> units;
+  llvm::StringMap<uint32_t> unitIndex;
+  llvm::DenseMap<Value, uint32_t> bufferIds;
+  SmallVector<Operation *> buffers; // fsdprt.buffer and fsdprt.view ops
+  SmallVector<fsdprt::KernelOp> kernels;
+  llvm::DenseMap<Value, int64_t> offsetOf;
+  llvm::DenseMap<Attribute, uint32_t> shardBuffer;
+  llvm::DenseMap<Attribute, std::pair<uint32_t, int64_t>> placeOfParam;
+};
+} // namespace
+
+/// The summary's world size: the mesh's shard axis (1 without a mesh).
+/// Plans hold one axis of ranks: --fsdp-shard rejects a replicated mesh.
+static void putWorldSize(ModuleOp module, PayloadWriter &w) {
+  w.put<uint32_t>(getShardSize(module));
+}
+
+LogicalResult PlanBuilder::findProgram() {
   for (func::FuncOp func : module.getOps<func::FuncOp>())
     if (func->hasAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName))
       program = func;
@@ -68,27 +118,22 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     return emitError(module.getLoc())
            << "no step program to write: run --fsdp-lower-to-runtime and "
               "--fsdp-plan-memory (or --fsdp-train-pipeline) first";
-  auto arena = program->getAttrOfType<IntegerAttr>(
+  arena = program->getAttrOfType<IntegerAttr>(
       fsdprt::FSDPRuntimeDialect::kArenaSizeAttrName);
-  auto peak = program->getAttrOfType<DictionaryAttr>(
+  peak = program->getAttrOfType<DictionaryAttr>(
       fsdprt::FSDPRuntimeDialect::kPeakAttrName);
   if (!arena || !peak)
     return emitError(program.getLoc())
            << "memory is not planned: run --fsdp-plan-memory first";
+  return success();
+}
 
+LogicalResult PlanBuilder::collectBuffers() {
   Block &body = program.getBody().front();
-  // Plans hold one axis of ranks: --fsdp-shard rejects a replicated mesh.
-  int64_t world = getShardSize(module);
-  SmallVector<UnitOp> units(module.getOps<UnitOp>());
-  llvm::StringMap<uint32_t> unitIndex;
+  units = SmallVector<UnitOp>(module.getOps<UnitOp>());
   for (auto [i, unit] : llvm::enumerate(units))
     unitIndex[unit.getSymName()] = i;
 
-  PayloadWriter w;
-  llvm::DenseMap<Value, uint32_t> bufferIds;
-  SmallVector<Operation *> buffers; // fsdprt.buffer and fsdprt.view ops
-  SmallVector<fsdprt::KernelOp> kernels;
-  llvm::DenseMap<Value, int64_t> offsetOf;
   for (Operation &op : body) {
     if (auto buffer = llvm::dyn_cast<fsdprt::BufferOp>(op)) {
       if (!buffer.getOffset())
@@ -115,18 +160,20 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     bufferIds[op.getResult(0)] = buffers.size();
     buffers.push_back(&op);
   }
+  return success();
+}
 
-  // Summary.
-  w.put<uint32_t>(world);
+void PlanBuilder::writeSummary() {
+  putWorldSize(module, w);
   w.put<uint64_t>(arena.getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("bytes")).getInt());
   w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get("kernel")).getInt());
   for (StringRef row : {"params", "grads", "optimizer", "activations",
                         "scratch", "gathered", "inputs"})
     w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get(row)).getInt());
+}
 
-  // Buffers (a view is a buffer at its base's offset plus its own).
-  llvm::DenseMap<Attribute, uint32_t> shardBuffer;
+void PlanBuilder::writeBuffers() {
   w.put<uint32_t>(buffers.size());
   for (Operation *op : buffers) {
     auto type = llvm::cast<MemRefType>(op->getResult(0).getType());
@@ -156,9 +203,9 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     w.put<int32_t>(owner);
     w.put<int32_t>(input);
   }
+}
 
-  // Units: the flat parameters whose shards this rank holds.
-  llvm::DenseMap<Attribute, std::pair<uint32_t, int64_t>> placeOfParam;
+LogicalResult PlanBuilder::writeUnits() {
   w.put<uint32_t>(units.size());
   SymbolTable symbols(module); // one table, not a module scan per lookup
   for (auto [i, unit] : llvm::enumerate(units)) {
@@ -176,8 +223,10 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     w.put<uint64_t>(size);
     w.put<uint32_t>(it->second);
   }
+  return success();
+}
 
-  // Parameters: what the runtime needs to initialise and name them.
+LogicalResult PlanBuilder::writeParams() {
   SmallVector<ParamOp> params(module.getOps<ParamOp>());
   w.put<uint32_t>(params.size());
   for (ParamOp param : params) {
@@ -198,8 +247,11 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     w.put<uint32_t>(place->second.first);
     w.put<uint64_t>(place->second.second);
   }
+  return success();
+}
 
-  // The program.
+void PlanBuilder::writeProgram() {
+  Block &body = program.getBody().front();
   Value loss = body.getTerminator()->getOperand(0);
   w.put<uint32_t>(bufferIds.lookup(loss));
   w.put<uint32_t>(kernels.size());
@@ -224,7 +276,9 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
         w.putF64(double(llvm::cast<IntegerAttr>(value).getInt()));
     }
   }
+}
 
+void PlanBuilder::writeFile(llvm::raw_ostream &os) {
   // Strings last: everything above may have added some.
   PayloadWriter tail;
   tail.put<uint32_t>(w.strings.size());
@@ -249,6 +303,18 @@ LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   llvm::support::endian::write<uint32_t, llvm::endianness::little>(
       header.data.data() + plan::kCrcOffset, crc);
   os << header.data << payload;
+}
+
+LogicalResult mlir::fsdp::writePlan(ModuleOp module, llvm::raw_ostream &os) {
+  PlanBuilder builder(module);
+  if (failed(builder.findProgram()) || failed(builder.collectBuffers()))
+    return failure();
+  builder.writeSummary();
+  builder.writeBuffers();
+  if (failed(builder.writeUnits()) || failed(builder.writeParams()))
+    return failure();
+  builder.writeProgram();
+  builder.writeFile(os);
   return success();
 }
 

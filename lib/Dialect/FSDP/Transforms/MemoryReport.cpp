@@ -34,37 +34,81 @@ struct FsdpMemoryReportPass
     : public fsdp::impl::FsdpMemoryReportPassBase<FsdpMemoryReportPass> {
   void runOnOperation() override;
 };
-} // namespace
 
-FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
-                                                          func::FuncOp step,
-                                                          StringRef passName) {
-  MemoryProfile profile;
-  int64_t N = getShardSize(module);
+/// computeMemoryProfile's phases and what they share: the sizes summed so
+/// far, checked for overflow, the program order and the storage of values.
+class ProfileBuilder {
+public:
+  ProfileBuilder(ModuleOp module, func::FuncOp step, StringRef passName,
+                 int64_t N)
+      : module(module), step(step), passName(passName), N(N) {}
+
+  /// Sums the units' parameters and a rank's shards of them.
+  void sumShards();
+  /// The steady state per rank, checked also over all ranks and for DDP.
+  void checkSteadyState();
+  /// Numbers the step's ops in program order and finds the pack each
+  /// gradient is assembled into.
+  void orderProgram();
+  /// Classifies the storage of every tensor value and its lifetime.
+  void collectStorage();
+  /// The live bytes at each op, by a sweep over lifetime starts and ends.
+  void sweepLiveBytes();
+  /// Whether a sum overflowed (and was reported) in a phase so far.
+  bool failedToFit() const { return overflowed; }
+  /// The forward and backward peaks, and the profile of all phases.
+  MemoryProfile finish();
+
+private:
+  /// `result`, or 0 after reporting the first overflow, naming `what`.
+  int64_t fits(std::optional<int64_t> result, StringRef what);
+  /// Adds `value` to `sum`, checked.
+  void add(int64_t &sum, int64_t value, StringRef what) {
+    sum = fits(llvm::checkedAdd(sum, value), what);
+  }
+  /// The storage `v` lives in: through region arguments and results, views
+  /// and packs.
+  Value root(Value v) const;
+  /// Extends the lifetime of the storage of `v` to op `at`.
+  void touch(Value v, int64_t at);
+  /// The op in [begin, end) with the most live bytes.
+  int64_t peakIn(int64_t begin, int64_t end) const;
+
+  ModuleOp module;
+  func::FuncOp step;
+  StringRef passName;
+  int64_t N;
   // Sums and products of sizes, checked: the first overflow is reported,
   // naming what was being computed, and the profile fails.
   bool overflowed = false;
-  auto fits = [&](std::optional<int64_t> result, StringRef what) -> int64_t {
-    if (result || overflowed)
-      return result.value_or(0);
-    overflowed = true;
-    emitError(module.getLoc())
-        << passName << ": " << what << " would take more than "
-        << std::numeric_limits<int64_t>::max()
-        << " bytes, the most the compiler can count (int64)";
-    return 0;
-  };
-  auto add = [&](int64_t &sum, int64_t value, StringRef what) {
-    sum = fits(llvm::checkedAdd(sum, value), what);
-  };
+  int64_t P = 0, units = 0, shardBytes = 0, elementBytes = 0;
+  int64_t largestUnit = 0, smallestUnit = INT64_MAX;
+  StringRef largestName;
+  int64_t steady = 0;
+  llvm::DenseMap<Operation *, int64_t> index;
+  SmallVector<Operation *> order;
+  llvm::DenseMap<Value, Value> packOf;
+  llvm::MapVector<Value, Storage> storage;
+  SmallVector<MemoryPoint> live;
+};
+} // namespace
 
+int64_t ProfileBuilder::fits(std::optional<int64_t> result, StringRef what) {
+  if (result || overflowed)
+    return result.value_or(0);
+  overflowed = true;
+  emitError(module.getLoc())
+      << passName << ": " << what << " would take more than "
+      << std::numeric_limits<int64_t>::max()
+      << " bytes, the most the compiler can count (int64)";
+  return 0;
+}
+
+void ProfileBuilder::sumShards() {
   // Shards: every rank holds ceil(P_u / N) elements of each unit's flat
   // parameter, gradient and two AdamW moments (the last shard of a unit
   // may leave one element unused).
   SymbolTable symbols(module);
-  int64_t P = 0, units = 0, shardBytes = 0, elementBytes = 0;
-  int64_t largestUnit = 0, smallestUnit = INT64_MAX;
-  StringRef largestName;
   for (UnitOp unit : module.getOps<UnitOp>()) {
     int64_t size = 0;
     for (Attribute ref : unit.getParams()) {
@@ -84,61 +128,65 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
     }
     smallestUnit = std::min(smallestUnit, size);
   }
+}
+
+void ProfileBuilder::checkSteadyState() {
   // Parameters, gradients and two AdamW moments per rank; the report also
   // prints them over all ranks and the DDP baseline, all of it on every
   // rank.
-  int64_t steady =
+  steady =
       fits(llvm::checkedMul(int64_t(4), shardBytes), "a rank's training state");
   fits(llvm::checkedMul(steady, N), "the training state over all ranks");
   fits(llvm::checkedMul(P, 4 * elementBytes),
        "the training state of one rank holding everything (DDP)");
+}
 
+void ProfileBuilder::orderProgram() {
   // Program order, and the storage each value lives in.
-  llvm::DenseMap<Operation *, int64_t> index;
-  SmallVector<Operation *> order;
   step.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (op == step)
       return;
     index[op] = order.size();
     order.push_back(op);
   });
-  llvm::DenseMap<Value, Value> packOf;
-  std::function<Value(Value)> root = [&](Value v) -> Value {
-    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
-      if (auto compute =
-              llvm::dyn_cast<ComputeOp>(arg.getOwner()->getParentOp()))
-        return root(compute.getInputs()[arg.getArgNumber()]);
-    if (auto compute = v.getDefiningOp<ComputeOp>()) {
-      auto yield = llvm::cast<YieldOp>(compute.getBodyBlock().getTerminator());
-      return root(yield.getValues()[llvm::cast<OpResult>(v).getResultNumber()]);
-    }
-    if (auto view = v.getDefiningOp<ViewOp>())
-      return root(view.getSource());
-    auto it = packOf.find(v);
-    return it == packOf.end() ? v : it->second;
-  };
   for (Operation *op : order)
     if (auto pack = llvm::dyn_cast<PackOp>(op))
       for (Value operand : pack.getValues())
         packOf[root(operand)] = pack.getResult();
+}
 
-  llvm::MapVector<Value, Storage> storage;
-  auto touch = [&](Value v, int64_t at) {
-    if (!llvm::isa<RankedTensorType>(v.getType()))
-      return;
-    Value r = root(v);
-    Storage &s = storage[r];
-    if (s.first < 0) {
-      s.bytes = getSizeInBytes(r.getType());
-      Operation *def = r.getDefiningOp();
-      s.kind = getGatheredTensor(def) == r          ? Gathered
-               : llvm::isa_and_nonnull<PackOp>(def) ? FullGrad
-                                                    : Activation;
-      s.first = at;
-    }
-    s.first = std::min(s.first, at);
-    s.last = std::max(s.last, at);
-  };
+Value ProfileBuilder::root(Value v) const {
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+    if (auto compute = llvm::dyn_cast<ComputeOp>(arg.getOwner()->getParentOp()))
+      return root(compute.getInputs()[arg.getArgNumber()]);
+  if (auto compute = v.getDefiningOp<ComputeOp>()) {
+    auto yield = llvm::cast<YieldOp>(compute.getBodyBlock().getTerminator());
+    return root(yield.getValues()[llvm::cast<OpResult>(v).getResultNumber()]);
+  }
+  if (auto view = v.getDefiningOp<ViewOp>())
+    return root(view.getSource());
+  auto it = packOf.find(v);
+  return it == packOf.end() ? v : it->second;
+}
+
+void ProfileBuilder::touch(Value v, int64_t at) {
+  if (!llvm::isa<RankedTensorType>(v.getType()))
+    return;
+  Value r = root(v);
+  Storage &s = storage[r];
+  if (s.first < 0) {
+    s.bytes = getSizeInBytes(r.getType());
+    Operation *def = r.getDefiningOp();
+    s.kind = getGatheredTensor(def) == r          ? Gathered
+             : llvm::isa_and_nonnull<PackOp>(def) ? FullGrad
+                                                  : Activation;
+    s.first = at;
+  }
+  s.first = std::min(s.first, at);
+  s.last = std::max(s.last, at);
+}
+
+void ProfileBuilder::collectStorage() {
   for (BlockArgument arg : step.getArguments())
     touch(arg, 0);
   for (auto [i, op] : llvm::enumerate(order)) {
@@ -153,10 +201,12 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
   for (Operation &op : step.getBody().front())
     if (Value shard = getScatteredShard(&op))
       storage.erase(shard);
+}
 
+void ProfileBuilder::sweepLiveBytes() {
   // Live bytes by a sweep over lifetime starts and ends. The running sums
   // are the live bytes at each point; the deltas stay below them.
-  SmallVector<MemoryPoint> live(order.size() + 1);
+  live.resize(order.size() + 1);
   for (auto &[value, s] : storage) {
     add(live[s.first].bytes[s.kind], s.bytes, "the live bytes of the step");
     live[s.last + 1].bytes[s.kind] -= s.bytes;
@@ -175,25 +225,27 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
     fits(llvm::checkedMul(total, N),
          "the live bytes of the step over all ranks");
   }
-  if (overflowed)
-    return failure();
+}
 
+int64_t ProfileBuilder::peakIn(int64_t begin, int64_t end) const {
+  int64_t best = begin;
+  for (int64_t i = begin; i < end; ++i)
+    if (live[i].total() > live[best].total())
+      best = i;
+  return best;
+}
+
+MemoryProfile ProfileBuilder::finish() {
   // The forward ends where the loss is computed.
   Value loss = step.getBody().front().getTerminator()->getOperand(0);
   int64_t forwardEnd = index.lookup(loss.getDefiningOp());
-  auto peakIn = [&](int64_t begin, int64_t end) {
-    int64_t best = begin;
-    for (int64_t i = begin; i < end; ++i)
-      if (live[i].total() > live[best].total())
-        best = i;
-    return best;
-  };
   int64_t forwardPeak = peakIn(0, forwardEnd + 1);
   int64_t backwardPeak = peakIn(forwardEnd + 1, int64_t(order.size()));
   int64_t overall = live[forwardPeak].total() >= live[backwardPeak].total()
                         ? forwardPeak
                         : backwardPeak;
 
+  MemoryProfile profile;
   profile.worldSize = N;
   profile.params = P;
   profile.units = units;
@@ -211,44 +263,101 @@ FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
   return profile;
 }
 
-void FsdpMemoryReportPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  markAllAnalysesPreserved();
+FailureOr<MemoryProfile> mlir::fsdp::computeMemoryProfile(ModuleOp module,
+                                                          func::FuncOp step,
+                                                          StringRef passName) {
+  ProfileBuilder builder(module, step, passName, getShardSize(module));
+  builder.sumShards();
+  builder.checkSteadyState();
+  builder.orderProgram();
+  builder.collectStorage();
+  builder.sweepLiveBytes();
+  if (builder.failedToFit())
+    return failure();
+  return builder.finish();
+}
+
+/// The sharded @train_step to report on, or null after an error.
+static func::FuncOp findShardedStep(ModuleOp module) {
   func::FuncOp step = getTrainStep(module);
   if (!step || !isShardedStep(step.getBody().front())) {
     emitError(module.getLoc())
         << "fsdp-memory-report: no sharded @train_step (run "
            "--fsdp-shard first)";
-    return signalPassFailure();
+    return {};
   }
-  FailureOr<MemoryProfile> computed =
-      computeMemoryProfile(module, step, "fsdp-memory-report");
-  if (failed(computed))
-    return signalPassFailure();
-  MemoryProfile &profile = *computed;
-  int64_t N = profile.worldSize, P = profile.params, units = profile.units,
-          elementBytes = profile.elementBytes, shardBytes = profile.shardBytes,
-          steady = profile.steady, largestUnit = profile.largestUnit,
-          smallestUnit = profile.smallestUnit,
-          forwardPeak = profile.forwardPeak,
-          backwardPeak = profile.backwardPeak, overall = profile.overall;
-  StringRef largestName = profile.largestName;
-  const SmallVector<Operation *> &order = profile.order;
-  const SmallVector<MemoryPoint> &live = profile.live;
+  return step;
+}
+
+namespace {
+/// The report of one profile, section by section, on stderr.
+class ReportPrinter {
+public:
+  explicit ReportPrinter(const MemoryProfile &profile)
+      : N(profile.worldSize), P(profile.params), units(profile.units),
+        elementBytes(profile.elementBytes), shardBytes(profile.shardBytes),
+        steady(profile.steady), largestUnit(profile.largestUnit),
+        smallestUnit(profile.smallestUnit), forwardPeak(profile.forwardPeak),
+        backwardPeak(profile.backwardPeak), overall(profile.overall),
+        largestName(profile.largestName), order(profile.order),
+        live(profile.live), eb(double(profile.elementBytes)) {}
+
+  /// The header and the steady state: what every rank holds throughout.
+  void printPerRank();
+  /// The peaks, what they are made of, and the DDP baseline.
+  void printPeaks();
+  /// The totals over all ranks, and how the largest unit is sharded.
+  void printTotals();
+
+private:
+  static double gb(double bytes) { return bytes / 1e9; }
+  /// One row: a name, its bytes and GB, and a note.
+  void row(StringRef name, int64_t bytes, const Twine &note);
+  /// `text` = its value in GB, the note of a row that has a formula.
+  static std::string formula(StringRef text, double bytes);
+  /// The rows of the peak at op `at`: where it is and what it holds.
+  void describe(StringRef name, int64_t at);
+
+  int64_t N, P, units, elementBytes, shardBytes, steady, largestUnit,
+      smallestUnit, forwardPeak, backwardPeak, overall;
+  StringRef largestName;
+  const SmallVector<Operation *> &order;
+  const SmallVector<MemoryPoint> &live;
+  double eb;
   llvm::raw_ostream &os = llvm::errs();
-  auto gb = [](double bytes) { return bytes / 1e9; };
-  auto row = [&](StringRef name, int64_t bytes, const Twine &note) {
-    os << llvm::format("  %-24s %18lld bytes %11.3f GB", name.str().c_str(),
-                       (long long)bytes, gb(bytes))
-       << (note.isTriviallyEmpty() ? "" : "   ") << note << "\n";
-  };
-  auto formula = [&](StringRef text, double bytes) {
-    std::string s;
-    llvm::raw_string_ostream(s)
-        << text << " = " << llvm::format("%.3f GB", gb(bytes));
-    return s;
-  };
-  double eb = double(elementBytes);
+};
+} // namespace
+
+void ReportPrinter::row(StringRef name, int64_t bytes, const Twine &note) {
+  os << llvm::format("  %-24s %18lld bytes %11.3f GB", name.str().c_str(),
+                     (long long)bytes, gb(bytes))
+     << (note.isTriviallyEmpty() ? "" : "   ") << note << "\n";
+}
+
+std::string ReportPrinter::formula(StringRef text, double bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s)
+      << text << " = " << llvm::format("%.3f GB", gb(bytes));
+  return s;
+}
+
+void ReportPrinter::describe(StringRef name, int64_t at) {
+  const MemoryPoint &p = live[at];
+  Operation *op = order[at];
+  std::string where;
+  llvm::raw_string_ostream w(where);
+  w << "at #" << at << " " << op->getName().getStringRef();
+  if (auto compute = op->getParentOfType<ComputeOp>())
+    w << " in @" << compute.getUnit() << " "
+      << stringifyPhase(compute.getPhase());
+  row(name, steady + p.total(), where);
+  row("  steady state", steady, "");
+  row("  gathered parameters", p.bytes[Gathered], "");
+  row("  full-size gradients", p.bytes[FullGrad], "");
+  row("  activations", p.bytes[Activation], "");
+}
+
+void ReportPrinter::printPerRank() {
   os << "fsdp-memory-report: world size " << N << ", " << units << " units, "
      << P << " parameters (P), " << elementBytes
      << " bytes per element; per rank:\n";
@@ -258,22 +367,9 @@ void FsdpMemoryReportPass::runOnOperation() {
   row("steady state", steady, formula("16P/N", 4 * eb * P / N));
   row("largest gathered unit", largestUnit * elementBytes,
       "@" + largestName + formula(", 4P/M", eb * P / units));
+}
 
-  auto describe = [&](StringRef name, int64_t at) {
-    const MemoryPoint &p = live[at];
-    Operation *op = order[at];
-    std::string where;
-    llvm::raw_string_ostream w(where);
-    w << "at #" << at << " " << op->getName().getStringRef();
-    if (auto compute = op->getParentOfType<ComputeOp>())
-      w << " in @" << compute.getUnit() << " "
-        << stringifyPhase(compute.getPhase());
-    row(name, steady + p.total(), where);
-    row("  steady state", steady, "");
-    row("  gathered parameters", p.bytes[Gathered], "");
-    row("  full-size gradients", p.bytes[FullGrad], "");
-    row("  activations", p.bytes[Activation], "");
-  };
+void ReportPrinter::printPeaks() {
   describe("forward peak", forwardPeak);
   if (largestUnit == smallestUnit) {
     // M equal units: the seed's forward-peak formula, checked.
@@ -290,6 +386,9 @@ void FsdpMemoryReportPass::runOnOperation() {
   row("peak", steady + live[overall].total(),
       overall == forwardPeak ? "in the forward" : "in the backward");
   row("DDP baseline", 4 * elementBytes * P, "16P: every rank holds everything");
+}
+
+void ReportPrinter::printTotals() {
   os << "total over " << N << " ranks:\n";
   row("steady state", N * steady, formula("16P", 4 * eb * P));
   row("peak", N * (steady + live[overall].total()), "");
@@ -299,4 +398,20 @@ void FsdpMemoryReportPass::runOnOperation() {
      << first.begin << " .. " << first.end - 1 << ", rank " << N - 1 << " owns "
      << lastRank.begin << " .. " << lastRank.end - 1
      << " (at most one element apart)\n";
+}
+
+void FsdpMemoryReportPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  markAllAnalysesPreserved();
+  func::FuncOp step = findShardedStep(module);
+  if (!step)
+    return signalPassFailure();
+  FailureOr<MemoryProfile> computed =
+      computeMemoryProfile(module, step, "fsdp-memory-report");
+  if (failed(computed))
+    return signalPassFailure();
+  ReportPrinter report(*computed);
+  report.printPerRank();
+  report.printPeaks();
+  report.printTotals();
 }
