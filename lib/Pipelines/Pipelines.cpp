@@ -53,7 +53,8 @@ void mlir::fsdp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "fsdp-train-pipeline",
       "Turn a model into a runtime step program: set the mesh, wrap into "
-      "units, split the batch, autodiff (forward, backward, AdamW), shard over world-size "
+      "units, split the batch, autodiff (forward, backward, AdamW), shard over "
+      "world-size "
       "ranks, schedule collectives, verify, lower to buffers and kernels, "
       "plan memory",
       buildTrainPipeline);

@@ -441,8 +441,7 @@ static void bindUnitShards(ModuleOp module, ProgramBuilder &lowering) {
       size += param.getNumElements();
       element = param.getTensorType().getElementType();
     }
-    lowering.bindUnit(unit, getMaxShardSize(size, world),
-                      element);
+    lowering.bindUnit(unit, getMaxShardSize(size, world), element);
   }
 }
 

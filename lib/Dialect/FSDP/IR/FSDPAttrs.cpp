@@ -93,9 +93,9 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
     if (parser.parseString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
-    auto axis = MeshAxisAttr::getChecked(
-        [&] { return parser.emitError(axisLoc); }, parser.getContext(), name,
-        size);
+    auto axis =
+        MeshAxisAttr::getChecked([&] { return parser.emitError(axisLoc); },
+                                 parser.getContext(), name, size);
     if (!axis)
       return failure();
     axes.push_back(axis);

@@ -31,54 +31,35 @@ struct FsdpDataParallelPass
 };
 } // namespace
 
-void FsdpDataParallelPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  // Every rank of the mesh takes its own rows, whatever axis it is on.
-  int64_t worldSize = getNumRanks(module);
-  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
-  if (worldSize == 1)
-    return; // one rank takes the whole batch
-  if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
-    emitError(module.getLoc())
-        << "fsdp-data-parallel: no single-block function @" << forwardName;
-    return signalPassFailure();
-  }
-  if (forward->hasAttr(kBatchSplitAttrName))
-    return; // already split: running twice changes nothing
-  OpBuilder builder(module.getContext());
-  forward->setAttr(kBatchSplitAttrName, builder.getUnitAttr());
-
-  Block &block = forward.getBody().front();
+/// The global batch: the first dimension every input of `forward` shares,
+/// checked to divide into `ranks` equal parts; -1 for a forward without
+/// inputs, failure after an error.
+static FailureOr<int64_t> findGlobalBatch(func::FuncOp forward, int64_t ranks) {
   int64_t batch = -1;
-  for (BlockArgument arg : block.getArguments()) {
+  for (BlockArgument arg : forward.getBody().front().getArguments()) {
     auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || type.getRank() == 0) {
-      emitError(forward.getLoc())
-          << "fsdp-data-parallel: input #" << arg.getArgNumber()
-          << " has no batch dimension: " << arg.getType();
-      return signalPassFailure();
-    }
-    if (batch >= 0 && type.getDimSize(0) != batch) {
-      emitError(forward.getLoc())
-          << "fsdp-data-parallel: inputs disagree on the "
-             "batch (first dimension): "
-          << batch << " and " << type.getDimSize(0);
-      return signalPassFailure();
-    }
+    if (!type || type.getRank() == 0)
+      return emitError(forward.getLoc())
+             << "fsdp-data-parallel: input #" << arg.getArgNumber()
+             << " has no batch dimension: " << arg.getType();
+    if (batch >= 0 && type.getDimSize(0) != batch)
+      return emitError(forward.getLoc())
+             << "fsdp-data-parallel: inputs disagree on the "
+                "batch (first dimension): "
+             << batch << " and " << type.getDimSize(0);
     batch = type.getDimSize(0);
   }
-  if (batch < 0)
-    return;
-  if (batch % worldSize != 0) {
-    emitError(forward.getLoc())
-        << "fsdp-data-parallel: the global batch " << batch
-        << " is not divisible by world size " << int64_t(worldSize)
-        << "; every rank must get the same number of rows";
-    return signalPassFailure();
-  }
+  if (batch >= 0 && batch % ranks != 0)
+    return emitError(forward.getLoc())
+           << "fsdp-data-parallel: the global batch " << batch
+           << " is not divisible by world size " << ranks
+           << "; every rank must get the same number of rows";
+  return batch;
+}
 
-  UnitTagMap tags;
-  inlineComputeRegions(block, tags);
+/// Divides the leading dimension of every value of `block` computed from
+/// its arguments (and of the arguments) from `batch` to batch / ranks.
+static LogicalResult splitBatch(Block &block, int64_t batch, int64_t ranks) {
   // Values computed from the inputs carry the batch first.
   llvm::DenseSet<Value> batched(block.getArguments().begin(),
                                 block.getArguments().end());
@@ -92,7 +73,7 @@ void FsdpDataParallelPass::runOnOperation() {
                 "leading dimension "
              << type.getDimSize(0) << ", not the batch " << batch;
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] /= worldSize;
+    shape[0] /= ranks;
     v.setType(RankedTensorType::get(shape, type.getElementType()));
     return success();
   };
@@ -103,15 +84,46 @@ void FsdpDataParallelPass::runOnOperation() {
     for (Value result : op.getResults()) {
       batched.insert(result);
       if (failed(split(result)))
-        return signalPassFailure();
+        return failure();
     }
   }
   for (BlockArgument arg : block.getArguments())
     if (failed(split(arg)))
-      return signalPassFailure();
+      return failure();
+  return success();
+}
+
+void FsdpDataParallelPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  // Every rank of the mesh takes its own rows, whatever axis it is on.
+  int64_t ranks = getNumRanks(module);
+  if (ranks == 1)
+    return; // one rank takes the whole batch
+  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
+  if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+    emitError(module.getLoc())
+        << "fsdp-data-parallel: no single-block function @" << forwardName;
+    return signalPassFailure();
+  }
+  if (forward->hasAttr(kBatchSplitAttrName))
+    return; // already split: running twice changes nothing
+  FailureOr<int64_t> batch = findGlobalBatch(forward, ranks);
+  if (failed(batch))
+    return signalPassFailure();
+  if (*batch < 0)
+    return;
+
+  Block &block = forward.getBody().front();
+  // The split sees through unit regions: inline them, split, outline again.
+  UnitTagMap tags;
+  inlineComputeRegions(block, tags);
+  if (failed(splitBatch(block, *batch, ranks)))
+    return signalPassFailure();
+  OpBuilder builder(module.getContext());
   forward.setFunctionType(builder.getFunctionType(
       block.getArgumentTypes(), forward.getFunctionType().getResults()));
   outlineComputeRegions(block, tags);
+  forward->setAttr(kBatchSplitAttrName, builder.getUnitAttr());
   if (failed(verify(forward)))
     return signalPassFailure();
 }

@@ -34,8 +34,8 @@ void FsdpMeshPass::runOnOperation() {
        {std::pair<StringRef, int64_t>{MeshAttr::kReplicateAxis, replicate},
         {MeshAttr::kShardAxis, shard}}) {
     if (size < 1) {
-      emitError(module.getLoc()) << "fsdp-mesh: " << name
-                                 << " must be at least 1, got " << size;
+      emitError(module.getLoc())
+          << "fsdp-mesh: " << name << " must be at least 1, got " << size;
       return signalPassFailure();
     }
     if (size > 1 || name == MeshAttr::kShardAxis)
@@ -48,9 +48,8 @@ void FsdpMeshPass::runOnOperation() {
     return signalPassFailure();
   if (MeshAttr existing = getMesh(module); existing && existing != mesh) {
     emitError(module.getLoc())
-        << "fsdp-mesh: the module is already compiled for the mesh "
-        << existing << ", not " << mesh
-        << " (start again from the model for another mesh)";
+        << "fsdp-mesh: the module is already compiled for the mesh " << existing
+        << ", not " << mesh << " (start again from the model for another mesh)";
     return signalPassFailure();
   }
   module->setAttr(kMeshAttrName, mesh);

@@ -37,8 +37,23 @@ struct FsdpShardPass : public fsdp::impl::FsdpShardPassBase<FsdpShardPass> {
   void runOnOperation() override;
 
 private:
+  /// Each unit's flat layout (in unit order), and the unit of each
+  /// parameter; fails on a unit that mixes element types or a parameter
+  /// in no unit.
+  LogicalResult buildLayouts(ModuleOp module);
+  /// Forward and backward regions: gather, compute with views, free; after
+  /// each unit's last backward region, pack and reduce-scatter its
+  /// gradient (into gradShard).
+  LogicalResult shardRegions(Block &block);
+  /// One AdamW per unit, on its shard, where the unit's first AdamW was.
+  LogicalResult shardOptimizer();
+
   /// Ranks each unit is sharded over: the mesh's shard axis.
   int64_t worldSize = 1;
+  llvm::MapVector<Attribute, FlatLayout> layouts;
+  llvm::DenseMap<Attribute, Attribute> unitOfParam;        ///< param -> unit
+  llvm::MapVector<Attribute, SmallVector<AdamWOp>> adamws; ///< per unit
+  llvm::DenseMap<Attribute, Value> gradShard; ///< unit -> gradient shard
   /// Gathers the unit's flat parameter for `compute`, which then reads its
   /// parameters as views into it. Returns the gathered value.
   Value gatherInto(ComputeOp compute, const FlatLayout &layout);
@@ -98,34 +113,31 @@ Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
   return shard;
 }
 
-void FsdpShardPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  OpBuilder builder(module.getContext());
+/// The @train_step to shard, or null after an error: there must be one,
+/// unsharded, and the mesh must have no replicate axis.
+static func::FuncOp findStepToShard(ModuleOp module) {
   if (MeshAttr mesh = getMesh(module); mesh && mesh.getReplicateSize() > 1) {
     emitError(module.getLoc())
         << "fsdp-shard: the mesh " << mesh << " replicates shards (hybrid "
         << "sharding), which plans cannot express yet; use a mesh with only "
            "a \"shard\" axis";
-    return signalPassFailure();
+    return {};
   }
-  worldSize = getShardSize(module);
-
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
     emitError(module.getLoc()) << "fsdp-shard: no single-block function marked "
                                   "fsdp.train_step (run --fsdp-autodiff first)";
-    return signalPassFailure();
+    return {};
   }
-  Block &block = step.getBody().front();
-  if (isShardedStep(block)) {
+  if (isShardedStep(step.getBody().front())) {
     emitError(module.getLoc()) << "fsdp-shard: @train_step is already sharded";
-    return signalPassFailure();
+    return {};
   }
+  return step;
+}
 
-  // Layouts, and the AdamW ops of each unit's parameters.
+LogicalResult FsdpShardPass::buildLayouts(ModuleOp module) {
   SymbolTable symbols(module);
-  llvm::MapVector<Attribute, FlatLayout> layouts;
-  llvm::DenseMap<Attribute, Attribute> unitOfParam;
   for (UnitOp unit : module.getOps<UnitOp>()) {
     FlatLayout &layout = layouts[unit.getSymNameAttr()];
     layout.unit = unit;
@@ -133,12 +145,10 @@ void FsdpShardPass::runOnOperation() {
       auto param = symbols.lookup<ParamOp>(
           llvm::cast<FlatSymbolRefAttr>(ref).getValue());
       Type element = param.getTensorType().getElementType();
-      if (layout.elementType && layout.elementType != element) {
-        unit.emitOpError() << "mixes element types " << layout.elementType
-                           << " and " << element
-                           << "; a flat parameter has one";
-        return signalPassFailure();
-      }
+      if (layout.elementType && layout.elementType != element)
+        return unit.emitOpError()
+               << "mixes element types " << layout.elementType << " and "
+               << element << "; a flat parameter has one";
       layout.elementType = element;
       layout.offsetOf[ref] = layout.size;
       layout.size += param.getNumElements();
@@ -147,11 +157,15 @@ void FsdpShardPass::runOnOperation() {
     }
   }
   for (ParamOp param : module.getOps<ParamOp>())
-    if (!unitOfParam.count(FlatSymbolRefAttr::get(param.getSymNameAttr()))) {
-      param.emitOpError() << "is in no unit; fsdp-shard shards units (run "
-                             "--fsdp-wrap first)";
-      return signalPassFailure();
-    }
+    if (!unitOfParam.count(FlatSymbolRefAttr::get(param.getSymNameAttr())))
+      return param.emitOpError() << "is in no unit; fsdp-shard shards units "
+                                    "(run --fsdp-wrap first)";
+  return success();
+}
+
+/// Every parameter read must be inside a unit region: only those get a
+/// gather.
+static LogicalResult checkLoadsInRegions(func::FuncOp step) {
   WalkResult stray = step.walk([&](LoadOp load) {
     if (!load->getParentOfType<ComputeOp>()) {
       load.emitOpError() << "reads a parameter outside every unit region; "
@@ -160,20 +174,19 @@ void FsdpShardPass::runOnOperation() {
     }
     return WalkResult::advance();
   });
-  if (stray.wasInterrupted())
-    return signalPassFailure();
+  return failure(stray.wasInterrupted());
+}
 
+LogicalResult FsdpShardPass::shardRegions(Block &block) {
   // The last backward region of each unit: its reduce-scatter follows it.
   llvm::DenseMap<Attribute, ComputeOp> lastBackward;
   for (ComputeOp compute : block.getOps<ComputeOp>())
     if (compute.getPhase() == Phase::Backward)
       lastBackward[compute.getUnitAttr().getAttr()] = compute;
-  llvm::MapVector<Attribute, SmallVector<AdamWOp>> adamws;
   for (AdamWOp adamw : block.getOps<AdamWOp>())
     adamws[unitOfParam.lookup(adamw.getParamAttr())].push_back(adamw);
 
-  // Forward and backward regions: gather, compute with views, free.
-  llvm::DenseMap<Attribute, Value> gradShard;
+  OpBuilder builder(block.getParentOp()->getContext());
   for (ComputeOp compute :
        llvm::make_early_inc_range(block.getOps<ComputeOp>())) {
     Attribute unit = compute.getUnitAttr().getAttr();
@@ -184,27 +197,38 @@ void FsdpShardPass::runOnOperation() {
     if (lastBackward.lookup(unit) == compute) {
       gradShard[unit] = reduceGradient(builder, loc, layout, adamws[unit]);
       if (!gradShard[unit])
-        return signalPassFailure();
+        return failure();
     }
     FreeOp::create(builder, loc, full);
   }
+  return success();
+}
 
-  // One AdamW per unit, on its shard, where the unit's first AdamW was.
+/// The one weight decay of a unit's AdamW ops (0 for no_weight_decay
+/// parameters, whose elements the runtime skips), or failure when two
+/// parameters of the unit decay differently.
+static FailureOr<float> unitDecay(ArrayRef<AdamWOp> ops, UnitOp unit) {
+  float decay = 0.0f;
+  for (AdamWOp op : ops) {
+    float d = op.getWeightDecay().convertToFloat();
+    if (d != 0.0f && decay != 0.0f && d != decay)
+      return op.emitOpError() << "uses weight decay " << d << " where unit @"
+                              << unit.getSymName() << " already uses " << decay
+                              << "; a shard's AdamW has one decay";
+    if (d != 0.0f)
+      decay = d;
+  }
+  return decay;
+}
+
+LogicalResult FsdpShardPass::shardOptimizer() {
+  OpBuilder builder(&getContext());
   for (auto &[unit, ops] : adamws) {
     FlatLayout &layout = layouts[unit];
     AdamWOp first = ops.front();
-    float decay = 0.0f;
-    for (AdamWOp op : ops) {
-      float d = op.getWeightDecay().convertToFloat();
-      if (d != 0.0f && decay != 0.0f && d != decay) {
-        op.emitOpError() << "uses weight decay " << d << " where unit @"
-                         << layout.unit.getSymName() << " already uses "
-                         << decay << "; a shard's AdamW has one decay";
-        return signalPassFailure();
-      }
-      if (d != 0.0f)
-        decay = d;
-    }
+    FailureOr<float> decay = unitDecay(ops, layout.unit);
+    if (failed(decay))
+      return failure();
     builder.setInsertionPoint(first);
     Value shard = gradShard.lookup(unit);
     // A unit the loss does not depend on has no backward region: its zero
@@ -212,16 +236,33 @@ void FsdpShardPass::runOnOperation() {
     // collectives.
     if (!shard &&
         !(shard = reduceGradient(builder, first.getLoc(), layout, ops)))
-      return signalPassFailure();
+      return failure();
     AdamWShardOp::create(
         builder, first.getLoc(),
         FlatSymbolRefAttr::get(unit.getContext(), llvm::cast<StringAttr>(unit)),
         shard, first.getStep(), first.getLrAttr(), first.getBeta1Attr(),
         first.getBeta2Attr(), first.getEpsAttr(),
-        builder.getF32FloatAttr(decay));
+        builder.getF32FloatAttr(*decay));
     for (AdamWOp op : ops)
       op.erase();
   }
+  return success();
+}
+
+void FsdpShardPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  layouts.clear();
+  unitOfParam.clear();
+  adamws.clear();
+  gradShard.clear();
+  func::FuncOp step = findStepToShard(module);
+  if (!step)
+    return signalPassFailure();
+  worldSize = getShardSize(module);
+  Block &block = step.getBody().front();
+  if (failed(buildLayouts(module)) || failed(checkLoadsInRegions(step)) ||
+      failed(shardRegions(block)) || failed(shardOptimizer()))
+    return signalPassFailure();
   // Zero gradients of parameters the loss ignores were cloned into the
   // packs; the originals are dead now.
   for (Operation &op : llvm::make_early_inc_range(block))
