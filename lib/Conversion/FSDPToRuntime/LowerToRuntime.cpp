@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Conversion/Passes.h"
-#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
 #include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

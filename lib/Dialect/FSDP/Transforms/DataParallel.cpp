@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/MemoryProfile.h"
+#include "fsdp/Dialect/FSDP/Analysis/MemoryProfile.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"

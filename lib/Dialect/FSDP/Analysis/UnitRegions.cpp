@@ -1,6 +1,6 @@
 //===- UnitRegions.cpp - forming and dissolving fsdp.compute regions ------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_UNITREGIONS_H
-#define FSDP_DIALECT_FSDP_TRANSFORMS_UNITREGIONS_H
+#ifndef FSDP_DIALECT_FSDP_ANALYSIS_UNITREGIONS_H
+#define FSDP_DIALECT_FSDP_ANALYSIS_UNITREGIONS_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 #include "llvm/ADT/DenseMap.h"
@@ -44,4 +44,4 @@ void outlineComputeRegions(Block &block, const UnitTagMap &tags);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_DIALECT_FSDP_TRANSFORMS_UNITREGIONS_H
+#endif // FSDP_DIALECT_FSDP_ANALYSIS_UNITREGIONS_H

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_MEMORYPROFILE_H
-#define FSDP_DIALECT_FSDP_TRANSFORMS_MEMORYPROFILE_H
+#ifndef FSDP_DIALECT_FSDP_ANALYSIS_MEMORYPROFILE_H
+#define FSDP_DIALECT_FSDP_ANALYSIS_MEMORYPROFILE_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 
@@ -46,4 +46,4 @@ computeMemoryProfile(ModuleOp module, func::FuncOp step, StringRef passName);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_DIALECT_FSDP_TRANSFORMS_MEMORYPROFILE_H
+#endif // FSDP_DIALECT_FSDP_ANALYSIS_MEMORYPROFILE_H
