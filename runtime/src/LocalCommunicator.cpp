@@ -15,8 +15,7 @@ public:
   void allGather(const float *shard, float *full, int64_t total) override {
     std::memmove(full, shard, total * sizeof(float));
   }
-  void reduceScatterMean(const float *full, float *shard,
-                         int64_t total) override {
+  void reduceScatterMean(float *full, float *shard, int64_t total) override {
     std::memmove(shard, full, total * sizeof(float));
   }
   double allReduceMean(double value) override { return value; }

@@ -61,8 +61,7 @@ public:
           "MPI_Allgatherv");
   }
 
-  void reduceScatterMean(const float *full, float *shard,
-                         int64_t total) override {
+  void reduceScatterMean(float *full, float *shard, int64_t total) override {
     layout(total);
     if (ring && size_ > 1)
       ringReduceScatter(full, shard);
@@ -119,25 +118,26 @@ private:
   /// bus-bandwidth optimum, and the sum's order is fixed (c+1, c+2, ..., c).
   /// Open MPI's own MPI_Reduce_scatter is 5-10x slower than its all-gather
   /// on one node (docs/collectives.md).
-  void ringReduceScatter(const float *full, float *shard) {
+  ///
+  /// It allocates nothing: a partial sum travels in `full` itself (each
+  /// rank adds the chunk it receives into its own copy of that chunk, and
+  /// sends it on from there), and `shard`, whose final value is only
+  /// written at the last step, receives each incoming chunk (no chunk is
+  /// larger than the largest shard, which is `shard`'s size). The sums are
+  /// the same floating-point additions as with separate staging buffers.
+  void ringReduceScatter(float *full, float *shard) {
     int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
     auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
-    int maxCount = *std::max_element(counts.begin(), counts.end());
-    sendBuffer.resize(maxCount);
-    recvBuffer.resize(maxCount);
-    int first = chunk(rank_ - 1);
-    std::copy(full + displs[first], full + displs[first] + counts[first],
-              sendBuffer.begin());
     for (int step = 0; step + 1 < size_; ++step) {
       int out = chunk(rank_ - 1 - step), in = chunk(rank_ - 2 - step);
-      check(MPI_Sendrecv(sendBuffer.data(), counts[out], MPI_FLOAT, next,
-                         /*tag=*/step, recvBuffer.data(), counts[in], MPI_FLOAT,
-                         prev, /*tag=*/step, comm, MPI_STATUS_IGNORE),
+      check(MPI_Sendrecv(full + displs[out], counts[out], MPI_FLOAT, next,
+                         /*tag=*/step, shard, counts[in], MPI_FLOAT, prev,
+                         /*tag=*/step, comm, MPI_STATUS_IGNORE),
             "MPI_Sendrecv (ring reduce-scatter)");
-      const float *own = full + displs[in];
-      float *sum = step + 2 == size_ ? shard : sendBuffer.data();
+      float *own = full + displs[in];
+      float *sum = step + 2 == size_ ? shard : own;
       for (int i = 0; i < counts[in]; ++i)
-        sum[i] = recvBuffer[i] + own[i];
+        sum[i] = shard[i] + own[i];
     }
   }
 
@@ -174,7 +174,6 @@ private:
   /// Our ring reduce-scatter, or MPI's (FSDP_REDUCE_SCATTER=mpi).
   bool ring = !std::getenv("FSDP_REDUCE_SCATTER") ||
               std::string(std::getenv("FSDP_REDUCE_SCATTER")) != "mpi";
-  std::vector<float> sendBuffer, recvBuffer;
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
   std::vector<int> counts, displs;
 };

@@ -32,8 +32,7 @@ public:
     watched("all_gather", uint64_t(total) * sizeof(float),
             [&] { inner->allGather(shard, full, total); });
   }
-  void reduceScatterMean(const float *full, float *shard,
-                         int64_t total) override {
+  void reduceScatterMean(float *full, float *shard, int64_t total) override {
     watched("reduce_scatter", uint64_t(total) * sizeof(float),
             [&] { inner->reduceScatterMean(full, shard, total); });
   }

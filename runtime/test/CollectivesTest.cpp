@@ -11,8 +11,9 @@
 //   offset, and nothing past the end is written;
 // * reduceScatterMean (the ring, or MPI's own with FSDP_REDUCE_SCATTER=mpi
 //   in the environment): this rank's range of the element-wise mean over
-//   ranks, the shard buffer's padding past this rank's count untouched and
-//   the input unchanged;
+//   ranks, and nothing written past the shard buffer (the largest shard;
+//   the input and the padding past this rank's count are the ring's
+//   scratch);
 // * allReduceMean, allReduceMax, broadcast from every root;
 // * duplicate(): two duplicates running on CollectiveStreams (a thread
 //   each) at once, one a group of all-gathers issued as one job under
@@ -97,7 +98,6 @@ void checkReduceScatter(Communicator &comm, int64_t total) {
   std::vector<float> full(total);
   for (int64_t i = 0; i < total; ++i)
     full[i] = scatterValue(k, total, i);
-  const std::vector<float> input = full;
   int64_t width = plan::maxShardSize(total, N);
   std::vector<float> shard(width + 2, kCanary);
   comm.reduceScatterMean(full.data(), shard.data(), total);
@@ -110,11 +110,12 @@ void checkReduceScatter(Communicator &comm, int64_t total) {
       first = range.begin + i;
   }
   expect(wrong == 0, where("reduceScatterMean: wrong mean", total, first));
-  for (int64_t i = count; i < width + 2; ++i)
+  // The ring receives other ranks' chunks in the shard buffer, so its
+  // padding (the largest shard less this rank's count) is scratch; past
+  // the buffer nothing may be written.
+  for (int64_t i = width; i < width + 2; ++i)
     expect(shard[i] == kCanary,
-           where("reduceScatterMean: wrote past this rank's count", total, i));
-  expect(full == input,
-         where("reduceScatterMean: changed its input", total, -1));
+           where("reduceScatterMean: wrote past the shard buffer", total, i));
 }
 
 void checkScalars(Communicator &comm) {

@@ -174,7 +174,7 @@ public:
 private:
   /// The all-gather or reduce-scatter `inst` as a job for a communicator.
   CollectiveStreams::Job collective(const Plan &plan, const Instruction &inst) {
-    const float *in = f32(plan, inst.ins[0]);
+    float *in = f32(plan, inst.ins[0]);
     float *out = f32(plan, inst.outs[0]);
     if (inst.kernel->opcode == plan::Opcode::AllGather) {
       int64_t total = plan.buffers[inst.outs[0]].numElements();

@@ -149,9 +149,11 @@ module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
     %f = fsdp.pack %z : (tensor<4xf32>) -> tensor<4xf32>
     // expected-note @+1 {{first reduce-scatter here}}
     %s1 = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
-    // expected-error @+1 {{reduce-scatters unit @u a second time}}
-    %s2 = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
     fsdp.free %f : tensor<4xf32>
+    %f2 = fsdp.pack %z : (tensor<4xf32>) -> tensor<4xf32>
+    // expected-error @+1 {{reduce-scatters unit @u a second time}}
+    %s2 = fsdp.reduce_scatter %f2 @u : tensor<4xf32> -> tensor<2xf32>
+    fsdp.free %f2 : tensor<4xf32>
     %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
     return %l : tensor<f32>
   }
@@ -248,6 +250,29 @@ module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>, fsdp.max_inflight_gath
     fsdp.wait %t2
     fsdp.free %g1 : tensor<4xf32>
     fsdp.free %g2 : tensor<4xf32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// The reduce-scatter consumes the full-size gradient (the CPU ring adds
+// partial sums into it): afterwards it may only be freed.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @train_step(%x: tensor<1x2xf32>, %t: tensor<1xi32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<4xf32>
+    fsdp.free %g : tensor<4xf32>
+    %z = arith.constant dense<0.0> : tensor<4xf32>
+    %f = fsdp.pack %z : (tensor<4xf32>) -> tensor<4xf32>
+    // expected-note @+1 {{reduce-scatter here}}
+    %s1 = fsdp.reduce_scatter %f @u : tensor<4xf32> -> tensor<2xf32>
+    // expected-error @+1 {{reads the full-size gradient of unit @u after its reduce-scatter, which consumes it}}
+    %y = fsdp.gelu %f : tensor<4xf32>
+    fsdp.free %f : tensor<4xf32>
+    fsdp.adamw_shard @u, %s1, %s {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<2xf32>
     %l = fsdp.cross_entropy %x, %t : (tensor<1x2xf32>, tensor<1xi32>) -> tensor<f32>
     return %l : tensor<f32>
   }

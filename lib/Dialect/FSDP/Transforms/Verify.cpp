@@ -159,6 +159,22 @@ static void checkScatters(StepCheck &check) {
   for (Operation &op : check.block)
     if (getScatteredShard(&op))
       scatters[getCollectiveUnit(&op)].push_back(&op);
+  // A reduce-scatter consumes its input (the CPU ring accumulates in it, to
+  // need no staging memory): after it, the full-size gradient may only be
+  // freed.
+  for (auto &[unit, ops] : scatters)
+    for (Operation *scatter : ops)
+      for (Operation *user : scatter->getOperand(0).getUsers()) {
+        Operation *top = check.block.findAncestorOpInBlock(*user);
+        if (top && top != scatter && scatter->isBeforeInBlock(top) &&
+            !llvm::isa<FreeOp>(user)) {
+          InFlightDiagnostic diag =
+              check.fail(user) << "reads the full-size gradient of unit "
+                               << unit << " after its reduce-scatter, which "
+                               << "consumes it";
+          diag.attachNote(scatter->getLoc()) << "reduce-scatter here";
+        }
+      }
   for (auto &[unit, ops] : scatters)
     if (ops.size() > 1) {
       InFlightDiagnostic diag = check.fail(ops[1]) << "reduce-scatters unit "

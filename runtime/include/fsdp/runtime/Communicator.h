@@ -30,9 +30,11 @@ public:
   /// `shard` holds this rank's shardRange(total, rank, size).
   virtual void allGather(const float *shard, float *full, int64_t total) = 0;
   /// `shard` receives this rank's range of the element-wise mean over
-  /// ranks of `full`.
-  virtual void reduceScatterMean(const float *full, float *shard,
-                                 int64_t total) = 0;
+  /// ranks of `full`. The reduce-scatter consumes `full`: its contents are
+  /// unspecified afterwards (the MPI ring accumulates in it, so that it
+  /// needs no staging memory; a compiled step frees it right after, which
+  /// --fsdp-verify checks). `shard` must hold the largest shard.
+  virtual void reduceScatterMean(float *full, float *shard, int64_t total) = 0;
   virtual double allReduceMean(double value) = 0;
   /// Copies `bytes` bytes from rank `root` to every rank.
   virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
