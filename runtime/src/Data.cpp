@@ -176,7 +176,9 @@ bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
   if (largest >= vocab) {
     error = source_ + ": token id " + std::to_string(largest) +
             " is outside the model's vocabulary of " + std::to_string(vocab) +
-            (vocab < 256 ? " (byte-level data needs a vocabulary of 256)" : "");
+            (!tokenFile && vocab < 256
+                 ? " (byte-level data needs a vocabulary of 256)"
+                 : "");
     return false;
   }
   return true;
