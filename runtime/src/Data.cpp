@@ -72,55 +72,46 @@ bool looksLikeTokenHeader(const std::string &bytes, const int32_t *header) {
 /// Bytes that text (ASCII or UTF-8) does not contain: controls other than
 /// tab, newline, vertical tab, form feed and carriage return.
 bool isControl(unsigned char c) { return c < 0x20 && (c < 0x09 || c > 0x0D); }
-} // namespace
 
-bool TokenData::load(const std::string &path, DataFormat format,
-                     std::string &error) {
-  std::string bytes;
-  if (!readFile(path, bytes, error))
+/// Whether a file without llm.c's magic may be read as bytes by
+/// DataFormat::Auto: not a token header of another magic, not binary.
+bool looksLikeText(const std::string &path, const std::string &bytes,
+                   const int32_t *header, std::string &error) {
+  if (looksLikeTokenHeader(bytes, header)) {
+    error = path + ": a token file header with magic " +
+            std::to_string(header[0]) + " (version " +
+            std::to_string(header[1]) + "); fsdp-run reads llm.c's magic " +
+            std::to_string(kTokenFileMagic) +
+            ", version 1 (--data-format bytes reads it as bytes)";
     return false;
-  source_ = path;
-  int32_t header[3] = {};
-  if (bytes.size() >= sizeof(header))
-    std::memcpy(header, bytes.data(), sizeof(header));
-  bool hasMagic = header[0] == kTokenFileMagic;
-  if (format == DataFormat::Bytes ||
-      (format == DataFormat::Auto && !hasMagic)) {
-    if (format == DataFormat::Auto) {
-      if (looksLikeTokenHeader(bytes, header)) {
-        error = path + ": a token file header with magic " +
-                std::to_string(header[0]) + " (version " +
-                std::to_string(header[1]) + "); fsdp-run reads llm.c's magic " +
-                std::to_string(kTokenFileMagic) +
-                ", version 1 (--data-format bytes reads it as bytes)";
-        return false;
-      }
-      size_t controls = 0;
-      for (unsigned char c : bytes)
-        controls += isControl(c);
-      // Text has none; headerless uint16 tokens have many (every id below
-      // 8192 has a high byte below 32). One in a thousand tolerates a
-      // stray form of text.
-      if (controls * 1000 > bytes.size()) {
-        char share[32];
-        std::snprintf(share, sizeof(share), "%.1f%%",
-                      100.0 * double(controls) / double(bytes.size()));
-        error = path + ": has no token header and does not look like text (" +
-                share +
-                " control bytes): headerless uint16 tokens need llm.c's "
-                "256-int32 header (magic " +
-                std::to_string(kTokenFileMagic) +
-                "); --data-format bytes trains on its bytes anyway";
-        return false;
-      }
-    }
-    tokens.assign(bytes.begin(), bytes.end());
-    for (int32_t &t : tokens)
-      t &= 0xFF; // bytes, not signed chars
-    tokenFile = false;
-    return true;
   }
-  if (!hasMagic) {
+  size_t controls = 0;
+  for (unsigned char c : bytes)
+    controls += isControl(c);
+  // Text has none; headerless uint16 tokens have many (every id below
+  // 8192 has a high byte below 32). One in a thousand tolerates a
+  // stray form of text.
+  if (controls * 1000 > bytes.size()) {
+    char share[32];
+    std::snprintf(share, sizeof(share), "%.1f%%",
+                  100.0 * double(controls) / double(bytes.size()));
+    error = path + ": has no token header and does not look like text (" +
+            share +
+            " control bytes): headerless uint16 tokens need llm.c's "
+            "256-int32 header (magic " +
+            std::to_string(kTokenFileMagic) +
+            "); --data-format bytes trains on its bytes anyway";
+    return false;
+  }
+  return true;
+}
+
+/// The uint16 ids of an llm.c token file after its header's checks (its
+/// magic, version 1, a count the file holds).
+bool readTokenFile(const std::string &path, const std::string &bytes,
+                   const int32_t *header, std::vector<int32_t> &tokens,
+                   std::string &error) {
+  if (header[0] != kTokenFileMagic) {
     error = path + ": not a token file: no llm.c header (magic " +
             std::to_string(kTokenFileMagic) + "), found " +
             std::to_string(header[0]) + " (--data-format tokens)";
@@ -142,6 +133,33 @@ bool TokenData::load(const std::string &path, DataFormat format,
       reinterpret_cast<const unsigned char *>(bytes.data()) + kHeaderBytes;
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
+  return true;
+}
+} // namespace
+
+bool TokenData::load(const std::string &path, DataFormat format,
+                     std::string &error) {
+  std::string bytes;
+  if (!readFile(path, bytes, error))
+    return false;
+  source_ = path;
+  int32_t header[3] = {};
+  if (bytes.size() >= sizeof(header))
+    std::memcpy(header, bytes.data(), sizeof(header));
+  bool hasMagic = header[0] == kTokenFileMagic;
+  if (format == DataFormat::Bytes ||
+      (format == DataFormat::Auto && !hasMagic)) {
+    if (format == DataFormat::Auto &&
+        !looksLikeText(path, bytes, header, error))
+      return false;
+    tokens.assign(bytes.begin(), bytes.end());
+    for (int32_t &t : tokens)
+      t &= 0xFF; // bytes, not signed chars
+    tokenFile = false;
+    return true;
+  }
+  if (!readTokenFile(path, bytes, header, tokens, error))
+    return false;
   tokenFile = true;
   return true;
 }
@@ -158,7 +176,9 @@ bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
   if (largest >= vocab) {
     error = source_ + ": token id " + std::to_string(largest) +
             " is outside the model's vocabulary of " + std::to_string(vocab) +
-            (vocab < 256 ? " (byte-level data needs a vocabulary of 256)" : "");
+            (!tokenFile && vocab < 256
+                 ? " (byte-level data needs a vocabulary of 256)"
+                 : "");
     return false;
   }
   return true;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace fsdp::rt {
 
@@ -117,6 +118,41 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
       },
       error);
+}
+
+RunReport makeRunReport(const Plan &plan, const TrainResult &result,
+                        int64_t tokensPerStep, std::string backend,
+                        std::string collectives, int ranks,
+                        bool skipCollectives) {
+  RunReport report;
+  report.backend = std::move(backend);
+  report.collectives = std::move(collectives);
+  report.ranks = ranks;
+  report.skipCollectives = skipCollectives;
+  report.secondsPerStep = result.meanSeconds;
+  report.tokensPerSecond = double(tokensPerStep) / result.meanSeconds;
+  report.losses = result.losses;
+  report.arenaPredicted = plan.arenaSize;
+  report.arenaMeasured = result.highWaterMarkMax;
+  report.peakPredicted = plan.peakBytes;
+  return report;
+}
+
+bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
+                       int64_t steps, int rank, int ranks,
+                       RunOutputFiles &files, std::string &error) {
+  bool lead = rank == 0;
+  if (!paths.params.empty() && lead &&
+      !files.params.reserve(paths.params, "parameters", paramsFileBytes(plan),
+                            error))
+    return false;
+  if (!paths.trace.empty() &&
+      !files.trace.reserve(traceFileFor(paths.trace, rank, ranks), "trace",
+                           traceBytes(plan, steps), error))
+    return false;
+  return paths.report.empty() || !lead ||
+         files.report.reserve(paths.report, "report", reportBytes(steps),
+                              error);
 }
 
 } // namespace fsdp::rt

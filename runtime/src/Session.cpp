@@ -46,102 +46,137 @@ static bool isGroupedStart(const Instruction &inst) {
   return p.started() && p.grouped();
 }
 
+/// A gather or reduce-scatter (started or where it is), not a wait.
+static bool isCollective(plan::Opcode opcode) {
+  return opcode == plan::Opcode::AllGather ||
+         opcode == plan::Opcode::ReduceScatter;
+}
+
+/// Whether this run leaves `inst` out: AdamW in a forward-backward, every
+/// collective and wait with skipped collectives, the waits of synchronous
+/// ones (their collectives ran where they started).
+bool Session::skips(const Instruction &inst, bool optimizer) const {
+  plan::Opcode opcode = inst.kernel->opcode;
+  bool adamw =
+      opcode == plan::Opcode::AdamW || opcode == plan::Opcode::AdamWShard;
+  if (adamw && !optimizer)
+    return true;
+  if ((isCollective(opcode) || opcode == plan::Opcode::Wait) && skipCollectives)
+    return true;
+  return opcode == plan::Opcode::Wait && synchronous;
+}
+
+/// A collective this run starts and waits for later (not synchronous).
+bool Session::startsAsync(const Instruction &inst) const {
+  return isCollective(inst.kernel->opcode) &&
+         plan::collectiveParams(inst.params.data()).started() && !synchronous;
+}
+
+void Session::startGroup(size_t &index, int64_t step) {
+  const Instruction &inst = plan.program[index];
+  plan::CollectiveParams collective =
+      plan::collectiveParams(inst.params.data());
+  // The collective and the ones grouped with it (a bucket) start as
+  // one; this returns at once, the waits account for time and trace.
+  std::vector<const Instruction *> group = {&inst};
+  startedAt[collective.tokenId()] = index;
+  while (index + 1 < plan.program.size() &&
+         isGroupedStart(plan.program[index + 1])) {
+    group.push_back(&plan.program[++index]);
+    startedAt[plan::collectiveParams(group.back()->params.data()).tokenId()] =
+        index;
+  }
+  // The stream's communicator (a thread's, on the CPU) takes the
+  // records over; a GPU's NCCL enqueue starts them here.
+  std::vector<uint64_t> ids;
+  for (const Instruction *member : group) {
+    ids.push_back(issueRecord(member - plan.program.data(), step));
+    tokenRecord[plan::collectiveParams(member->params.data()).tokenId()] =
+        ids.back();
+  }
+  {
+    RecordScope scope(ids);
+    backend.start(plan, group, collective.streamId());
+  }
+  if (recorder && !backend.hostCollectives())
+    for (size_t k = 0; k < ids.size(); ++k)
+      recorder->start(ids[k], collective.streamId(),
+                      std::string(group[k]->kernel->name), 0);
+}
+
+void Session::finishWait(const Instruction &wait, int64_t step) {
+  auto token = uint32_t(plan::waitToken(wait.params.data()));
+  size_t at = startedAt[token];
+  Backend::Span span = backend.wait(token);
+  if (recorder)
+    recorder->finishIfOpen(tokenRecord[token]);
+  const Instruction &startInst = plan.program[at];
+  if (tracing && span.endNanos > span.startNanos)
+    trace.push_back(
+        {uint32_t(at), step,
+         double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
+         double(span.endNanos - span.startNanos) * 1e-3,
+         plan::collectiveParams(startInst.params.data()).streamId()});
+  double ran = double(span.endNanos - span.startNanos) * 1e-9;
+  times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
+  ++times.calls[uint32_t(startInst.kernel->opcode)];
+}
+
+uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
+  const Instruction &inst = plan.program[index];
+  plan::Opcode opcode = inst.kernel->opcode;
+  uint64_t id = 0;
+  uint32_t lane = 0;
+  if (isCollective(opcode)) {
+    id = issueRecord(index, step);
+    lane = opcode == plan::Opcode::AllGather ? plan::kGatherStream
+                                             : plan::kScatterStream;
+  }
+  {
+    RecordScope scope(std::vector<uint64_t>{id});
+    if (id && !backend.hostCollectives())
+      recorder->start(id, 0, std::string(inst.kernel->name), 0);
+    backend.run(plan, inst, params, step);
+  }
+  if (id)
+    recorder->finishIfOpen(id);
+  return lane;
+}
+
+void Session::account(size_t index, int64_t step,
+                      std::chrono::steady_clock::time_point begin,
+                      uint32_t lane) {
+  auto end = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(end - begin).count();
+  uint32_t opcode = uint32_t(plan.program[index].kernel->opcode);
+  times.seconds[opcode] += seconds;
+  ++times.calls[opcode];
+  if (tracing)
+    trace.push_back(
+        {uint32_t(index), step,
+         std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
+         seconds * 1e6, lane});
+}
+
 float Session::run(int64_t step, bool optimizer) {
-  using Clock = std::chrono::steady_clock;
   using plan::Opcode;
   std::vector<double> params;
   for (size_t index = 0; index < plan.program.size(); ++index) {
     const Instruction &inst = plan.program[index];
+    if (skips(inst, optimizer))
+      continue;
     Opcode opcode = inst.kernel->opcode;
-    bool adamw = opcode == Opcode::AdamW || opcode == Opcode::AdamWShard;
-    if (adamw && !optimizer)
-      continue;
-    bool isCollective =
-        opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter;
-    plan::CollectiveParams collective;
-    if (isCollective)
-      collective = plan::collectiveParams(inst.params.data());
-    bool started = isCollective && collective.started() && !synchronous;
-    if ((isCollective || opcode == Opcode::Wait) && skipCollectives)
-      continue;
-    if (opcode == Opcode::Wait && synchronous)
-      continue;
     params = inst.params;
-    if (adamw && lrOverride)
+    if ((opcode == Opcode::AdamW || opcode == Opcode::AdamWShard) && lrOverride)
       params[plan::kAdamWLearningRate] = *lrOverride;
-    auto begin = Clock::now();
-    uint32_t lane = 0;
-    if (started) {
-      // The collective and the ones grouped with it (a bucket) start as
-      // one; this returns at once, the waits account for time and trace.
-      std::vector<const Instruction *> group = {&inst};
-      startedAt[collective.tokenId()] = index;
-      while (index + 1 < plan.program.size() &&
-             isGroupedStart(plan.program[index + 1])) {
-        group.push_back(&plan.program[++index]);
-        startedAt[plan::collectiveParams(group.back()->params.data())
-                      .tokenId()] = index;
-      }
-      // The stream's communicator (a thread's, on the CPU) takes the
-      // records over; a GPU's NCCL enqueue starts them here.
-      std::vector<uint64_t> ids;
-      for (const Instruction *member : group) {
-        ids.push_back(issueRecord(member - plan.program.data(), step));
-        tokenRecord[plan::collectiveParams(member->params.data()).tokenId()] =
-            ids.back();
-      }
-      {
-        RecordScope scope(ids);
-        backend.start(plan, group, collective.streamId());
-      }
-      if (recorder && !backend.hostCollectives())
-        for (size_t k = 0; k < ids.size(); ++k)
-          recorder->start(ids[k], collective.streamId(),
-                          std::string(group[k]->kernel->name), 0);
-    } else if (opcode == Opcode::Wait) {
-      auto token = uint32_t(plan::waitToken(params.data()));
-      size_t at = startedAt[token];
-      Backend::Span span = backend.wait(token);
-      if (recorder)
-        recorder->finishIfOpen(tokenRecord[token]);
-      const Instruction &startInst = plan.program[at];
-      if (tracing && span.endNanos > span.startNanos)
-        trace.push_back(
-            {uint32_t(at), step,
-             double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
-             double(span.endNanos - span.startNanos) * 1e-3,
-             plan::collectiveParams(startInst.params.data()).streamId()});
-      double ran = double(span.endNanos - span.startNanos) * 1e-9;
-      times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
-      ++times.calls[uint32_t(startInst.kernel->opcode)];
-    } else {
-      uint64_t id = 0;
-      if (isCollective) {
-        id = issueRecord(index, step);
-        lane = opcode == Opcode::AllGather ? plan::kGatherStream
-                                           : plan::kScatterStream;
-      }
-      {
-        RecordScope scope(std::vector<uint64_t>{id});
-        if (id && !backend.hostCollectives())
-          recorder->start(id, 0, std::string(inst.kernel->name), 0);
-        backend.run(plan, inst, params.data(), step);
-      }
-      if (id)
-        recorder->finishIfOpen(id);
-    }
-    auto end = Clock::now();
-    double seconds = std::chrono::duration<double>(end - begin).count();
-    if (!started) { // a started collective is counted at its wait
-      times.seconds[uint32_t(opcode)] += seconds;
-      ++times.calls[uint32_t(opcode)];
-    }
-    if (tracing && !started)
-      trace.push_back(
-          {uint32_t(index), step,
-           std::chrono::duration<double, std::micro>(begin - traceOrigin)
-               .count(),
-           seconds * 1e6, lane});
+    auto begin = std::chrono::steady_clock::now();
+    if (startsAsync(inst))
+      startGroup(index, step); // counted and traced at its wait
+    else if (opcode == Opcode::Wait) {
+      finishWait(inst, step);
+      account(index, step, begin, 0);
+    } else
+      account(index, step, begin, runKernel(index, params.data(), step));
   }
   backend.synchronize();
   float loss = 0.0f;

@@ -39,6 +39,13 @@ bool classifyInputs(const Plan &plan, StepInputs &in, std::string &error) {
   return false;
 }
 
+bool loadTrainingData(const StepInputs &inputs, int ranks,
+                      const std::string &path, DataFormat format,
+                      TokenData &tokens, std::string &error) {
+  return tokens.load(path, format, error) &&
+         tokens.check(inputs.batch * ranks, inputs.seq, inputs.vocab, error);
+}
+
 TeacherData::TeacherData(int64_t features, int64_t classes, uint64_t seed)
     : features(features), classes(classes), weights(features * classes) {
   std::mt19937_64 rng(seed ^ 0x7EAC4E5ull);

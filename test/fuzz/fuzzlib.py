@@ -1,5 +1,5 @@
-"""What fuzz_plans.py and fuzz_models.py share: running one case under a
-timeout, judging its outcome, saving crashers, replaying them.
+"""What fuzz_plans.py, fuzz_models.py and fuzz_data.py share: running one
+case under a timeout, judging its outcome, saving crashers, replaying them.
 
 A case passes when the tool succeeds (exit 0) or rejects its input cleanly
 (exit 1 or 2 with an `error` line on stderr). Anything else fails it: a

@@ -105,6 +105,66 @@ std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
     return std::nullopt;
   return c;
 }
+
+/// The GPT-2 the preset and the size options describe, sizes checked.
+OwningOpRef<ModuleOp> gpt2FromOptions(MLIRContext &context, Type element,
+                                      int64_t elementBytes) {
+  rejectOptionsOf("gpt2", {&width, &inFeatures, &classes});
+  fsdp_gen::GPT2Config config;
+  if (!preset.empty()) {
+    std::optional<fsdp_gen::GPT2Config> fromPreset = presetConfig(preset);
+    if (!fromPreset)
+      fail("unknown preset '" + preset +
+           "', expected gpt2-124m, llama-13b-shape or gpt3-175b-shape");
+    config = *fromPreset;
+  }
+  apply(layers, config.layers);
+  apply(dim, config.dim);
+  apply(heads, config.heads);
+  apply(vocab, config.vocab);
+  apply(seq, config.seq);
+  apply(batch, config.batch);
+  if (config.dim % config.heads != 0)
+    fail("--heads (" + llvm::Twine(config.heads) + ") must divide --dim (" +
+         llvm::Twine(config.dim) + ")");
+  if (std::optional<std::string> error =
+          fsdp_gen::checkSizes(config, elementBytes))
+    fail(*error);
+  return fsdp_gen::buildGPT2(context, config, element);
+}
+
+/// The MLP the size options describe, sizes checked.
+OwningOpRef<ModuleOp> mlpFromOptions(MLIRContext &context, Type element,
+                                     int64_t elementBytes) {
+  if (!preset.empty())
+    fail("--preset names GPT-shaped models and does not apply to mlp");
+  rejectOptionsOf("mlp", {&dim, &heads, &vocab, &seq});
+  fsdp_gen::MLPConfig config;
+  apply(layers, config.layers);
+  apply(width, config.width);
+  apply(inFeatures, config.inFeatures);
+  apply(classes, config.classes);
+  apply(batch, config.batch);
+  if (std::optional<std::string> error =
+          fsdp_gen::checkSizes(config, elementBytes))
+    fail(*error);
+  return fsdp_gen::buildMLP(context, config, element);
+}
+
+/// Prints the module to -o (stdout by default), kept only when whole.
+void writeModule(ModuleOp module) {
+  std::string errorMessage;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &errorMessage);
+  if (!output)
+    fail(errorMessage);
+  module->print(output->os());
+  output->os() << "\n";
+  output->os().flush();
+  if (output->os().has_error())
+    fail("could not write '" + outputFilename + "'");
+  output->keep();
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -130,46 +190,9 @@ int main(int argc, char **argv) {
     fail("unknown --dtype '" + dtype + "', expected f32 or bf16");
   int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
-  OwningOpRef<ModuleOp> module;
-  if (kind == "gpt2") {
-    rejectOptionsOf("gpt2", {&width, &inFeatures, &classes});
-    fsdp_gen::GPT2Config config;
-    if (!preset.empty()) {
-      std::optional<fsdp_gen::GPT2Config> fromPreset = presetConfig(preset);
-      if (!fromPreset)
-        fail("unknown preset '" + preset +
-             "', expected gpt2-124m, llama-13b-shape or gpt3-175b-shape");
-      config = *fromPreset;
-    }
-    apply(layers, config.layers);
-    apply(dim, config.dim);
-    apply(heads, config.heads);
-    apply(vocab, config.vocab);
-    apply(seq, config.seq);
-    apply(batch, config.batch);
-    if (config.dim % config.heads != 0)
-      fail("--heads (" + llvm::Twine(config.heads) + ") must divide --dim (" +
-           llvm::Twine(config.dim) + ")");
-    if (std::optional<std::string> error =
-            fsdp_gen::checkSizes(config, elementBytes))
-      fail(*error);
-    module = fsdp_gen::buildGPT2(context, config, element);
-  } else {
-    if (!preset.empty())
-      fail("--preset names GPT-shaped models and does not apply to mlp");
-    rejectOptionsOf("mlp", {&dim, &heads, &vocab, &seq});
-    fsdp_gen::MLPConfig config;
-    apply(layers, config.layers);
-    apply(width, config.width);
-    apply(inFeatures, config.inFeatures);
-    apply(classes, config.classes);
-    apply(batch, config.batch);
-    if (std::optional<std::string> error =
-            fsdp_gen::checkSizes(config, elementBytes))
-      fail(*error);
-    module = fsdp_gen::buildMLP(context, config, element);
-  }
-
+  OwningOpRef<ModuleOp> module =
+      kind == "gpt2" ? gpt2FromOptions(context, element, elementBytes)
+                     : mlpFromOptions(context, element, elementBytes);
   if (!noUnits) {
     PassManager pm(&context);
     pm.addPass(fsdp::createFsdpWrapPass());
@@ -178,17 +201,6 @@ int main(int argc, char **argv) {
   }
   if (failed(verify(*module)))
     fail("the generated model does not verify (a bug in fsdp-gen)");
-
-  std::string errorMessage;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &errorMessage);
-  if (!output)
-    fail(errorMessage);
-  module->print(output->os());
-  output->os() << "\n";
-  output->os().flush();
-  if (output->os().has_error())
-    fail("could not write '" + outputFilename + "'");
-  output->keep();
+  writeModule(*module);
   return 0;
 }

@@ -72,6 +72,60 @@ std::map<Gemm, int> collectGemms(const Plan &plan) {
   }
   return gemms;
 }
+
+/// Fills A and B with uniform values in [-1, 1), runs C = op(A) op(B)
+/// once, and checks 16 entries of C against a double-precision reference.
+void checkGemm(cpu::Blas &blas, const Gemm &gemm, std::mt19937 &rng,
+               std::vector<float> &A, std::vector<float> &B,
+               std::vector<float> &C) {
+  auto [transA, transB, M, N, K] = gemm.key();
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float &v : A)
+    v = uniform(rng);
+  for (float &v : B)
+    v = uniform(rng);
+  int64_t lda = transA ? M : K, ldb = transB ? K : N;
+  blas.sgemm(transA, transB, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+             C.data(), N);
+  for (int64_t check = 0; check < 16; ++check) {
+    int64_t i = (check * 7919) % M, j = (check * 104729) % N;
+    double ref = 0.0;
+    for (int64_t k = 0; k < K; ++k)
+      ref += double(transA ? A[k * M + i] : A[i * K + k]) *
+             double(transB ? B[j * K + k] : B[k * N + j]);
+    if (std::fabs(ref - C[i * N + j]) > 1e-3 * std::sqrt(double(K)))
+      die("sgemm result differs from the reference at " + std::to_string(i) +
+          "," + std::to_string(j));
+  }
+}
+
+/// Seconds per call of `gemm`: calls repeated for at least `seconds`, at
+/// least 3 times, after a checked warm-up; prints the shape's line.
+double benchGemm(cpu::Blas &blas, const Gemm &gemm, int calls, double seconds,
+                 std::mt19937 &rng) {
+  auto [transA, transB, M, N, K] = gemm.key();
+  std::vector<float> A(M * K), B(K * N), C(M * N);
+  checkGemm(blas, gemm, rng, A, B, C); // warm-up, and the result we check
+  int64_t lda = transA ? M : K, ldb = transB ? K : N;
+  int reps = 0;
+  auto start = std::chrono::steady_clock::now();
+  double elapsed = 0.0;
+  while (elapsed < seconds || reps < 3) {
+    blas.sgemm(transA, transB, M, N, K, 1.0f, A.data(), lda, B.data(), ldb,
+               0.0f, C.data(), N);
+    ++reps;
+    elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  }
+  double perCall = elapsed / reps, flops = 2.0 * M * N * K;
+  std::printf("gemm-bench: %c%c M=%-6lld N=%-6lld K=%-6lld x%-3d %8.3f ms "
+              "%7.1f GFLOP/s\n",
+              transA ? 'T' : 'N', transB ? 'T' : 'N', (long long)M,
+              (long long)N, (long long)K, calls, perCall * 1e3,
+              flops / perCall * 1e-9);
+  return perCall;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -109,49 +163,10 @@ int main(int argc, char **argv) {
               threads);
 
   std::mt19937 rng(1);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   double stepFlops = 0.0, stepSeconds = 0.0;
   for (auto [gemm, calls] : collectGemms(plan)) {
-    auto [transA, transB, M, N, K] = gemm.key();
-    std::vector<float> A(M * K), B(K * N), C(M * N);
-    for (float &v : A)
-      v = uniform(rng);
-    for (float &v : B)
-      v = uniform(rng);
-    int64_t lda = transA ? M : K, ldb = transB ? K : N;
-    auto run = [&] {
-      blas->sgemm(transA, transB, M, N, K, 1.0f, A.data(), lda, B.data(), ldb,
-                  0.0f, C.data(), N);
-    };
-    run(); // warm-up, and the result we check
-    for (int64_t check = 0; check < 16; ++check) {
-      int64_t i = (check * 7919) % M, j = (check * 104729) % N;
-      double ref = 0.0;
-      for (int64_t k = 0; k < K; ++k)
-        ref += double(transA ? A[k * M + i] : A[i * K + k]) *
-               double(transB ? B[j * K + k] : B[k * N + j]);
-      if (std::fabs(ref - C[i * N + j]) > 1e-3 * std::sqrt(double(K)))
-        die("sgemm result differs from the reference at " + std::to_string(i) +
-            "," + std::to_string(j));
-    }
-    int reps = 0;
-    auto start = std::chrono::steady_clock::now();
-    double elapsed = 0.0;
-    while (elapsed < seconds || reps < 3) {
-      run();
-      ++reps;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                              start)
-                    .count();
-    }
-    double perCall = elapsed / reps, flops = 2.0 * M * N * K;
-    stepFlops += flops * calls;
-    stepSeconds += perCall * calls;
-    std::printf("gemm-bench: %c%c M=%-6lld N=%-6lld K=%-6lld x%-3d %8.3f ms "
-                "%7.1f GFLOP/s\n",
-                transA ? 'T' : 'N', transB ? 'T' : 'N', (long long)M,
-                (long long)N, (long long)K, calls, perCall * 1e3,
-                flops / perCall * 1e-9);
+    stepFlops += 2.0 * gemm.M * gemm.N * gemm.K * calls;
+    stepSeconds += benchGemm(*blas, gemm, calls, seconds, rng) * calls;
   }
   std::printf("gemm-bench: per step %.3f GFLOP in %.2f ms: %.1f GFLOP/s\n",
               stepFlops * 1e-9, stepSeconds * 1e3,

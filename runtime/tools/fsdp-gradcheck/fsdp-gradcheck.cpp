@@ -72,12 +72,16 @@ double dot(const std::vector<float> &a, const std::vector<float> &b) {
     sum += double(a[i]) * double(b[i]);
   return sum;
 }
-} // namespace
 
-int main(int argc, char **argv) {
+struct Options {
   std::string planPath, blas = "openblas";
   uint64_t seed = 1;
   double epsilon = 3e-3, tolerance = 2e-2;
+};
+
+/// The command line: a plan and the check's knobs.
+Options parseOptions(int argc, char **argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&] {
@@ -86,46 +90,30 @@ int main(int argc, char **argv) {
       return std::string(argv[++i]);
     };
     if (arg == "--seed")
-      seed = std::stoull(value());
+      o.seed = std::stoull(value());
     else if (arg == "--blas")
-      blas = value();
+      o.blas = value();
     else if (arg == "--epsilon")
-      epsilon = std::stod(value());
+      o.epsilon = std::stod(value());
     else if (arg == "--tolerance")
-      tolerance = std::stod(value());
+      o.tolerance = std::stod(value());
     else if (arg[0] == '-')
       die("unknown option '" + arg + "'");
     else
-      planPath = arg;
+      o.planPath = arg;
   }
-  if (planPath.empty())
+  if (o.planPath.empty())
     die("usage: fsdp-gradcheck PLAN [--seed N] [--blas NAME] [--epsilon E] "
         "[--tolerance T]");
+  return o;
+}
 
-  Plan plan;
-  std::string error;
-  if (!loadPlan(planPath, plan, error))
-    die(error);
-  if (plan.worldSize != 1)
-    die(planPath + ": compiled for world size " +
-        std::to_string(plan.worldSize) + "; gradient checks run one rank");
-  std::unique_ptr<Communicator> comm = createLocalCommunicator();
-  std::unique_ptr<Backend> backend =
-      createCpuBackend({1, blas, comm.get()}, error);
-  if (!backend)
-    die(error);
-  Session session(plan, *backend, *comm);
-  if (!session.initialize(seed, error))
-    die(error);
-  std::mt19937_64 rng(seed * 31 + 7);
-  fillInputs(plan, session, rng);
-
-  float loss = session.forwardBackward();
-  std::printf("gradcheck: %s, loss %.6f\n", planPath.c_str(), loss);
-  // Every gradient is read before any parameter moves: each finite
-  // difference below reruns the backward at a perturbed point.
-  // On one rank a unit's shard is its whole flat tensor: a parameter is
-  // the slice [unitOffset, unitOffset + numel) of it and of its gradient.
+/// Every parameter's gradient, read before any parameter moves: each
+/// finite difference reruns the backward at a perturbed point. On one rank
+/// a unit's shard is its whole flat tensor: a parameter is the slice
+/// [unitOffset, unitOffset + numel) of it and of its gradient.
+std::vector<std::vector<float>> readGradients(const Plan &plan,
+                                              Session &session) {
   std::vector<std::vector<float>> grads;
   for (const ParamDesc &param : plan.params) {
     std::optional<uint32_t> gradBuffer = session.gradientShard(param.unit);
@@ -136,63 +124,101 @@ int main(int argc, char **argv) {
     grads.emplace_back(flat.begin() + param.unitOffset,
                        flat.begin() + param.unitOffset + param.numElements());
   }
-  int passed = 0, failed = 0;
-  for (uint32_t p = 0; p < plan.params.size(); ++p) {
-    const ParamDesc &param = plan.params[p];
-    const std::vector<float> &grad = grads[p];
-    uint32_t shardBuffer = plan.units[param.unit].shardBuffer;
-    const std::vector<float> shard = session.readBuffer(shardBuffer);
-    std::vector<float> theta(shard.begin() + param.unitOffset,
-                             shard.begin() + param.unitOffset +
-                                 param.numElements());
+  return grads;
+}
 
-    std::normal_distribution<float> normal;
-    std::vector<float> random(theta.size());
-    for (float &v : random)
-      v = normal(rng);
-    std::vector<float> along = grad;
-    double worst = -1.0; // below any error, so the first direction reports
-    std::string detail;
-    for (std::vector<float> *direction : {&random, &along}) {
-      double norm = std::sqrt(dot(*direction, *direction));
-      if (norm == 0.0)
-        continue; // a zero gradient has no direction of its own
-      for (float &v : *direction)
-        v = float(v / norm);
-      double analytic = dot(grad, *direction);
-      auto lossAt = [&](double scale) {
-        std::vector<float> moved = shard;
-        for (size_t i = 0; i < theta.size(); ++i)
-          moved[param.unitOffset + i] =
-              theta[i] + float(scale) * (*direction)[i];
-        session.writeBuffer(shardBuffer, moved);
-        return double(session.forwardBackward());
-      };
-      double numeric = (lossAt(epsilon) - lossAt(-epsilon)) / (2 * epsilon);
-      session.writeBuffer(shardBuffer, shard);
-      // A float32 loss is exact to a few units in the last place (~2e-7
-      // relative); the difference quotient turns that into an absolute
-      // uncertainty of the numeric derivative. Only the disagreement beyond
-      // it counts, relative to the derivative's size.
-      double noise = 2e-7 * std::fabs(loss) / epsilon;
-      double excess = std::max(0.0, std::fabs(analytic - numeric) - noise);
-      double error =
-          excess / std::max({std::fabs(analytic), std::fabs(numeric), 1e-30});
-      if (error > worst) {
-        worst = error;
-        char text[160];
-        std::snprintf(text, sizeof(text), "analytic %+.6e numeric %+.6e",
-                      analytic, numeric);
-        detail = text;
-      }
+/// The disagreement of two derivatives beyond the float32 loss's noise,
+/// relative to their size. A float32 loss is exact to a few units in the
+/// last place (~2e-7 relative); the difference quotient turns that into an
+/// absolute uncertainty of the numeric derivative. Only the disagreement
+/// beyond it counts.
+double relativeError(double analytic, double numeric, float loss,
+                     double epsilon) {
+  double noise = 2e-7 * std::fabs(loss) / epsilon;
+  double excess = std::max(0.0, std::fabs(analytic - numeric) - noise);
+  return excess / std::max({std::fabs(analytic), std::fabs(numeric), 1e-30});
+}
+
+/// Checks parameter `p` along a random unit direction and along its
+/// normalised gradient; prints its line and returns whether it passed.
+bool checkParam(const Plan &plan, Session &session, uint32_t p,
+                const std::vector<float> &grad, float loss,
+                std::mt19937_64 &rng, const Options &o) {
+  const ParamDesc &param = plan.params[p];
+  uint32_t shardBuffer = plan.units[param.unit].shardBuffer;
+  const std::vector<float> shard = session.readBuffer(shardBuffer);
+  std::vector<float> theta(shard.begin() + param.unitOffset,
+                           shard.begin() + param.unitOffset +
+                               param.numElements());
+
+  std::normal_distribution<float> normal;
+  std::vector<float> random(theta.size());
+  for (float &v : random)
+    v = normal(rng);
+  std::vector<float> along = grad;
+  double worst = -1.0; // below any error, so the first direction reports
+  std::string detail;
+  for (std::vector<float> *direction : {&random, &along}) {
+    double norm = std::sqrt(dot(*direction, *direction));
+    if (norm == 0.0)
+      continue; // a zero gradient has no direction of its own
+    for (float &v : *direction)
+      v = float(v / norm);
+    double analytic = dot(grad, *direction);
+    auto lossAt = [&](double scale) {
+      std::vector<float> moved = shard;
+      for (size_t i = 0; i < theta.size(); ++i)
+        moved[param.unitOffset + i] = theta[i] + float(scale) * (*direction)[i];
+      session.writeBuffer(shardBuffer, moved);
+      return double(session.forwardBackward());
+    };
+    double numeric = (lossAt(o.epsilon) - lossAt(-o.epsilon)) / (2 * o.epsilon);
+    session.writeBuffer(shardBuffer, shard);
+    double error = relativeError(analytic, numeric, loss, o.epsilon);
+    if (error > worst) {
+      worst = error;
+      char text[160];
+      std::snprintf(text, sizeof(text), "analytic %+.6e numeric %+.6e",
+                    analytic, numeric);
+      detail = text;
     }
-    worst = std::max(worst, 0.0);
-    bool ok = worst <= tolerance;
-    (ok ? passed : failed)++;
-    std::printf("gradcheck: %-28s %s rel %.2e %s\n", param.name.c_str(),
-                detail.empty() ? "(zero gradient)" : detail.c_str(), worst,
-                ok ? "ok" : "FAILED");
   }
+  worst = std::max(worst, 0.0);
+  bool ok = worst <= o.tolerance;
+  std::printf("gradcheck: %-28s %s rel %.2e %s\n", param.name.c_str(),
+              detail.empty() ? "(zero gradient)" : detail.c_str(), worst,
+              ok ? "ok" : "FAILED");
+  return ok;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  Plan plan;
+  std::string error;
+  if (!loadPlan(options.planPath, plan, error))
+    die(error);
+  if (plan.worldSize != 1)
+    die(options.planPath + ": compiled for world size " +
+        std::to_string(plan.worldSize) + "; gradient checks run one rank");
+  std::unique_ptr<Communicator> comm = createLocalCommunicator();
+  std::unique_ptr<Backend> backend =
+      createCpuBackend({1, options.blas, comm.get()}, error);
+  if (!backend)
+    die(error);
+  Session session(plan, *backend, *comm);
+  if (!session.initialize(options.seed, error))
+    die(error);
+  std::mt19937_64 rng(options.seed * 31 + 7);
+  fillInputs(plan, session, rng);
+
+  float loss = session.forwardBackward();
+  std::printf("gradcheck: %s, loss %.6f\n", options.planPath.c_str(), loss);
+  std::vector<std::vector<float>> grads = readGradients(plan, session);
+  int passed = 0, failed = 0;
+  for (uint32_t p = 0; p < plan.params.size(); ++p)
+    (checkParam(plan, session, p, grads[p], loss, rng, options) ? passed
+                                                                : failed)++;
   std::printf("gradcheck: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

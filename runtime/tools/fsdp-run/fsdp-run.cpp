@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -103,103 +104,154 @@ int64_t parseInt(const std::string &flag, const char *text, int64_t min) {
   return v;
 }
 
+/// The command line, one argument at a time: `value()` takes the next
+/// argument as the current option's value (or ends the run without one).
+struct ArgCursor {
+  int argc;
+  char **argv;
+  int i = 1;
+  std::string arg;
+  const char *value() {
+    if (i + 1 >= argc)
+      die(arg + " needs a value\n" + kUsage, 2);
+    return argv[++i];
+  }
+};
+
+/// A number >= 0 for `flag` (seconds, a learning rate): `expects` says
+/// what in the error.
+double parseNonNegative(const std::string &flag, const char *text,
+                        const char *expects) {
+  char *end = nullptr;
+  double v = std::strtod(text, &end);
+  if (*end || end == text || !(v >= 0.0))
+    die(flag + " expects " + expects + ", got '" + text + "'", 2);
+  return v;
+}
+
+/// The options of what is trained: steps, data, seed, learning rate,
+/// logging. False when `c.arg` is none of them.
+bool parseTrainingOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--steps")
+    o.steps = parseInt(arg, c.value(), 1);
+  else if (arg == "--data")
+    o.dataPath = c.value();
+  else if (arg == "--data-format") {
+    o.dataFormatName = c.value();
+    if (!parseDataFormat(o.dataFormatName, o.dataFormat))
+      die("--data-format expects auto, bytes or tokens, got '" +
+              o.dataFormatName + "'",
+          2);
+  } else if (arg == "--seed")
+    o.seed = parseInt(arg, c.value(), 0);
+  else if (arg == "--lr")
+    o.lr = parseNonNegative(arg, c.value(), "a non-negative number");
+  else if (arg == "--log-every")
+    o.logEvery = parseInt(arg, c.value(), 1);
+  else
+    return false;
+  return true;
+}
+
+/// The options of the backend that runs the kernels (CPU threads and BLAS,
+/// CUDA device and TF32). False when `c.arg` is none of them.
+bool parseBackendOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--threads")
+    o.threads = parseInt(arg, c.value(), 1);
+  else if (arg == "--blas")
+    o.blas = c.value();
+  else if (arg == "--backend") {
+    o.backend = c.value();
+    if (!isBackend(o.backend)) {
+      std::string names;
+      for (const std::string &name : backendNames())
+        names += (names.empty() ? "" : " or ") + name;
+      die("unknown backend '" + o.backend + "' (expected " + names + ")", 2);
+    }
+  } else if (arg == "--device")
+    o.device = parseInt(arg, c.value(), 0);
+  else if (arg == "--tf32") {
+    std::string text = c.value();
+    if (text != "on" && text != "off")
+      die("--tf32 expects on or off, got '" + text + "'", 2);
+    o.tf32 = text == "on";
+  } else
+    return false;
+  return true;
+}
+
+/// --debug-stall RANK:SECONDS[:STEP], fault injection for testing the
+/// watchdog: rank RANK sleeps before step STEP, 1 by default; 0: before
+/// the ranks agree, as a rank stuck reading its data; steps + 1: after the
+/// last step, before the high-water mark and the final gather.
+void parseDebugStall(const std::string &text, Options &o) {
+  size_t colon = text.find(':');
+  if (colon == std::string::npos)
+    die("--debug-stall expects RANK:SECONDS[:STEP], got '" + text + "'", 2);
+  o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
+  size_t second = text.find(':', colon + 1);
+  o.stallSeconds =
+      std::strtod(text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
+  if (second != std::string::npos)
+    o.stallStep = parseInt("--debug-stall", text.c_str() + second + 1, 0);
+}
+
+/// The options of the collectives: how they run, their watchdog and flight
+/// recorder, fault injection. False when `c.arg` is none of them.
+bool parseCollectiveOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--collective-threads") {
+    o.collectiveThreads = c.value();
+    if (o.collectiveThreads != "auto" && o.collectiveThreads != "on" &&
+        o.collectiveThreads != "off")
+      die("--collective-threads expects auto, on or off, got '" +
+              o.collectiveThreads + "'",
+          2);
+  } else if (arg == "--skip-collectives")
+    o.skipCollectives = true;
+  else if (arg == "--sync-collectives")
+    o.syncCollectives = true;
+  else if (arg == "--collective-timeout")
+    o.collectiveTimeout = parseNonNegative(arg, c.value(), "seconds >= 0");
+  else if (arg == "--flight-recorder")
+    o.flightRecorderDir = c.value();
+  else if (arg == "--debug-stall")
+    parseDebugStall(c.value(), o);
+  else
+    return false;
+  return true;
+}
+
+/// The options of what a run writes and prints besides its progress.
+/// False when `c.arg` is none of them.
+bool parseOutputOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--report-json")
+    o.reportPath = c.value();
+  else if (arg == "--save")
+    o.savePath = c.value();
+  else if (arg == "--trace")
+    o.tracePath = c.value();
+  else if (arg == "--profile")
+    o.profile = true;
+  else if (arg == "--describe")
+    o.describe = true;
+  else
+    return false;
+  return true;
+}
+
 Options parseOptions(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> const char * {
-      if (i + 1 >= argc)
-        die(arg + " needs a value\n" + kUsage, 2);
-      return argv[++i];
-    };
-    if (arg == "--steps")
-      o.steps = parseInt(arg, value(), 1);
-    else if (arg == "--data")
-      o.dataPath = value();
-    else if (arg == "--data-format") {
-      o.dataFormatName = value();
-      if (!parseDataFormat(o.dataFormatName, o.dataFormat))
-        die("--data-format expects auto, bytes or tokens, got '" +
-                o.dataFormatName + "'",
-            2);
-    } else if (arg == "--flight-recorder")
-      o.flightRecorderDir = value();
-    else if (arg == "--seed")
-      o.seed = parseInt(arg, value(), 0);
-    else if (arg == "--lr") {
-      const char *text = value();
-      char *end = nullptr;
-      o.lr = std::strtod(text, &end);
-      if (*end || end == text || !(o.lr >= 0.0))
-        die("--lr expects a non-negative number, got '" + std::string(text) +
-                "'",
-            2);
-    } else if (arg == "--log-every")
-      o.logEvery = parseInt(arg, value(), 1);
-    else if (arg == "--threads")
-      o.threads = parseInt(arg, value(), 1);
-    else if (arg == "--blas")
-      o.blas = value();
-    else if (arg == "--collective-threads") {
-      o.collectiveThreads = value();
-      if (o.collectiveThreads != "auto" && o.collectiveThreads != "on" &&
-          o.collectiveThreads != "off")
-        die("--collective-threads expects auto, on or off, got '" +
-                o.collectiveThreads + "'",
-            2);
-    } else if (arg == "--backend") {
-      o.backend = value();
-      if (!isBackend(o.backend)) {
-        std::string names;
-        for (const std::string &name : backendNames())
-          names += (names.empty() ? "" : " or ") + name;
-        die("unknown backend '" + o.backend + "' (expected " + names + ")", 2);
-      }
-    } else if (arg == "--device")
-      o.device = parseInt(arg, value(), 0);
-    else if (arg == "--tf32") {
-      std::string text = value();
-      if (text != "on" && text != "off")
-        die("--tf32 expects on or off, got '" + text + "'", 2);
-      o.tf32 = text == "on";
-    } else if (arg == "--skip-collectives")
-      o.skipCollectives = true;
-    else if (arg == "--sync-collectives")
-      o.syncCollectives = true;
-    else if (arg == "--report-json")
-      o.reportPath = value();
-    else if (arg == "--save")
-      o.savePath = value();
-    else if (arg == "--trace")
-      o.tracePath = value();
-    else if (arg == "--collective-timeout") {
-      const char *text = value();
-      char *end = nullptr;
-      o.collectiveTimeout = std::strtod(text, &end);
-      if (*end || end == text || !(o.collectiveTimeout >= 0.0))
-        die("--collective-timeout expects seconds >= 0, got '" +
-                std::string(text) + "'",
-            2);
-    } else if (arg == "--debug-stall") {
-      // Fault injection for testing the watchdog: RANK:SECONDS[:STEP]
-      // (rank RANK sleeps before step STEP, 1 by default; 0: before the
-      // ranks agree, as a rank stuck reading its data; steps + 1: after
-      // the last step, before the high-water mark and the final gather).
-      std::string text = value();
-      size_t colon = text.find(':');
-      if (colon == std::string::npos)
-        die("--debug-stall expects RANK:SECONDS[:STEP], got '" + text + "'", 2);
-      o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
-      size_t second = text.find(':', colon + 1);
-      o.stallSeconds = std::strtod(
-          text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
-      if (second != std::string::npos)
-        o.stallStep = parseInt("--debug-stall", text.c_str() + second + 1, 0);
-    } else if (arg == "--profile")
-      o.profile = true;
-    else if (arg == "--describe")
-      o.describe = true;
-    else if (arg == "--list-devices") {
+  for (ArgCursor c{argc, argv}; c.i < argc; ++c.i) {
+    c.arg = argv[c.i];
+    const std::string &arg = c.arg;
+    if (parseTrainingOption(c, o) || parseBackendOption(c, o) ||
+        parseCollectiveOption(c, o) || parseOutputOption(c, o))
+      continue;
+    if (arg == "--list-devices") {
       std::printf("%s\n", listCudaDevices().c_str());
       std::exit(0);
     } else if (arg == "--help" || arg == "-h") {
@@ -329,6 +381,173 @@ void printProfile(const KernelTimes &t, int64_t timedSteps) {
                   100.0 * t.seconds[k] / all);
 }
 
+/// The plan's step inputs and, for a token plan, its data, loaded and
+/// checked against the model before any rank agrees or trains. Returns
+/// the data a token plan trains on, null for a feature plan.
+const TokenData *loadInputs(const Options &o, const Plan &plan, int ranks,
+                            StepInputs &inputs, TokenData &tokens) {
+  std::string error;
+  if (!classifyInputs(plan, inputs, error))
+    die(error);
+  if (inputs.kind != InputKind::Tokens) {
+    if (!o.dataPath.empty())
+      die(plan.path + " classifies features; --data feeds token models only");
+    return nullptr;
+  }
+  if (o.dataPath.empty())
+    die(plan.path + ": a language model trains on --data FILE (text, or "
+                    "llm.c uint16 tokens; data/corpus.txt in the source "
+                    "tree is a small English text)",
+        2);
+  if (!loadTrainingData(inputs, ranks, o.dataPath, o.dataFormat, tokens, error))
+    die(error);
+  return &tokens;
+}
+
+/// Sleeps where --debug-stall says: rank stallRank before step `step`.
+void stallAt(const Options &o, int rank, int64_t step) {
+  if (o.stallRank == rank && o.stallStep == step)
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.stallSeconds));
+}
+
+/// The ranks compare everything that changes numbers; false, each rank
+/// having said why on its own, when they differ.
+bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
+                const TokenData *tokens) {
+  int threads =
+      o.threads > 0 ? int(o.threads) : int(std::thread::hardware_concurrency());
+  RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
+  std::string disagreement =
+      checkRanksAgree(comm, agreedFields(o, plan, tokens, threads));
+  if (disagreement.empty())
+    return true;
+  // Every rank knows the same: each refuses and exits on its own.
+  std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm.rank(),
+               disagreement.c_str());
+  removeTemporaryFiles();
+  return false;
+}
+
+/// The backend --backend names, started on the ranks' communicator.
+std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
+  std::string error;
+  std::unique_ptr<Backend> backend;
+  {
+    RecordScope scope(CollectiveLabel{0, -1, "backend start-up"});
+    BackendOptions backendOptions;
+    backendOptions.comm = &comm;
+    backendOptions.threads = int(o.threads);
+    backendOptions.blas = o.blas;
+    backendOptions.collectiveThreads = o.collectiveThreads;
+    backendOptions.device = int(o.device);
+    backendOptions.tf32 = o.tf32;
+    backendOptions.collectiveTimeout = o.collectiveTimeout;
+    backend = createBackend(o.backend, backendOptions, error);
+  }
+  if (!backend)
+    die(o.backend + " backend: " + error);
+  return backend;
+}
+
+/// The session set up as the options say, its parameters initialised.
+void startSession(Session &session, const Options &o,
+                  FlightRecorder &recorder) {
+  std::string error;
+  session.setFlightRecorder(&recorder);
+  session.setSkipCollectives(o.skipCollectives);
+  session.setSynchronousCollectives(o.syncCollectives);
+  if (!session.initialize(o.seed, error))
+    die(error);
+  if (o.lr >= 0.0)
+    session.overrideLearningRate(o.lr);
+  if (!o.tracePath.empty())
+    session.startTrace();
+}
+
+/// Rank 0's lines before the first step: the backend and the ranks, the
+/// plan, the data (`tokens`; null: the synthetic teacher).
+void printStart(const Options &o, const Plan &plan, const Backend &backend,
+                const Communicator &comm, const std::string &collectiveMode,
+                const StepInputs &inputs, const TokenData *tokens) {
+  int64_t globalBatch = inputs.batch * comm.size();
+  std::printf("fsdp-run: %s; %s; started collectives run %s\n",
+              backend.description().c_str(), comm.description().c_str(),
+              collectiveMode.c_str());
+  if (o.skipCollectives)
+    std::printf("fsdp-run: --skip-collectives: compute only, no "
+                "communication; the losses mean nothing\n");
+  std::printf("fsdp-run: %s, %zu parameters in %zu units, %zu kernels, "
+              "global batch %lld, data %s\n",
+              plan.path.c_str(), plan.params.size(), plan.units.size(),
+              plan.program.size(), (long long)globalBatch,
+              tokens ? tokens->source().c_str() : "(synthetic teacher)");
+  if (tokens)
+    std::printf("fsdp-run: data: %zu tokens (%s), %lld batches of %lld x "
+                "%lld per epoch, %lld tail tokens unused\n",
+                tokens->size(), tokens->formatName(),
+                (long long)tokens->windowsPerEpoch(globalBatch, inputs.seq),
+                (long long)globalBatch, (long long)inputs.seq,
+                (long long)tokens->unusedTail(globalBatch, inputs.seq));
+}
+
+/// Trains for --steps steps, rank 0 printing a progress line for every
+/// logged step; `stall` runs before each.
+TrainResult train(const Options &o, Session &session, Communicator &comm,
+                  BatchFeeder &feeder,
+                  const std::function<void(int64_t)> &stall) {
+  TrainOptions trainOptions;
+  trainOptions.steps = o.steps;
+  trainOptions.lossesMeanNothing = o.skipCollectives;
+  trainOptions.beforeStep = stall;
+  Trainer trainer(session, comm, feeder, trainOptions);
+  TrainResult result;
+  std::string error;
+  bool lead = comm.rank() == 0;
+  int64_t tokensPerStep = feeder.tokensPerStep();
+  bool trained = trainer.run(
+      [&](const StepResult &s) {
+        if (lead &&
+            (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps))
+          std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
+                      (long long)s.step, (long long)o.steps, s.loss,
+                      s.seconds * 1e3, tokensPerStep / s.seconds);
+        std::fflush(stdout);
+      },
+      result, error);
+  if (!trained)
+    die(error);
+  return result;
+}
+
+/// After the last step: the parameters gathered, rank 0's summary and
+/// profile, then every reserved output written.
+void finish(const Options &o, const Plan &plan, Session &session,
+            const Backend &backend, const Communicator &comm,
+            const std::string &collectiveMode, const TrainResult &result,
+            int64_t tokensPerStep, RunOutputFiles &outputs) {
+  std::string error;
+  bool lead = comm.rank() == 0;
+  std::vector<std::vector<float>> finalParams;
+  if (!o.savePath.empty())
+    finalParams = session.gatherParams();
+  if (lead)
+    printSummary(plan, o, result, tokensPerStep, comm.size());
+  if (o.profile && lead)
+    printProfile(session.kernelTimes(), result.timedSteps);
+  if (outputs.params.active() &&
+      !writeParams(plan, finalParams, outputs.params, error))
+    die(error);
+  if (outputs.report.active() &&
+      !writeReport(makeRunReport(plan, result, tokensPerStep,
+                                 backend.description(), collectiveMode,
+                                 comm.size(), o.skipCollectives),
+                   outputs.report, error))
+    die(error);
+  if (outputs.trace.active() &&
+      !writeTrace(plan, session, comm.rank(), outputs.trace, error))
+    die(error);
+}
+
 int run(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   installOutputCleanup();
@@ -341,7 +560,6 @@ int run(int argc, char **argv) {
   std::unique_ptr<Communicator> comm =
       createWatchedCommunicator(std::move(raw), recorder);
   gComm = comm.get();
-  bool lead = comm->rank() == 0;
   std::string error;
   std::unique_ptr<Watchdog> watchdog;
   if (comm->size() > 1)
@@ -352,171 +570,42 @@ int run(int argc, char **argv) {
   if (!loadPlan(options.planPath, plan, error))
     die(error);
   if (options.describe) {
-    if (lead)
+    if (comm->rank() == 0)
       std::fputs(describePlan(plan).c_str(), stdout);
     return 0;
   }
   checkWorldSize(plan, comm->size());
   StepInputs inputs;
-  if (!classifyInputs(plan, inputs, error))
-    die(error);
   TokenData tokens;
-  bool tokenPlan = inputs.kind == InputKind::Tokens;
-  int64_t globalBatch = inputs.batch * comm->size();
-  if (tokenPlan) {
-    if (options.dataPath.empty())
-      die(plan.path + ": a language model trains on --data FILE (text, or "
-                      "llm.c uint16 tokens; data/corpus.txt in the source "
-                      "tree is a small English text)",
-          2);
-    if (!tokens.load(options.dataPath, options.dataFormat, error))
-      die(error);
-    if (!tokens.check(globalBatch, inputs.seq, inputs.vocab, error))
-      die(error);
-  } else if (!options.dataPath.empty()) {
-    die(plan.path + " classifies features; --data feeds token models only");
-  }
-  // Every output is checked and its space reserved now, not after the
-  // last step.
-  OutputFile saveOutput, traceOutput, reportOutput;
-  if (!options.savePath.empty() && lead &&
-      !saveOutput.reserve(options.savePath, "parameters", paramsFileBytes(plan),
-                          error))
-    die(error);
-  if (!options.tracePath.empty() &&
-      !traceOutput.reserve(
-          traceFileFor(options.tracePath, comm->rank(), comm->size()), "trace",
-          traceBytes(plan, options.steps), error))
-    die(error);
-  if (!options.reportPath.empty() && lead &&
-      !reportOutput.reserve(options.reportPath, "report",
-                            reportBytes(options.steps), error))
+  const TokenData *data =
+      loadInputs(options, plan, comm->size(), inputs, tokens);
+  // Every output is checked and reserved now, not after the last step.
+  RunOutputFiles outputs;
+  if (!reserveRunOutputs(
+          plan, {options.savePath, options.tracePath, options.reportPath},
+          options.steps, comm->rank(), comm->size(), outputs, error))
     die(error);
 
-  auto stallAt = [&](int64_t step) {
-    if (options.stallRank == comm->rank() && options.stallStep == step)
-      std::this_thread::sleep_for(
-          std::chrono::duration<double>(options.stallSeconds));
-  };
-  stallAt(0);
-  int threads = options.threads > 0 ? int(options.threads)
-                                    : int(std::thread::hardware_concurrency());
-  {
-    RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
-    std::string disagreement = checkRanksAgree(
-        *comm,
-        agreedFields(options, plan, tokenPlan ? &tokens : nullptr, threads));
-    if (!disagreement.empty()) {
-      // Every rank knows the same: each refuses and exits on its own.
-      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm->rank(),
-                   disagreement.c_str());
-      removeTemporaryFiles();
-      return 1;
-    }
-  }
+  auto stall = [&](int64_t step) { stallAt(options, comm->rank(), step); };
+  stall(0);
+  if (!ranksAgree(options, plan, *comm, data))
+    return 1;
   // Every rank of the node has attached by now: the board's name can go.
   if (comm->localRank() == 0)
     recorder.unlinkBoard();
 
-  std::unique_ptr<Backend> backend;
-  {
-    RecordScope scope(CollectiveLabel{0, -1, "backend start-up"});
-    BackendOptions backendOptions;
-    backendOptions.comm = comm.get();
-    backendOptions.threads = int(options.threads);
-    backendOptions.blas = options.blas;
-    backendOptions.collectiveThreads = options.collectiveThreads;
-    backendOptions.device = int(options.device);
-    backendOptions.tf32 = options.tf32;
-    backendOptions.collectiveTimeout = options.collectiveTimeout;
-    backend = createBackend(options.backend, backendOptions, error);
-  }
-  if (!backend)
-    die(options.backend + " backend: " + error);
+  std::unique_ptr<Backend> backend = startBackend(options, *comm);
   Session session(plan, *backend, *comm);
-  session.setFlightRecorder(&recorder);
-  session.setSkipCollectives(options.skipCollectives);
-  session.setSynchronousCollectives(options.syncCollectives);
-  if (!session.initialize(options.seed, error))
-    die(error);
-  if (options.lr >= 0.0)
-    session.overrideLearningRate(options.lr);
-  if (!options.tracePath.empty())
-    session.startTrace();
-
+  startSession(session, options, recorder);
   std::string collectiveMode = options.syncCollectives
                                    ? "synchronously (--sync-collectives)"
                                    : backend->collectiveMode();
-  if (lead) {
-    std::printf("fsdp-run: %s; %s; started collectives run %s\n",
-                backend->description().c_str(), comm->description().c_str(),
-                collectiveMode.c_str());
-    if (options.skipCollectives)
-      std::printf("fsdp-run: --skip-collectives: compute only, no "
-                  "communication; the losses mean nothing\n");
-    std::printf("fsdp-run: %s, %zu parameters in %zu units, %zu kernels, "
-                "global batch %lld, data %s\n",
-                plan.path.c_str(), plan.params.size(), plan.units.size(),
-                plan.program.size(), (long long)globalBatch,
-                tokenPlan ? tokens.source().c_str() : "(synthetic teacher)");
-    if (tokenPlan)
-      std::printf("fsdp-run: data: %zu tokens (%s), %lld batches of %lld x "
-                  "%lld per epoch, %lld tail tokens unused\n",
-                  tokens.size(), tokens.formatName(),
-                  (long long)tokens.windowsPerEpoch(globalBatch, inputs.seq),
-                  (long long)globalBatch, (long long)inputs.seq,
-                  (long long)tokens.unusedTail(globalBatch, inputs.seq));
-  }
-
-  BatchFeeder feeder(inputs, tokenPlan ? &tokens : nullptr, options.seed,
-                     comm->rank(), comm->size());
-  TrainOptions trainOptions;
-  trainOptions.steps = options.steps;
-  trainOptions.lossesMeanNothing = options.skipCollectives;
-  trainOptions.beforeStep = stallAt;
-  Trainer trainer(session, *comm, feeder, trainOptions);
-  TrainResult result;
-  int64_t tokensPerStep = feeder.tokensPerStep();
-  bool trained = trainer.run(
-      [&](const StepResult &s) {
-        if (lead && (s.step % options.logEvery == 0 || s.step == 1 ||
-                     s.step == options.steps))
-          std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
-                      (long long)s.step, (long long)options.steps, s.loss,
-                      s.seconds * 1e3, tokensPerStep / s.seconds);
-        std::fflush(stdout);
-      },
-      result, error);
-  if (!trained)
-    die(error);
-
-  std::vector<std::vector<float>> finalParams;
-  if (!options.savePath.empty())
-    finalParams = session.gatherParams();
-  if (lead)
-    printSummary(plan, options, result, tokensPerStep, comm->size());
-  if (options.profile && lead)
-    printProfile(session.kernelTimes(), result.timedSteps);
-  if (saveOutput.active() && !writeParams(plan, finalParams, saveOutput, error))
-    die(error);
-  if (reportOutput.active()) {
-    RunReport report;
-    report.backend = backend->description();
-    report.collectives = collectiveMode;
-    report.ranks = comm->size();
-    report.skipCollectives = options.skipCollectives;
-    report.secondsPerStep = result.meanSeconds;
-    report.tokensPerSecond = double(tokensPerStep) / result.meanSeconds;
-    report.losses = result.losses;
-    report.arenaPredicted = plan.arenaSize;
-    report.arenaMeasured = result.highWaterMarkMax;
-    report.peakPredicted = plan.peakBytes;
-    if (!writeReport(report, reportOutput, error))
-      die(error);
-  }
-  if (traceOutput.active() &&
-      !writeTrace(plan, session, comm->rank(), traceOutput, error))
-    die(error);
+  if (comm->rank() == 0)
+    printStart(options, plan, *backend, *comm, collectiveMode, inputs, data);
+  BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
+  TrainResult result = train(options, session, *comm, feeder, stall);
+  finish(options, plan, session, *backend, *comm, collectiveMode, result,
+         feeder.tokensPerStep(), outputs);
   return 0;
 }
 } // namespace

@@ -13,6 +13,7 @@
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/Trainer.h"
 
 #include <string>
 #include <vector>
@@ -49,6 +50,27 @@ struct RunReport {
 uint64_t reportBytes(int64_t steps);
 bool writeReport(const RunReport &report, OutputFile &output,
                  std::string &error);
+/// The report of a finished run: `result`'s figures next to the plan's
+/// predictions, with the backend and collective mode it ran with.
+RunReport makeRunReport(const Plan &plan, const TrainResult &result,
+                        int64_t tokensPerStep, std::string backend,
+                        std::string collectives, int ranks,
+                        bool skipCollectives);
+
+/// Where a run's outputs go (an empty path: not written) and their files,
+/// reserved before the first step.
+struct RunOutputPaths {
+  std::string params, trace, report;
+};
+struct RunOutputFiles {
+  OutputFile params, trace, report;
+};
+/// Checks and reserves every output of a run of `steps` steps: the
+/// parameters and the report on rank 0, the trace on every rank (its own
+/// file). On failure returns false with `error` from the first that fails.
+bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
+                       int64_t steps, int rank, int ranks,
+                       RunOutputFiles &files, std::string &error);
 
 } // namespace fsdp::rt
 

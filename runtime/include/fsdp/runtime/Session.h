@@ -90,6 +90,21 @@ public:
 
 private:
   float run(int64_t step, bool optimizer);
+  /// The phases of one instruction of `run`.
+  bool skips(const Instruction &inst, bool optimizer) const;
+  bool startsAsync(const Instruction &inst) const;
+  /// Starts the collective at `index` and those grouped with it (a bucket)
+  /// as one; `index` moves to the last of them. Timed at their waits.
+  void startGroup(size_t &index, int64_t step);
+  /// Waits for a started collective: its time and trace event are the
+  /// span the backend measured.
+  void finishWait(const Instruction &wait, int64_t step);
+  /// Runs a kernel (or a collective where it is) with `params`; returns
+  /// its trace lane.
+  uint32_t runKernel(size_t index, const double *params, int64_t step);
+  /// Counts instruction `index`'s time since `begin` and traces it.
+  void account(size_t index, int64_t step,
+               std::chrono::steady_clock::time_point begin, uint32_t lane);
   /// A record of collective `index` at `step` in the flight recorder (0
   /// without one).
   uint64_t issueRecord(size_t index, int64_t step);

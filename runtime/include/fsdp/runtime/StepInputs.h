@@ -31,6 +31,14 @@ struct StepInputs {
 /// On failure returns false with `error` naming the plan and the reason.
 bool classifyInputs(const Plan &plan, StepInputs &inputs, std::string &error);
 
+/// Loads the data a token plan of `inputs` trains on across `ranks` ranks
+/// and checks it against the model (one global batch of B x T tokens plus
+/// the last target, every id in the vocabulary) before any step. On
+/// failure returns false with `error` naming the file and the reason.
+bool loadTrainingData(const StepInputs &inputs, int ranks,
+                      const std::string &path, DataFormat format,
+                      TokenData &tokens, std::string &error);
+
 /// Classification data for MLP plans: Gaussian features, labels from a
 /// fixed random linear teacher, so that a model can learn them.
 class TeacherData {
