@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <functional>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace fsdp::rt {
 
@@ -24,9 +27,13 @@ bool parseDataFormat(const std::string &text, DataFormat &format) {
 
 namespace {
 constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * 4;
+/// Bytes read at a time when a whole file is scanned (an even number: a
+/// chunk of a token file's body never splits an id).
+constexpr size_t kChunkBytes = size_t(1) << 20;
 
-/// Reads a regular file whole; never throws.
-bool readFile(const std::string &path, std::string &bytes, std::string &error) {
+/// Opens a regular file for reading; never throws.
+bool openFile(const std::string &path, int &fd, uint64_t &size,
+              std::string &error) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
     error = path + ": cannot open data file: " + std::strerror(errno);
@@ -40,32 +47,58 @@ bool readFile(const std::string &path, std::string &bytes, std::string &error) {
     error = path + ": is not a regular file (a device, pipe or socket)";
     return false;
   }
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file) {
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, &info) != 0) {
     error = path + ": cannot open data file: " + std::strerror(errno);
     return false;
   }
-  bytes.resize(size_t(info.st_size));
-  size_t got =
-      bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file);
-  bool failed = std::ferror(file) != 0;
-  int saved = errno;
-  std::fclose(file);
-  if (failed || got != bytes.size()) {
-    error = path + ": cannot read data file: " +
-            (failed ? std::strerror(saved) : "it shrank while being read");
-    return false;
+  size = uint64_t(info.st_size);
+  return true;
+}
+
+/// Reads exactly `count` bytes at `offset`, or fails with `error` naming
+/// the file: the read's error, or that the file shrank.
+bool readAt(int fd, const std::string &path, uint64_t offset, void *out,
+            size_t count, std::string &error) {
+  auto *p = static_cast<unsigned char *>(out);
+  while (count > 0) {
+    ssize_t got = ::pread(fd, p, count, off_t(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      error = path + ": cannot read data file: " +
+              (got < 0 ? std::strerror(errno) : "it shrank while being read");
+      return false;
+    }
+    p += got;
+    offset += uint64_t(got);
+    count -= size_t(got);
+  }
+  return true;
+}
+
+/// Streams bytes [begin, end) of the file through `visit` in chunks, so
+/// that scanning a file of any size holds one chunk.
+bool scanFile(int fd, const std::string &path, uint64_t begin, uint64_t end,
+              const std::function<void(const unsigned char *, size_t)> &visit,
+              std::string &error) {
+  std::vector<unsigned char> chunk(
+      size_t(std::min<uint64_t>(kChunkBytes, end > begin ? end - begin : 0)));
+  for (uint64_t at = begin; at < end; at += chunk.size()) {
+    size_t count = size_t(std::min<uint64_t>(chunk.size(), end - at));
+    if (!readAt(fd, path, at, chunk.data(), count, error))
+      return false;
+    visit(chunk.data(), count);
   }
   return true;
 }
 
 /// A header of llm.c's shape (a small version, a count that matches the
 /// file's size in uint16 or uint32 tokens) whatever its magic says.
-bool looksLikeTokenHeader(const std::string &bytes, const int32_t *header) {
-  if (bytes.size() < kHeaderBytes || header[1] < 1 || header[1] > 16 ||
-      header[2] <= 0)
+bool looksLikeTokenHeader(uint64_t size, const int32_t *header) {
+  if (size < kHeaderBytes || header[1] < 1 || header[1] > 16 || header[2] <= 0)
     return false;
-  uint64_t body = bytes.size() - kHeaderBytes, count = uint64_t(header[2]);
+  uint64_t body = size - kHeaderBytes, count = uint64_t(header[2]);
   return body == 2 * count || body == 4 * count;
 }
 
@@ -75,9 +108,9 @@ bool isControl(unsigned char c) { return c < 0x20 && (c < 0x09 || c > 0x0D); }
 
 /// Whether a file without llm.c's magic may be read as bytes by
 /// DataFormat::Auto: not a token header of another magic, not binary.
-bool looksLikeText(const std::string &path, const std::string &bytes,
+bool looksLikeText(int fd, const std::string &path, uint64_t size,
                    const int32_t *header, std::string &error) {
-  if (looksLikeTokenHeader(bytes, header)) {
+  if (looksLikeTokenHeader(size, header)) {
     error = path + ": a token file header with magic " +
             std::to_string(header[0]) + " (version " +
             std::to_string(header[1]) + "); fsdp-run reads llm.c's magic " +
@@ -85,16 +118,22 @@ bool looksLikeText(const std::string &path, const std::string &bytes,
             ", version 1 (--data-format bytes reads it as bytes)";
     return false;
   }
-  size_t controls = 0;
-  for (unsigned char c : bytes)
-    controls += isControl(c);
+  uint64_t controls = 0;
+  if (!scanFile(
+          fd, path, 0, size,
+          [&](const unsigned char *p, size_t n) {
+            for (size_t i = 0; i < n; ++i)
+              controls += isControl(p[i]);
+          },
+          error))
+    return false;
   // Text has none; headerless uint16 tokens have many (every id below
   // 8192 has a high byte below 32). One in a thousand tolerates a
   // stray form of text.
-  if (controls * 1000 > bytes.size()) {
+  if (controls * 1000 > size) {
     char share[32];
     std::snprintf(share, sizeof(share), "%.1f%%",
-                  100.0 * double(controls) / double(bytes.size()));
+                  100.0 * double(controls) / double(size));
     error = path + ": has no token header and does not look like text (" +
             share +
             " control bytes): headerless uint16 tokens need llm.c's "
@@ -106,11 +145,10 @@ bool looksLikeText(const std::string &path, const std::string &bytes,
   return true;
 }
 
-/// The uint16 ids of an llm.c token file after its header's checks (its
-/// magic, version 1, a count the file holds).
-bool readTokenFile(const std::string &path, const std::string &bytes,
-                   const int32_t *header, std::vector<int32_t> &tokens,
-                   std::string &error) {
+/// The checks of an llm.c token file's header (its magic, version 1, a
+/// count the file holds).
+bool checkTokenHeader(const std::string &path, uint64_t size,
+                      const int32_t *header, std::string &error) {
   if (header[0] != kTokenFileMagic) {
     error = path + ": not a token file: no llm.c header (magic " +
             std::to_string(kTokenFileMagic) + "), found " +
@@ -122,57 +160,84 @@ bool readTokenFile(const std::string &path, const std::string &bytes,
             std::to_string(header[1]) + " (expected 1)";
     return false;
   }
-  if (header[2] < 0 || bytes.size() < kHeaderBytes ||
-      (bytes.size() - kHeaderBytes) / 2 < size_t(header[2])) {
+  if (header[2] < 0 || size < kHeaderBytes ||
+      (size - kHeaderBytes) / 2 < uint64_t(header[2])) {
     error = path + ": truncated token file: the header promises " +
             std::to_string(header[2]) + " tokens";
     return false;
   }
-  tokens.resize(header[2]);
-  const unsigned char *p =
-      reinterpret_cast<const unsigned char *>(bytes.data()) + kHeaderBytes;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
   return true;
 }
 } // namespace
 
+TokenData::~TokenData() { close(); }
+
+void TokenData::close() {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
+}
+
 bool TokenData::load(const std::string &path, DataFormat format,
                      std::string &error) {
-  std::string bytes;
-  if (!readFile(path, bytes, error))
+  close();
+  uint64_t size = 0;
+  if (!openFile(path, fd, size, error))
     return false;
   source_ = path;
   int32_t header[3] = {};
-  if (bytes.size() >= sizeof(header))
-    std::memcpy(header, bytes.data(), sizeof(header));
-  bool hasMagic = header[0] == kTokenFileMagic;
-  if (format == DataFormat::Bytes ||
-      (format == DataFormat::Auto && !hasMagic)) {
-    if (format == DataFormat::Auto &&
-        !looksLikeText(path, bytes, header, error))
-      return false;
-    tokens.assign(bytes.begin(), bytes.end());
-    for (int32_t &t : tokens)
-      t &= 0xFF; // bytes, not signed chars
-    tokenFile = false;
-    return true;
-  }
-  if (!readTokenFile(path, bytes, header, tokens, error))
+  if (size >= sizeof(header) &&
+      !readAt(fd, path, 0, header, sizeof(header), error))
     return false;
-  tokenFile = true;
-  return true;
+  bool hasMagic = header[0] == kTokenFileMagic;
+  tokenFile = !(format == DataFormat::Bytes ||
+                (format == DataFormat::Auto && !hasMagic));
+  if (!tokenFile) {
+    if (format == DataFormat::Auto &&
+        !looksLikeText(fd, path, size, header, error))
+      return false;
+    width = 1;
+    offset = 0;
+    count = size;
+  } else {
+    if (!checkTokenHeader(path, size, header, error))
+      return false;
+    width = 2;
+    offset = kHeaderBytes;
+    count = uint64_t(header[2]);
+  }
+  return summarize(error);
+}
+
+bool TokenData::summarize(std::string &error) {
+  // One pass over the ids: the ranks' fingerprint (FNV-1a) and the
+  // largest id, so that neither needs the tokens in memory later.
+  uint64_t hash = 0xcbf29ce484222325ull ^ count;
+  int32_t top = 0;
+  bool ok = scanFile(
+      fd, source_, offset, offset + count * width,
+      [&](const unsigned char *p, size_t n) {
+        for (size_t i = 0; i < n; i += width) {
+          int32_t t = width == 1 ? int32_t(p[i])
+                                 : int32_t(p[i]) | (int32_t(p[i + 1]) << 8);
+          hash = (hash ^ uint32_t(t)) * 0x100000001b3ull;
+          top = std::max(top, t);
+        }
+      },
+      error);
+  fingerprint_ = hash;
+  largest = top;
+  return ok;
 }
 
 bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
                       std::string &error) const {
-  if (int64_t(tokens.size()) < B * T + 1) {
-    error = source_ + ": " + std::to_string(tokens.size()) +
+  if (int64_t(count) < B * T + 1) {
+    error = source_ + ": " + std::to_string(count) +
             " tokens, fewer than one batch needs (B x T + 1 = " +
             std::to_string(B * T + 1) + ")";
     return false;
   }
-  int32_t largest = *std::max_element(tokens.begin(), tokens.end());
   if (largest >= vocab) {
     error = source_ + ": token id " + std::to_string(largest) +
             " is outside the model's vocabulary of " + std::to_string(vocab) +
@@ -181,30 +246,40 @@ bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
                  : "");
     return false;
   }
+  // A batch's bytes are read into this buffer: reserved now, so that a
+  // step allocates nothing.
+  window.resize(size_t(B * T + 1) * width);
   return true;
 }
 
 int64_t TokenData::windowsPerEpoch(int64_t B, int64_t T) const {
-  return (int64_t(tokens.size()) - 1) / (B * T);
+  return (int64_t(count) - 1) / (B * T);
 }
 
 int64_t TokenData::unusedTail(int64_t B, int64_t T) const {
-  return int64_t(tokens.size()) - 1 - windowsPerEpoch(B, T) * B * T;
+  return int64_t(count) - 1 - windowsPerEpoch(B, T) * B * T;
 }
 
-uint64_t TokenData::fingerprint() const {
-  uint64_t hash = 0xcbf29ce484222325ull ^ tokens.size(); // FNV-1a
-  for (int32_t t : tokens)
-    hash = (hash ^ uint32_t(t)) * 0x100000001b3ull;
-  return hash;
-}
-
-void TokenData::batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
-                      int64_t rows, int32_t *inputs, int32_t *targets) const {
+bool TokenData::batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
+                      int64_t rows, int32_t *inputs, int32_t *targets,
+                      std::string &error) const {
   int64_t perBatch = B * T;
   int64_t start = (batch % windowsPerEpoch(B, T)) * perBatch + rowBegin * T;
-  std::copy_n(tokens.begin() + start, rows * T, inputs);
-  std::copy_n(tokens.begin() + start + 1, rows * T, targets);
+  size_t n = size_t(rows * T + 1); // the inputs and the last target
+  window.resize(std::max(window.size(), n * width));
+  if (!readAt(fd, source_, offset + uint64_t(start) * width, window.data(),
+              n * width, error))
+    return false;
+  const unsigned char *p = window.data();
+  for (size_t i = 0; i < n; ++i) {
+    int32_t t = width == 1 ? int32_t(p[i])
+                           : int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
+    if (i + 1 < n)
+      inputs[i] = t;
+    if (i > 0)
+      targets[i - 1] = t;
+  }
+  return true;
 }
 
 } // namespace fsdp::rt

@@ -86,7 +86,7 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
       error);
 }
 
-uint64_t reportBytes(int64_t steps) { return 1024 + 24 * uint64_t(steps); }
+uint64_t reportBytes(int64_t steps) { return 1200 + 24 * uint64_t(steps); }
 
 bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
   auto quoted = [](const std::string &text) {
@@ -115,7 +115,11 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         }
         out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
-            << ", \"peak_bytes_predicted\": " << r.peakPredicted << "}\n";
+            << ", \"peak_bytes_predicted\": " << r.peakPredicted;
+        if (r.heapCounted)
+          out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
+              << ", \"heap_bytes_peak\": " << r.heapPeak;
+        out << "}\n";
       },
       error);
 }

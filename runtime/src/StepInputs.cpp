@@ -86,17 +86,19 @@ BatchFeeder::BatchFeeder(const StepInputs &inputs, const TokenData *tokens,
       x(inputs.batch * inputs.seq), y(inputs.batch * inputs.seq),
       features(inputs.batch * inputs.features) {}
 
-void BatchFeeder::feed(Session &session, int64_t step) {
+bool BatchFeeder::feed(Session &session, int64_t step, std::string &error) {
   int64_t rowBegin = inputs.batch * rank;
   if (inputs.kind == InputKind::Tokens) {
-    tokens->batch(step - 1, globalBatch(), inputs.seq, rowBegin, inputs.batch,
-                  x.data(), y.data());
+    if (!tokens->batch(step - 1, globalBatch(), inputs.seq, rowBegin,
+                       inputs.batch, x.data(), y.data(), error))
+      return false;
     session.setInput(0, x.data(), x.size() * sizeof(int32_t));
   } else {
     teacher.batch(step, rowBegin, inputs.batch, features.data(), y.data());
     session.setInput(0, features.data(), features.size() * sizeof(float));
   }
   session.setInput(1, y.data(), y.size() * sizeof(int32_t));
+  return true;
 }
 
 } // namespace fsdp::rt

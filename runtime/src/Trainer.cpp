@@ -19,7 +19,8 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
   double totalSeconds = 0.0, steadySeconds = 0.0;
   for (int64_t step = 1; step <= options.steps; ++step) {
     before(step);
-    feeder.feed(session, step);
+    if (!feeder.feed(session, step, error))
+      return false;
     auto start = Clock::now();
     float local = session.step(step);
     // Each rank's loss is the mean over its rows; their mean is the global

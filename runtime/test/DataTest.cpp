@@ -67,8 +67,9 @@ int main() {
   for (int64_t batch = 0; batch < 25; ++batch)
     for (int64_t rank = 0; rank < 2; ++rank) {
       std::vector<int32_t> x(T), y(T);
-      data.batch(batch, B, T, /*rowBegin=*/rank, /*rows=*/1, x.data(),
-                 y.data());
+      check(data.batch(batch, B, T, /*rowBegin=*/rank, /*rows=*/1, x.data(),
+                       y.data(), error),
+            "batch reads: " + error);
       int64_t start = (batch % 10) * B * T + rank * T;
       for (int64_t j = 0; j < T; ++j) {
         seenInputs.insert(x[j]);
@@ -83,8 +84,8 @@ int main() {
 
   // Both ranks of a 2-rank batch together are the 1-rank batch.
   std::vector<int32_t> whole(B * T), wholeY(B * T), half(T), halfY(T);
-  data.batch(3, B, T, 0, 2, whole.data(), wholeY.data());
-  data.batch(3, B, T, 1, 1, half.data(), halfY.data());
+  data.batch(3, B, T, 0, 2, whole.data(), wholeY.data(), error);
+  data.batch(3, B, T, 1, 1, half.data(), halfY.data(), error);
   check(std::vector<int32_t>(whole.begin() + T, whole.end()) == half,
         "rank 1's rows are the global batch's second row");
 
@@ -109,6 +110,28 @@ int main() {
   TokenData same;
   same.load(dir + "/ids.bin", DataFormat::Auto, error);
   check(same.fingerprint() == data.fingerprint(), "fingerprints agree");
+
+  // Bytes are read where they lie, a batch at a time: a text file is
+  // batched like the token file, and a file that shrinks after loading is
+  // an error naming it, not a crash.
+  std::string longer = dir + "/longer.txt";
+  f = std::fopen(longer.c_str(), "wb");
+  for (int i = 0; i < 103; ++i)
+    std::fputc('a' + i % 26, f);
+  std::fclose(f);
+  TokenData letters;
+  check(letters.load(longer, DataFormat::Bytes, error) &&
+            letters.check(B, T, 256, error),
+        "letters load: " + error);
+  std::vector<int32_t> lx(B * T), ly(B * T);
+  check(letters.batch(7, B, T, 0, 2, lx.data(), ly.data(), error) &&
+            lx[0] == 'a' + 70 % 26 && ly[B * T - 1] == 'a' + 80 % 26,
+        "batch 7 of the letters is bytes 70..80");
+  check(truncate(longer.c_str(), 20) == 0, "shrink the letters");
+  check(!letters.batch(7, B, T, 0, 2, lx.data(), ly.data(), error) &&
+            error.find(longer) == 0 &&
+            error.find("shrank") != std::string::npos,
+        "a shrunken file is an error naming it: " + error);
 
   std::string rm = "rm -rf " + dir;
   std::system(rm.c_str());

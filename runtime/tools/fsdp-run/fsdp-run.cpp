@@ -25,6 +25,7 @@
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
+#include "fsdp/runtime/HeapMeter.h"
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/RunOutputs.h"
@@ -60,7 +61,7 @@ struct Options {
   double stallSeconds = 0.0;
   uint64_t seed = 1;
   double lr = -1.0;
-  bool profile = false, describe = false;
+  bool profile = false, describe = false, heapBreakdown = false;
 };
 
 const char *const kUsage =
@@ -71,7 +72,8 @@ const char *const kUsage =
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
-    "                [--profile] [--collective-timeout SECONDS]\n"
+    "                [--profile] [--heap-breakdown]\n"
+    "                [--collective-timeout SECONDS]\n"
     "                [--flight-recorder DIR]\n"
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
     "       fsdp-run --list-devices\n";
@@ -236,6 +238,8 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
     o.tracePath = c.value();
   else if (arg == "--profile")
     o.profile = true;
+  else if (arg == "--heap-breakdown")
+    o.heapBreakdown = true;
   else if (arg == "--describe")
     o.describe = true;
   else
@@ -340,8 +344,69 @@ void checkWorldSize(const Plan &plan, int ranks) {
                  std::to_string(ranks) + "\")"));
 }
 
+/// The heap live after each setup phase (--heap-breakdown): a fixed table,
+/// so that keeping it allocates nothing.
+struct HeapMarks {
+  static constexpr int kMax = 8;
+  const char *phase[kMax] = {};
+  uint64_t live[kMax] = {};
+  int count = 0;
+  void mark(const char *name) {
+    if (count < kMax) {
+      phase[count] = name;
+      live[count++] = heap::liveBytes();
+    }
+  }
+};
+HeapMarks gHeapMarks;
+
+/// Rank 0's setup phases by the heap each added (docs/memory.md).
+void printHeapBreakdown() {
+  uint64_t before = 0;
+  for (int i = 0; i < gHeapMarks.count; ++i) {
+    uint64_t live = gHeapMarks.live[i];
+    std::printf("heap: %-34s +%12lld bytes, %12llu live\n", gHeapMarks.phase[i],
+                (long long)(live - before), (unsigned long long)live);
+    before = live;
+  }
+}
+
+/// The heap while training, max over ranks: live after setup (the arena
+/// included) and the high-water mark since.
+struct HeapFigures {
+  bool counted = false;
+  uint64_t afterSetup = 0, peak = 0;
+};
+
+/// Every rank's heap figures reduced to their maxima (a collective).
+HeapFigures measureHeap(Communicator &comm, uint64_t afterSetup) {
+  RecordScope scope(CollectiveLabel{0, -1, "heap all-reduce"});
+  HeapFigures heap;
+  heap.counted = heap::counting();
+  heap.afterSetup = comm.allReduceMax(afterSetup);
+  heap.peak = comm.allReduceMax(heap::peakBytes());
+  return heap;
+}
+
+/// The heap line of the summary: how far the process's heap rose above
+/// the arena the compiler planned (docs/memory.md explains the rest).
+void printHeap(const Plan &plan, const HeapFigures &h, int ranks) {
+  if (!h.counted) {
+    std::printf("summary: heap not counted (this build replaces malloc: "
+                "sanitizers)\n");
+    return;
+  }
+  uint64_t above = h.peak > plan.arenaSize ? h.peak - plan.arenaSize : 0;
+  std::printf("summary: heap per rank (max over %d ranks): %s after setup, "
+              "peak %s while training, %s above the arena (%.2f%% of it)\n",
+              ranks, bytes(h.afterSetup).c_str(), bytes(h.peak).c_str(),
+              bytes(above).c_str(),
+              plan.arenaSize ? 100.0 * double(above) / double(plan.arenaSize)
+                             : 0.0);
+}
+
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
-                  int64_t tokensPerStep, int ranks) {
+                  const HeapFigures &heap, int64_t tokensPerStep, int ranks) {
   std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
               "tok/s (mean over steps %s)\n",
               (long long)o.steps, r.losses.front(), r.losses.back(),
@@ -365,6 +430,9 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (unsigned long long)plan.peak.scratch,
               (unsigned long long)plan.peak.gathered,
               (unsigned long long)plan.peak.inputs);
+  printHeap(plan, heap, ranks);
+  if (o.heapBreakdown && heap.counted)
+    printHeapBreakdown();
 }
 
 void printProfile(const KernelTimes &t, int64_t timedSteps) {
@@ -524,31 +592,37 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
 void finish(const Options &o, const Plan &plan, Session &session,
             const Backend &backend, const Communicator &comm,
             const std::string &collectiveMode, const TrainResult &result,
-            int64_t tokensPerStep, RunOutputFiles &outputs) {
+            const HeapFigures &heap, int64_t tokensPerStep,
+            RunOutputFiles &outputs) {
   std::string error;
   bool lead = comm.rank() == 0;
   std::vector<std::vector<float>> finalParams;
   if (!o.savePath.empty())
     finalParams = session.gatherParams();
   if (lead)
-    printSummary(plan, o, result, tokensPerStep, comm.size());
+    printSummary(plan, o, result, heap, tokensPerStep, comm.size());
   if (o.profile && lead)
     printProfile(session.kernelTimes(), result.timedSteps);
   if (outputs.params.active() &&
       !writeParams(plan, finalParams, outputs.params, error))
     die(error);
-  if (outputs.report.active() &&
-      !writeReport(makeRunReport(plan, result, tokensPerStep,
-                                 backend.description(), collectiveMode,
-                                 comm.size(), o.skipCollectives),
-                   outputs.report, error))
-    die(error);
+  if (outputs.report.active()) {
+    RunReport report =
+        makeRunReport(plan, result, tokensPerStep, backend.description(),
+                      collectiveMode, comm.size(), o.skipCollectives);
+    report.heapCounted = heap.counted;
+    report.heapAfterSetup = heap.afterSetup;
+    report.heapPeak = heap.peak;
+    if (!writeReport(report, outputs.report, error))
+      die(error);
+  }
   if (outputs.trace.active() &&
       !writeTrace(plan, session, comm.rank(), outputs.trace, error))
     die(error);
 }
 
 int run(int argc, char **argv) {
+  gHeapMarks.mark("process start (C++ runtime, libs)");
   Options options = parseOptions(argc, argv);
   installOutputCleanup();
   // Ranks first: every later error can then end the whole job. Every
@@ -565,6 +639,7 @@ int run(int argc, char **argv) {
   if (comm->size() > 1)
     watchdog = startWatchdog(recorder, *comm, options.collectiveTimeout,
                              flightRecorderDir(options), removeTemporaryFiles);
+  gHeapMarks.mark("communicator (MPI), flight recorder");
 
   Plan plan;
   if (!loadPlan(options.planPath, plan, error))
@@ -575,10 +650,12 @@ int run(int argc, char **argv) {
     return 0;
   }
   checkWorldSize(plan, comm->size());
+  gHeapMarks.mark("plan");
   StepInputs inputs;
   TokenData tokens;
   const TokenData *data =
       loadInputs(options, plan, comm->size(), inputs, tokens);
+  gHeapMarks.mark("data");
   // Every output is checked and reserved now, not after the last step.
   RunOutputFiles outputs;
   if (!reserveRunOutputs(
@@ -595,6 +672,7 @@ int run(int argc, char **argv) {
     recorder.unlinkBoard();
 
   std::unique_ptr<Backend> backend = startBackend(options, *comm);
+  gHeapMarks.mark("backend (BLAS, thread pools)");
   Session session(plan, *backend, *comm);
   startSession(session, options, recorder);
   std::string collectiveMode = options.syncCollectives
@@ -603,8 +681,14 @@ int run(int argc, char **argv) {
   if (comm->rank() == 0)
     printStart(options, plan, *backend, *comm, collectiveMode, inputs, data);
   BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
+  // Setup is over: from here on, whatever the heap gains is what a step
+  // allocates outside the arena.
+  gHeapMarks.mark("session (arena), batch feeder");
+  uint64_t heapAfterSetup = heap::liveBytes();
+  heap::resetPeak();
   TrainResult result = train(options, session, *comm, feeder, stall);
-  finish(options, plan, session, *backend, *comm, collectiveMode, result,
+  HeapFigures heap = measureHeap(*comm, heapAfterSetup);
+  finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs);
   return 0;
 }

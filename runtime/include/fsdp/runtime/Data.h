@@ -37,21 +37,34 @@ enum class DataFormat { Auto, Bytes, Tokens };
 /// "auto", "bytes", "tokens"; false for anything else.
 bool parseDataFormat(const std::string &text, DataFormat &format);
 
+/// A token file, read where it lies: loading scans it once (format checks,
+/// the ranks' fingerprint, the largest id) a chunk at a time, and each
+/// batch reads its own window with pread. A rank holds one batch of it,
+/// never the file (docs/memory.md), and ranks on one node share the page
+/// cache's copy.
 class TokenData {
 public:
+  TokenData() = default;
+  TokenData(const TokenData &) = delete;
+  TokenData &operator=(const TokenData &) = delete;
+  ~TokenData();
+
   /// Loads `path` in `format`. On failure returns false with `error`
   /// naming the file and the reason.
   bool load(const std::string &path, DataFormat format, std::string &error);
 
   /// Checks the data against a model: enough tokens for one B x T batch
-  /// (plus the last target) and every id below `vocab`.
+  /// (plus the last target) and every id below `vocab`. Reserves the
+  /// buffer a batch is read into.
   bool check(int64_t B, int64_t T, int64_t vocab, std::string &error) const;
 
   /// Fills `inputs` and `targets` (rows * T each) with rows [rowBegin,
   /// rowBegin + rows) of batch number `batch` (0-based) of B x T tokens,
-  /// by the epoch rule above.
-  void batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
-             int64_t rows, int32_t *inputs, int32_t *targets) const;
+  /// by the epoch rule above. False with `error` when the file cannot be
+  /// read any more (it shrank, or the disk failed).
+  bool batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
+             int64_t rows, int32_t *inputs, int32_t *targets,
+             std::string &error) const;
   /// W, the batches of an epoch; and the tokens no batch uses.
   int64_t windowsPerEpoch(int64_t B, int64_t T) const;
   int64_t unusedTail(int64_t B, int64_t T) const;
@@ -59,15 +72,26 @@ public:
   const std::string &source() const { return source_; }
   /// "bytes" or "tokens".
   const char *formatName() const { return tokenFile ? "tokens" : "bytes"; }
-  size_t size() const { return tokens.size(); }
+  size_t size() const { return size_t(count); }
   /// A 64-bit hash of the token sequence: ranks compare it to know they
   /// read the same data.
-  uint64_t fingerprint() const;
+  uint64_t fingerprint() const { return fingerprint_; }
 
 private:
-  std::vector<int32_t> tokens;
+  void close();
+  /// The fingerprint and the largest id, in one pass over the file.
+  bool summarize(std::string &error);
+
+  int fd = -1;
   std::string source_;
   bool tokenFile = false;
+  /// Bytes per id (1: bytes, 2: llm.c's uint16), where the ids start, and
+  /// how many there are.
+  uint64_t width = 1, offset = 0, count = 0;
+  uint64_t fingerprint_ = 0;
+  int32_t largest = 0;
+  /// One batch's ids as read from the file.
+  mutable std::vector<unsigned char> window;
 };
 
 } // namespace fsdp::rt

@@ -46,6 +46,11 @@ struct RunReport {
   double secondsPerStep = 0.0, tokensPerSecond = 0.0;
   std::vector<float> losses;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
+  /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
+  /// after setup (the arena is part of it) and the high-water mark during
+  /// training. Not written when the heap is not counted.
+  bool heapCounted = false;
+  uint64_t heapAfterSetup = 0, heapPeak = 0;
 };
 uint64_t reportBytes(int64_t steps);
 bool writeReport(const RunReport &report, OutputFile &output,

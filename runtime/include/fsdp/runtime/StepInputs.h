@@ -60,7 +60,9 @@ public:
   BatchFeeder(const StepInputs &inputs, const TokenData *tokens, uint64_t seed,
               int rank, int ranks);
   /// Step `step` (1-based) into the session's inputs.
-  void feed(Session &session, int64_t step);
+  /// False with `error` when the data file cannot be read (any rank's
+  /// failure then ends the job).
+  bool feed(Session &session, int64_t step, std::string &error);
   int64_t globalBatch() const { return inputs.batch * ranks; }
   int64_t tokensPerStep() const { return globalBatch() * inputs.seq; }
 
