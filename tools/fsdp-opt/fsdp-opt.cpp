@@ -1,9 +1,10 @@
 //===- fsdp-opt.cpp - the fsdp compiler driver ----------------------------===//
 //
 // mlir-opt with the fsdp and fsdprt dialects, their passes and pipeline,
-// and the upstream dialects and passes a training step needs. When the
-// output file ends in `.plan`, the result is written as a plan file for
-// fsdp-run instead of as IR:
+// and the upstream dialects and passes a training step needs (and, for
+// tests only, the fsdp_test dialect of test/lib). When the output file
+// ends in `.plan`, the result is written as a plan file for fsdp-run
+// instead of as IR:
 //
 //   fsdp-opt model.mlir --fsdp-train-pipeline -o model.plan
 //
@@ -34,6 +35,13 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
+
+namespace mlir::fsdp_test {
+// The test-only dialect fsdp_test (test/lib/Dialect/FSDPTest), declared here
+// as mlir-opt declares upstream's test dialect: its header stays out of the
+// tool's include path.
+void registerFSDPTestDialect(DialectRegistry &registry);
+} // namespace mlir::fsdp_test
 
 /// Parses the input and runs the command line's passes on it in process,
 /// as mlir-opt would (same pass manager options, verifier, timing).
@@ -119,6 +127,9 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<fsdp::FSDPDialect, fsdprt::FSDPRuntimeDialect,
                   func::FuncDialect, arith::ArithDialect>();
+  // For tests only: ops that implement the fsdp interfaces wrongly on
+  // purpose, so that lit tests reach the interface verifiers' errors.
+  fsdp_test::registerFSDPTestDialect(registry);
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "fsdp compiler: models to FSDP training steps\n", registry);
   if (StringRef(outputFilename).ends_with(".plan"))

@@ -744,9 +744,15 @@ void mlir::fsdp::walkInflightGathers(
 
 namespace plan = ::fsdp::plan;
 
+// Every fsdp op passes by construction; the ops of the test dialect
+// fsdp_test fail it on purpose, one error each
+// (test/Dialect/FSDP/kernel-interface-invalid.mlir).
 LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
   auto kernelOp = llvm::cast<KernelOpInterface>(op);
   const plan::KernelInfo *found = plan::findKernel(kernelOp.getKernelOpcode());
+  // Not reachable from an op derived from FSDP_KernelOpBase, whose opcode
+  // is a plan::Opcode enumerator; fsdp_test.no_kernel implements the
+  // interface by hand to reach it (test/lib/Dialect/FSDPTest).
   if (!found)
     return op->emitOpError()
            << "lowers to opcode " << kernelOp.getKernelOpcode()

@@ -7,6 +7,7 @@ include "fsdp/Dialect/FSDP/IR/FSDPDialect.td"
 include "fsdp/Dialect/FSDP/IR/FSDPTypes.td"
 include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
 include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.td"
+include "fsdp/Dialect/FSDP/IR/FSDPKernelOpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
@@ -26,21 +27,18 @@ def FSDP_ScalarTensor : 0DTensorOf<[AnyFloat]>;
 def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
 
 /// A compute op that lowers to the runtime kernel `kernel` (a plan::Opcode
-/// enumerator). Deriving from this class is what makes an op lowerable: it
-/// declares KernelOpInterface, generates getKernelOpcode(), and leaves
-/// getFlops() (and the methods named in `kernelMethods`, such as
-/// getKernelScratch or getBytesMoved) to FSDPOps.cpp: an op without them
-/// does not link. See docs/adding-an-op.md.
+/// enumerator): FSDP_KernelOpBase (FSDPKernelOpBase.td) for the fsdp
+/// dialect, with the traits of every fsdp op. Deriving from this class is
+/// what makes an op lowerable: it declares KernelOpInterface, generates
+/// getKernelOpcode(), and leaves getFlops() (and the methods named in
+/// `kernelMethods`, such as getKernelScratch or getBytesMoved) to
+/// FSDPOps.cpp: an op without them does not link. See
+/// docs/adding-an-op.md.
 class FSDP_KernelOp<string mnemonic, string kernel, list<Trait> traits = [],
                     list<string> kernelMethods = []>
-    : FSDP_Op<mnemonic, !listconcat(traits, [
-        DeclareOpInterfaceMethods<FSDP_KernelOpInterface, kernelMethods>])> {
-  let extraClassDefinition = [{
-    uint32_t $cppClass::getKernelOpcode() {
-      return uint32_t(::fsdp::plan::Opcode::}] # kernel # [{);
-    }
-  }];
-}
+    : FSDP_KernelOpBase<FSDP_Dialect, mnemonic, kernel,
+                        !listconcat(traits, [FSDP_TensorSizesFit]),
+                        kernelMethods>;
 
 class FSDP_DiffOp<string mnemonic, string kernel, list<Trait> traits = [],
                   list<string> kernelMethods = []>
