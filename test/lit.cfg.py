@@ -53,6 +53,10 @@ def _sanitized(tool):
 if shutil.which("valgrind") and not _sanitized(
         os.path.join(config.fsdp_tools_dir, "fsdp-opt")):
     config.available_features.add("valgrind")
+# fsdp-run counts its heap (HeapCounter.cpp) except under ASan, which
+# replaces malloc itself.
+if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
+    config.available_features.add("heap-counter")
 
 # Multi-rank tests run the ranks as processes on this machine under mpirun:
 # more ranks than cores (--oversubscribe), as root where CI runs, one

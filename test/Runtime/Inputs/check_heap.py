@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Checks a --report-json report's heap figures against the arena:
+
+  check_heap.py REPORT STEP_SLACK FIXED_SLACK
+
+* while training, the heap rises above its after-setup level by at most
+  1% of the arena plus STEP_SLACK bytes (a step allocates nothing that
+  grows with the model: staging, windows and scratch are set up before);
+* at its peak the heap holds at most the arena plus 1% of it plus
+  FIXED_SLACK bytes (the libraries' and MPI's fixed share, docs/memory.md).
+
+Prints the figures and exits 1 naming the rule that fails.
+"""
+import json
+import sys
+
+report = json.load(open(sys.argv[1]))
+step_slack, fixed_slack = int(sys.argv[2]), int(sys.argv[3])
+arena = report["arena_bytes_predicted"]
+setup, peak = report["heap_bytes_after_setup"], report["heap_bytes_peak"]
+print(f"arena {arena}, heap after setup {setup}, peak {peak}: "
+      f"{peak - setup} while training, {peak - arena} above the arena")
+ok = True
+if peak - setup > arena // 100 + step_slack:
+    print(f"FAIL: training allocated {peak - setup} bytes, more than 1% of "
+          f"the arena + {step_slack}")
+    ok = False
+if peak - arena > arena // 100 + fixed_slack:
+    print(f"FAIL: the heap peak is {peak - arena} bytes above the arena, more "
+          f"than 1% of it + {fixed_slack}")
+    ok = False
+sys.exit(0 if ok else 1)
