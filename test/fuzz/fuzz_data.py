@@ -25,7 +25,6 @@ import os
 import random
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -113,16 +112,8 @@ def mutate(rng, data):
 
 
 def make_plans(bin_dir, work):
-    plans = []
-    for name, gen, _ in PLANS:
-        path = os.path.join(work, "seed-%s.plan" % name)
-        model = subprocess.run([os.path.join(bin_dir, "fsdp-gen")] + gen,
-                               check=True, stdout=subprocess.PIPE).stdout
-        subprocess.run([os.path.join(bin_dir, "fsdp-opt"), "-",
-                        "--fsdp-train-pipeline", "-o", path], input=model,
-                       check=True)
-        plans.append(path)
-    return plans
+    return [fuzzlib.compile_plan(bin_dir, work, name, gen)
+            for name, gen, _ in PLANS]
 
 
 def check_data(bin_dir, plan, path, data_format, timeout, env):

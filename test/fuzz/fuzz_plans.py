@@ -20,7 +20,6 @@ import copy
 import os
 import random
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,15 +50,8 @@ MAX_RUN_ARENA = 16 << 20  # mutants that load run a step below this
 
 
 def make_seeds(bin_dir, work):
-    seeds = []
-    for name, gen, pipeline in SEEDS:
-        path = os.path.join(work, "seed-%s.plan" % name)
-        model = subprocess.run([os.path.join(bin_dir, "fsdp-gen")] + gen,
-                               check=True, stdout=subprocess.PIPE).stdout
-        subprocess.run([os.path.join(bin_dir, "fsdp-opt"), "-", pipeline,
-                        "-o", path], input=model, check=True)
-        seeds.append(open(path, "rb").read())
-    return seeds
+    return [open(fuzzlib.compile_plan(bin_dir, work, name, gen, pipeline),
+                 "rb").read() for name, gen, pipeline in SEEDS]
 
 
 def fix_header(data):

@@ -194,3 +194,13 @@ def replay(args, name, suffix, run_input):
             bad += 1
     print("%s replay: %d crashers, %d failing" % (name, len(files), bad))
     return 1 if bad else 0
+
+def compile_plan(bin_dir, work, name, gen, pipeline="--fsdp-train-pipeline"):
+    """Generates a model with fsdp-gen `gen` and compiles it with
+    `pipeline` into WORK/seed-NAME.plan; returns the path."""
+    path = os.path.join(work, "seed-%s.plan" % name)
+    model = subprocess.run([os.path.join(bin_dir, "fsdp-gen")] + gen,
+                           check=True, stdout=subprocess.PIPE).stdout
+    subprocess.run([os.path.join(bin_dir, "fsdp-opt"), "-", pipeline, "-o",
+                    path], input=model, check=True)
+    return path
