@@ -1,5 +1,4 @@
-//===- emu.cpp - the emulator: fibers, collectives, fake CUDA and cuBLAS
-//---===//
+//===- emu.cpp - the emulator: fibers, collectives, fake CUDA, cuBLAS ---===//
 #include "emu.h"
 
 #include <algorithm>

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"

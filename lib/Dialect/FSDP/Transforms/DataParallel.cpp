@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"

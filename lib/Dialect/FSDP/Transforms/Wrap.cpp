@@ -1,7 +1,7 @@
 //===- Wrap.cpp - form FSDP units by a wrap policy ------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"

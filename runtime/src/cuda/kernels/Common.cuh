@@ -1,5 +1,4 @@
-//===- Common.cuh - helpers shared by the CUDA kernels ----------*- CUDA
-//-*-===//
+//===- Common.cuh - helpers shared by the CUDA kernels -----*- CUDA -*-===//
 //
 // Error recording (the launch check after every launch), warp and block
 // reductions, alignment tests for the float4 paths, the row-major GEMM
