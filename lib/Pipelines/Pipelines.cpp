@@ -41,6 +41,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   schedule.maxInflightGathers = options.maxInflightGathers;
   schedule.bucketBytes = options.bucketBytes;
   schedule.memoryBudget = options.memoryBudget;
+  schedule.runtime = options.runtime;
   schedule.reshardAfterForward = options.reshardAfterForward;
   pm.addPass(createFsdpSchedulePass(schedule));
   pm.addPass(createFsdpVerifyPass());

@@ -47,6 +47,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "memory-budget",
       llvm::cl::desc("Bytes a rank may use (0: no budget)"),
       llvm::cl::init(FsdpSchedulePassOptions().memoryBudget)};
+  Option<std::string> runtime{
+      *this, "runtime",
+      llvm::cl::desc("Whose memory outside the arena memory-budget counts: "
+                     "cpu, cuda or none (see --fsdp-schedule)"),
+      llvm::cl::init(FsdpSchedulePassOptions().runtime)};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Merge consecutive collectives into buckets of up to "

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Analysis/MemoryProfile.h"
+#include "fsdp/Dialect/FSDP/Analysis/RuntimeOverhead.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "llvm/Support/Format.h"
@@ -55,6 +56,9 @@ public:
   void printPerRank();
   /// The peaks, what they are made of, and the DDP baseline.
   void printPeaks();
+  /// What each backend's runtime holds outside the arena, line by line,
+  /// and the peak with it.
+  void printOverhead(const RuntimeOverhead &overhead);
   /// The totals over all ranks, and how the largest unit is sharded.
   void printTotals();
 
@@ -137,6 +141,18 @@ void ReportPrinter::printPeaks() {
   row("DDP baseline", 4 * elementBytes * P, "16P: every rank holds everything");
 }
 
+void ReportPrinter::printOverhead(const RuntimeOverhead &overhead) {
+  bool device = overhead.backend == "cuda";
+  row("outside the arena, " + overhead.backend, overhead.total(),
+      device ? "device memory the libraries take" : "host heap beyond it");
+  for (const OverheadLine &line : overhead.lines)
+    row("  " + line.what, line.bytes,
+        (line.estimate ? "estimate: " : "exact: ") + line.basis);
+  row("peak with the " + overhead.backend + " runtime",
+      steady + live[overall].total() + overhead.total(),
+      "what memory-budget= counts for runtime=" + overhead.backend);
+}
+
 void ReportPrinter::printTotals() {
   os << "total over " << N << " ranks:\n";
   row("steady state", N * steady, formula("16P", 4 * eb * P));
@@ -162,5 +178,7 @@ void FsdpMemoryReportPass::runOnOperation() {
   ReportPrinter report(*computed);
   report.printPerRank();
   report.printPeaks();
+  for (StringRef backend : getOverheadBackends())
+    report.printOverhead(estimateRuntimeOverhead(module, step, backend));
   report.printTotals();
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Analysis/MemoryProfile.h"
+#include "fsdp/Dialect/FSDP/Analysis/RuntimeOverhead.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -134,6 +135,10 @@ LogicalResult FsdpSchedulePass::checkOptions(ModuleOp module) {
       return emitError(module.getLoc())
              << "fsdp-schedule: " << name << " must be non-negative, got "
              << value;
+  if (runtime != "none" &&
+      !llvm::is_contained(getOverheadBackends(), StringRef(runtime)))
+    return emitError(module.getLoc()) << "fsdp-schedule: unknown runtime '"
+                                      << runtime << "' (cpu, cuda or none)";
   return success();
 }
 
@@ -345,14 +350,20 @@ LogicalResult FsdpSchedulePass::checkMemoryBudget(ModuleOp module,
   if (failed(computed))
     return failure();
   MemoryProfile &profile = *computed;
-  if (profile.peakBytes() <= memoryBudget)
+  int64_t outside =
+      runtime == "none"
+          ? 0
+          : estimateRuntimeOverhead(module, step, runtime).total();
+  int64_t needed = profile.peakBytes() + outside;
+  if (needed <= memoryBudget)
     return success();
   Operation *at = profile.order[profile.overall];
   InFlightDiagnostic diag = emitError(at->getLoc())
-                            << "fsdp-schedule: the step needs "
-                            << profile.peakBytes()
-                            << " bytes per rank at its peak, over the "
-                               "memory budget of "
+                            << "fsdp-schedule: the step needs " << needed
+                            << " bytes per rank at its peak ("
+                            << profile.peakBytes() << " in the arena, "
+                            << outside << " outside it on the " << runtime
+                            << " runtime), over the memory budget of "
                             << int64_t(memoryBudget) << " bytes";
   diag.attachNote(at->getLoc())
       << "the peak is here ('" << at->getName().getStringRef()

@@ -301,7 +301,12 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
       report and the plan show it); 0 (the default) keeps one collective
       per unit;
     * `memory-budget=B`: fails, naming the peak, the budget and the op
-      where the peak occurs, when a rank would need more than B bytes.
+      where the peak occurs, when a rank would need more than B bytes:
+      the step's peak plus what the runtime named by `runtime=` holds
+      outside the arena (`cpu`, the default: MPI, the batch buffers, the
+      plan's tables on the host; `cuda`: the CUDA context, cuBLAS's
+      workspace and NCCL's buffers on the device; `none`: the peak alone),
+      the figures `--fsdp-memory-report` lists line by line.
 
     Prefetching moves starts only: it never changes what is computed, so
     the losses are the unscheduled plan's, bit for bit.
@@ -340,6 +345,9 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
            /*default=*/"0", "Gathers allowed in flight (0: no limit)">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "Bytes a rank may use (0: no budget)">,
+    Option<"runtime", "runtime", "std::string", /*default=*/"\"cpu\"",
+           "The runtime whose memory outside the arena the budget counts: "
+           "cpu, cuda or none">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
            "Merge consecutive collectives into buckets of up to this many "
            "bytes (0: one collective per unit)">,
