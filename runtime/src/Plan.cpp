@@ -295,7 +295,8 @@ static bool checkHeader(const std::string &bytes, uint32_t &crc,
   return true;
 }
 
-/// The summary: world size, arena size (bounded), the predicted peak.
+/// The summary: world size, arena size (bounded), the predicted peak, the
+/// predicted bytes outside the arena per backend.
 static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   uint64_t peak[7] = {};
   r.read(plan.worldSize);
@@ -305,6 +306,8 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   for (uint64_t &row : peak)
     r.read(row);
   plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5], peak[6]};
+  r.read(plan.outsideArenaCpu);
+  r.read(plan.outsideArenaCuda);
   if (r.failed())
     why = "the payload ends in the middle of a record";
   else if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
@@ -990,7 +993,10 @@ std::string describePlan(const Plan &plan) {
      << plan.peak.params << ", grads " << plan.peak.grads << ", optimizer "
      << plan.peak.optimizer << ", activations " << plan.peak.activations
      << ", scratch " << plan.peak.scratch << ", gathered " << plan.peak.gathered
-     << ", inputs " << plan.peak.inputs << ")\n";
+     << ", inputs " << plan.peak.inputs << ")\n"
+     << "  outside the arena (predicted): cpu " << plan.outsideArenaCpu
+     << " bytes of heap, cuda " << plan.outsideArenaCuda
+     << " bytes of device memory\n";
   for (const UnitDesc &u : plan.units)
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
        << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";

@@ -115,7 +115,8 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         }
         out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
-            << ", \"peak_bytes_predicted\": " << r.peakPredicted;
+            << ", \"peak_bytes_predicted\": " << r.peakPredicted
+            << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
         if (r.heapCounted)
           out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
               << ", \"heap_bytes_peak\": " << r.heapPeak;

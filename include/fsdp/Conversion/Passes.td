@@ -19,7 +19,10 @@ def FsdpLowerToRuntimePass : Pass<"fsdp-lower-to-runtime", "::mlir::ModuleOp"> {
     attention's backward gets a `<scratch>` buffer. Unit regions are
     flattened; each call remembers its unit for traces. Parameters and units
     stay, as the plan's description of the model. The step number is not a
-    buffer: the runtime passes it to AdamW.
+    buffer: the runtime passes it to AdamW. The program records, as
+    `fsdprt.outside_arena = {cpu, cuda}`, what a rank's runtime will hold
+    outside the arena on each backend (the memory report's lines, from the
+    graph-level step before it is replaced); the plan carries it.
 
     Before:
     ```mlir
@@ -38,7 +41,7 @@ def FsdpLowerToRuntimePass : Pass<"fsdp-lower-to-runtime", "::mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    func.func @train_step() -> memref<f32> attributes {fsdprt.program} {
+    func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = 3502208 : i64, cuda = 557842432 : i64}, fsdprt.program} {
       %0 = fsdprt.buffer <input> input 0 : memref<2x4xf32>
       %1 = fsdprt.buffer <input> input 1 : memref<2xi32>
       %2 = fsdprt.buffer <param> param @layers.0.w : memref<3x4xf32>

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/Analysis/RuntimeOverhead.h"
 #include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
 #include "fsdp/runtime/PlanFormat.h"
 
@@ -412,6 +413,21 @@ static func::FuncOp createProgram(OpBuilder &builder, func::FuncOp step,
   return program;
 }
 
+/// What the runtime will hold outside the arena, per backend, from the
+/// graph-level step: the plan carries it so that fsdp-run can print the
+/// prediction next to what it measures.
+static void recordOutsideArena(ModuleOp module, func::FuncOp step,
+                               func::FuncOp program) {
+  Builder builder(module.getContext());
+  SmallVector<NamedAttribute> bytes;
+  for (StringRef backend : getOverheadBackends())
+    bytes.push_back(builder.getNamedAttr(
+        backend, builder.getI64IntegerAttr(
+                     estimateRuntimeOverhead(module, step, backend).total())));
+  program->setAttr(fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName,
+                   builder.getDictionaryAttr(bytes));
+}
+
 /// One input buffer per tensor argument of the step, tagged with its
 /// argument number so that the runtime knows what to load into it.
 static void bindInputs(Block &block, ProgramBuilder &lowering,
@@ -495,6 +511,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
 
   OpBuilder builder(step);
   func::FuncOp program = createProgram(builder, step, loss);
+  recordOutsideArena(module, step, program);
   Block *body = &program.getBody().front();
   ProgramBuilder lowering(builder, tags, grads);
   bindInputs(block, lowering, builder);

@@ -92,6 +92,8 @@ private:
   func::FuncOp program;
   IntegerAttr arena;
   DictionaryAttr peak;
+  /// Bytes outside the arena per backend (--fsdp-lower-to-runtime).
+  DictionaryAttr outside;
   PayloadWriter w;
   SmallVector<UnitOp> units;
   llvm::StringMap<uint32_t> unitIndex;
@@ -125,6 +127,17 @@ LogicalResult PlanBuilder::findProgram() {
   if (!arena || !peak)
     return emitError(program.getLoc())
            << "memory is not planned: run --fsdp-plan-memory first";
+  outside = program->getAttrOfType<DictionaryAttr>(
+      fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName);
+  if (!outside || !llvm::all_of(std::initializer_list<StringRef>{"cpu", "cuda"},
+                                [&](StringRef backend) {
+                                  return llvm::isa_and_nonnull<IntegerAttr>(
+                                      outside.get(backend));
+                                }))
+    return emitError(program.getLoc())
+           << "the step program has no '"
+           << fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName
+           << "' = {cpu, cuda} (--fsdp-lower-to-runtime records it)";
   return success();
 }
 
@@ -171,6 +184,8 @@ void PlanBuilder::writeSummary() {
   for (StringRef row : {"params", "grads", "optimizer", "activations",
                         "scratch", "gathered", "inputs"})
     w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get(row)).getInt());
+  for (StringRef backend : {"cpu", "cuda"})
+    w.put<uint64_t>(llvm::cast<IntegerAttr>(outside.get(backend)).getInt());
 }
 
 void PlanBuilder::writeBuffers() {

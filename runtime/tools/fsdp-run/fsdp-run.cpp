@@ -390,7 +390,8 @@ HeapFigures measureHeap(Communicator &comm, uint64_t afterSetup) {
 
 /// The heap line of the summary: how far the process's heap rose above
 /// the arena the compiler planned (docs/memory.md explains the rest).
-void printHeap(const Plan &plan, const HeapFigures &h, int ranks) {
+void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
+               int ranks) {
   if (!h.counted) {
     std::printf("summary: heap not counted (this build replaces malloc: "
                 "sanitizers)\n");
@@ -403,6 +404,16 @@ void printHeap(const Plan &plan, const HeapFigures &h, int ranks) {
               bytes(above).c_str(),
               plan.arenaSize ? 100.0 * double(above) / double(plan.arenaSize)
                              : 0.0);
+  // The compiler's prediction of the same (the memory report's "outside
+  // the arena" lines); on CUDA the arena and that share are device memory.
+  if (o.backend == "cpu")
+    std::printf("summary: outside the arena per rank: %s measured, %s "
+                "predicted by the compiler\n",
+                bytes(above).c_str(), bytes(plan.outsideArenaCpu).c_str());
+  else
+    std::printf("summary: outside the arena per rank on the device: %s "
+                "predicted by the compiler (not measured yet)\n",
+                bytes(plan.outsideArenaCuda).c_str());
 }
 
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
@@ -430,7 +441,7 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (unsigned long long)plan.peak.scratch,
               (unsigned long long)plan.peak.gathered,
               (unsigned long long)plan.peak.inputs);
-  printHeap(plan, heap, ranks);
+  printHeap(plan, o, heap, ranks);
   if (o.heapBreakdown && heap.counted)
     printHeapBreakdown();
 }
@@ -613,6 +624,8 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapCounted = heap.counted;
     report.heapAfterSetup = heap.afterSetup;
     report.heapPeak = heap.peak;
+    report.outsidePredicted =
+        o.backend == "cpu" ? plan.outsideArenaCpu : plan.outsideArenaCuda;
     if (!writeReport(report, outputs.report, error))
       die(error);
   }

@@ -74,6 +74,9 @@ struct Plan {
   uint64_t arenaSize = 0;
   uint64_t peakBytes = 0, peakKernel = 0;
   PeakBreakdown peak;
+  /// The compiler's prediction of what a rank holds outside the arena: on
+  /// the CPU backend, host heap; on CUDA, device memory (the libraries').
+  uint64_t outsideArenaCpu = 0, outsideArenaCuda = 0;
   std::vector<BufferDesc> buffers;
   std::vector<UnitDesc> units;
   std::vector<ParamDesc> params;

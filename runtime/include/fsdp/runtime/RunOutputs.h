@@ -51,6 +51,9 @@ struct RunReport {
   /// training. Not written when the heap is not counted.
   bool heapCounted = false;
   uint64_t heapAfterSetup = 0, heapPeak = 0;
+  /// The compiler's prediction of the bytes outside the arena on the
+  /// backend that ran (the plan's summary).
+  uint64_t outsidePredicted = 0;
 };
 uint64_t reportBytes(int64_t steps);
 bool writeReport(const RunReport &report, OutputFile &output,

@@ -27,6 +27,11 @@ def FSDPRuntime_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kArenaSizeAttrName =
         "fsdprt.arena_size";
     static constexpr ::llvm::StringLiteral kPeakAttrName = "fsdprt.peak";
+    /// Set by --fsdp-lower-to-runtime on the program: per backend ("cpu",
+    /// "cuda"), the bytes a rank's runtime holds outside the arena
+    /// (Analysis/RuntimeOverhead.h), which the plan carries to fsdp-run.
+    static constexpr ::llvm::StringLiteral kOutsideArenaAttrName =
+        "fsdprt.outside_arena";
   }];
 }
 
