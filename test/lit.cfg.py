@@ -17,6 +17,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs",
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%fsdp_tools_dir", config.fsdp_tools_dir))
 # The small English text that token models train on in the tests.
 config.substitutions.append(
     ("%corpus", os.path.join(config.fsdp_src_root, "data", "corpus.txt")))
@@ -57,6 +58,10 @@ if shutil.which("valgrind") and not _sanitized(
 # replaces malloc itself.
 if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
     config.available_features.add("heap-counter")
+
+# A build with CUDA has the backend as a module that fsdp-run loads.
+if config.fsdp_have_cuda_module:
+    config.available_features.add("cuda-module")
 
 # Multi-rank tests run the ranks as processes on this machine under mpirun:
 # more ranks than cores (--oversubscribe), as root where CI runs, one

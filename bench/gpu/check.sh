@@ -40,6 +40,9 @@ grep -E "fsdp runtime" "$out/configure.log"
 cmake --build "$build" -j "$(nproc)" --target fsdp-run fsdp-cuda-kernels-test \
   > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 run="$build/bin/fsdp-run"
+# Through the CUDA backend module that building fsdp-run built next to it
+# ($build/lib/libfsdp-backend-cuda.so): a module that does not load is
+# named here, with dlerror().
 "$run" --list-devices
 
 stamp "kernel parity (CPU reference vs GPU)"

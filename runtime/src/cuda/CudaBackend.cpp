@@ -17,6 +17,7 @@
 #include "fsdp/runtime/Communicator.h"
 
 #include "KernelDispatch.h"
+#include "Module.h"
 #include "Nccl.h"
 #include "kernels/Kernels.h"
 
@@ -383,9 +384,8 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
     collective(plan, inst, *nccl[1], compute);
   checkKernels(inst);
 }
-} // namespace
 
-std::string listCudaDevices() {
+std::string listDevices() {
   int count = 0;
   cudaError_t code = cudaGetDeviceCount(&count);
   if (code != cudaSuccess)
@@ -407,8 +407,7 @@ std::string listCudaDevices() {
   return out;
 }
 
-std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
-                                           std::string &error) {
+Backend *createBackend(const CudaBackendOptions &options, std::string &error) {
   if (!options.comm) {
     error = "the CUDA backend needs a communicator";
     return nullptr;
@@ -437,7 +436,22 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
   auto backend = std::make_unique<CudaBackend>(options, device);
   if (!backend->initialize(error))
     return nullptr;
-  return backend;
+  return backend.release();
 }
+} // namespace
 
 } // namespace fsdp::rt
+
+// The module's one entry point (Module.h). The functions behind it are in
+// the anonymous namespace, not fsdp::rt::createCudaBackend: the executable
+// exports its loader under that name, and a reference here would bind to it.
+extern "C" const fsdp::rt::cuda::ModuleTable *fsdpCudaModule() {
+  using namespace fsdp::rt;
+  static const cuda::ModuleTable table = {cuda::kModuleVersion,
+                                          sizeof(cuda::ModuleTable),
+                                          sizeof(CudaBackendOptions),
+                                          sizeof(Backend),
+                                          createBackend,
+                                          listDevices};
+  return &table;
+}
