@@ -9,7 +9,8 @@ both at 2 ranks, it runs fsdp-run twice: with the runtime's ring
 reduce-scatter (no staging: the default) and, as the baseline measured in
 the same run, with Open MPI's own MPI_Reduce_scatter
 (FSDP_REDUCE_SCATTER=mpi), which allocates inside the library. Prints the
-CPU and one row per run. MiB = 2^20 bytes.
+CPU and one row per run, with the compiler's prediction of the share
+outside the arena (the plan's summary). MiB = 2^20 bytes.
 
 Usage: bench/memory/heap.py [--build build] [--steps 3]
 """
@@ -74,7 +75,7 @@ def main():
         print(f"CPU: {cpu_name()}, 2 ranks x 1 thread, {args.steps} steps")
         print(f"{'model':24} {'reduce-scatter':16} {'arena MiB':>10} "
               f"{'heap setup':>11} {'heap peak':>10} {'step +KiB':>10} "
-              f"{'above arena':>12} {'% arena':>8}")
+              f"{'above arena':>12} {'predicted':>10} {'% arena':>8}")
         for name, (gen, source) in MODELS.items():
             ir = subprocess.run([os.path.join(args.build, "bin", "fsdp-gen"),
                                  *gen], check=True, capture_output=True,
@@ -94,6 +95,7 @@ def main():
                       f"{setup / mib:11.1f} {peak / mib:10.1f} "
                       f"{(peak - setup) / 1024:10.1f} "
                       f"{(peak - arena) / mib:12.2f} "
+                      f"{r['outside_arena_bytes_predicted'] / mib:10.2f} "
                       f"{100 * (peak - arena) / arena:8.2f}")
     return 0
 

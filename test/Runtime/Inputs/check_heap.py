@@ -7,7 +7,9 @@
   1% of the arena plus STEP_SLACK bytes (a step allocates nothing that
   grows with the model: staging, windows and scratch are set up before);
 * at its peak the heap holds at most the arena plus 1% of it plus
-  FIXED_SLACK bytes (the libraries' and MPI's fixed share, docs/memory.md).
+  FIXED_SLACK bytes (the libraries' and MPI's fixed share, docs/memory.md);
+* what it holds beyond the arena is the compiler's prediction (the plan's
+  outside-the-arena figure) within 10% of it plus 256 KiB.
 
 Prints the figures and exits 1 naming the rule that fails.
 """
@@ -28,5 +30,11 @@ if peak - setup > arena // 100 + step_slack:
 if peak - arena > arena // 100 + fixed_slack:
     print(f"FAIL: the heap peak is {peak - arena} bytes above the arena, more "
           f"than 1% of it + {fixed_slack}")
+    ok = False
+predicted = report["outside_arena_bytes_predicted"]
+print(f"outside the arena: {peak - arena} measured, {predicted} predicted")
+if abs((peak - arena) - predicted) > predicted // 10 + 262144:
+    print(f"FAIL: {peak - arena} bytes outside the arena, the compiler "
+          f"predicted {predicted}")
     ok = False
 sys.exit(0 if ok else 1)

@@ -18,7 +18,9 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 
 /// Measured with `fsdp-run --heap-breakdown` (docs/memory.md): Open MPI's
 /// MPI_Init and the flight recorder (3.35 MB at 2 ranks), the C++
-/// runtime's exception pool (72 KiB).
+/// runtime's exception pool (72 KiB), the backend's thread pools (21 KB).
+/// The CUDA libraries are not in it: fsdp-run loads that backend only for
+/// CUDA runs.
 constexpr int64_t kCpuStartupHeap = 3'500'000;
 /// The plan's tables in the runtime (buffers, operands, parameters), per
 /// op of the sharded step: 81 KB for 353 ops, 156 KB for 677, both 230 B
