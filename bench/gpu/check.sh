@@ -60,7 +60,11 @@ stamp "gpt2-124m, fp32, 3 steps (losses vs the CPU backend)"
 stamp "gpt2-124m, TF32, timed"
 "$run" "$plans/gpt2-124m.plan" --backend cuda --tf32 on --steps 25 \
   --log-every 5 --data "$plans/tokens.bin" --profile \
-  --report-json "$out/gpt2-124m-tf32.json" 2>&1 | tail -40
+  --report-json "$out/gpt2-124m-tf32.json" 2>&1 | tee "$out/gpt2-124m-tf32.log" | tail -40
+
+stamp "gpt2-124m device memory: measured (total less free) vs the compiler's prediction"
+grep -E "summary: (device memory|predicted by the compiler|outside the arena)" \
+  "$out/gpt2-124m-tf32.log"
 
 stamp "PyTorch eager, same shapes, same GPU"
 python3 "$root/bench/gpu/torch_baseline.py" --steps 20 --warmup 3 --tf32 on \

@@ -117,6 +117,9 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
             << ", \"peak_bytes_predicted\": " << r.peakPredicted
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
+        if (r.deviceMeasured)
+          out << ", \"device_bytes_after_setup\": " << r.deviceAfterSetup
+              << ", \"device_bytes_peak\": " << r.devicePeak;
         if (r.heapCounted)
           out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
               << ", \"heap_bytes_peak\": " << r.heapPeak;

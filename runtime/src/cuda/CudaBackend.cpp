@@ -24,6 +24,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -72,8 +73,22 @@ public:
   bool hostCollectives() const override { return false; }
   void synchronize() override;
   uint64_t measureHighWaterMark() override;
+  DeviceMemory deviceMemory() const override { return memory; }
 
 private:
+  /// Samples the device's memory in use into `memory`.
+  void sampleMemory(bool setup) {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      return;
+    uint64_t used = uint64_t(totalBytes - freeBytes);
+    memory.measured = true;
+    memory.total = totalBytes;
+    if (setup)
+      memory.afterSetup = used;
+    memory.peak = std::max(memory.peak, used);
+  }
+
   /// Our kernels and cuBLAS under the names runCompute calls, all on the
   /// compute stream.
   struct Kernels {
@@ -124,6 +139,7 @@ private:
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
+  DeviceMemory memory;
   const Plan *currentPlan = nullptr;
   int64_t currentStep = 0;
   std::map<uint32_t, cudaEvent_t> done, ready;
@@ -221,16 +237,28 @@ void CudaBackend::fail(const std::string &message) {
 bool CudaBackend::allocateArena(uint64_t bytes, std::string &error) {
   size_t freeBytes = 0, totalBytes = 0;
   cudaMemGetInfo(&freeBytes, &totalBytes);
+  // cuBLAS's workspace follows the arena in the same allocation, so that
+  // the library allocates nothing of its own and the compiler's figure for
+  // it is exact (plan::kCublasWorkspaceBytes).
+  uint64_t workspaceAt = (bytes + 255) / 256 * 256;
   cudaError_t code = cudaMalloc(reinterpret_cast<void **>(&arena),
-                                std::max<uint64_t>(bytes, 1));
+                                workspaceAt + plan::kCublasWorkspaceBytes);
   if (code != cudaSuccess) {
     error = "cannot allocate the " + std::to_string(bytes) +
-            "-byte arena on device " + std::to_string(device) + " (" +
+            "-byte arena and cuBLAS's " +
+            std::to_string(plan::kCublasWorkspaceBytes) +
+            "-byte workspace on device " + std::to_string(device) + " (" +
             std::to_string(freeBytes) + " bytes free): " + cudaText(code);
     arena = nullptr;
     return false;
   }
   arenaSize = bytes;
+  cublasStatus_t set = cublasSetWorkspace(blas, arena + workspaceAt,
+                                          plan::kCublasWorkspaceBytes);
+  if (set != CUBLAS_STATUS_SUCCESS) {
+    error = std::string("cublasSetWorkspace: ") + cuda::cublasStatusName(set);
+    return false;
+  }
   // On the compute stream, and finished before anything is written: a
   // fill still running on another stream would overwrite the parameters.
   code = cudaMemsetAsync(arena, kCanary, std::max<uint64_t>(bytes, 1), compute);
@@ -240,6 +268,7 @@ bool CudaBackend::allocateArena(uint64_t bytes, std::string &error) {
     error = "cudaMemset of the arena: " + cudaText(code);
     return false;
   }
+  sampleMemory(/*setup=*/true);
   return true;
 }
 
@@ -350,6 +379,7 @@ void CudaBackend::synchronize() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   inFlight.clear();
+  sampleMemory(/*setup=*/false);
 }
 
 uint64_t CudaBackend::measureHighWaterMark() {

@@ -376,16 +376,45 @@ void printHeapBreakdown() {
 struct HeapFigures {
   bool counted = false;
   uint64_t afterSetup = 0, peak = 0;
+  /// The backend's device memory, each figure the max over ranks.
+  Backend::DeviceMemory device;
 };
 
-/// Every rank's heap figures reduced to their maxima (a collective).
-HeapFigures measureHeap(Communicator &comm, uint64_t afterSetup) {
+/// Every rank's heap and device figures reduced to their maxima (a
+/// collective).
+HeapFigures measureHeap(Communicator &comm, const Backend &backend,
+                        uint64_t afterSetup) {
   RecordScope scope(CollectiveLabel{0, -1, "heap all-reduce"});
   HeapFigures heap;
   heap.counted = heap::counting();
   heap.afterSetup = comm.allReduceMax(afterSetup);
   heap.peak = comm.allReduceMax(heap::peakBytes());
+  heap.device = backend.deviceMemory();
+  heap.device.afterSetup = comm.allReduceMax(heap.device.afterSetup);
+  heap.device.peak = comm.allReduceMax(heap.device.peak);
   return heap;
+}
+
+/// On a device: its memory in use next to the compiler's prediction, the
+/// arena plus the libraries' share outside it.
+void printDevice(const Plan &plan, const HeapFigures &h, int ranks) {
+  const Backend::DeviceMemory &d = h.device;
+  if (!d.measured) {
+    std::printf("summary: outside the arena per rank on the device: %s "
+                "predicted by the compiler (device memory not measured)\n",
+                bytes(plan.outsideArenaCuda).c_str());
+    return;
+  }
+  std::printf("summary: device memory per rank (max over %d ranks, the "
+              "device's total less its free bytes): %s after setup, %s at "
+              "most after a step, of %s\n",
+              ranks, bytes(d.afterSetup).c_str(), bytes(d.peak).c_str(),
+              bytes(d.total).c_str());
+  std::printf("summary: predicted by the compiler: arena %s + outside it %s "
+              "= %s\n",
+              bytes(plan.arenaSize).c_str(),
+              bytes(plan.outsideArenaCuda).c_str(),
+              bytes(plan.arenaSize + plan.outsideArenaCuda).c_str());
 }
 
 /// The heap line of the summary: how far the process's heap rose above
@@ -411,9 +440,7 @@ void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
                 "predicted by the compiler\n",
                 bytes(above).c_str(), bytes(plan.outsideArenaCpu).c_str());
   else
-    std::printf("summary: outside the arena per rank on the device: %s "
-                "predicted by the compiler (not measured yet)\n",
-                bytes(plan.outsideArenaCuda).c_str());
+    printDevice(plan, h, ranks);
 }
 
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
@@ -626,6 +653,9 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapPeak = heap.peak;
     report.outsidePredicted =
         o.backend == "cpu" ? plan.outsideArenaCpu : plan.outsideArenaCuda;
+    report.deviceMeasured = heap.device.measured;
+    report.deviceAfterSetup = heap.device.afterSetup;
+    report.devicePeak = heap.device.peak;
     if (!writeReport(report, outputs.report, error))
       die(error);
   }
@@ -700,7 +730,7 @@ int run(int argc, char **argv) {
   uint64_t heapAfterSetup = heap::liveBytes();
   heap::resetPeak();
   TrainResult result = train(options, session, *comm, feeder, stall);
-  HeapFigures heap = measureHeap(*comm, heapAfterSetup);
+  HeapFigures heap = measureHeap(*comm, *backend, heapAfterSetup);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs);
   return 0;

@@ -10,6 +10,8 @@
 
 #include "fsdp/Dialect/FSDP/Analysis/RuntimeOverhead.h"
 
+#include "fsdp/runtime/PlanFormat.h"
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -26,9 +28,6 @@ constexpr int64_t kCpuStartupHeap = 3'500'000;
 /// op of the sharded step: 81 KB for 353 ops, 156 KB for 677, both 230 B
 /// (docs/memory.md); rounded up.
 constexpr int64_t kPlanBytesPerOp = 240;
-/// cuBLAS's workspace: NVIDIA's recommended size for Hopper (32 MiB; 4 MiB
-/// before Hopper), cublasSetWorkspace's documentation.
-constexpr int64_t kCublasWorkspace = 32 * kMiB;
 /// NCCL: NCCL_BUFFSIZE's default of 4 MiB per buffer; the channels a
 /// communicator uses on one node, as an estimate (NCCL picks them at run
 /// time, and NCCL_BUFFSIZE in the job's environment changes the size).
@@ -118,8 +117,11 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   int64_t comms = 2;
   o.lines.push_back({"CUDA context", kCudaContext, true,
                      "context and kernel modules, to be measured on a GPU"});
-  o.lines.push_back({"cuBLAS workspace", kCublasWorkspace, true,
-                     "NVIDIA's recommended 32 MiB on Hopper (4 MiB before)"});
+  // The backend gives cuBLAS this workspace itself, after the arena in the
+  // same allocation (NVIDIA's recommended size for Hopper).
+  o.lines.push_back({"cuBLAS workspace",
+                     int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
+                     "set by the backend, after the arena"});
   if (getShardSize(module) > 1)
     o.lines.push_back({"NCCL buffers",
                        comms * kNcclChannels * 2 * kNcclBuffSize, true,

@@ -75,6 +75,16 @@ public:
   virtual void synchronize() {}
   /// One past the highest arena byte that differs from the canary.
   virtual uint64_t measureHighWaterMark() = 0;
+
+  /// Device memory in use (the device's total less its free bytes: our
+  /// arena, the libraries' share and anything else on the device), once
+  /// setup is done and the most seen when a step had finished; `measured`
+  /// is false where there is no device (the CPU).
+  struct DeviceMemory {
+    bool measured = false;
+    uint64_t afterSetup = 0, peak = 0, total = 0;
+  };
+  virtual DeviceMemory deviceMemory() const { return {}; }
 };
 
 class Communicator;

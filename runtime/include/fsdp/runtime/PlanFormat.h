@@ -34,6 +34,10 @@ inline constexpr size_t kCrcOffset = 24;
 /// The largest arena a plan may ask for (256 TiB, beyond any host's or
 /// device's memory): a reader refuses larger ones before allocating.
 inline constexpr uint64_t kMaxArenaSize = uint64_t(1) << 48;
+/// The workspace the CUDA backend gives cuBLAS (cublasSetWorkspace), in
+/// the arena's own allocation right after it: NVIDIA's recommended size
+/// for Hopper. The compiler counts it among the bytes outside the arena.
+inline constexpr uint64_t kCublasWorkspaceBytes = uint64_t(32) << 20;
 /// Buffers start at multiples of this many bytes in the arena.
 inline constexpr uint64_t kBufferAlignment = 64;
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;
