@@ -117,6 +117,9 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
             << ", \"peak_bytes_predicted\": " << r.peakPredicted
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
+        if (r.rssMeasured)
+          out << ", \"rss_bytes_after_setup\": " << r.rssAfterSetup
+              << ", \"rss_bytes_peak\": " << r.rssPeak;
         if (r.deviceMeasured)
           out << ", \"device_bytes_after_setup\": " << r.deviceAfterSetup
               << ", \"device_bytes_peak\": " << r.devicePeak;

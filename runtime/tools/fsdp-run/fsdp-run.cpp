@@ -28,6 +28,7 @@
 #include "fsdp/runtime/HeapMeter.h"
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/ProcessMemory.h"
 #include "fsdp/runtime/RunOutputs.h"
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
@@ -378,17 +379,26 @@ struct HeapFigures {
   uint64_t afterSetup = 0, peak = 0;
   /// The backend's device memory, each figure the max over ranks.
   Backend::DeviceMemory device;
+  /// The resident set after setup and its peak while training (since the
+  /// process started where the peak could not be restarted).
+  ResidentMemory rssAfterSetup, rss;
+  bool rssPeakRestarted = false;
 };
 
 /// Every rank's heap and device figures reduced to their maxima (a
 /// collective).
 HeapFigures measureHeap(Communicator &comm, const Backend &backend,
-                        uint64_t afterSetup) {
+                        uint64_t afterSetup, const HeapFigures &setup) {
   RecordScope scope(CollectiveLabel{0, -1, "heap all-reduce"});
-  HeapFigures heap;
+  HeapFigures heap = setup;
+  // The heap's peak first: reading /proc allocates (a FILE).
+  uint64_t heapPeak = heap::peakBytes();
+  heap.rss = residentMemory();
+  heap.rssAfterSetup.now = comm.allReduceMax(heap.rssAfterSetup.now);
+  heap.rss.peak = comm.allReduceMax(heap.rss.peak);
   heap.counted = heap::counting();
   heap.afterSetup = comm.allReduceMax(afterSetup);
-  heap.peak = comm.allReduceMax(heap::peakBytes());
+  heap.peak = comm.allReduceMax(heapPeak);
   heap.device = backend.deviceMemory();
   heap.device.afterSetup = comm.allReduceMax(heap.device.afterSetup);
   heap.device.peak = comm.allReduceMax(heap.device.peak);
@@ -419,8 +429,22 @@ void printDevice(const Plan &plan, const HeapFigures &h, int ranks) {
 
 /// The heap line of the summary: how far the process's heap rose above
 /// the arena the compiler planned (docs/memory.md explains the rest).
+/// The resident set: everything the process holds in memory, mapped or
+/// allocated, code included.
+void printResident(const HeapFigures &h, int ranks) {
+  if (!h.rss.measured)
+    return;
+  std::printf(
+      "summary: resident memory per rank (max over %d ranks): %s "
+      "after setup, peak %s %s (the arena, the heap, the BLAS's "
+      "mapped buffers, stacks and code)\n",
+      ranks, bytes(h.rssAfterSetup.now).c_str(), bytes(h.rss.peak).c_str(),
+      h.rssPeakRestarted ? "while training" : "since the process started");
+}
+
 void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
                int ranks) {
+  printResident(h, ranks);
   if (!h.counted) {
     std::printf("summary: heap not counted (this build replaces malloc: "
                 "sanitizers)\n");
@@ -653,6 +677,9 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapPeak = heap.peak;
     report.outsidePredicted =
         o.backend == "cpu" ? plan.outsideArenaCpu : plan.outsideArenaCuda;
+    report.rssMeasured = heap.rss.measured;
+    report.rssAfterSetup = heap.rssAfterSetup.now;
+    report.rssPeak = heap.rss.peak;
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;
@@ -727,10 +754,13 @@ int run(int argc, char **argv) {
   // Setup is over: from here on, whatever the heap gains is what a step
   // allocates outside the arena.
   gHeapMarks.mark("session (arena), batch feeder");
+  HeapFigures setupFigures;
+  setupFigures.rssAfterSetup = residentMemory();
+  setupFigures.rssPeakRestarted = resetResidentPeak();
   uint64_t heapAfterSetup = heap::liveBytes();
   heap::resetPeak();
   TrainResult result = train(options, session, *comm, feeder, stall);
-  HeapFigures heap = measureHeap(*comm, *backend, heapAfterSetup);
+  HeapFigures heap = measureHeap(*comm, *backend, heapAfterSetup, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs);
   return 0;

@@ -54,6 +54,9 @@ struct RunReport {
   /// The compiler's prediction of the bytes outside the arena on the
   /// backend that ran (the plan's summary).
   uint64_t outsidePredicted = 0;
+  /// The resident set (ProcessMemory.h), max over ranks.
+  bool rssMeasured = false;
+  uint64_t rssAfterSetup = 0, rssPeak = 0;
   /// Device memory in use (Backend::DeviceMemory), where there is one.
   bool deviceMeasured = false;
   uint64_t deviceAfterSetup = 0, devicePeak = 0;
