@@ -49,11 +49,11 @@ int main() {
   if (std::system(mkdir.c_str()) != 0)
     return 2;
 
-  // 103 tokens with id i at position i; B = 2 rows of T = 5: W = 10 whole
+  // 103 tokens with id 257 i at position i; B = 2 rows of T = 5: W = 10 whole
   // windows (the 101st token is the last target), 2 tokens never used.
   std::vector<int> ids(103);
   for (int i = 0; i < 103; ++i)
-    ids[i] = i;
+    ids[i] = i * 257; // both bytes of every uint16 id matter
   TokenData data;
   std::string error;
   check(
@@ -73,13 +73,13 @@ int main() {
       int64_t start = (batch % 10) * B * T + rank * T;
       for (int64_t j = 0; j < T; ++j) {
         seenInputs.insert(x[j]);
-        check(x[j] == start + j, "batch " + std::to_string(batch) + " rank " +
-                                     std::to_string(rank) + " input " +
-                                     std::to_string(j));
-        check(y[j] == x[j] + 1, "target is the next token");
+        check(x[j] == (start + j) * 257, "batch " + std::to_string(batch) +
+                                             " rank " + std::to_string(rank) +
+                                             " input " + std::to_string(j));
+        check(y[j] == x[j] + 257, "target is the next token");
       }
     }
-  check(seenInputs.size() == 100 && *seenInputs.rbegin() == 99,
+  check(seenInputs.size() == 100 && *seenInputs.rbegin() == 99 * 257,
         "an epoch covers tokens 0..99 as inputs, never the tail");
 
   // Both ranks of a 2-rank batch together are the 1-rank batch.
