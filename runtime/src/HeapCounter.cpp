@@ -17,7 +17,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstddef>
+#include <cstdlib>
 #include <malloc.h>
 
 extern "C" {
@@ -30,10 +32,18 @@ void *__libc_memalign(size_t, size_t);
 
 namespace {
 std::atomic<uint64_t> gLive{0}, gPeak{0};
+/// FSDP_HEAP_TRAP=BYTES: after setup (resetPeak), an allocation of at least
+/// BYTES raises SIGTRAP, so that a debugger shows who allocates during
+/// training. 0 (unset): never.
+std::atomic<uint64_t> gTrapBytes{0};
+std::atomic<bool> gTrapArmed{false};
 
 void added(void *p) {
   if (!p)
     return;
+  if (gTrapArmed.load(std::memory_order_relaxed) &&
+      malloc_usable_size(p) >= gTrapBytes.load(std::memory_order_relaxed))
+    raise(SIGTRAP);
   uint64_t live =
       gLive.fetch_add(malloc_usable_size(p), std::memory_order_relaxed) +
       malloc_usable_size(p);
@@ -109,5 +119,11 @@ namespace fsdp::rt::heap {
 bool counting() { return true; }
 uint64_t liveBytes() { return gLive.load(std::memory_order_relaxed); }
 uint64_t peakBytes() { return gPeak.load(std::memory_order_relaxed); }
-void resetPeak() { gPeak.store(liveBytes(), std::memory_order_relaxed); }
+void resetPeak() {
+  gPeak.store(liveBytes(), std::memory_order_relaxed);
+  if (const char *trap = std::getenv("FSDP_HEAP_TRAP")) {
+    gTrapBytes.store(std::strtoull(trap, nullptr, 10));
+    gTrapArmed.store(gTrapBytes.load() > 0);
+  }
+}
 } // namespace fsdp::rt::heap
