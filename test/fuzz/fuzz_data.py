@@ -159,16 +159,11 @@ def main():
         path = os.path.join(work, "case-%d.data" % i)
         with open(path, "wb") as f:
             f.write(data)
-        # Concurrent MPI singletons share Open MPI's session directory under
-        # /tmp, and one that ends can remove it under another's start
-        # (orte_session_dir failed): each case gets its own.
-        case_env = dict(env, OMPI_MCA_orte_tmpdir_base=tempfile.mkdtemp(
-            prefix="ompi-%d-" % i, dir=work))
+        # (fuzzlib.run_tool gives each run its own Open MPI session
+        # directory.)
         verdict, out = check_data(args.bin, plan, path, data_format,
-                                  args.timeout, case_env)
+                                  args.timeout, env)
         os.unlink(path)
-        shutil.rmtree(case_env["OMPI_MCA_orte_tmpdir_base"],
-                      ignore_errors=True)
         return verdict, out, data, ".data", \
             "data case %d (seed %d, %s, --data-format %s)" % (
                 i, args.seed, os.path.basename(plan), data_format)

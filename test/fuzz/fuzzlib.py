@@ -18,8 +18,10 @@ import concurrent.futures
 import hashlib
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,13 +58,23 @@ def known_patterns(crashers):
 
 
 def run_tool(argv, timeout, env=None):
-    """(verdict, output): verdict None when clean, else why it failed."""
+    """(verdict, output): verdict None when clean, else why it failed.
+
+    Each run gets an Open MPI session directory of its own: concurrent MPI
+    singletons share one under /tmp by default, and one that ends can
+    remove it under another's start (orte_session_dir failed), a failure
+    of the harness, not of the tool."""
+    session = tempfile.mkdtemp(prefix="fuzz-ompi-")
+    env = dict(env if env is not None else os.environ,
+               OMPI_MCA_orte_tmpdir_base=session)
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"") + (e.stderr or b"")
         return "timeout after %gs" % timeout, out.decode("utf-8", "replace")
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
     err = p.stderr.decode("utf-8", "replace")
     out = p.stdout.decode("utf-8", "replace") + err
     if "Sanitizer" in err or "runtime error:" in err:
