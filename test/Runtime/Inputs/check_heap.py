@@ -9,7 +9,9 @@
 * at its peak the heap holds at most the arena plus 1% of it plus
   FIXED_SLACK bytes (the libraries' and MPI's fixed share, docs/memory.md);
 * what it holds beyond the arena is the compiler's prediction (the plan's
-  outside-the-arena figure) within 10% of it plus 256 KiB.
+  outside-the-arena figure) within 25% of it plus 1 MiB: the prediction's
+  largest line (Open MPI's start-up) is a measurement on this project's
+  machines, and another machine's Open MPI may differ a little.
 
 Prints the figures and exits 1 naming the rule that fails.
 """
@@ -33,7 +35,7 @@ if peak - arena > arena // 100 + fixed_slack:
     ok = False
 predicted = report["outside_arena_bytes_predicted"]
 print(f"outside the arena: {peak - arena} measured, {predicted} predicted")
-if abs((peak - arena) - predicted) > predicted // 10 + 262144:
+if abs((peak - arena) - predicted) > predicted // 4 + (1 << 20):
     print(f"FAIL: {peak - arena} bytes outside the arena, the compiler "
           f"predicted {predicted}")
     ok = False
