@@ -632,6 +632,215 @@ void testAttention(const Blas &blas) {
 }
 
 //===----------------------------------------------------------------------===//
+// Blocked attention
+//===----------------------------------------------------------------------===//
+
+/// The worst errors the blocked kernels showed against the materialized
+/// ones, relative to the largest magnitude of the materialized result,
+/// and of lse against double (printed at the end, for the record); [1]
+/// for the case with scores in the hundreds.
+struct BlockedErrors {
+  double out = 0.0, lse = 0.0, grad = 0.0;
+} gBlockedErrors[2];
+
+double maxAbs(const std::vector<float> &v) {
+  double m = 0.0;
+  for (float x : v)
+    m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+
+/// max |got - want| / max |want|, and a check that it is within relTol.
+bool checkScaled(const char *file, int line, const std::string &what,
+                 const std::vector<float> &got, const std::vector<float> &want,
+                 double relTol, double &worst) {
+  const double scale = std::max(maxAbs(want), 1e-30);
+  double err = 0.0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    err = std::max(err, std::fabs(double(got[i]) - double(want[i])));
+  if (std::isnan(err) || got.size() != want.size())
+    err = std::numeric_limits<double>::infinity();
+  worst = std::max(worst, err / scale);
+  return checkClose(file, line, what, got.data(), toDouble(want).data(),
+                    got.size(), relTol * scale, 0.0);
+}
+
+#define CHECK_SCALED(...) checkScaled(__FILE__, __LINE__, __VA_ARGS__)
+
+/// log sum_{j<=i} exp(s_ij) in double, from the scores as refAttention
+/// computes them.
+std::vector<double> refLse(const std::vector<double> &qkv, int64_t B, int64_t T,
+                           int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  std::vector<double> lse(B * NH * T), s(T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const double *q = &qkv[(b * T + i) * 3 * C + h * hs];
+        double m = -1e300, sum = 0.0;
+        for (int64_t j = 0; j <= i; ++j) {
+          const double *k = &qkv[(b * T + j) * 3 * C + C + h * hs];
+          s[j] = 0.0;
+          for (int64_t d = 0; d < hs; ++d)
+            s[j] += q[d] * k[d];
+          s[j] *= scale;
+          m = std::max(m, s[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j)
+          sum += std::exp(s[j] - m);
+        lse[(b * NH + h) * T + i] = m + std::log(sum);
+      }
+  return lse;
+}
+
+struct BlockedResult {
+  std::vector<float> out, lse, dqkv;
+};
+
+BlockedResult runBlocked(const std::vector<float> &qkv,
+                         const std::vector<float> &dout, int64_t B, int64_t T,
+                         int64_t C, int64_t NH) {
+  BlockedResult r{nans(B * T * C), nans(B * NH * T), nans(B * T * 3 * C)};
+  blockedAttentionForward(r.out.data(), r.lse.data(), qkv.data(), B, T, C, NH);
+  blockedAttentionBackward(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(),
+                           r.lse.data(), B, T, C, NH);
+  return r;
+}
+
+/// Blocked against materialized (to float rounding of their scale) and
+/// against the double reference. tolScale loosens all tolerances.
+void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
+                           int64_t hs, uint64_t seed, float qkvScale = 1.5f,
+                           double tolScale = 1.0) {
+  const int64_t C = NH * hs;
+  const std::string at =
+      " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
+      ", NH=" + std::to_string(NH) + ", hs=" + std::to_string(hs) + ")";
+  BlockedErrors &worst = gBlockedErrors[tolScale > 1.0];
+  Rng rng(seed);
+  auto qkv = randomVector(rng, B * T * 3 * C, qkvScale);
+  auto dout = randomVector(rng, B * T * C);
+  auto dqkv0 = toDouble(qkv);
+
+  auto out = nans(B * T * C), probs = nans(B * NH * T * T);
+  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH);
+  auto dqkv = nans(B * T * 3 * C), scratch = nans(B * NH * T * T);
+  attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                    probs.data(), B, T, C, NH);
+  const BlockedResult r = runBlocked(qkv, dout, B, T, C, NH);
+
+  CHECK_SCALED("blockedAttentionForward out vs materialized" + at, r.out, out,
+               1e-5 * tolScale, worst.out);
+  const auto ref = refAttention(dqkv0, B, T, C, NH);
+  CHECK_CLOSE("blockedAttentionForward out vs reference" + at, r.out, ref.out,
+              1e-5 * tolScale, 1e-4 * tolScale);
+  const auto lse = refLse(dqkv0, B, T, C, NH);
+  CHECK_CLOSE("blockedAttentionForward lse vs reference" + at, r.lse, lse,
+              1e-5 * tolScale, 1e-5 * tolScale);
+  for (size_t i = 0; i < lse.size(); ++i)
+    worst.lse = std::max(worst.lse, std::fabs(double(r.lse[i]) - lse[i]) /
+                                        std::max(1.0, std::fabs(lse[i])));
+  CHECK_SCALED("blockedAttentionBackward vs attentionBackward" + at, r.dqkv,
+               dqkv, 1e-5 * tolScale, worst.grad);
+  CHECK_CLOSE(
+      "blockedAttentionBackward vs reference" + at, r.dqkv,
+      refAttentionBackward(toDouble(dout), dqkv0, ref.probs, B, T, C, NH),
+      1e-5 * tolScale, 1e-4 * tolScale);
+}
+
+/// Central differences of sum(dout * attention(qkv)) against the blocked
+/// backward; fdCount < 0: every element.
+void checkBlockedFiniteDiff(int64_t B, int64_t T, int64_t NH, int64_t hs,
+                            int64_t fdCount, uint64_t seed) {
+  const int64_t C = NH * hs;
+  const std::string at = " (B=" + std::to_string(B) +
+                         ", T=" + std::to_string(T) +
+                         ", NH=" + std::to_string(NH) + ")";
+  Rng rng(seed);
+  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  auto dqkv0 = toDouble(qkv), ddout = toDouble(dout);
+  const BlockedResult r = runBlocked(qkv, dout, B, T, C, NH);
+  auto loss = [&](const std::vector<double> &v) {
+    return dot(ddout, refAttention(v, B, T, C, NH).out);
+  };
+  auto idx = fdCount < 0 ? allIndices(qkv.size())
+                         : someIndices(rng, qkv.size(), size_t(fdCount));
+  CHECK_CLOSE("blockedAttentionBackward vs finite differences" + at,
+              gather(r.dqkv, idx), centralDiff(loss, dqkv0, idx), 1e-5, 1e-4);
+}
+
+/// Row i of out, lse and dq depends only on rows <= i, and the blocked
+/// kernels visit those rows the same way whatever T is: the rows of
+/// T = block - 1 and T = block are bit-identical to the first rows of
+/// T = block + 1 (dk and dv do depend on the later rows, and are covered
+/// by checkBlockedAttention at each of these lengths).
+void testBlockedBoundary() {
+  const int64_t NH = 2, hs = 8, C = NH * hs, Tmax = kAttentionBlock + 1;
+  Rng rng(21);
+  auto qkv = randomVector(rng, Tmax * 3 * C, 1.5f);
+  auto dout = randomVector(rng, Tmax * C);
+  const BlockedResult full = runBlocked(qkv, dout, 1, Tmax, C, NH);
+  for (int64_t T : {kAttentionBlock - 1, kAttentionBlock}) {
+    const std::vector<float> q(qkv.begin(), qkv.begin() + T * 3 * C),
+        d(dout.begin(), dout.begin() + T * C);
+    const BlockedResult r = runBlocked(q, d, 1, T, C, NH);
+    bool same =
+        std::memcmp(r.out.data(), full.out.data(), sizeof(float) * T * C) == 0;
+    for (int64_t h = 0; h < NH; ++h)
+      same &= std::memcmp(r.lse.data() + h * T, full.lse.data() + h * Tmax,
+                          sizeof(float) * T) == 0;
+    for (int64_t i = 0; i < T; ++i)
+      same &= std::memcmp(r.dqkv.data() + i * 3 * C,
+                          full.dqkv.data() + i * 3 * C, sizeof(float) * C) == 0;
+    CHECK_MSG(same,
+              "blocked attention: rows of T=" + std::to_string(T) +
+                  " differ from the first rows of T=" + std::to_string(Tmax));
+  }
+}
+
+void testBlockedAttention(const Blas &blas) {
+  // B, T, NH, hs: T = 1, below, at, just past and well past the block
+  // (64), never a multiple of it past 64.
+  const int64_t shapes[][4] = {{1, 1, 1, 8},    {2, 1, 3, 16},  {2, 7, 2, 8},
+                               {1, 7, 4, 16},   {1, 63, 2, 8},  {1, 64, 1, 16},
+                               {2, 64, 3, 8},   {2, 65, 2, 16}, {1, 65, 4, 8},
+                               {1, 130, 3, 16}, {2, 130, 1, 8}, {1, 257, 2, 8},
+                               {2, 257, 4, 16}};
+  uint64_t seed = 30;
+  for (const auto &s : shapes)
+    checkBlockedAttention(blas, s[0], s[1], s[2], s[3], seed++);
+  // Scores spread over hundreds: the running max changes from block to
+  // block and the accumulator must be rescaled (see checkAttention's case).
+  checkBlockedAttention(blas, 1, 200, 2, 32, seed++, /*qkvScale=*/8.0f,
+                        /*tolScale=*/10.0);
+  checkBlockedFiniteDiff(2, 5, 2, 4, /*fdCount=*/-1, seed++);
+  checkBlockedFiniteDiff(1, 67, 2, 4, /*fdCount=*/64, seed++);
+  testBlockedBoundary();
+
+  // Every output row has one owner and a fixed summation order.
+  const int64_t B = 2, T = 130, NH = 3, C = NH * 16;
+  Rng rng(seed);
+  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  const BlockedResult all = runBlocked(qkv, dout, B, T, C, NH);
+  BlockedResult one;
+  withOneThread([&] { one = runBlocked(qkv, dout, B, T, C, NH); });
+  CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
+                sameBits(all.dqkv, one.dqkv),
+            "blocked attention differs between 1 and " +
+                std::to_string(omp_get_max_threads()) + " threads");
+
+  for (int wide = 0; wide < 2; ++wide)
+    std::printf("cpu-kernels: blocked attention vs materialized%s, worst "
+                "error / scale: out %.3g, dqkv %.3g; lse vs double %.3g\n",
+                wide ? " (scores in the hundreds)" : "",
+                gBlockedErrors[wide].out, gBlockedErrors[wide].grad,
+                gBlockedErrors[wide].lse);
+}
+
+//===----------------------------------------------------------------------===//
 // CrossEntropy
 //===----------------------------------------------------------------------===//
 
@@ -809,6 +1018,8 @@ int main(int argc, char **argv) {
   testElementwise();
   if (blas)
     testAttention(*blas);
+  if (blas)
+    testBlockedAttention(*blas);
   testCrossEntropy();
   testAdamW();
   testDeterminism();

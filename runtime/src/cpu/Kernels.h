@@ -95,6 +95,33 @@ void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
                        const float *dout, const float *qkv, const float *probs,
                        int64_t B, int64_t T, int64_t C, int64_t NH);
 
+/// Rows of keys per block in the blocked attention kernels: the k and v
+/// rows of a block (2 x 64 x hs floats) stay in cache while every query
+/// row of a block uses them.
+constexpr int64_t kAttentionBlock = 64;
+
+/// The same attention without the probabilities (FlashAttention-2): out
+/// as attentionForward's, and lse (B x NH x T) the natural log-sum-exp of
+/// each query row's scaled, causally masked scores,
+///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// computed key block by key block with a running max m and sum l
+/// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
+/// the output accumulator rescaled by exp(m - m') likewise). No T x T
+/// buffer; beyond out and lse a few kAttentionBlock floats per thread.
+void blockedAttentionForward(float *out, float *lse, const float *qkv,
+                             int64_t B, int64_t T, int64_t C, int64_t NH);
+
+/// attentionBackward's dqkv from dout, qkv, the forward's out and lse,
+/// recomputing the probabilities block by block, p_ij = exp(s_ij - lse_i):
+///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
+///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+///   dv_j = sum_i p_ij dO_i.
+/// No scratch; the sums run in a fixed order (no atomics), so the result
+/// does not depend on the thread count.
+void blockedAttentionBackward(float *dqkv, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int64_t B,
+                              int64_t T, int64_t C, int64_t NH);
+
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]].
 void crossEntropyForward(float *loss, const float *logits,
                          const int32_t *targets, int64_t N, int64_t V);
