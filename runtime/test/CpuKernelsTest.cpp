@@ -483,7 +483,9 @@ void testElementwise() {
 //===----------------------------------------------------------------------===//
 
 struct AttentionRef {
-  std::vector<double> out, probs;
+  /// The output, the probabilities and each row's log-sum-exp of its
+  /// scaled, masked scores.
+  std::vector<double> out, probs, lse;
 };
 
 AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
@@ -491,7 +493,8 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
   const int64_t hs = C / NH;
   const double scale = 1.0 / std::sqrt(double(hs));
   AttentionRef r{std::vector<double>(B * T * C, 0.0),
-                 std::vector<double>(B * NH * T * T, 0.0)};
+                 std::vector<double>(B * NH * T * T, 0.0),
+                 std::vector<double>(B * NH * T, 0.0)};
   std::vector<double> s(T);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
@@ -508,6 +511,7 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
         }
         for (int64_t j = 0; j <= i; ++j)
           sum += std::exp(s[j] - m);
+        r.lse[(b * NH + h) * T + i] = m + std::log(sum);
         double *p = &r.probs[((b * NH + h) * T + i) * T];
         double *o = &r.out[(b * T + i) * C + h * hs];
         for (int64_t j = 0; j <= i; ++j) {
@@ -667,33 +671,6 @@ bool checkScaled(const char *file, int line, const std::string &what,
 
 #define CHECK_SCALED(...) checkScaled(__FILE__, __LINE__, __VA_ARGS__)
 
-/// log sum_{j<=i} exp(s_ij) in double, from the scores as refAttention
-/// computes them.
-std::vector<double> refLse(const std::vector<double> &qkv, int64_t B, int64_t T,
-                           int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  const double scale = 1.0 / std::sqrt(double(hs));
-  std::vector<double> lse(B * NH * T), s(T);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t i = 0; i < T; ++i) {
-        const double *q = &qkv[(b * T + i) * 3 * C + h * hs];
-        double m = -1e300, sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
-          const double *k = &qkv[(b * T + j) * 3 * C + C + h * hs];
-          s[j] = 0.0;
-          for (int64_t d = 0; d < hs; ++d)
-            s[j] += q[d] * k[d];
-          s[j] *= scale;
-          m = std::max(m, s[j]);
-        }
-        for (int64_t j = 0; j <= i; ++j)
-          sum += std::exp(s[j] - m);
-        lse[(b * NH + h) * T + i] = m + std::log(sum);
-      }
-  return lse;
-}
-
 struct BlockedResult {
   std::vector<float> out, lse, dqkv;
 };
@@ -735,7 +712,7 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
   const auto ref = refAttention(dqkv0, B, T, C, NH);
   CHECK_CLOSE("blockedAttentionForward out vs reference" + at, r.out, ref.out,
               1e-5 * tolScale, 1e-4 * tolScale);
-  const auto lse = refLse(dqkv0, B, T, C, NH);
+  const std::vector<double> &lse = ref.lse;
   CHECK_CLOSE("blockedAttentionForward lse vs reference" + at, r.lse, lse,
               1e-5 * tolScale, 1e-5 * tolScale);
   for (size_t i = 0; i < lse.size(); ++i)
