@@ -41,12 +41,11 @@ std::atomic<bool> gTrapArmed{false};
 void added(void *p) {
   if (!p)
     return;
+  uint64_t size = malloc_usable_size(p);
   if (gTrapArmed.load(std::memory_order_relaxed) &&
-      malloc_usable_size(p) >= gTrapBytes.load(std::memory_order_relaxed))
+      size >= gTrapBytes.load(std::memory_order_relaxed))
     raise(SIGTRAP);
-  uint64_t live =
-      gLive.fetch_add(malloc_usable_size(p), std::memory_order_relaxed) +
-      malloc_usable_size(p);
+  uint64_t live = gLive.fetch_add(size, std::memory_order_relaxed) + size;
   uint64_t peak = gPeak.load(std::memory_order_relaxed);
   while (live > peak &&
          !gPeak.compare_exchange_weak(peak, live, std::memory_order_relaxed))

@@ -25,6 +25,10 @@ using namespace mlir::fsdp;
 namespace plan = ::fsdp::plan;
 
 namespace {
+/// The backends whose bytes outside the arena the summary holds, in file
+/// order (docs/plan-format.md).
+constexpr StringLiteral kOutsideArenaBackends[] = {"cpu", "cuda"};
+
 class PayloadWriter {
 public:
   template <typename T> void put(T value) {
@@ -129,11 +133,9 @@ LogicalResult PlanBuilder::findProgram() {
            << "memory is not planned: run --fsdp-plan-memory first";
   outside = program->getAttrOfType<DictionaryAttr>(
       fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName);
-  if (!outside || !llvm::all_of(std::initializer_list<StringRef>{"cpu", "cuda"},
-                                [&](StringRef backend) {
-                                  return llvm::isa_and_nonnull<IntegerAttr>(
-                                      outside.get(backend));
-                                }))
+  if (!outside || !llvm::all_of(kOutsideArenaBackends, [&](StringRef backend) {
+        return llvm::isa_and_nonnull<IntegerAttr>(outside.get(backend));
+      }))
     return emitError(program.getLoc())
            << "the step program has no '"
            << fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName
@@ -184,7 +186,7 @@ void PlanBuilder::writeSummary() {
   for (StringRef row : {"params", "grads", "optimizer", "activations",
                         "scratch", "gathered", "inputs"})
     w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get(row)).getInt());
-  for (StringRef backend : {"cpu", "cuda"})
+  for (StringRef backend : kOutsideArenaBackends)
     w.put<uint64_t>(llvm::cast<IntegerAttr>(outside.get(backend)).getInt());
 }
 
