@@ -386,9 +386,9 @@ struct HeapFigures {
 };
 
 /// Every rank's heap and device figures reduced to their maxima (a
-/// collective).
+/// collective); `setup` holds this rank's figures from after setup.
 HeapFigures measureHeap(Communicator &comm, const Backend &backend,
-                        uint64_t afterSetup, const HeapFigures &setup) {
+                        const HeapFigures &setup) {
   RecordScope scope(CollectiveLabel{0, -1, "heap all-reduce"});
   HeapFigures heap = setup;
   // The heap's peak first: reading /proc allocates (a FILE).
@@ -397,7 +397,7 @@ HeapFigures measureHeap(Communicator &comm, const Backend &backend,
   heap.rssAfterSetup.now = comm.allReduceMax(heap.rssAfterSetup.now);
   heap.rss.peak = comm.allReduceMax(heap.rss.peak);
   heap.counted = heap::counting();
-  heap.afterSetup = comm.allReduceMax(afterSetup);
+  heap.afterSetup = comm.allReduceMax(heap.afterSetup);
   heap.peak = comm.allReduceMax(heapPeak);
   heap.device = backend.deviceMemory();
   heap.device.afterSetup = comm.allReduceMax(heap.device.afterSetup);
@@ -757,10 +757,10 @@ int run(int argc, char **argv) {
   HeapFigures setupFigures;
   setupFigures.rssAfterSetup = residentMemory();
   setupFigures.rssPeakRestarted = resetResidentPeak();
-  uint64_t heapAfterSetup = heap::liveBytes();
+  setupFigures.afterSetup = heap::liveBytes();
   heap::resetPeak();
   TrainResult result = train(options, session, *comm, feeder, stall);
-  HeapFigures heap = measureHeap(*comm, *backend, heapAfterSetup, setupFigures);
+  HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs);
   return 0;
