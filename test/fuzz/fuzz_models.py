@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A bounded mutation fuzzer of models for the compiler (docs/testing.md).
 
-Seeds are `fsdp-gen` outputs (MLPs and GPT-2s). Per case one to three
+Seeds are `fsdp-gen` outputs (MLPs and GPT-2s), one of them with a
+`#fsdp.mesh` module attribute. Per case one to three
 textual mutations: a line duplicated, deleted or swapped with another, a
 number (in a type, a shape, an attribute) set to an extreme (0, -1, 2^31,
 2^63 - 1, 2^64 - 1, 10^20, ...), two tokens swapped, the text cut short.
@@ -102,6 +103,12 @@ def main():
     seeds = [subprocess.run([os.path.join(args.bin, "fsdp-gen")] + s,
                             check=True, stdout=subprocess.PIPE,
                             text=True).stdout for s in SEEDS]
+    # One seed carries a device mesh, so that the #fsdp.mesh parser and
+    # verifier (axis names, sizes, order, overflow) see mutants too.
+    seeds.append(subprocess.run(
+        [os.path.join(args.bin, "fsdp-opt"), "-", "--fsdp-mesh=shard=1"],
+        input=seeds[0], check=True, stdout=subprocess.PIPE,
+        text=True).stdout)
     campaign = fuzzlib.Campaign(args, "model")
 
     def case(i):
