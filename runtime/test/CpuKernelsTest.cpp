@@ -675,13 +675,14 @@ struct BlockedResult {
   std::vector<float> out, lse, dqkv;
 };
 
-BlockedResult runBlocked(const std::vector<float> &qkv,
+BlockedResult runBlocked(const Blas &blas, const std::vector<float> &qkv,
                          const std::vector<float> &dout, int64_t B, int64_t T,
                          int64_t C, int64_t NH) {
   BlockedResult r{nans(B * T * C), nans(B * NH * T), nans(B * T * 3 * C)};
-  blockedAttentionForward(r.out.data(), r.lse.data(), qkv.data(), B, T, C, NH);
-  blockedAttentionBackward(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(),
-                           r.lse.data(), B, T, C, NH);
+  blockedAttentionForward(blas, r.out.data(), r.lse.data(), qkv.data(), B, T, C,
+                          NH);
+  blockedAttentionBackward(blas, r.dqkv.data(), dout.data(), qkv.data(),
+                           r.out.data(), r.lse.data(), B, T, C, NH);
   return r;
 }
 
@@ -705,7 +706,7 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
   auto dqkv = nans(B * T * 3 * C), scratch = nans(B * NH * T * T);
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
                     probs.data(), B, T, C, NH);
-  const BlockedResult r = runBlocked(qkv, dout, B, T, C, NH);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH);
 
   CHECK_SCALED("blockedAttentionForward out vs materialized" + at, r.out, out,
                1e-5 * tolScale, worst.out);
@@ -728,8 +729,8 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
 
 /// Central differences of sum(dout * attention(qkv)) against the blocked
 /// backward; fdCount < 0: every element.
-void checkBlockedFiniteDiff(int64_t B, int64_t T, int64_t NH, int64_t hs,
-                            int64_t fdCount, uint64_t seed) {
+void checkBlockedFiniteDiff(const Blas &blas, int64_t B, int64_t T, int64_t NH,
+                            int64_t hs, int64_t fdCount, uint64_t seed) {
   const int64_t C = NH * hs;
   const std::string at = " (B=" + std::to_string(B) +
                          ", T=" + std::to_string(T) +
@@ -738,7 +739,7 @@ void checkBlockedFiniteDiff(int64_t B, int64_t T, int64_t NH, int64_t hs,
   auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
   auto dout = randomVector(rng, B * T * C);
   auto dqkv0 = toDouble(qkv), ddout = toDouble(dout);
-  const BlockedResult r = runBlocked(qkv, dout, B, T, C, NH);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH);
   auto loss = [&](const std::vector<double> &v) {
     return dot(ddout, refAttention(v, B, T, C, NH).out);
   };
@@ -753,16 +754,16 @@ void checkBlockedFiniteDiff(int64_t B, int64_t T, int64_t NH, int64_t hs,
 /// T = block - 1 and T = block are bit-identical to the first rows of
 /// T = block + 1 (dk and dv do depend on the later rows, and are covered
 /// by checkBlockedAttention at each of these lengths).
-void testBlockedBoundary() {
+void testBlockedBoundary(const Blas &blas) {
   const int64_t NH = 2, hs = 8, C = NH * hs, Tmax = kAttentionBlock + 1;
   Rng rng(21);
   auto qkv = randomVector(rng, Tmax * 3 * C, 1.5f);
   auto dout = randomVector(rng, Tmax * C);
-  const BlockedResult full = runBlocked(qkv, dout, 1, Tmax, C, NH);
+  const BlockedResult full = runBlocked(blas, qkv, dout, 1, Tmax, C, NH);
   for (int64_t T : {kAttentionBlock - 1, kAttentionBlock}) {
     const std::vector<float> q(qkv.begin(), qkv.begin() + T * 3 * C),
         d(dout.begin(), dout.begin() + T * C);
-    const BlockedResult r = runBlocked(q, d, 1, T, C, NH);
+    const BlockedResult r = runBlocked(blas, q, d, 1, T, C, NH);
     bool same =
         std::memcmp(r.out.data(), full.out.data(), sizeof(float) * T * C) == 0;
     for (int64_t h = 0; h < NH; ++h)
@@ -792,18 +793,18 @@ void testBlockedAttention(const Blas &blas) {
   // block and the accumulator must be rescaled (see checkAttention's case).
   checkBlockedAttention(blas, 1, 200, 2, 32, seed++, /*qkvScale=*/8.0f,
                         /*tolScale=*/10.0);
-  checkBlockedFiniteDiff(2, 5, 2, 4, /*fdCount=*/-1, seed++);
-  checkBlockedFiniteDiff(1, 67, 2, 4, /*fdCount=*/64, seed++);
-  testBlockedBoundary();
+  checkBlockedFiniteDiff(blas, 2, 5, 2, 4, /*fdCount=*/-1, seed++);
+  checkBlockedFiniteDiff(blas, 1, 67, 2, 4, /*fdCount=*/64, seed++);
+  testBlockedBoundary(blas);
 
   // Every output row has one owner and a fixed summation order.
   const int64_t B = 2, T = 130, NH = 3, C = NH * 16;
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
   auto dout = randomVector(rng, B * T * C);
-  const BlockedResult all = runBlocked(qkv, dout, B, T, C, NH);
+  const BlockedResult all = runBlocked(blas, qkv, dout, B, T, C, NH);
   BlockedResult one;
-  withOneThread([&] { one = runBlocked(qkv, dout, B, T, C, NH); });
+  withOneThread([&] { one = runBlocked(blas, qkv, dout, B, T, C, NH); });
   CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
                 sameBits(all.dqkv, one.dqkv),
             "blocked attention differs between 1 and " +

@@ -5,7 +5,8 @@
 // the B x NH x T x T probabilities, and the backward recomputes each block
 // of probabilities from q, k and that log-sum-exp.
 //
-// The products are our own loops, not BLAS GEMMs: a block is at most
+// The products are our own loops, not BLAS GEMMs (blas is taken for the
+// kernel set's common signature): a block is at most
 // kAttentionBlock x hs, too small for a GEMM call to pay off, and the
 // blocks run concurrently inside one OpenMP region, where Blas does not
 // promise a single-threaded GEMM (see Attention.cpp).
@@ -220,9 +221,10 @@ BackwardHead backwardHead(float *dqkv, const float *dout, const float *qkv,
 // key blocks more queries), so the schedule is dynamic. Each task writes
 // only its own rows, so the order tasks run in does not change any bit.
 
-FSDP_CPU_KERNEL void blockedAttentionForward(float *out, float *lse,
-                                             const float *qkv, int64_t B,
-                                             int64_t T, int64_t C, int64_t NH) {
+FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
+                                             float *lse, const float *qkv,
+                                             int64_t B, int64_t T, int64_t C,
+                                             int64_t NH) {
   const int64_t hs = C / NH, nb = (T + kBlock - 1) / kBlock;
   const float scale = 1.0f / std::sqrt(float(hs));
 #pragma omp parallel for schedule(dynamic, 1)
@@ -236,9 +238,9 @@ FSDP_CPU_KERNEL void blockedAttentionForward(float *out, float *lse,
 }
 
 FSDP_CPU_KERNEL void
-blockedAttentionBackward(float *dqkv, const float *dout, const float *qkv,
-                         const float *out, const float *lse, int64_t B,
-                         int64_t T, int64_t C, int64_t NH) {
+blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
+                         const float *qkv, const float *out, const float *lse,
+                         int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t nb = (T + kBlock - 1) / kBlock;
 #pragma omp parallel
   {

@@ -108,8 +108,9 @@ constexpr int64_t kAttentionBlock = 64;
 /// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
 /// the output accumulator rescaled by exp(m - m') likewise). No T x T
 /// buffer; beyond out and lse a few kAttentionBlock floats per thread.
-void blockedAttentionForward(float *out, float *lse, const float *qkv,
-                             int64_t B, int64_t T, int64_t C, int64_t NH);
+void blockedAttentionForward(const Blas &blas, float *out, float *lse,
+                             const float *qkv, int64_t B, int64_t T, int64_t C,
+                             int64_t NH);
 
 /// attentionBackward's dqkv from dout, qkv, the forward's out and lse,
 /// recomputing the probabilities block by block, p_ij = exp(s_ij - lse_i):
@@ -118,9 +119,10 @@ void blockedAttentionForward(float *out, float *lse, const float *qkv,
 ///   dv_j = sum_i p_ij dO_i.
 /// No scratch; the sums run in a fixed order (no atomics), so the result
 /// does not depend on the thread count.
-void blockedAttentionBackward(float *dqkv, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int64_t B,
-                              int64_t T, int64_t C, int64_t NH);
+void blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
+                              const float *qkv, const float *out,
+                              const float *lse, int64_t B, int64_t T, int64_t C,
+                              int64_t NH);
 
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]].
 void crossEntropyForward(float *loss, const float *logits,
