@@ -75,7 +75,8 @@ def main():
         print(f"CPU: {cpu_name()}, 2 ranks x 1 thread, {args.steps} steps")
         print(f"{'model':24} {'reduce-scatter':16} {'arena MiB':>10} "
               f"{'heap setup':>11} {'heap peak':>10} {'step +KiB':>10} "
-              f"{'above arena':>12} {'predicted':>10} {'% arena':>8}")
+              f"{'above arena':>12} {'predicted':>10} {'% arena':>8} "
+              f"{'RSS peak':>9} {'predicted':>10}")
         for name, (gen, source) in MODELS.items():
             ir = subprocess.run([os.path.join(args.build, "bin", "fsdp-gen"),
                                  *gen], check=True, capture_output=True,
@@ -96,7 +97,9 @@ def main():
                       f"{(peak - setup) / 1024:10.1f} "
                       f"{(peak - arena) / mib:12.2f} "
                       f"{r['outside_arena_bytes_predicted'] / mib:10.2f} "
-                      f"{100 * (peak - arena) / arena:8.2f}")
+                      f"{100 * (peak - arena) / arena:8.2f} "
+                      f"{r['rss_bytes_peak'] / mib:9.1f} "
+                      f"{r['rss_bytes_predicted'] / mib:10.1f}")
     return 0
 
 

@@ -307,6 +307,8 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
     r.read(row);
   plan.peak = {peak[0], peak[1], peak[2], peak[3], peak[4], peak[5], peak[6]};
   r.read(plan.outsideArenaCpu);
+  r.read(plan.outsideArenaCpuMapped);
+  r.read(plan.blasBytesPerThread);
   r.read(plan.outsideArenaCuda);
   if (r.failed())
     why = "the payload ends in the middle of a record";
@@ -995,8 +997,9 @@ std::string describePlan(const Plan &plan) {
      << ", scratch " << plan.peak.scratch << ", gathered " << plan.peak.gathered
      << ", inputs " << plan.peak.inputs << ")\n"
      << "  outside the arena (predicted): cpu " << plan.outsideArenaCpu
-     << " bytes of heap, cuda " << plan.outsideArenaCuda
-     << " bytes of device memory\n";
+     << " bytes of heap, " << plan.outsideArenaCpuMapped << " mapped and "
+     << plan.blasBytesPerThread << " per BLAS thread, cuda "
+     << plan.outsideArenaCuda << " bytes of device memory\n";
   for (const UnitDesc &u : plan.units)
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
        << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";

@@ -119,7 +119,8 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
         if (r.rssMeasured)
           out << ", \"rss_bytes_after_setup\": " << r.rssAfterSetup
-              << ", \"rss_bytes_peak\": " << r.rssPeak;
+              << ", \"rss_bytes_peak\": " << r.rssPeak
+              << ", \"rss_bytes_predicted\": " << r.rssPredicted;
         if (r.deviceMeasured)
           out << ", \"device_bytes_after_setup\": " << r.deviceAfterSetup
               << ", \"device_bytes_peak\": " << r.devicePeak;

@@ -419,11 +419,16 @@ static func::FuncOp createProgram(OpBuilder &builder, func::FuncOp step,
 static void recordOutsideArena(ModuleOp module, func::FuncOp step,
                                func::FuncOp program) {
   Builder builder(module.getContext());
-  SmallVector<NamedAttribute> bytes;
-  for (StringRef backend : getOverheadBackends())
-    bytes.push_back(builder.getNamedAttr(
-        backend, builder.getI64IntegerAttr(
-                     estimateRuntimeOverhead(module, step, backend).total())));
+  RuntimeOverhead cpu = estimateRuntimeOverhead(module, step, "cpu");
+  RuntimeOverhead cuda = estimateRuntimeOverhead(module, step, "cuda");
+  auto entry = [&](StringRef key, int64_t value) {
+    return builder.getNamedAttr(key, builder.getI64IntegerAttr(value));
+  };
+  NamedAttribute bytes[] = {
+      entry("cpu", cpu.total(OverheadKind::Heap)),
+      entry("cpu_mapped", cpu.total(OverheadKind::Mapped)),
+      entry("cpu_blas_thread", cpu.total(OverheadKind::MappedPerThread)),
+      entry("cuda", cuda.total())};
   program->setAttr(fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName,
                    builder.getDictionaryAttr(bytes));
 }

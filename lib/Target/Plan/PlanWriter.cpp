@@ -25,9 +25,11 @@ using namespace mlir::fsdp;
 namespace plan = ::fsdp::plan;
 
 namespace {
-/// The backends whose bytes outside the arena the summary holds, in file
-/// order (docs/plan-format.md).
-constexpr StringLiteral kOutsideArenaBackends[] = {"cpu", "cuda"};
+/// The bytes outside the arena the summary holds, in file order
+/// (docs/plan-format.md): the CPU's heap, its mapped memory, that per BLAS
+/// thread, and CUDA's device memory.
+constexpr StringLiteral kOutsideArenaBackends[] = {"cpu", "cpu_mapped",
+                                                   "cpu_blas_thread", "cuda"};
 
 class PayloadWriter {
 public:

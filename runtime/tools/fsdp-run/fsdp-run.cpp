@@ -372,6 +372,13 @@ void printHeapBreakdown() {
   }
 }
 
+/// The CPU backend's threads (OpenMP's and the BLAS's): --threads, or one
+/// per hardware thread.
+int runThreads(const Options &o) {
+  return o.threads > 0 ? int(o.threads)
+                       : int(std::thread::hardware_concurrency());
+}
+
 /// The heap while training, max over ranks: live after setup (the arena
 /// included) and the high-water mark since.
 struct HeapFigures {
@@ -431,7 +438,9 @@ void printDevice(const Plan &plan, const HeapFigures &h, int ranks) {
 /// the arena the compiler planned (docs/memory.md explains the rest).
 /// The resident set: everything the process holds in memory, mapped or
 /// allocated, code included.
-void printResident(const HeapFigures &h, int ranks) {
+/// On the CPU, the compiler's prediction of it at this run's threads.
+void printResident(const Plan &plan, const Options &o, const HeapFigures &h,
+                   int ranks) {
   if (!h.rss.measured)
     return;
   std::printf(
@@ -440,11 +449,18 @@ void printResident(const HeapFigures &h, int ranks) {
       "mapped buffers, stacks and code)\n",
       ranks, bytes(h.rssAfterSetup.now).c_str(), bytes(h.rss.peak).c_str(),
       h.rssPeakRestarted ? "while training" : "since the process started");
+  if (o.backend == "cpu")
+    std::printf("summary: resident memory predicted by the compiler: %s at "
+                "%d BLAS threads (an estimate: the arena, the heap beyond "
+                "it, %s of code and stacks, %s of BLAS panels per thread)\n",
+                bytes(plan.predictedResident(runThreads(o))).c_str(),
+                runThreads(o), bytes(plan.outsideArenaCpuMapped).c_str(),
+                bytes(plan.blasBytesPerThread).c_str());
 }
 
 void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
                int ranks) {
-  printResident(h, ranks);
+  printResident(plan, o, h, ranks);
   if (!h.counted) {
     std::printf("summary: heap not counted (this build replaces malloc: "
                 "sanitizers)\n");
@@ -544,8 +560,7 @@ void stallAt(const Options &o, int rank, int64_t step) {
 /// having said why on its own, when they differ.
 bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
                 const TokenData *tokens) {
-  int threads =
-      o.threads > 0 ? int(o.threads) : int(std::thread::hardware_concurrency());
+  int threads = runThreads(o);
   RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
   std::string disagreement =
       checkRanksAgree(comm, agreedFields(o, plan, tokens, threads));
@@ -680,6 +695,8 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.rssMeasured = heap.rss.measured;
     report.rssAfterSetup = heap.rssAfterSetup.now;
     report.rssPeak = heap.rss.peak;
+    if (o.backend == "cpu")
+      report.rssPredicted = plan.predictedResident(runThreads(o));
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;

@@ -28,7 +28,7 @@ fsdp.unit @layers.0 params [@w, @b]
 // CHECK: fsdp.unit @layers.0
 // CHECK-NOT: func.func @forward
 // What the runtime will hold outside the arena, per backend, rides along.
-// CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = {{[0-9]+}} : i64, cuda = {{[0-9]+}} : i64}, fsdprt.program}
+// CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = {{[0-9]+}} : i64, cpu_blas_thread = {{[0-9]+}} : i64, cpu_mapped = {{[0-9]+}} : i64, cuda = {{[0-9]+}} : i64}, fsdprt.program}
 // Inputs (the step number is not a buffer), then parameters.
 // CHECK-NEXT: %[[X:.*]] = fsdprt.buffer <input> input 0 : memref<2x4xf32>
 // CHECK-NEXT: %[[T:.*]] = fsdprt.buffer <input> input 1 : memref<2xi32>

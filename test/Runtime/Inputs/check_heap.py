@@ -39,4 +39,18 @@ if abs((peak - arena) - predicted) > predicted // 4 + (1 << 20):
     print(f"FAIL: {peak - arena} bytes outside the arena, the compiler "
           f"predicted {predicted}")
     ok = False
+# The resident set: the compiler's figure is an estimate with upper bounds
+# in it (the BLAS's panels, code and stacks), so the process must stay
+# below it, and not so far below that the estimate says nothing.
+if "rss_bytes_predicted" in report and report["rss_bytes_predicted"]:
+    rss, rss_predicted = report["rss_bytes_peak"], report["rss_bytes_predicted"]
+    print(f"resident: {rss} measured, {rss_predicted} predicted")
+    if rss > rss_predicted:
+        print(f"FAIL: the resident set peaked at {rss} bytes, above the "
+              f"compiler's {rss_predicted}")
+        ok = False
+    if rss < rss_predicted // 2:
+        print(f"FAIL: the resident set peaked at {rss} bytes, under half "
+              f"the compiler's {rss_predicted}")
+        ok = False
 sys.exit(0 if ok else 1)

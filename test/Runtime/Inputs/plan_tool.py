@@ -52,8 +52,9 @@ HEADER_FIELDS = ["magic", "version", "flags", "payload_size", "crc",
 SUMMARY_FIELDS = ["world_size", "arena_size", "peak_bytes", "peak_kernel",
                   "peak_params", "peak_grads", "peak_optimizer",
                   "peak_activations", "peak_scratch", "peak_gathered",
-                  "peak_inputs", "outside_arena_cpu", "outside_arena_cuda"]
-SUMMARY = struct.Struct("<IQQQ9Q")
+                  "peak_inputs", "outside_arena_cpu", "outside_arena_cpu_mapped",
+                  "blas_bytes_per_thread", "outside_arena_cuda"]
+SUMMARY = struct.Struct("<IQQQ11Q")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
@@ -114,7 +115,7 @@ def parse(data):
         raise PlanError("not a plan file")
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
-    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IQQQ9Q")))
+    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IQQQ11Q")))
     plan["buffers"] = []
     for _ in range(c.take("I")):
         b = {"kind": c.take("I"), "dtype": c.take("I"),

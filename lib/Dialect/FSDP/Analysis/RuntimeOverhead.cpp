@@ -12,6 +12,9 @@
 
 #include "fsdp/runtime/PlanFormat.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -35,6 +38,47 @@ constexpr int64_t kNcclBuffSize = 4 * kMiB, kNcclChannels = 4;
 /// The CUDA context and our kernels' modules on the device: an estimate
 /// until the GPU check measures it (docs/cuda.md).
 constexpr int64_t kCudaContext = 500 * kMiB;
+/// Resident but neither heap nor arena on a CPU rank: code, stacks and
+/// Open MPI's shared-memory segments (12.4 MiB for a small GPT-2 and
+/// 14.7 MiB for GPT-2 124M at 2 ranks, docs/memory.md), rounded up.
+constexpr int64_t kCpuCodeAndStacks = 16 * kMiB;
+/// OpenBLAS's single-precision GEMM blocking (its Haswell and Zen
+/// kernels): a packed panel of the first operand is P x Q floats, one of
+/// the second Q x (its width, up to R, which Debian's 128 MiB per-thread
+/// buffer makes larger than any of our widths).
+constexpr int64_t kBlasP = 768, kBlasQ = 384;
+constexpr int64_t kBlasBufferBytes = 128 * kMiB;
+
+/// NCCL's buffer size and the channels counted per communicator: its
+/// defaults, or NCCL_BUFFSIZE and NCCL_MIN/MAX_NCHANNELS from the compiler's
+/// environment (compile with the job's, docs/memory.md).
+struct NcclSettings {
+  int64_t buffSize = kNcclBuffSize, channels = kNcclChannels;
+  std::string source = "NCCL_BUFFSIZE (4 MiB, NCCL's default)";
+};
+
+/// A positive integer environment variable, or 0 when unset or not one.
+int64_t positiveEnv(const char *name) {
+  const char *text = std::getenv(name);
+  int64_t value = 0;
+  if (!text || llvm::StringRef(text).getAsInteger(0, value) || value <= 0)
+    return 0;
+  return value;
+}
+
+NcclSettings ncclSettings() {
+  NcclSettings s;
+  if (int64_t size = positiveEnv("NCCL_BUFFSIZE")) {
+    s.buffSize = size;
+    s.source =
+        "NCCL_BUFFSIZE (" + std::to_string(size) + " B, from the environment)";
+  }
+  if (int64_t channels = positiveEnv("NCCL_MIN_NCHANNELS"))
+    s.channels = std::max(s.channels, channels);
+  if (int64_t channels = positiveEnv("NCCL_MAX_NCHANNELS"))
+    s.channels = std::min(s.channels, channels);
+  return s;
+}
 
 /// The step's inputs' bytes per rank, and whether it is a token plan (B x
 /// T ids and targets), with its B x T.
@@ -73,6 +117,27 @@ int64_t countOps(func::FuncOp step) {
   return ops;
 }
 
+/// What one BLAS thread's packing buffer holds resident: OpenBLAS maps
+/// kBlasBufferBytes per thread and touches the panels of the largest GEMM.
+/// A row-major M x N = (M x K)(K x N) runs column-major as its transpose,
+/// so the panels are min(K, Q) x min(N, P) and min(K, Q) x M floats: an
+/// upper bound (measured within 1% for GPT-2 124M's largest, its
+/// embedding's weight gradient, and above it for square GEMMs).
+int64_t blasBytesPerThread(func::FuncOp step) {
+  int64_t bytes = 0;
+  step.walk([&](Operation *op) {
+    if (!llvm::isa<LinearOp, LinearGradInputOp, LinearGradWeightOp>(op))
+      return;
+    auto result = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t n = result.getShape().back(), m = result.getNumElements() / n;
+    auto k = int64_t(llvm::cast<KernelOpInterface>(op).getFlops() /
+                     (2.0 * double(m * n)));
+    bytes =
+        std::max(bytes, 4 * std::min(k, kBlasQ) * (std::min(n, kBlasP) + m));
+  });
+  return std::min(bytes, kBlasBufferBytes);
+}
+
 /// What the runtime allocates on the host for any backend.
 void addHostLines(ModuleOp module, func::FuncOp step, RuntimeOverhead &o) {
   StepInputSizes in = stepInputs(step);
@@ -108,6 +173,14 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
     o.lines.push_back({"MPI and the C++ runtime", kCpuStartupHeap, true,
                        "measured at start-up (fsdp-run --heap-breakdown)"});
     addHostLines(module, step, o);
+    o.lines.push_back({"code and stacks", kCpuCodeAndStacks, true,
+                       "resident, not heap: code, stacks, Open MPI's shared "
+                       "memory, measured at 2 ranks",
+                       OverheadKind::Mapped});
+    o.lines.push_back({"BLAS per thread", blasBytesPerThread(step), true,
+                       "resident, not heap: OpenBLAS's packed panels of "
+                       "the largest GEMM, an upper bound",
+                       OverheadKind::MappedPerThread});
     return o;
   }
   // The arena is device memory: only what the libraries put there counts.
@@ -116,17 +189,20 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   // sends its successor.
   int64_t comms = 2;
   o.lines.push_back({"CUDA context", kCudaContext, true,
-                     "context and kernel modules, to be measured on a GPU"});
+                     "context and kernel modules, to be measured on a GPU",
+                     OverheadKind::Device});
   // The backend gives cuBLAS this workspace itself, after the arena in the
   // same allocation (NVIDIA's recommended size for Hopper).
-  o.lines.push_back({"cuBLAS workspace",
-                     int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
-                     "set by the backend, after the arena"});
-  if (getShardSize(module) > 1)
-    o.lines.push_back({"NCCL buffers",
-                       comms * kNcclChannels * 2 * kNcclBuffSize, true,
-                       std::to_string(comms) + " communicators x " +
-                           std::to_string(kNcclChannels) +
-                           " channels x 2 x NCCL_BUFFSIZE (4 MiB unless set)"});
+  o.lines.push_back(
+      {"cuBLAS workspace", int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
+       "set by the backend, after the arena", OverheadKind::Device});
+  if (getShardSize(module) > 1) {
+    NcclSettings nccl = ncclSettings();
+    o.lines.push_back(
+        {"NCCL buffers", comms * nccl.channels * 2 * nccl.buffSize, true,
+         std::to_string(comms) + " communicators x " +
+             std::to_string(nccl.channels) + " channels x 2 x " + nccl.source,
+         OverheadKind::Device});
+  }
   return o;
 }

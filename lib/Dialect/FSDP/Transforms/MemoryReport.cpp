@@ -144,7 +144,8 @@ void ReportPrinter::printPeaks() {
 void ReportPrinter::printOverhead(const RuntimeOverhead &overhead) {
   bool device = overhead.backend == "cuda";
   row("outside the arena, " + overhead.backend, overhead.total(),
-      device ? "device memory the libraries take" : "host heap beyond it");
+      device ? "device memory the libraries take"
+             : "host memory beyond it: heap, and mapped at 1 BLAS thread");
   for (const OverheadLine &line : overhead.lines)
     row("  " + line.what, line.bytes,
         (line.estimate ? "estimate: " : "exact: ") + line.basis);

@@ -75,8 +75,17 @@ struct Plan {
   uint64_t peakBytes = 0, peakKernel = 0;
   PeakBreakdown peak;
   /// The compiler's prediction of what a rank holds outside the arena: on
-  /// the CPU backend, host heap; on CUDA, device memory (the libraries').
-  uint64_t outsideArenaCpu = 0, outsideArenaCuda = 0;
+  /// the CPU backend, host heap, resident memory that is not heap (code,
+  /// stacks, shared memory) and that per BLAS thread (its GEMM panels); on
+  /// CUDA, device memory (the libraries').
+  uint64_t outsideArenaCpu = 0, outsideArenaCpuMapped = 0;
+  uint64_t blasBytesPerThread = 0, outsideArenaCuda = 0;
+  /// The resident set the compiler's figures predict with `threads` BLAS
+  /// threads: the arena, the heap beyond it and the mapped memory.
+  uint64_t predictedResident(int threads) const {
+    return arenaSize + outsideArenaCpu + outsideArenaCpuMapped +
+           uint64_t(threads) * blasBytesPerThread;
+  }
   std::vector<BufferDesc> buffers;
   std::vector<UnitDesc> units;
   std::vector<ParamDesc> params;

@@ -57,6 +57,9 @@ struct RunReport {
   /// The resident set (ProcessMemory.h), max over ranks.
   bool rssMeasured = false;
   uint64_t rssAfterSetup = 0, rssPeak = 0;
+  /// The compiler's prediction of the resident set on the CPU backend at
+  /// the run's BLAS threads (Plan::predictedResident), else 0.
+  uint64_t rssPredicted = 0;
   /// Device memory in use (Backend::DeviceMemory), where there is one.
   bool deviceMeasured = false;
   uint64_t deviceAfterSetup = 0, devicePeak = 0;

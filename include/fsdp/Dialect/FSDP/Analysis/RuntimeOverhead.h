@@ -20,6 +20,12 @@
 
 namespace mlir::fsdp {
 
+/// Where a line's bytes live, which decides what fsdp-run measures them
+/// against: the heap (its malloc counter), memory a library maps itself
+/// (only the resident set sees it), that per BLAS thread (fsdp-run scales
+/// it by its thread count; the compiler counts one), or the device.
+enum class OverheadKind { Heap, Mapped, MappedPerThread, Device };
+
 struct OverheadLine {
   std::string what;
   int64_t bytes = 0;
@@ -27,15 +33,24 @@ struct OverheadLine {
   bool estimate = true;
   /// What the figure rests on (a formula, a default, a measurement).
   std::string basis;
+  OverheadKind kind = OverheadKind::Heap;
 };
 
 struct RuntimeOverhead {
   std::string backend;
   SmallVector<OverheadLine> lines;
+  /// Every line, at one BLAS thread: what a memory budget counts.
   int64_t total() const {
     int64_t sum = 0;
     for (const OverheadLine &line : lines)
       sum += line.bytes;
+    return sum;
+  }
+  /// The lines of one kind.
+  int64_t total(OverheadKind kind) const {
+    int64_t sum = 0;
+    for (const OverheadLine &line : lines)
+      sum += line.kind == kind ? line.bytes : 0;
     return sum;
   }
 };

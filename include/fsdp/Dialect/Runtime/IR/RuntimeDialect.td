@@ -27,9 +27,10 @@ def FSDPRuntime_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kArenaSizeAttrName =
         "fsdprt.arena_size";
     static constexpr ::llvm::StringLiteral kPeakAttrName = "fsdprt.peak";
-    /// Set by --fsdp-lower-to-runtime on the program: per backend ("cpu",
-    /// "cuda"), the bytes a rank's runtime holds outside the arena
-    /// (Analysis/RuntimeOverhead.h), which the plan carries to fsdp-run.
+    /// Set by --fsdp-lower-to-runtime on the program: the bytes a rank's
+    /// runtime holds outside the arena (Analysis/RuntimeOverhead.h), which
+    /// the plan carries to fsdp-run: "cpu" (heap), "cpu_mapped" (resident,
+    /// not heap), "cpu_blas_thread" (that per BLAS thread), "cuda" (device).
     static constexpr ::llvm::StringLiteral kOutsideArenaAttrName =
         "fsdprt.outside_arena";
   }];
