@@ -11,7 +11,9 @@
 //   - that outputs are overwritten (device outputs start as NaN, bytes
 //     0xFF), that probs is exactly zero above the diagonal, that views at
 //     odd float offsets (no float4) give the same results;
-//   - that the row reductions are deterministic (two runs, same bits);
+//   - that the row reductions and the blocked attention are deterministic
+//     (two runs, same bits); the blocked attention also at GPT-2 124M's
+//     shape and at head sizes up to 128;
 //   - that errors are recorded and taken (takeError).
 // Then, for information, the GPU time of each kernel at the GPT-2 124M shape
 // (B=4, T=1024, C=768, NH=12, V=50257), measured with CUDA events.
@@ -456,6 +458,61 @@ void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
   CHECK_NO_ERROR(label("attention", s, mode));
 }
 
+/// dqkv's dq, dk and dv thirds, each checked on its own.
+void checkDqkvThirds(const std::string &what, const std::vector<float> &got,
+                     const std::vector<float> &want, int64_t BT, int64_t C,
+                     double tol) {
+  const char *names[] = {"dq", "dk", "dv"};
+  for (int part = 0; part < 3; ++part) {
+    std::vector<float> g3, r3;
+    for (int64_t bt = 0; bt < BT; ++bt)
+      for (int64_t c = 0; c < C; ++c) {
+        g3.push_back(got[bt * 3 * C + part * C + c]);
+        r3.push_back(want[bt * 3 * C + part * C + c]);
+      }
+    CHECK_REL(what + ", " + names[part] + "]", g3, r3, tol);
+  }
+}
+
+/// The blocked (memory-efficient) attention against the CPU's blocked
+/// kernels: out, lse, then dqkv from the CPU's out and lse (the same
+/// inputs for both), and the same bits on a second run.
+void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
+                          uint64_t seed) {
+  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH;
+  Rng rng(seed);
+  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  std::vector<float> out(B * T * C), lse(B * NH * T), dqkv(B * T * 3 * C);
+  cpu::blockedAttentionForward(blas, out.data(), lse.data(), qkv.data(), B, T,
+                               C, NH);
+  cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
+                                out.data(), lse.data(), B, T, C, NH);
+  DevF dQkv(qkv), dOut(B * T * C), dLse(B * NH * T);
+  gpu::blockedAttentionForward(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  const auto gotOut = dOut.download(), gotLse = dLse.download();
+  CHECK_REL(label("blockedAttentionForward out", s), gotOut, out, kTolFp32);
+  CHECK_REL(label("blockedAttentionForward lse", s), gotLse, lse, kTolFp32);
+
+  DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(B * T * 3 * C);
+  gpu::blockedAttentionBackward(g.ctx(), dDqkv, dDout, dQkv, dOutRef, dLseRef,
+                                B, T, C, NH);
+  const auto got = dDqkv.download();
+  std::string what = label("blockedAttentionBackward", s);
+  what.pop_back(); // reopen the bracket for the third's name
+  checkDqkvThirds(what, got, dqkv, B * T, C, kTolFp32);
+
+  dOut.poison(), dLse.poison(), dDqkv.poison();
+  gpu::blockedAttentionForward(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  gpu::blockedAttentionBackward(g.ctx(), dDqkv, dDout, dQkv, dOutRef, dLseRef,
+                                B, T, C, NH);
+  CHECK_MSG(sameBits(dOut.download(), gotOut) &&
+                sameBits(dLse.download(), gotLse) &&
+                sameBits(dDqkv.download(), got),
+            label("blockedAttention deterministic", s));
+  CHECK_NO_ERROR(label("blockedAttention", s));
+}
+
 void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
                       uint64_t seed) {
   const Shape s{name, 1, N, 0, 1, V};
@@ -684,6 +741,17 @@ void timeGpt2(Gpu &g) {
   }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
   {
+    DevF qkv(N * 3 * C), out(N * C), lse(B * NH * T), dqkv(N * 3 * C);
+    randomFill(qkv, rng);
+    randomFill(out, rng);
+    timeIt(g, "blockedAttentionForward", [&] {
+      gpu::blockedAttentionForward(ctx, out, lse, qkv, B, T, C, NH);
+    });
+    timeIt(g, "blockedAttentionBackward", [&] {
+      gpu::blockedAttentionBackward(ctx, dqkv, out, qkv, out, lse, B, T, C, NH);
+    });
+  }
+  {
     DevF logits(N * V), dlogits(N * V), loss(1), scratch(N),
         dloss(std::vector<float>{1.0f});
     DevI targets(randomTokens(rng, N, V));
@@ -759,6 +827,21 @@ int main() {
   const Shape twoBlocks{"T=300", 2, 300, 48, 4, 1};
   if (blas)
     testAttention(g, *blas, twoBlocks, seed++, kTolFp32, "fp32");
+  // The blocked attention: head sizes in each compiled bucket (32, 64,
+  // 128) and past their edges, T off the tiles (32 rows; 16 above
+  // hs = 64), and GPT-2 124M's shape.
+  const Shape blockedShapes[] = {
+      {"T=1", 1, 1, 8, 2, 1},
+      {"hs=5", 3, 7, 15, 3, 1},
+      {"hs=33", 2, 65, 66, 2, 1},
+      {"hs=64", 2, 130, 256, 4, 1},
+      {"hs=100", 1, 77, 200, 2, 1},
+      {"hs=128", 2, 300, 512, 4, 1},
+      {"gpt2 B=4 T=1024 C=768 NH=12", 4, 1024, 768, 12, 1},
+  };
+  if (blas)
+    for (const Shape &s : blockedShapes)
+      testBlockedAttention(g, *blas, s, seed++);
   testCrossEntropy(g, "small", 7, 37, seed++);
   testCrossEntropy(g, "gpt2-like", 128, 517, seed++);
   testCrossEntropy(g, "V=50257", 37, 50257, seed++);

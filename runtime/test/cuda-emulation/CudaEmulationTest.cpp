@@ -14,10 +14,11 @@
 // (CudaKernelsTest.cpp) covers what an emulation cannot: memory ordering,
 // fused multiply-adds, the hardware's transcendental functions, speed.
 //
-// Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bias, ce,
-// edge, elementwise, embedding, fuzz, layernorm, linear, probe); env PAD=0
-// removes the canary padding (for sanitizer builds). Prints one line per
-// failure and "N checks, M failures"; exits non-zero on any failure.
+// Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bias,
+// blocked, ce, edge, elementwise, embedding, fuzz, layernorm, linear,
+// probe); env PAD=0 removes the canary padding (for sanitizer builds).
+// Prints one line per failure and "N checks, M failures"; exits non-zero
+// on any failure.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h" // the kernels header, copied by preprocess.py
@@ -538,6 +539,82 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
     fail(std::string(nm) + ": nonzero dS above the diagonal");
 }
 
+// ------------------------------------------------------------ blocked
+// The memory-efficient attention (BlockedAttention.cu) against the CPU's
+// blocked kernels (out, lse, dqkv) and the materialized ones (out, dqkv):
+// T across the tiles (32 rows, 16 above hs = 64), head sizes in each of
+// the compiled buckets (32, 64, 128) and at their edges.
+static void testBlocked(int B, int T, int C, int NH, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "blocked B=%d T=%d C=%d NH=%d", B, T, C, NH);
+  std::mt19937 rng(seed);
+  auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
+       dout = randv(size_t(B) * T * C, rng);
+  const size_t PT = size_t(B) * NH * T * T, L = size_t(B) * NH * T;
+  std::vector<float> rout(size_t(B) * T * C), rlse(L), rdqkv(qkv.size());
+  cp::blockedAttentionForward(*gBlas, rout.data(), rlse.data(), qkv.data(), B,
+                              T, C, NH);
+  cp::blockedAttentionBackward(*gBlas, rdqkv.data(), dout.data(), qkv.data(),
+                               rout.data(), rlse.data(), B, T, C, NH);
+  std::vector<float> mout(rout.size()), mprobs(PT), mdqkv(qkv.size()), mscr(PT);
+  cp::attentionForward(*gBlas, mout.data(), mprobs.data(), qkv.data(), B, T, C,
+                       NH);
+  cp::attentionBackward(*gBlas, mdqkv.data(), mscr.data(), dout.data(),
+                        qkv.data(), mprobs.data(), B, T, C, NH);
+  Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
+    Buf out(rout.size()), lse(L), bq(qkv.size());
+    bq.set(qkv);
+    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH);
+    checkCanary(nm, out), checkCanary(nm, lse);
+    return {out.vec(), lse.vec()};
+  });
+  const std::string n = nm;
+  compare(n + " out", o[0].data(), rout.data(), rout.size(), 2e-5);
+  compare(n + " out vs materialized", o[0].data(), mout.data(), mout.size(),
+          2e-5);
+  compare(n + " lse", o[1].data(), rlse.data(), L, 2e-6);
+  // backward from the GPU's out and lse (as the runtime would)
+  auto gout = o[0], glse = o[1];
+  o = runOrders(n + " bwd", [&]() -> Outs {
+    Buf dq(qkv.size()), bq(qkv.size()), bd(dout.size()), bo(gout.size()), bl(L);
+    bq.set(qkv), bd.set(dout), bo.set(gout), bl.set(glse);
+    cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C,
+                                 NH);
+    checkCanary(nm, dq);
+    return {dq.vec()};
+  });
+  compare(n + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(), 5e-5);
+  compare(n + " dqkv vs materialized", o[0].data(), mdqkv.data(), mdqkv.size(),
+          5e-5);
+}
+
+// Shapes the blocked kernels refuse: recorded as errors, nothing written.
+static void testBlockedErrors(int C, int NH) {
+  const std::string nm =
+      "blocked error C=" + std::to_string(C) + " NH=" + std::to_string(NH);
+  const int B = 1, T = 3;
+  Buf out(size_t(T) * C), lse(size_t(NH) * T), q(size_t(T) * 3 * C, 0, 0.0f);
+  Buf dq(size_t(T) * 3 * C);
+  std::string msg;
+  for (int pass = 0; pass < 2; ++pass) {
+    ++gChecks;
+    if (pass == 0)
+      cu::blockedAttentionForward(ctx, out.p, lse.p, q.p, B, T, C, NH);
+    else
+      cu::blockedAttentionBackward(ctx, dq.p, out.p, q.p, out.p, lse.p, B, T, C,
+                                   NH);
+    if (!cu::takeError(msg))
+      fail(nm + ": no error recorded");
+    else if (getenv("VERBOSE"))
+      printf("ok   %s: %s\n", nm.c_str(), msg.c_str());
+  }
+  for (size_t i = 0; i < dq.n; ++i)
+    if (!std::isnan(dq.p[i]) || (i < out.n && !std::isnan(out.p[i]))) {
+      fail(nm + ": output written");
+      break;
+    }
+}
+
 // ------------------------------------------------------------ linear (bias
 // broadcast kernel + fake cuBLAS)
 static void testLinear(int N, int IC, int OC, bool bias, unsigned seed) {
@@ -677,6 +754,39 @@ int main(int argc, char **argv) {
     printf("attention done (%d failures so far)\n", gFailures);
   }
 
+  if (want("blocked")) {
+    testBlocked(1, 1, 4, 1, seed++);     // T = 1, hs = 4
+    testBlocked(2, 5, 8, 2, seed++);     // T = 5, hs = 4
+    testBlocked(1, 1, 128, 1, seed++);   // T = 1, hs = 128
+    testBlocked(1, 65, 64, 1, seed++);   // hs = 64: three tiles of 32
+    testBlocked(2, 130, 8, 2, seed++);   // five tiles, the last of 2 rows
+    testBlocked(1, 130, 64, 1, seed++);  // GPT-2's head size
+    testBlocked(1, 130, 128, 1, seed++); // Llama's: nine tiles of 16
+    testBlocked(1, 65, 256, 2, seed++);  // hs = 128, two heads
+    testBlocked(2, 33, 66, 2, seed++);   // hs = 33: bucket 64, padded
+    testBlocked(1, 40, 130, 2, seed++);  // hs = 65: bucket 128, padded
+    testBlocked(2, 70, 36, 3, seed++);   // hs = 12
+    testBlocked(1, 64, 32, 1, seed++);   // hs = 32, T a multiple of the tile
+    testBlocked(1, 97, 96, 1, seed++);   // hs = 96
+    testBlocked(1, 300, 64, 1, seed++);  // ten tiles
+    testBlocked(2, 129, 192, 3, seed++); // hs = 64, three heads
+    testBlocked(1, 200, 384, 3, seed++); // hs = 128, thirteen tiles
+    {
+      // Random shapes, on their own generator (the fuzz group's sequence
+      // stays as it was).
+      std::mt19937 fr(4242);
+      auto U = [&](int lo, int hi) {
+        return std::uniform_int_distribution<int>(lo, hi)(fr);
+      };
+      for (int it = 0; it < 8; ++it) {
+        const int NH = U(1, 3), hs = U(1, 128);
+        testBlocked(U(1, 2), U(1, 100), NH * hs, NH, seed++);
+      }
+    }
+    testBlockedErrors(258, 2); // hs = 129
+    testBlockedErrors(10, 3);  // C not a multiple of NH
+    printf("blocked done (%d failures so far)\n", gFailures);
+  }
   if (want("linear")) {
     testLinear(1, 3, 5, true, seed++);
     testLinear(7, 9, 300, true, seed++);

@@ -113,6 +113,35 @@ void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
                        const float *dout, const float *qkv, const float *probs,
                        int64_t B, int64_t T, int64_t C, int64_t NH);
 
+/// The memory-efficient causal attention (FlashAttention-2), the twin of
+/// cpu::blockedAttentionForward: out as attentionForward's (same qkv and
+/// out layouts), and instead of probs the natural log-sum-exp of each query
+/// row's scaled, causally masked scores, lse (B x NH x T):
+///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// computed key tile by key tile with a running max m and sum l
+/// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
+/// the output accumulator rescaled by exp(m - m') likewise). No T x T
+/// buffer and no allocation: tiles in shared memory, accumulators in
+/// registers. hs = C / NH must be an integer in 1..128 (else an error is
+/// recorded and nothing runs). Deterministic.
+void blockedAttentionForward(const Context &ctx, float *out, float *lse,
+                             const float *qkv, int64_t B, int64_t T, int64_t C,
+                             int64_t NH);
+
+/// attentionBackward's dqkv (B x T x 3C, every entry overwritten) from
+/// dout, qkv, and the blocked forward's out and lse, recomputing the
+/// probabilities tile by tile, p_ij = exp(s_ij - lse_i):
+///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
+///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+///   dv_j = sum_i p_ij dO_i.
+/// No scratch. Two passes (dk and dv per key tile, then dq per query tile)
+/// instead of atomic adds, so every sum runs in a fixed order: the same
+/// bits on every run. hs as in the forward.
+void blockedAttentionBackward(const Context &ctx, float *dqkv,
+                              const float *dout, const float *qkv,
+                              const float *out, const float *lse, int64_t B,
+                              int64_t T, int64_t C, int64_t NH);
+
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]],
 /// deterministic. Without `rowScratch` the whole loss is computed by ONE
 /// thread block (the only way to fix the summation order without memory to
