@@ -112,6 +112,11 @@ BackwardHead backwardHead(float *dqkv, const float *dout, const float *qkv,
 
 // GCC's generic vectors (no intrinsics): each target clone of a kernel
 // lowers them to its own width, one zmm on x86-64-v4, two ymm on v3.
+// Every function that takes or returns one is inlined into the kernels,
+// so GCC's note that their ABI differs without AVX-512 does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float Vec __attribute__((vector_size(64)));
 constexpr int64_t kLanes = 16, kVecs = kBlock / kLanes;
 /// Rows of a register tile: kRows x kBlock scores are 16 accumulators,
