@@ -754,9 +754,10 @@ void checkBlockedFiniteDiff(const Blas &blas, int64_t B, int64_t T, int64_t NH,
 /// T = block - 1 and T = block are bit-identical to the first rows of
 /// T = block + 1 (dk and dv do depend on the later rows, and are covered
 /// by checkBlockedAttention at each of these lengths).
-void testBlockedBoundary(const Blas &blas) {
-  const int64_t NH = 2, hs = 8, C = NH * hs, Tmax = kAttentionBlock + 1;
-  Rng rng(21);
+/// hs = 8 is all column tail (one column at a time), hs = 16 one vector.
+void testBlockedBoundary(const Blas &blas, int64_t hs) {
+  const int64_t NH = 2, C = NH * hs, Tmax = kAttentionBlock + 1;
+  Rng rng(21 + hs);
   auto qkv = randomVector(rng, Tmax * 3 * C, 1.5f);
   auto dout = randomVector(rng, Tmax * C);
   const BlockedResult full = runBlocked(blas, qkv, dout, 1, Tmax, C, NH);
@@ -774,18 +775,20 @@ void testBlockedBoundary(const Blas &blas) {
                           full.dqkv.data() + i * 3 * C, sizeof(float) * C) == 0;
     CHECK_MSG(same,
               "blocked attention: rows of T=" + std::to_string(T) +
-                  " differ from the first rows of T=" + std::to_string(Tmax));
+                  " differ from the first rows of T=" + std::to_string(Tmax) +
+                  " (hs=" + std::to_string(hs) + ")");
   }
 }
 
 void testBlockedAttention(const Blas &blas) {
   // B, T, NH, hs: T = 1, below, at, just past and well past the block
-  // (64), never a multiple of it past 64.
-  const int64_t shapes[][4] = {{1, 1, 1, 8},    {2, 1, 3, 16},  {2, 7, 2, 8},
-                               {1, 7, 4, 16},   {1, 63, 2, 8},  {1, 64, 1, 16},
-                               {2, 64, 3, 8},   {2, 65, 2, 16}, {1, 65, 4, 8},
-                               {1, 130, 3, 16}, {2, 130, 1, 8}, {1, 257, 2, 8},
-                               {2, 257, 4, 16}};
+  // (64), never a multiple of it past 64; hs = 72 has a 64-column chunk
+  // and a tail, hs = 136 takes the scalar path.
+  const int64_t shapes[][4] = {
+      {1, 1, 1, 8},    {2, 1, 3, 16},   {2, 7, 2, 8},   {1, 7, 4, 16},
+      {1, 63, 2, 8},   {1, 64, 1, 16},  {2, 64, 3, 8},  {2, 65, 2, 16},
+      {1, 65, 4, 8},   {1, 130, 3, 16}, {2, 130, 1, 8}, {1, 257, 2, 8},
+      {2, 257, 4, 16}, {1, 70, 2, 72},  {1, 70, 1, 136}};
   uint64_t seed = 30;
   for (const auto &s : shapes)
     checkBlockedAttention(blas, s[0], s[1], s[2], s[3], seed++);
@@ -795,7 +798,8 @@ void testBlockedAttention(const Blas &blas) {
                         /*tolScale=*/10.0);
   checkBlockedFiniteDiff(blas, 2, 5, 2, 4, /*fdCount=*/-1, seed++);
   checkBlockedFiniteDiff(blas, 1, 67, 2, 4, /*fdCount=*/64, seed++);
-  testBlockedBoundary(blas);
+  testBlockedBoundary(blas, 8);
+  testBlockedBoundary(blas, 16);
 
   // Every output row has one owner and a fixed summation order.
   const int64_t B = 2, T = 130, NH = 3, C = NH * 16;

@@ -107,7 +107,8 @@ constexpr int64_t kAttentionBlock = 64;
 /// computed key block by key block with a running max m and sum l
 /// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
 /// the output accumulator rescaled by exp(m - m') likewise). No T x T
-/// buffer; beyond out and lse a few kAttentionBlock floats per thread.
+/// buffer; beyond out and lse a few tens of KiB of stack per thread
+/// (BlockedAttention.cpp).
 void blockedAttentionForward(const Blas &blas, float *out, float *lse,
                              const float *qkv, int64_t B, int64_t T, int64_t C,
                              int64_t NH);
