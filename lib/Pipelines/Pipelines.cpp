@@ -25,6 +25,10 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 
   pm.addPass(createFsdpDataParallelPass());
 
+  FsdpAttentionPassOptions attention;
+  attention.impl = options.attention;
+  pm.addPass(createFsdpAttentionPass(attention));
+
   FsdpAutodiffPassOptions autodiff;
   autodiff.learningRate = options.learningRate;
   autodiff.beta1 = options.beta1;
@@ -54,7 +58,8 @@ void mlir::fsdp::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "fsdp-train-pipeline",
       "Turn a model into a runtime step program: set the mesh, wrap into "
-      "units, split the batch, autodiff (forward, backward, AdamW), shard over "
+      "units, split the batch, choose attention's form, autodiff (forward, "
+      "backward, AdamW), shard over "
       "world-size "
       "ranks, schedule collectives, verify, lower to buffers and kernels, "
       "plan memory",

@@ -27,7 +27,9 @@
   X(linearGradInput)                                                           \
   X(linearGradWeight)                                                          \
   X(attentionForward)                                                          \
-  X(attentionBackward)
+  X(attentionBackward)                                                         \
+  X(blockedAttentionForward)                                                   \
+  X(blockedAttentionBackward)
 #define FSDP_RUNTIME_OTHER_KERNELS(X)                                          \
   X(embeddingForward)                                                          \
   X(embeddingBackward)                                                         \
@@ -153,6 +155,18 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     const auto &s = in(1).shape;
     k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1], s[2] / 3,
                         int64_t(param("heads")));
+    return true;
+  }
+  case Opcode::AttentionBlocked: {
+    const auto &s = in(0).shape;
+    k.blockedAttentionForward(O(0), O(1), I(0), s[0], s[1], s[2] / 3,
+                              int64_t(param("heads")));
+    return true;
+  }
+  case Opcode::AttentionBackwardBlocked: {
+    const auto &s = in(1).shape; // dqkv, dout, qkv, out, lse
+    k.blockedAttentionBackward(O(0), I(0), I(1), I(3), I(2), s[0], s[1],
+                               s[2] / 3, int64_t(param("heads")));
     return true;
   }
   case Opcode::CrossEntropy:

@@ -623,10 +623,37 @@ static bool checkLinear(const KernelCheck &k) {
   return true;
 }
 
-/// attention and its backward: qkv B x T x 3C, a whole head count in
-/// [1, C] that divides C, B H T rows within an int.
+/// What each attention kernel reads and writes beyond qkv, given B x T x C
+/// (act), the probabilities' B x H x T x T and the log-sum-exp's B x H x T.
+static bool attentionShapesFit(const KernelCheck &k,
+                               const std::vector<int64_t> &act,
+                               const std::vector<int64_t> &probs,
+                               const std::vector<int64_t> &lse) {
+  const std::vector<int64_t> &qkv =
+      k.info().opcode == plan::Opcode::Attention ||
+              k.info().opcode == plan::Opcode::AttentionBlocked
+          ? k.in(0).shape
+          : k.in(1).shape;
+  switch (k.info().opcode) {
+  case plan::Opcode::Attention:
+    return k.out(0).shape == act && k.out(1).shape == probs;
+  case plan::Opcode::AttentionBlocked:
+    return k.out(0).shape == act && k.out(1).shape == lse;
+  case plan::Opcode::AttentionBackward:
+    return k.in(0).shape == act && k.in(2).shape == probs &&
+           k.out(0).shape == qkv &&
+           k.out(1).numElements() == k.in(2).numElements();
+  default: // the blocked backward
+    return k.in(0).shape == act && k.in(2).shape == lse &&
+           k.in(3).shape == act && k.out(0).shape == qkv;
+  }
+}
+
+/// attention and its backward, both forms: qkv B x T x 3C, a whole head
+/// count in [1, C] that divides C, B H T rows within an int.
 static bool checkAttention(const KernelCheck &k) {
-  bool forward = k.info().opcode == plan::Opcode::Attention;
+  bool forward = k.info().opcode == plan::Opcode::Attention ||
+                 k.info().opcode == plan::Opcode::AttentionBlocked;
   const BufferDesc &qkv = forward ? k.in(0) : k.in(1);
   double heads = k.inst.params[plan::paramIndex(k.info().opcode, "heads")];
   // heads within [1, C] before it is converted (NaN fails too).
@@ -639,11 +666,7 @@ static bool checkAttention(const KernelCheck &k) {
   // B H T <= B T C <= the qkv buffer's elements: no overflow here.
   if (T > kIntMax || 3 * C > kIntMax || B * H * T > kIntMax)
     return k.bad("has a dimension past the 2^31 - 1 that BLAS takes");
-  std::vector<int64_t> act = {B, T, C}, probs = {B, H, T, T};
-  if (forward ? (k.out(0).shape != act || k.out(1).shape != probs)
-              : (k.in(0).shape != act || k.in(2).shape != probs ||
-                 k.out(0).shape != qkv.shape ||
-                 k.out(1).numElements() != k.in(2).numElements()))
+  if (!attentionShapesFit(k, {B, T, C}, {B, H, T, T}, {B, H, T}))
     return k.bad("inconsistent shapes");
   return true;
 }
@@ -798,6 +821,8 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
     return true;
   case Opcode::Attention:
   case Opcode::AttentionBackward:
+  case Opcode::AttentionBlocked:
+  case Opcode::AttentionBackwardBlocked:
     return checkAttention(k);
   case Opcode::CrossEntropy:
   case Opcode::CrossEntropyBackward:

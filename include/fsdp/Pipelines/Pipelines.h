@@ -57,6 +57,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Merge consecutive collectives into buckets of up to "
                      "this many bytes (see --fsdp-schedule)"),
       llvm::cl::init(FsdpSchedulePassOptions().bucketBytes)};
+  Option<std::string> attention{
+      *this, "attention",
+      llvm::cl::desc("Attention's form: auto, materialized or blocked (see "
+                     "--fsdp-attention)"),
+      llvm::cl::init(FsdpAttentionPassOptions().impl)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init(FsdpWrapPassOptions().policy)};

@@ -277,7 +277,9 @@ FSDP_INLINE float foldRow(float *s, int32_t last, float scale, bool first,
     sum += e;
   }
   const float alpha = first ? 0.0f : expApprox(st.m - mNew);
-  st.l = st.l * alpha + sum;
+  // Not st.l * 0 on the first block: st is uninitialised there, and
+  // garbage times 0 is NaN when the garbage is an infinity or a NaN.
+  st.l = first ? double(sum) : st.l * alpha + sum;
   st.m = mNew;
   return alpha;
 }
@@ -291,7 +293,7 @@ FSDP_INLINE void forwardQueryBlockTiled(const Head &hd, float *o, float *lse,
   alignas(64) float kt[Cap * kBlock];
   alignas(64) float s[kRows][kBlock];
   float spare[Cap] = {}; // the output row of a tile's rows past i1
-  RowState st[kBlock];
+  RowState st[kBlock] = {};
   for (int64_t i = i0; i < i1; ++i)
     std::memset(o + i * C, 0, sizeof(float) * hs);
   for (int64_t j0 = 0; j0 < i1; j0 += kBlock) {

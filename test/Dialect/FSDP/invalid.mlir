@@ -466,7 +466,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x24xf32>) {
-  // expected-error @+1 {{probs must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{saved probabilities must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
   %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
   return
 }
@@ -638,8 +638,50 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x3x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x4x4xf32>) {
-  // expected-error @+1 {{probs must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{saved probabilities must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x4xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+// Blocked attention saves one log-sum-exp per row, not the probabilities.
+func.func @f(%x: tensor<2x4x24xf32>) {
+  // expected-error @+1 {{saved log-sum-exp must have shape 2x2x4, got 'tensor<2x2x4x4xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4xf32>) {
+  // The kernel interface's check, which runs before the op's.
+  // expected-error @+1 {{has 3 operands, but kernel 'attention_backward_blocked' takes 4 to 4 inputs}}
+  %0 = fsdp.attention_backward %g, %qkv, %lse {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4xf32>, %o: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{has 4 operands, but kernel 'attention_backward' takes 3 to 3 inputs}}
+  %0 = fsdp.attention_backward %g, %qkv, %p, %o {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4xf32>, %o: tensor<2x4x9xf32>) {
+  // expected-error @+1 {{output must have shape 2x4x8, got 'tensor<2x4x9xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %lse, %o {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4xf32>, tensor<2x4x9xf32>) -> tensor<2x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4x4xf32>, %o: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{saved log-sum-exp must have shape 2x2x4, got 'tensor<2x2x4x4xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %lse, %o {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
   return
 }
 

@@ -91,6 +91,11 @@ func.func @backward_ops(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tenso
   %gr = fsdp.relu_backward %dy, %x : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %{{.*}} {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x24xf32>
   %ga = fsdp.attention_backward %dy, %qkv, %probs {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x24xf32>
+  // The blocked form: a log-sum-exp per row, and the forward's output.
+  // CHECK: %{{.*}}, %[[LSE:.*]] = fsdp.attention %{{.*}} {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %bo, %lse = fsdp.attention %qkv {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %[[LSE]], %{{.*}} {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
+  %gb2 = fsdp.attention_backward %dy, %qkv, %lse, %bo {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
   // CHECK: fsdp.cross_entropy_backward %{{.*}}, %{{.*}}, %{{.*}} : (tensor<f32>, tensor<2x4x24xf32>, tensor<2x4xi32>) -> tensor<2x4x24xf32>
   %gc = fsdp.cross_entropy_backward %dloss, %qkv, %tokens : (tensor<f32>, tensor<2x4x24xf32>, tensor<2x4xi32>) -> tensor<2x4x24xf32>
   // CHECK: fsdp.adamw @h.0.qkv.w, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, eps = 9.99999993E-9 : f32, lr = 3.000000e-04 : f32, weight_decay = 1.000000e-01 : f32} : tensor<24x8xf32>

@@ -62,6 +62,7 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            "layer_norm_backward", "linear", "linear_grad_input",
            "linear_grad_weight", "bias_grad", "add", "gelu", "gelu_backward",
            "relu", "relu_backward", "attention", "attention_backward",
+           "attention_blocked", "attention_backward_blocked",
            "cross_entropy", "cross_entropy_backward", "adamw", "fill",
            "all_gather", "reduce_scatter", "adamw_shard", "copy", "wait"]
 

@@ -1,6 +1,11 @@
-// fsdp.attention (causal, 3 heads), through the runtime.
-// RUN: fsdp-opt %s --fsdp-train-pipeline -o %t.plan
+// fsdp.attention (causal, 3 heads), through the runtime, in both forms.
+// RUN: fsdp-opt %s --fsdp-train-pipeline=attention=materialized -o %t.plan
 // RUN: fsdp-gradcheck %t.plan | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-train-pipeline=attention=blocked -o %t.blocked.plan
+// RUN: %python %S/../Inputs/plan_tool.py dump %t.blocked.plan | FileCheck %s --check-prefix=BLOCKED
+// RUN: fsdp-gradcheck %t.blocked.plan | FileCheck %s
+// BLOCKED: attention_blocked
+// BLOCKED: attention_backward_blocked
 // CHECK: gradcheck: qkv {{.*}} ok
 // CHECK: gradcheck: 3 passed, 0 failed
 fsdp.param @qkv : tensor<18x5xf32> init <normal, std = 0.5>

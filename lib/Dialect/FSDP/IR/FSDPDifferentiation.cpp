@@ -92,9 +92,12 @@ LogicalResult AttentionOp::buildBackward(OpBuilder &builder,
                                          SmallVectorImpl<Value> &operandGrads) {
   if (failed(rejectGradsOn(*this, resultGrads, {1})))
     return failure();
+  // The blocked backward reads the forward's output too (saved anyway: it
+  // is the input of the projection that follows).
+  Value output = getImpl() == AttentionImpl::Blocked ? getResult() : Value();
   operandGrads.assign({AttentionBackwardOp::create(
       builder, getLoc(), getQkv().getType(), resultGrads[0], getQkv(),
-      getProbs(), getHeadsAttr())});
+      getSaved(), output, getHeadsAttr(), getImplAttr())});
   return success();
 }
 

@@ -353,15 +353,29 @@ static LogicalResult verifyQkv(Operation *op, Value qkv, int64_t heads,
   return success();
 }
 
+/// What attention of `impl` saves for its backward, given {B, T, C}: the
+/// probabilities B x heads x T x T, or one log-sum-exp per row.
+static SmallVector<int64_t> savedShape(AttentionImpl impl,
+                                       ArrayRef<int64_t> btc, int64_t heads) {
+  if (impl == AttentionImpl::Blocked)
+    return {btc[0], heads, btc[1]};
+  return {btc[0], heads, btc[1], btc[1]};
+}
+
+static StringRef savedName(AttentionImpl impl) {
+  return impl == AttentionImpl::Blocked ? "saved log-sum-exp"
+                                        : "saved probabilities";
+}
+
 LogicalResult AttentionOp::verify() {
   SmallVector<int64_t> btc;
   if (failed(
-          expectSameElementType(*this, {getQkv(), getResult(), getProbs()})) ||
+          expectSameElementType(*this, {getQkv(), getResult(), getSaved()})) ||
       failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
       failed(expectShape(*this, "result", getResult(), btc)))
     return failure();
-  return expectShape(*this, "probs", getProbs(),
-                     {btc[0], int64_t(getHeads()), btc[1], btc[1]});
+  return expectShape(*this, savedName(getImpl()), getSaved(),
+                     savedShape(getImpl(), btc, getHeads()));
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -476,12 +490,18 @@ LogicalResult ReluBackwardOp::verify() {
 
 LogicalResult AttentionBackwardOp::verify() {
   SmallVector<int64_t> btc;
-  if (failed(expectSameElementType(
-          *this, {getGrad(), getQkv(), getProbs(), getResult()})) ||
+  // KernelOpInterface's verifier, which runs first, has checked that the
+  // forward's output is there for the blocked kernel and only for it.
+  bool blocked = getImpl() == AttentionImpl::Blocked;
+  SmallVector<Value> floats = {getGrad(), getQkv(), getSaved(), getResult()};
+  if (blocked)
+    floats.push_back(getOutput());
+  if (failed(expectSameElementType(*this, floats)) ||
       failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
       failed(expectShape(*this, "grad", getGrad(), btc)) ||
-      failed(expectShape(*this, "probs", getProbs(),
-                         {btc[0], int64_t(getHeads()), btc[1], btc[1]})))
+      (blocked && failed(expectShape(*this, "output", getOutput(), btc))) ||
+      failed(expectShape(*this, savedName(getImpl()), getSaved(),
+                         savedShape(getImpl(), btc, getHeads()))))
     return failure();
   return expectShape(*this, "result", getResult(),
                      tensorOf(getQkv()).getShape());
@@ -759,7 +779,10 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
            << ", which is no kernel";
   const plan::KernelInfo &info = *found;
   StringRef kernel(info.name);
-  if (op->getName().stripDialect() != kernel)
+  std::string expected = op->getName().stripDialect().str();
+  if (!kernelOp.getKernelVariant().empty())
+    expected += "_" + kernelOp.getKernelVariant().str();
+  if (expected != kernel)
     return op->emitOpError() << "lowers to kernel '" << kernel
                              << "', which is not named after it";
   if (op->getNumOperands() < info.minInputs ||
@@ -805,8 +828,11 @@ double LinearGradWeightOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
 }
 double AttentionOp::getFlops() { return attentionFlops(getQkv()); }
+/// Twice the forward's products (dP = dO V^T, dV = P^T dO, dQ = dS K,
+/// dK = dS^T Q); the blocked form also recomputes S = Q K^T.
 double AttentionBackwardOp::getFlops() {
-  return 2.0 * attentionFlops(getQkv());
+  return (getImpl() == AttentionImpl::Blocked ? 2.5 : 2.0) *
+         attentionFlops(getQkv());
 }
 // Element-wise ops, reductions and gathers: charged by bytes moved.
 double EmbeddingOp::getFlops() { return 0.0; }
@@ -822,10 +848,30 @@ double ReluBackwardOp::getFlops() { return 0.0; }
 double CrossEntropyOp::getFlops() { return 0.0; }
 double CrossEntropyBackwardOp::getFlops() { return 0.0; }
 
-/// The gradient of the probabilities, one row at a time.
+/// The gradient of the probabilities, one row at a time; the blocked form
+/// needs none.
 void AttentionBackwardOp::getKernelScratch(
     SmallVectorImpl<RankedTensorType> &scratch) {
-  scratch.push_back(tensorOf(getProbs()));
+  if (getImpl() == AttentionImpl::Materialized)
+    scratch.push_back(tensorOf(getSaved()));
+}
+
+// One kernel per implementation.
+uint32_t AttentionOp::getKernelOpcode() {
+  return uint32_t(getImpl() == AttentionImpl::Blocked
+                      ? ::fsdp::plan::Opcode::AttentionBlocked
+                      : ::fsdp::plan::Opcode::Attention);
+}
+StringRef AttentionOp::getKernelVariant() {
+  return getImpl() == AttentionImpl::Blocked ? "blocked" : "";
+}
+uint32_t AttentionBackwardOp::getKernelOpcode() {
+  return uint32_t(getImpl() == AttentionImpl::Blocked
+                      ? ::fsdp::plan::Opcode::AttentionBackwardBlocked
+                      : ::fsdp::plan::Opcode::AttentionBackward);
+}
+StringRef AttentionBackwardOp::getKernelVariant() {
+  return getImpl() == AttentionImpl::Blocked ? "blocked" : "";
 }
 
 /// Per-row losses, so that a GPU reduces them with many blocks and in a

@@ -103,6 +103,8 @@ enum class Opcode : uint32_t {
   ReluBackward,
   Attention,
   AttentionBackward,
+  AttentionBlocked,
+  AttentionBackwardBlocked,
   CrossEntropy,
   CrossEntropyBackward,
   AdamW,
@@ -253,6 +255,12 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       kernel(O::AttentionBackward, "attention_backward",
              {floats("grad"), floats("qkv"), floats("probs")},
              {result("result"), scratch("dprobs")}, {"heads"}),
+      // Without the T x T matrix: one log-sum-exp per row instead.
+      kernel(O::AttentionBlocked, "attention_blocked", {floats("qkv")},
+             {result("result"), result("lse")}, {"heads"}),
+      kernel(O::AttentionBackwardBlocked, "attention_backward_blocked",
+             {floats("grad"), floats("qkv"), floats("lse"), floats("output")},
+             {result("result")}, {"heads"}),
       // The mean loss, and per-row losses that a GPU reduces with many
       // blocks in a fixed order.
       kernel(O::CrossEntropy, "cross_entropy",

@@ -37,6 +37,22 @@ def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase"> {
   let assemblyFormat = "$value";
 }
 
+def FSDP_AttentionImpl : I32EnumAttr<"AttentionImpl",
+    "what attention saves for its backward", [
+  I32EnumAttrCase<"Materialized", 0, "materialized">,
+  I32EnumAttrCase<"Blocked", 1, "blocked">
+]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+def FSDP_AttentionImplAttr
+    : EnumAttr<FSDP_Dialect, FSDP_AttentionImpl, "attention_impl"> {
+  let summary = "materialized (saves the T x T probabilities) or blocked "
+                "(saves one log-sum-exp per row and recomputes them)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

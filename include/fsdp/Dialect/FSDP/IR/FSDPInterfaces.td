@@ -55,6 +55,14 @@ def FSDP_KernelOpInterface : OpInterface<"KernelOpInterface"> {
       }],
       "uint32_t", "getKernelOpcode">,
     InterfaceMethod<[{
+        Which of the op's implementations the kernel is, for an op with
+        several (attention's `impl`): empty for the default one, whose
+        kernel is named after the op, else the suffix of the kernel's
+        name (`attention_blocked`).
+      }],
+      "::llvm::StringRef", "getKernelVariant", (ins), [{}],
+      [{ return {}; }]>,
+    InterfaceMethod<[{
         Appends the types of the scratch buffers that the kernel writes
         after the op's results (the table's `Scratch` outputs, in order),
         derived from the op's operand and result types. None by default.

@@ -22,16 +22,25 @@ include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.td"
 /// `kernelMethods` (such as getKernelScratch or getBytesMoved) to the
 /// dialect's C++: an op without them does not link. The generated code
 /// names plan::Opcode, so the dialect's library links fsdp_plan_format.
+///
+/// An op with several implementations, one kernel each (attention's
+/// `impl`), passes an empty `kernel`: its C++ defines getKernelOpcode()
+/// and getKernelVariant() instead, and the verifier requires the kernel
+/// to be named `<op>_<variant>` for every variant but the default.
 class FSDP_KernelOpBase<Dialect dialect, string mnemonic, string kernel,
                         list<Trait> traits = [],
                         list<string> kernelMethods = []>
     : Op<dialect, mnemonic, !listconcat(traits, [
-        DeclareOpInterfaceMethods<FSDP_KernelOpInterface, kernelMethods>])> {
-  let extraClassDefinition = [{
+        DeclareOpInterfaceMethods<FSDP_KernelOpInterface,
+            !if(!empty(kernel),
+                !listconcat(kernelMethods,
+                            ["getKernelOpcode", "getKernelVariant"]),
+                kernelMethods)>])> {
+  let extraClassDefinition = !if(!empty(kernel), "", [{
     uint32_t $cppClass::getKernelOpcode() {
       return uint32_t(::fsdp::plan::Opcode::}] # kernel # [{);
     }
-  }];
+  }]);
 }
 
 #endif // FSDP_KERNEL_OP_BASE_TD

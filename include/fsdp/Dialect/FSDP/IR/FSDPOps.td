@@ -253,18 +253,38 @@ def FSDP_ReluOp : FSDP_DiffOp<"relu", "Relu", [SameOperandsAndResultType]> {
   let hasVerifier = 0;
 }
 
-def FSDP_AttentionOp : FSDP_DiffOp<"attention", "Attention"> {
+def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
   let summary = "causal multi-head self-attention from a fused qkv tensor";
   let description = [{
     `qkv` is `B x T x 3C`, holding the queries, keys and values side by side
     (as GPT-2's `c_attn` produces them); `heads` divides `C`. Returns the
-    attention output `B x T x C` and, as the saved activation for the
-    backward, the softmax probabilities `B x heads x T x T` (zero above the
-    diagonal).
+    attention output `B x T x C` and the activation its backward reads,
+    which `impl` decides:
+
+    - `materialized` (the default): the softmax probabilities
+      `B x heads x T x T` (zero above the diagonal); the backward needs a
+      second buffer of that size for their gradient. Kernels `attention`,
+      `attention_backward`.
+    - `blocked` (FlashAttention-2's algorithm): one log-sum-exp per query
+      row, `B x heads x T`; the forward runs key block by key block with an
+      online softmax and the backward recomputes the probabilities block by
+      block from `qkv` and the log-sum-exp, so no `T x T` buffer exists.
+      Kernels `attention_blocked`, `attention_backward_blocked`.
+
+    Both compute the same function to float32 rounding; `--fsdp-attention`
+    chooses between them.
+
+    ```mlir
+    %out, %lse = fsdp.attention %qkv {heads = 2 : i64,
+                                      impl = #fsdp.attention_impl<blocked>}
+        : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
+    ```
   }];
   let arguments = (ins FSDP_FloatTensor:$qkv,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$heads);
-  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$probs);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       DefaultValuedAttr<FSDP_AttentionImplAttr,
+                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl);
+  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$saved);
 }
 
 def FSDP_CrossEntropyOp :
@@ -339,12 +359,20 @@ def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward", "ReluBackward"> {
 }
 
 def FSDP_AttentionBackwardOp :
-    FSDP_BackwardOp<"attention_backward", "AttentionBackward", [],
+    FSDP_BackwardOp<"attention_backward", "", [],
                     ["getKernelScratch"]> {
   let summary = "gradient of the fused qkv tensor";
+  let description = [{
+    `saved` is what the forward of the same `impl` saved: the probabilities
+    (`materialized`) or the log-sum-exp per row (`blocked`), whose backward
+    also reads the forward's `output`.
+  }];
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
-                       FSDP_FloatTensor:$probs,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$heads);
+                       FSDP_FloatTensor:$saved,
+                       Optional<FSDP_FloatTensor>:$output,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       DefaultValuedAttr<FSDP_AttentionImplAttr,
+                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl);
   let results = (outs FSDP_FloatTensor:$result);
 }
 

@@ -71,6 +71,39 @@ def FsdpWrapPass : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
+def FsdpAttentionPass : Pass<"fsdp-attention", "::mlir::ModuleOp"> {
+  let summary = "Choose each attention's form: materialized or blocked";
+  let description = [{
+    Sets `impl` on every `fsdp.attention` of the forward, which decides what
+    it saves for the backward (see the op): `materialized` keeps the
+    `B x heads x T x T` probabilities (and its backward a second buffer of
+    that size), `blocked` one log-sum-exp per row, recomputing the
+    probabilities block by block in the backward. Runs before
+    `--fsdp-autodiff`, which builds each backward in its forward's form.
+
+    * `impl=auto` (default): `blocked` wherever it saves memory, which is
+      wherever `T > 1`; the two agree to float32 rounding, and on the CPU
+      the blocked kernels are also the faster (docs/attention.md).
+    * `impl=materialized`, `impl=blocked`: every attention in that form.
+
+    An attention whose saved result the forward itself reads is left as it
+    is (its type would change under it).
+
+    Before (`impl=blocked`):
+    ```mlir
+    %o, %p = fsdp.attention %qkv {heads = 2 : i64} : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4x4xf32>)
+    ```
+    After:
+    ```mlir
+    %o, %lse = fsdp.attention %qkv {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let options = [
+    Option<"impl", "impl", "std::string", /*default=*/"\"auto\"",
+           "auto, materialized or blocked">
+  ];
+}
+
 def FsdpAutodiffPass : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
   let summary = "Build @train_step: forward, reverse-mode backward, AdamW";
   let description = [{

@@ -1,0 +1,73 @@
+//===- Attention.cpp - choose each attention's form -----------------------===//
+//
+// The form is a property of the forward op (it fixes the type of what the
+// op saves), so it is chosen before autodiff builds the backward from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPATTENTIONPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FsdpAttentionPass
+    : public fsdp::impl::FsdpAttentionPassBase<FsdpAttentionPass> {
+  using FsdpAttentionPassBase::FsdpAttentionPassBase;
+  void runOnOperation() override;
+};
+
+/// The form `choice` asks for at this op: auto is blocked wherever the
+/// log-sum-exp (B x H x T) is smaller than the probabilities (B x H x T x T).
+AttentionImpl chosenImpl(AttentionOp op, StringRef choice) {
+  if (choice == "materialized")
+    return AttentionImpl::Materialized;
+  if (choice == "blocked")
+    return AttentionImpl::Blocked;
+  int64_t seq =
+      llvm::cast<RankedTensorType>(op.getQkv().getType()).getDimSize(1);
+  return seq > 1 ? AttentionImpl::Blocked : AttentionImpl::Materialized;
+}
+
+/// Rebuilds `op` in form `impl`, with the saved result's type of that form.
+void setImpl(AttentionOp op, AttentionImpl impl) {
+  auto qkv = llvm::cast<RankedTensorType>(op.getQkv().getType());
+  int64_t batch = qkv.getDimSize(0), seq = qkv.getDimSize(1),
+          heads = op.getHeads();
+  SmallVector<int64_t> saved = {batch, heads, seq};
+  if (impl == AttentionImpl::Materialized)
+    saved.push_back(seq);
+  OpBuilder builder(op);
+  auto rebuilt = AttentionOp::create(
+      builder, op.getLoc(), op.getResult().getType(),
+      RankedTensorType::get(saved, qkv.getElementType()), op.getQkv(),
+      op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl));
+  rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op.getResult().replaceAllUsesWith(rebuilt.getResult());
+  op.erase();
+}
+} // namespace
+
+void FsdpAttentionPass::runOnOperation() {
+  if (impl != "auto" && impl != "materialized" && impl != "blocked") {
+    getOperation().emitError()
+        << "fsdp-attention: impl must be auto, materialized or blocked, got '"
+        << impl << "'";
+    return signalPassFailure();
+  }
+  SmallVector<AttentionOp> ops;
+  getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
+  for (AttentionOp op : ops) {
+    AttentionImpl want = chosenImpl(op, impl);
+    // A forward that reads what attention saves keeps it.
+    if (want != op.getImpl() && op.getSaved().use_empty())
+      setImpl(op, want);
+  }
+}
