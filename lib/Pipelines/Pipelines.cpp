@@ -37,6 +37,12 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   pm.addPass(createFsdpAutodiffPass(autodiff));
 
+  FsdpRematPassOptions remat;
+  remat.policy = options.remat;
+  remat.overrides.assign(options.rematOverrides.begin(),
+                         options.rematOverrides.end());
+  pm.addPass(createFsdpRematPass(remat));
+
   pm.addPass(createFsdpShardPass());
 
   FsdpSchedulePassOptions schedule;

@@ -62,6 +62,15 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Attention's form: auto, materialized or blocked (see "
                      "--fsdp-attention)"),
       llvm::cl::init(FsdpAttentionPassOptions().impl)};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("Recompute activations in the backward: none, full or "
+                     "selective (see --fsdp-remat)"),
+      llvm::cl::init(FsdpRematPassOptions().policy)};
+  ListOption<std::string> rematOverrides{
+      *this, "remat-overrides",
+      llvm::cl::desc("Per-unit remat policies, UNIT-PATTERN=POLICY (see "
+                     "--fsdp-remat overrides)")};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init(FsdpWrapPassOptions().policy)};

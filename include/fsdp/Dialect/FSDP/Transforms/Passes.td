@@ -169,6 +169,71 @@ def FsdpAutodiffPass : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FsdpRematPass : Pass<"fsdp-remat", "::mlir::ModuleOp"> {
+  let summary = "Recompute activations in the backward instead of saving them";
+  let description = [{
+    Activation rematerialisation (checkpointing), per FSDP unit. After
+    `--fsdp-autodiff` a unit's forward region yields every activation its
+    backward reads, and all of them stay live until that backward: at
+    sequence 2048 they are most of a rank's peak. Under a policy other than
+    `none`, the unit's backward region recomputes the activations the policy
+    does not keep, from those it keeps, right before the gradient op that
+    first reads each one. The recomputation runs inside the backward region,
+    after the unit's all-gather that the backward needs anyway, so it costs
+    compute (the simulator charges it) and no communication.
+
+    Policies:
+    * `none` (default): every activation saved.
+    * `full`: only the unit's inputs are kept (what its forward region reads
+      from outside); the whole forward of the unit is recomputed.
+    * `selective`: the outputs of the GEMMs are kept (linears, and
+      attention's output and statistics: ops the cost model charges FLOPs),
+      the cheap element-wise, normalisation and residual work recomputed.
+
+    `overrides` sets a policy per unit by name pattern (glob), the last
+    match winning: `overrides=h.*=full,root=none`.
+
+    The clones are the same kernels on the same inputs, so the step computes
+    the same bits as without recomputation: losses are bitwise equal.
+    Runs after `--fsdp-autodiff` and before `--fsdp-shard`, so that the
+    recomputed ops' parameter loads become the backward's gathered views
+    like every other load (docs/Rationale.md).
+
+    Before (`policy=full`, one unit `@b` computing `gelu(x W^T)`):
+    ```mlir
+    %f:2 = fsdp.compute @b forward ins(%x : tensor<4x8xf32>) -> tensor<4x8xf32>, tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>):
+      %w = fsdp.load @b.w : tensor<8x8xf32>
+      %h = fsdp.linear %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+      %g = fsdp.gelu %h : tensor<4x8xf32>
+      fsdp.yield %g, %h : tensor<4x8xf32>, tensor<4x8xf32>
+    }
+    ...
+    %b:2 = fsdp.compute @b backward ins(%dy, %f#1, %x : ...) -> ... {
+    ^bb0(%d: tensor<4x8xf32>, %h: tensor<4x8xf32>, %a: tensor<4x8xf32>):
+      %dh = fsdp.gelu_backward %d, %h : ...
+    ```
+    After: the forward yields only its output, the backward takes `%x` and
+    recomputes `%h`:
+    ```mlir
+    %f = fsdp.compute @b forward ins(%x : tensor<4x8xf32>) -> tensor<4x8xf32> { ... }
+    ...
+    %b:2 = fsdp.compute @b backward ins(%dy, %x : ...) -> ... {
+    ^bb0(%d: tensor<4x8xf32>, %a: tensor<4x8xf32>):
+      %w = fsdp.load @b.w : tensor<8x8xf32>
+      %h = fsdp.linear %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+      %dh = fsdp.gelu_backward %d, %h : ...
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "none, full or selective, for every unit without an override">,
+    ListOption<"overrides", "overrides", "std::string",
+               "UNIT-PATTERN=POLICY entries (glob patterns; the last match "
+               "wins)">
+  ];
+}
+
 def FsdpMeshPass : Pass<"fsdp-mesh", "::mlir::ModuleOp"> {
   let summary = "Set the device mesh the module is compiled for";
   let description = [{
