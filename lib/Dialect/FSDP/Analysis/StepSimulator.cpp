@@ -1,0 +1,103 @@
+//===- StepSimulator.cpp - the cost model of a scheduled step -------------===//
+
+#include "fsdp/Dialect/FSDP/Analysis/StepSimulator.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static double bytesOf(Value v) { return double(getSizeInBytes(v.getType())); }
+
+std::optional<Hardware> mlir::fsdp::lookupHardware(StringRef name) {
+  if (name == "h100-nvlink")
+    return Hardware{400e12, 370e9, 3000e9, 5e-6};
+  if (name == "ib-400g")
+    return Hardware{400e12, 47e9, 3000e9, 15e-6};
+  return std::nullopt;
+}
+
+double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
+  // A compute op's costs are its own (KernelOpInterface); the shard's
+  // AdamW reads p, g, m, v and writes p, m, v; what else is left of the
+  // dialect here (adamw of an unsharded parameter) moves its operands.
+  double flops = 0.0, bytes = 0.0;
+  if (auto kernelOp = llvm::dyn_cast<KernelOpInterface>(op)) {
+    flops = kernelOp.getFlops();
+    bytes = kernelOp.getBytesMoved();
+  } else if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
+    bytes = 7.0 * bytesOf(adamw.getGrad());
+  } else if (llvm::isa<AdamWOp>(op)) {
+    bytes = bytesOf(llvm::cast<AdamWOp>(op).getGrad());
+  } else {
+    return -1.0;
+  }
+  return std::max(flops / hw.flops, bytes / hw.memoryBytes);
+}
+
+void StepSimulator::collective(Operation *op, int stream, double bytes,
+                               Value token) {
+  double start = std::max(freeAt[0], freeAt[stream]);
+  // A grouped start is part of its bucket's one fused collective: it adds
+  // its bytes, not another latency.
+  double end =
+      start + commTime(bytes) - (op->hasAttr("grouped") ? hw.latency : 0.0);
+  freeAt[stream] = end;
+  std::string name = op->getName().stripDialect().str() + " @" +
+                     getCollectiveUnit(op).getValue().str();
+  events.push_back({name, stream, start, end - start});
+  if (token)
+    doneAt[token] = end;
+  else // a synchronous collective: compute waits for it at once
+    freeAt[0] = std::max(freeAt[0], end);
+}
+
+LogicalResult StepSimulator::compute(Operation *op) {
+  double duration = computeTime(op, hw);
+  if (duration < 0.0) {
+    op->emitOpError() << "has no cost in fsdp-simulate (a compute op "
+                         "implements KernelOpInterface)";
+    return failure();
+  }
+  events.push_back(
+      {op->getName().stripDialect().str(), 0, freeAt[0], duration});
+  freeAt[0] += duration;
+  computeBusy += duration;
+  return success();
+}
+
+LogicalResult StepSimulator::visit(Operation *op) {
+  if (auto start = llvm::dyn_cast<AllGatherStartOp>(op)) {
+    collective(op, 1, bytesOf(start.getResult()), start.getToken());
+    return success();
+  }
+  if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
+    collective(op, 1, bytesOf(gather.getResult()), Value());
+    return success();
+  }
+  if (auto start = llvm::dyn_cast<ReduceScatterStartOp>(op)) {
+    collective(op, 2, bytesOf(start.getSource()), start.getToken());
+    return success();
+  }
+  if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
+    collective(op, 2, bytesOf(scatter.getSource()), Value());
+    return success();
+  }
+  if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
+    freeAt[0] = std::max(freeAt[0], doneAt.lookup(wait.getToken()));
+    return success();
+  }
+  if (llvm::isa<ComputeOp, YieldOp, ViewOp, LoadOp, PackOp, FreeOp,
+                func::FuncOp, func::ReturnOp>(op) ||
+      op->getDialect() != op->getContext()->getLoadedDialect<FSDPDialect>())
+    return success();
+  return compute(op);
+}
+
+LogicalResult StepSimulator::run(func::FuncOp step) {
+  bool noCost = false;
+  step.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (failed(visit(op)))
+      noCost = true;
+  });
+  return failure(noCost);
+}
+
