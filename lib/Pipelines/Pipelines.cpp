@@ -25,9 +25,26 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 
   pm.addPass(createFsdpDataParallelPass());
 
-  FsdpAttentionPassOptions attention;
-  attention.impl = options.attention;
-  pm.addPass(createFsdpAttentionPass(attention));
+  // With a budget, the search chooses attention's form (within what
+  // attention= allows) and each unit's recomputation (fsdp.remat on the
+  // units, which --fsdp-remat follows); without one, --fsdp-attention
+  // chooses the form.
+  FsdpFitMemoryPassOptions fit;
+  fit.attention = options.attention;
+  fit.memoryBudget = options.memoryBudget;
+  fit.runtime = options.runtime;
+  fit.forwardPrefetch = options.forwardPrefetch;
+  fit.backwardPrefetch = options.backwardPrefetch;
+  fit.maxInflightGathers = options.maxInflightGathers;
+  fit.bucketBytes = options.bucketBytes;
+  fit.reshardAfterForward = options.reshardAfterForward;
+  pm.addPass(createFsdpFitMemoryPass(fit));
+
+  if (options.memoryBudget == 0) {
+    FsdpAttentionPassOptions attention;
+    attention.impl = options.attention;
+    pm.addPass(createFsdpAttentionPass(attention));
+  }
 
   FsdpAutodiffPassOptions autodiff;
   autodiff.learningRate = options.learningRate;

@@ -43,9 +43,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "reshard-after-forward",
       llvm::cl::desc("Free gathered parameters after each forward region"),
       llvm::cl::init(FsdpSchedulePassOptions().reshardAfterForward)};
-  Option<int64_t> memoryBudget{
+  Option<ByteSize> memoryBudget{
       *this, "memory-budget",
-      llvm::cl::desc("Bytes a rank may use (0: no budget)"),
+      llvm::cl::desc("Bytes a rank may use: 40GB, 37.5GiB, or bytes (0: no "
+                     "budget)"),
       llvm::cl::init(FsdpSchedulePassOptions().memoryBudget)};
   Option<std::string> runtime{
       *this, "runtime",

@@ -58,6 +58,15 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a positive integer on a module";
     return success();
   }
+  if (name == kRematAttrName) {
+    auto policy = llvm::dyn_cast<StringAttr>(attr.getValue());
+    if (!llvm::isa<UnitOp>(op) || !policy ||
+        !llvm::is_contained({"none", "full", "selective"}, policy.getValue()))
+      return emitError(op->getLoc())
+             << "'" << name
+             << "' must be \"none\", \"full\" or \"selective\" on an fsdp.unit";
+    return success();
+  }
   if (name != kForwardAttrName && name != kTrainStepAttrName)
     return emitError(op->getLoc())
            << "unknown fsdp dialect attribute '" << name << "'";

@@ -882,5 +882,27 @@ void CrossEntropyOp::getKernelScratch(
                                           Float32Type::get(getContext())));
 }
 
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Rebuilds `op` in form `impl`, with the saved result's type of that form.
+void mlir::fsdp::setAttentionImpl(AttentionOp op, AttentionImpl impl) {
+  auto qkv = llvm::cast<RankedTensorType>(op.getQkv().getType());
+  int64_t batch = qkv.getDimSize(0), seq = qkv.getDimSize(1),
+          heads = op.getHeads();
+  SmallVector<int64_t> saved = {batch, heads, seq};
+  if (impl == AttentionImpl::Materialized)
+    saved.push_back(seq);
+  OpBuilder builder(op);
+  auto rebuilt = AttentionOp::create(
+      builder, op.getLoc(), op.getResult().getType(),
+      RankedTensorType::get(saved, qkv.getElementType()), op.getQkv(),
+      op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl));
+  rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op.getResult().replaceAllUsesWith(rebuilt.getResult());
+  op.erase();
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

@@ -36,23 +36,6 @@ AttentionImpl chosenImpl(AttentionOp op, StringRef choice) {
   return seq > 1 ? AttentionImpl::Blocked : AttentionImpl::Materialized;
 }
 
-/// Rebuilds `op` in form `impl`, with the saved result's type of that form.
-void setImpl(AttentionOp op, AttentionImpl impl) {
-  auto qkv = llvm::cast<RankedTensorType>(op.getQkv().getType());
-  int64_t batch = qkv.getDimSize(0), seq = qkv.getDimSize(1),
-          heads = op.getHeads();
-  SmallVector<int64_t> saved = {batch, heads, seq};
-  if (impl == AttentionImpl::Materialized)
-    saved.push_back(seq);
-  OpBuilder builder(op);
-  auto rebuilt = AttentionOp::create(
-      builder, op.getLoc(), op.getResult().getType(),
-      RankedTensorType::get(saved, qkv.getElementType()), op.getQkv(),
-      op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl));
-  rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-  op.getResult().replaceAllUsesWith(rebuilt.getResult());
-  op.erase();
-}
 } // namespace
 
 void FsdpAttentionPass::runOnOperation() {
@@ -68,6 +51,6 @@ void FsdpAttentionPass::runOnOperation() {
     AttentionImpl want = chosenImpl(op, impl);
     // A forward that reads what attention saves keeps it.
     if (want != op.getImpl() && op.getSaved().use_empty())
-      setImpl(op, want);
+      setAttentionImpl(op, want);
   }
 }

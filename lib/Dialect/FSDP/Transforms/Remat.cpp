@@ -40,12 +40,17 @@ std::optional<Policy> parsePolicy(StringRef text) {
       .Default(std::nullopt);
 }
 
-/// The policy of each unit: the last override whose pattern matches the
+/// The policy of each unit: the unit's own fsdp.remat (set by
+/// --fsdp-fit-memory), else the last override whose pattern matches the
 /// unit's name, else the default.
 struct PolicyTable {
   Policy fallback = Policy::None;
   SmallVector<std::pair<llvm::GlobPattern, Policy>> overrides;
+  llvm::StringMap<Policy> chosen;
   Policy lookup(StringRef unit) const {
+    auto it = chosen.find(unit);
+    if (it != chosen.end())
+      return it->second;
     Policy policy = fallback;
     for (const auto &[pattern, p] : overrides)
       if (pattern.match(unit))
@@ -132,6 +137,18 @@ FailureOr<PolicyTable> FsdpRematPass::parseOptions() {
       return failure();
     }
     table.overrides.push_back({std::move(*glob), *p});
+  }
+  for (UnitOp unit : getOperation().getOps<UnitOp>()) {
+    auto attr = unit->getAttrOfType<StringAttr>(kRematAttrName);
+    if (!attr)
+      continue;
+    std::optional<Policy> p = parsePolicy(attr.getValue());
+    if (!p) {
+      unit.emitError() << "fsdp-remat: " << kRematAttrName
+                       << " must be none, full or selective, got " << attr;
+      return failure();
+    }
+    table.chosen[unit.getSymName()] = *p;
   }
   return table;
 }

@@ -134,6 +134,12 @@ int64_t getNumRanks(Operation *op);
 /// The attribute --fsdp-data-parallel sets on @forward once it has
 /// divided the batch by the mesh's ranks (so that a second run does not).
 constexpr llvm::StringLiteral kBatchSplitAttrName = "fsdp.batch_split";
+/// Rebuilds `op` in form `impl`, with the saved result's type of that form
+/// (its saved result must be unused: its type changes).
+void setAttentionImpl(AttentionOp op, AttentionImpl impl);
+/// The unit attribute --fsdp-fit-memory sets and --fsdp-remat follows:
+/// the unit's recomputation policy ("none", "full", "selective").
+constexpr llvm::StringLiteral kRematAttrName = "fsdp.remat";
 /// The module attribute --fsdp-schedule sets: gathers allowed in flight.
 constexpr llvm::StringLiteral kMaxInflightGathersAttrName =
     "fsdp.max_inflight_gathers";

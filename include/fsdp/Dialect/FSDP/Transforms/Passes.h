@@ -4,6 +4,7 @@
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/FSDP/Transforms/ByteSize.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::fsdp {

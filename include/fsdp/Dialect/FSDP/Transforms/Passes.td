@@ -364,6 +364,59 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   }];
 }
 
+def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
+  let summary = "Choose attention's form and per-unit recomputation to fit a "
+                "memory budget";
+  let description = [{
+    Makes `memory-budget` a goal. On the model before autodiff (after
+    `--fsdp-data-parallel`), it compiles trial schedules on copies of the
+    module, each through `--fsdp-attention`, `--fsdp-autodiff`,
+    `--fsdp-remat`, `--fsdp-shard` and `--fsdp-schedule` with this pass's
+    schedule options, and measures each one's exact peak per rank (the
+    memory profile plus the `runtime`'s share outside the arena, what the
+    schedule's budget counts) and its simulated step time (the
+    `--fsdp-simulate` cost model on `hardware`, recomputation included).
+
+    The trials form a ladder of ever smaller peaks at ever higher cost:
+    attention materialized and nothing recomputed; attention blocked; then
+    one unit after another (in forward order) `selective`; then one after
+    another `full`. Peaks fall and times rise along it, so a binary search
+    finds the first rung that fits in a logarithmic number of compiles
+    (about 9 for 96 blocks), which is the one with the lowest simulated
+    step time among those the ladder holds. The pass then applies it:
+    `impl` on every attention, `fsdp.remat` on every unit (which
+    `--fsdp-remat` follows), and prints the decision table to stderr (per
+    unit: policy, activation bytes it no longer keeps, simulated recompute
+    time).
+
+    When even the last rung (blocked, every unit `full`) does not fit, it
+    fails naming that smallest peak and what it is made of. Without a
+    budget (`memory-budget=0`) it does nothing.
+  }];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize", /*default=*/"0",
+           "Bytes a rank may use (0: nothing to fit)">,
+    Option<"runtime", "runtime", "std::string", /*default=*/"\"cpu\"",
+           "Whose memory outside the arena counts: cpu, cuda or none">,
+    Option<"hardware", "hardware", "std::string",
+           /*default=*/"\"h100-nvlink\"",
+           "The cost model's machine (see --fsdp-simulate)">,
+    Option<"attention", "attention", "std::string", /*default=*/"\"auto\"",
+           "Attention's forms to consider: auto (both), materialized or "
+           "blocked">,
+    Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
+           "As --fsdp-schedule's">,
+    Option<"backwardPrefetch", "backward-prefetch", "int64_t",
+           /*default=*/"0", "As --fsdp-schedule's">,
+    Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
+           /*default=*/"0", "As --fsdp-schedule's">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "As --fsdp-schedule's">,
+    Option<"reshardAfterForward", "reshard-after-forward", "bool",
+           /*default=*/"true", "As --fsdp-schedule's">
+  ];
+}
+
 def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
   let summary = "Make collectives asynchronous and prefetch gathers";
   let description = [{
@@ -441,7 +494,7 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
            "Backward regions ahead whose gathers start early">,
     Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
            /*default=*/"0", "Gathers allowed in flight (0: no limit)">,
-    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+    Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize", /*default=*/"0",
            "Bytes a rank may use (0: no budget)">,
     Option<"runtime", "runtime", "std::string", /*default=*/"\"cpu\"",
            "The runtime whose memory outside the arena the budget counts: "
