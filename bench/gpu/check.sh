@@ -66,6 +66,18 @@ stamp "gpt2-124m device memory: measured (total less free) vs the compiler's pre
 grep -E "summary: (device memory|predicted by the compiler|outside the arena)" \
   "$out/gpt2-124m-tf32.log"
 
+stamp "gpt2-124m, TF32, attention materialized (cuBLAS) against blocked (above)"
+"$run" "$plans/gpt2-124m-materialized.plan" --backend cuda --tf32 on --steps 10 \
+  --log-every 5 --data "$plans/tokens.bin" 2>&1 | grep -E "summary: (10 steps|device memory|predicted by)"
+
+stamp "attention-dominated GPT-2 (6 x 256, T 1024): materialized, no recompute vs blocked + full recompute"
+for form in attn-base attn-fit; do
+  [[ -f "$plans/$form.plan" ]] || { echo "check: $plans/$form.plan is missing"; continue; }
+  echo "--- $form"
+  "$run" "$plans/$form.plan" --backend cuda --tf32 on --steps 10 --log-every 5 \
+    --data "$plans/tokens.bin" 2>&1 | grep -E "summary: (10 steps|arena|device memory|predicted by)"
+done
+
 stamp "PyTorch eager, same shapes, same GPU"
 python3 "$root/bench/gpu/torch_baseline.py" --steps 20 --warmup 3 --tf32 on \
   --json "$out/torch-manual.json" 2>&1 | tail -3

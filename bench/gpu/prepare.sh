@@ -5,6 +5,11 @@
 #   tiny.plan       GPT-2, 2 layers, dim 64, byte vocabulary, seq 64, batch 8
 #   gpt2-124m.plan  the gpt2-124m preset, batch 4 x 1024 tokens (PyTorch's
 #                   baseline in check.sh trains the same shapes)
+#   gpt2-124m-materialized.plan  the same with attention materialized (the
+#                   blocked CUDA kernels against cuBLAS-based attention)
+#   attn-base.plan, attn-fit.plan  GPT-2 6 layers, dim 256, T 1024, batch 8,
+#                   GPT-2's vocabulary: materialized attention without
+#                   recomputation, and blocked with full recomputation
 #   tokens.bin      random GPT-2 token ids in llm.c's format (fixed seed)
 #   reference.json  CPU losses: tiny for 30 steps on data/corpus.txt,
 #                   gpt2-124m for 3 steps on tokens.bin; the model shapes
@@ -23,6 +28,16 @@ mkdir -p "$out"
   --batch 8 | "$bin/fsdp-opt" --fsdp-train-pipeline="lr=1e-3" -o "$out/tiny.plan"
 "$bin/fsdp-gen" --preset gpt2-124m --batch 4 --seq 1024 \
   | "$bin/fsdp-opt" --fsdp-train-pipeline -o "$out/gpt2-124m.plan"
+"$bin/fsdp-gen" --preset gpt2-124m --batch 4 --seq 1024 \
+  | "$bin/fsdp-opt" --fsdp-train-pipeline=attention=materialized \
+      -o "$out/gpt2-124m-materialized.plan"
+"$bin/fsdp-gen" gpt2 --layers 6 --dim 256 --heads 4 --vocab 50257 --seq 1024 \
+  --batch 8 > "$out/attn.mlir"
+"$bin/fsdp-opt" "$out/attn.mlir" \
+  --fsdp-train-pipeline="attention=materialized remat=none" -o "$out/attn-base.plan"
+"$bin/fsdp-opt" "$out/attn.mlir" \
+  --fsdp-train-pipeline="attention=blocked remat=full" -o "$out/attn-fit.plan"
+rm "$out/attn.mlir"
 python3 - "$out/tokens.bin" <<'PY'
 import random, struct, sys
 rng = random.Random(1234)

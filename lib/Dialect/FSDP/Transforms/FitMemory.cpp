@@ -18,6 +18,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPFITMEMORYPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -59,12 +61,19 @@ struct FsdpFitMemoryPass
   void runOnOperation() override;
 
 private:
+  LogicalResult checkOptions();
+  Rung rungAt(int64_t r) const;
+  /// The trial of rung r, compiled once.
+  FailureOr<Trial *> trialAt(int64_t r);
+  void reportSmallest(const Rung &rung, const Trial &smallest);
   FailureOr<Trial> compile(const Rung &rung);
   void apply(ModuleOp module, const Rung &rung);
   void printDecision(const Rung &rung, const Trial &chosen,
                      const Trial &baseline);
   SmallVector<StringAttr> units; ///< in forward order
   Hardware hw;
+  /// A std::map: trialAt hands out pointers that later trials keep valid.
+  std::map<int64_t, Trial> trials;
 };
 
 /// The units in the order the forward first runs them.
@@ -195,69 +204,71 @@ void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
   }
 }
 
+LogicalResult FsdpFitMemoryPass::checkOptions() {
+  Location loc = getOperation().getLoc();
+  std::optional<Hardware> named = lookupHardware(hardware);
+  if (!named)
+    return emitError(loc) << "fsdp-fit-memory: unknown hardware '" << hardware
+                          << "', expected h100-nvlink or ib-400g";
+  if (runtime != "none" &&
+      !llvm::is_contained(getOverheadBackends(), StringRef(runtime)))
+    return emitError(loc) << "fsdp-fit-memory: runtime must be cpu, cuda or "
+                             "none, got '"
+                          << runtime << "'";
+  if (attention != "auto" && attention != "materialized" &&
+      attention != "blocked")
+    return emitError(loc) << "fsdp-fit-memory: attention must be auto, "
+                             "materialized or blocked, got '"
+                          << attention << "'";
+  hw = *named;
+  return success();
+}
+
+// Rung r: 0 materialized; 1 blocked; 1 + k: k units selective;
+// 1 + n + k: every unit selective, k of them full (attention= can pin the
+// form).
+Rung FsdpFitMemoryPass::rungAt(int64_t r) const {
+  int64_t n = int64_t(units.size());
+  Rung rung;
+  rung.blocked = attention == "blocked" || (attention == "auto" && r >= 1);
+  rung.selective = std::clamp<int64_t>(r - 1, 0, n);
+  rung.full = std::clamp<int64_t>(r - 1 - n, 0, n);
+  return rung;
+}
+
+FailureOr<Trial *> FsdpFitMemoryPass::trialAt(int64_t r) {
+  auto it = trials.find(r);
+  if (it != trials.end())
+    return &it->second;
+  FailureOr<Trial> t = compile(rungAt(r));
+  if (failed(t))
+    return failure();
+  return &(trials[r] = std::move(*t));
+}
+
+void FsdpFitMemoryPass::reportSmallest(const Rung &rung, const Trial &t) {
+  emitError(getOperation().getLoc()) << llvm::formatv(
+      "fsdp-fit-memory: no schedule fits {0} bytes per rank: the smallest "
+      "peak reachable (attention {1}, every unit recomputed in full) is {2} "
+      "bytes: {3} steady state (shards), {4} gathered parameters, {5} "
+      "full-size gradients, {6} activations, {7} outside the arena ({8})",
+      memoryBudget.getValue().bytes, rung.blocked ? "blocked" : "materialized",
+      t.total(), t.steady, t.atPeak.bytes[Gathered], t.atPeak.bytes[FullGrad],
+      t.atPeak.bytes[Activation], t.outside, runtime);
+}
+
 void FsdpFitMemoryPass::runOnOperation() {
   if (memoryBudget <= 0)
     return;
-  ModuleOp module = getOperation();
-  std::optional<Hardware> named = lookupHardware(hardware);
-  if (!named) {
-    emitError(module.getLoc())
-        << "fsdp-fit-memory: unknown hardware '" << hardware
-        << "', expected h100-nvlink or ib-400g";
+  if (failed(checkOptions()))
     return signalPassFailure();
-  }
-  if (runtime != "none" &&
-      !llvm::is_contained(getOverheadBackends(), StringRef(runtime))) {
-    emitError(module.getLoc())
-        << "fsdp-fit-memory: runtime must be cpu, cuda or "
-           "none, got '"
-        << runtime << "'";
-    return signalPassFailure();
-  }
-  if (attention != "auto" && attention != "materialized" &&
-      attention != "blocked") {
-    emitError(module.getLoc()) << "fsdp-fit-memory: attention must be auto, "
-                                  "materialized or blocked, got '"
-                               << attention << "'";
-    return signalPassFailure();
-  }
-  hw = *named;
-  units = unitsInForwardOrder(module);
-  int64_t n = int64_t(units.size());
-  // Rung r: 0 materialized; 1 blocked; 1 + k: k units selective;
-  // 1 + n + k: every unit selective, k of them full.
-  auto rungAt = [&](int64_t r) {
-    Rung rung;
-    rung.blocked = attention == "blocked" || (attention == "auto" && r >= 1);
-    rung.selective = std::clamp<int64_t>(r - 1, 0, n);
-    rung.full = std::clamp<int64_t>(r - 1 - n, 0, n);
-    return rung;
-  };
-  llvm::DenseMap<int64_t, Trial> trials;
-  auto trialAt = [&](int64_t r) -> FailureOr<Trial *> {
-    auto it = trials.find(r);
-    if (it != trials.end())
-      return &it->second;
-    FailureOr<Trial> t = compile(rungAt(r));
-    if (failed(t))
-      return failure();
-    return &(trials[r] = std::move(*t));
-  };
-  int64_t last = 1 + 2 * n;
+  units = unitsInForwardOrder(getOperation());
+  int64_t last = 1 + 2 * int64_t(units.size());
   FailureOr<Trial *> baseline = trialAt(0), smallest = trialAt(last);
   if (failed(baseline) || failed(smallest))
     return signalPassFailure();
   if ((*smallest)->total() > memoryBudget) {
-    const Trial &t = **smallest;
-    emitError(module.getLoc()) << llvm::formatv(
-        "fsdp-fit-memory: no schedule fits {0} bytes per rank: the smallest "
-        "peak reachable (attention blocked, every unit recomputed in full) "
-        "is {1} bytes: {2} steady state (shards), {3} gathered parameters, "
-        "{4} full-size gradients, {5} activations, {6} outside the arena "
-        "({7})",
-        memoryBudget, t.total(), t.steady, t.atPeak.bytes[Gathered],
-        t.atPeak.bytes[FullGrad], t.atPeak.bytes[Activation], t.outside,
-        runtime);
+    reportSmallest(rungAt(last), **smallest);
     return signalPassFailure();
   }
   // The first rung that fits: peaks fall along the ladder.
@@ -272,9 +283,6 @@ void FsdpFitMemoryPass::runOnOperation() {
     else
       lo = mid + 1;
   }
-  FailureOr<Trial *> chosen = trialAt(hi);
-  if (failed(chosen))
-    return signalPassFailure();
-  apply(module, rungAt(hi));
-  printDecision(rungAt(hi), **chosen, **baseline);
+  apply(getOperation(), rungAt(hi));
+  printDecision(rungAt(hi), trials[hi], **baseline);
 }
