@@ -54,7 +54,7 @@ def main():
                   f"{seconds:9.2f}")
             continue
         head = re.search(r"peak ([0-9.]+) GB \(arena.*simulated step "
-                         r"([0-9.]+) ms on \S+, ([0-9.-]+) ms more .*\(peak "
+                         r"([0-9.]+) ms on \S+ \(([0-9.+-]+) ms against .*peak "
                          r"([0-9.]+) GB\)", err)
         attention = re.search(r"attention: (\w+)", err).group(1)
         policies = re.findall(r"^  @\S+\s+(none|full|selective)\s", err, re.M)

@@ -927,3 +927,21 @@ module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 4294967296, "shard" = 4
 // expected-error @+1 {{'fsdp.batch_split' must be a unit attribute on a func.func}}
 module attributes {fsdp.batch_split} {
 }
+
+// -----
+
+// expected-error @+1 {{'fsdp.remat' must be "none", "full" or "selective" on an fsdp.unit}}
+module attributes {fsdp.remat = "full"} {
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+// expected-error @+1 {{'fsdp.remat' must be "none", "full" or "selective" on an fsdp.unit}}
+fsdp.unit @u params [@w] {fsdp.remat = "most"}
+
+// -----
+
+// expected-error @+1 {{'fsdp.schedule_choice' must be a module's {forward_prefetch, backward_prefetch, bucket_bytes (counts), reshard_after_forward (bool)}}}
+module attributes {fsdp.schedule_choice = {forward_prefetch = -1 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true}} {
+}

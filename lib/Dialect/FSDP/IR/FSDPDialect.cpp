@@ -33,6 +33,35 @@ void FSDPDialect::initialize() {
   registerAttributes();
 }
 
+/// fsdp.schedule_choice: a module's schedule knobs, from --fsdp-fit-memory.
+static LogicalResult verifyScheduleChoice(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto dict = llvm::dyn_cast<DictionaryAttr>(attr.getValue());
+  auto isCount = [&](StringRef key) {
+    auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
+    return v && v.getInt() >= 0;
+  };
+  if (!llvm::isa<ModuleOp>(op) || !isCount("forward_prefetch") ||
+      !isCount("backward_prefetch") || !isCount("bucket_bytes") ||
+      !dict.getAs<BoolAttr>("reshard_after_forward"))
+    return emitError(op->getLoc())
+           << "'" << name
+           << "' must be a module's {forward_prefetch, backward_prefetch, "
+              "bucket_bytes (counts), reshard_after_forward (bool)}";
+  return success();
+}
+
+/// fsdp.remat: a unit's recomputation policy.
+static LogicalResult verifyRemat(Operation *op, NamedAttribute attr) {
+  auto policy = llvm::dyn_cast<StringAttr>(attr.getValue());
+  if (!llvm::isa<UnitOp>(op) || !policy ||
+      !llvm::is_contained({"none", "full", "selective"}, policy.getValue()))
+    return emitError(op->getLoc())
+           << "'" << attr.getName().getValue()
+           << "' must be \"none\", \"full\" or \"selective\" on an fsdp.unit";
+  return success();
+}
+
 /// `fsdp.forward` and `fsdp.train_step` mark functions whose single result
 /// is the scalar loss; everything downstream (autodiff, the runtime's
 /// progress line) relies on that, so it is a verifier rule, not a pass check.
@@ -58,15 +87,10 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a positive integer on a module";
     return success();
   }
-  if (name == kRematAttrName) {
-    auto policy = llvm::dyn_cast<StringAttr>(attr.getValue());
-    if (!llvm::isa<UnitOp>(op) || !policy ||
-        !llvm::is_contained({"none", "full", "selective"}, policy.getValue()))
-      return emitError(op->getLoc())
-             << "'" << name
-             << "' must be \"none\", \"full\" or \"selective\" on an fsdp.unit";
-    return success();
-  }
+  if (name == kScheduleChoiceAttrName)
+    return verifyScheduleChoice(op, attr);
+  if (name == kRematAttrName)
+    return verifyRemat(op, attr);
   if (name != kForwardAttrName && name != kTrainStepAttrName)
     return emitError(op->getLoc())
            << "unknown fsdp dialect attribute '" << name << "'";

@@ -29,11 +29,22 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
+/// The schedule's knobs a trial compiles with.
+struct Knobs {
+  int64_t forwardPrefetch = 0, backwardPrefetch = 0, bucketBytes = 0;
+  bool reshardAfterForward = true;
+  auto key() const {
+    return std::make_tuple(forwardPrefetch, backwardPrefetch, bucketBytes,
+                           reshardAfterForward);
+  }
+};
+
 /// One rung: attention's form, and how many units (in forward order) are
 /// selective and full; the first `full` of the selective ones are full.
 struct Rung {
   bool blocked = false;
   int64_t selective = 0, full = 0;
+  Knobs knobs;
   StringRef policyOf(size_t unitIndex) const {
     if (int64_t(unitIndex) < full)
       return "full";
@@ -62,9 +73,13 @@ struct FsdpFitMemoryPass
 
 private:
   LogicalResult checkOptions();
-  Rung rungAt(int64_t r) const;
-  /// The trial of rung r, compiled once.
-  FailureOr<Trial *> trialAt(int64_t r);
+  Rung rungAt(int64_t r, const Knobs &knobs) const;
+  /// The trial of rung r with `knobs`, compiled once.
+  FailureOr<Trial *> trialAt(int64_t r, const Knobs &knobs);
+  /// The first rung that fits with `knobs` (the last must), by bisection.
+  FailureOr<int64_t> firstFit(const Knobs &knobs);
+  /// Among `knobs` and faster schedules at rung r, the fastest that fits.
+  FailureOr<Knobs> fastestKnobs(int64_t r, const Knobs &knobs);
   void reportSmallest(const Rung &rung, const Trial &smallest);
   FailureOr<Trial> compile(const Rung &rung);
   void apply(ModuleOp module, const Rung &rung);
@@ -73,8 +88,34 @@ private:
   SmallVector<StringAttr> units; ///< in forward order
   Hardware hw;
   /// A std::map: trialAt hands out pointers that later trials keep valid.
-  std::map<int64_t, Trial> trials;
+  std::map<std::pair<int64_t, std::tuple<int64_t, int64_t, int64_t, bool>>,
+           Trial>
+      trials;
 };
+
+/// Records the chosen schedule on the module for --fsdp-schedule, which
+/// takes it over its own options.
+void setScheduleChoice(ModuleOp module, const Knobs &k) {
+  Builder b(module.getContext());
+  module->setAttr(
+      kScheduleChoiceAttrName,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("forward_prefetch",
+                          b.getI64IntegerAttr(k.forwardPrefetch)),
+           b.getNamedAttr("backward_prefetch",
+                          b.getI64IntegerAttr(k.backwardPrefetch)),
+           b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(k.bucketBytes)),
+           b.getNamedAttr("reshard_after_forward",
+                          b.getBoolAttr(k.reshardAfterForward))}));
+}
+
+std::string describe(const Knobs &k) {
+  return llvm::formatv("forward-prefetch={0} backward-prefetch={1} "
+                       "bucket-bytes={2} reshard-after-forward={3}",
+                       k.forwardPrefetch, k.backwardPrefetch, k.bucketBytes,
+                       k.reshardAfterForward ? "true" : "false")
+      .str();
+}
 
 /// The units in the order the forward first runs them.
 SmallVector<StringAttr> unitsInForwardOrder(ModuleOp module) {
@@ -150,11 +191,11 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   pm.addPass(createFsdpRematPass());
   pm.addPass(createFsdpShardPass());
   FsdpSchedulePassOptions schedule;
-  schedule.forwardPrefetch = forwardPrefetch;
-  schedule.backwardPrefetch = backwardPrefetch;
+  schedule.forwardPrefetch = rung.knobs.forwardPrefetch;
+  schedule.backwardPrefetch = rung.knobs.backwardPrefetch;
   schedule.maxInflightGathers = maxInflightGathers;
-  schedule.bucketBytes = bucketBytes;
-  schedule.reshardAfterForward = reshardAfterForward;
+  schedule.bucketBytes = rung.knobs.bucketBytes;
+  schedule.reshardAfterForward = rung.knobs.reshardAfterForward;
   pm.addPass(createFsdpSchedulePass(schedule));
   if (failed(pm.run(*copy)))
     return failure();
@@ -181,9 +222,9 @@ void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
   llvm::raw_ostream &os = llvm::errs();
   os << llvm::format("fsdp-fit-memory: budget %.3f GB per rank (runtime "
                      "%s): peak %.3f GB (arena %.3f + outside %.3f), "
-                     "simulated step %.3f ms on %s, %.3f ms more than "
-                     "without recomputation and with materialized attention "
-                     "(peak %.3f GB)\n",
+                     "simulated step %.3f ms on %s (%+.3f ms against "
+                     "materialized attention, no recomputation and the "
+                     "given schedule: peak %.3f GB)\n",
                      double(memoryBudget) / 1e9, runtime.c_str(),
                      double(chosen.total()) / 1e9, double(chosen.arena) / 1e9,
                      double(chosen.outside) / 1e9, chosen.stepTime * 1e3,
@@ -191,6 +232,7 @@ void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
                      (chosen.stepTime - baseline.stepTime) * 1e3,
                      double(baseline.total()) / 1e9);
   os << "  attention: " << (rung.blocked ? "blocked" : "materialized") << "\n";
+  os << "  schedule: " << describe(rung.knobs) << "\n";
   os << llvm::format("  %-24s %-10s %16s %14s\n", "unit", "policy",
                      "bytes saved", "recompute ms");
   for (auto [i, unit] : llvm::enumerate(units)) {
@@ -227,34 +269,94 @@ LogicalResult FsdpFitMemoryPass::checkOptions() {
 // Rung r: 0 materialized; 1 blocked; 1 + k: k units selective;
 // 1 + n + k: every unit selective, k of them full (attention= can pin the
 // form).
-Rung FsdpFitMemoryPass::rungAt(int64_t r) const {
+Rung FsdpFitMemoryPass::rungAt(int64_t r, const Knobs &knobs) const {
   int64_t n = int64_t(units.size());
   Rung rung;
   rung.blocked = attention == "blocked" || (attention == "auto" && r >= 1);
   rung.selective = std::clamp<int64_t>(r - 1, 0, n);
   rung.full = std::clamp<int64_t>(r - 1 - n, 0, n);
+  rung.knobs = knobs;
   return rung;
 }
 
-FailureOr<Trial *> FsdpFitMemoryPass::trialAt(int64_t r) {
-  auto it = trials.find(r);
+FailureOr<Trial *> FsdpFitMemoryPass::trialAt(int64_t r, const Knobs &knobs) {
+  auto key = std::make_pair(r, knobs.key());
+  auto it = trials.find(key);
   if (it != trials.end())
     return &it->second;
-  FailureOr<Trial> t = compile(rungAt(r));
+  FailureOr<Trial> t = compile(rungAt(r, knobs));
   if (failed(t))
     return failure();
-  return &(trials[r] = std::move(*t));
+  return &(trials[key] = std::move(*t));
+}
+
+FailureOr<int64_t> FsdpFitMemoryPass::firstFit(const Knobs &knobs) {
+  int64_t lo = 0, hi = 1 + 2 * int64_t(units.size());
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    FailureOr<Trial *> t = trialAt(mid, knobs);
+    if (failed(t))
+      return failure();
+    if ((*t)->total() <= memoryBudget)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return hi;
+}
+
+/// Faster schedules than `knobs`, each one step away: a gather prefetched
+/// a region earlier in both passes, two, collectives bucketed at 25 MB (as
+/// PyTorch's DDP does), parameters kept gathered between the forward and
+/// the backward.
+static SmallVector<Knobs> fasterVariants(const Knobs &knobs) {
+  SmallVector<Knobs> out;
+  for (int64_t depth : {int64_t(1), int64_t(2)}) {
+    Knobs k = knobs;
+    k.forwardPrefetch = std::max(k.forwardPrefetch, depth);
+    k.backwardPrefetch = std::max(k.backwardPrefetch, depth);
+    out.push_back(k);
+  }
+  Knobs bucketed = knobs;
+  bucketed.bucketBytes = std::max<int64_t>(knobs.bucketBytes, 25'000'000);
+  out.push_back(bucketed);
+  Knobs kept = knobs;
+  kept.reshardAfterForward = false;
+  out.push_back(kept);
+  return out;
+}
+
+FailureOr<Knobs> FsdpFitMemoryPass::fastestKnobs(int64_t r,
+                                                 const Knobs &knobs) {
+  Knobs best = knobs;
+  FailureOr<Trial *> current = trialAt(r, knobs);
+  if (failed(current))
+    return failure();
+  double bestTime = (*current)->stepTime;
+  for (const Knobs &k : fasterVariants(knobs)) {
+    if (k.key() == knobs.key())
+      continue;
+    FailureOr<Trial *> t = trialAt(r, k);
+    if (failed(t))
+      return failure();
+    if ((*t)->total() <= memoryBudget && (*t)->stepTime < bestTime) {
+      best = k;
+      bestTime = (*t)->stepTime;
+    }
+  }
+  return best;
 }
 
 void FsdpFitMemoryPass::reportSmallest(const Rung &rung, const Trial &t) {
   emitError(getOperation().getLoc()) << llvm::formatv(
       "fsdp-fit-memory: no schedule fits {0} bytes per rank: the smallest "
-      "peak reachable (attention {1}, every unit recomputed in full) is {2} "
+      "peak reachable (attention {1}, every unit recomputed in full, {9}) "
+      "is {2} "
       "bytes: {3} steady state (shards), {4} gathered parameters, {5} "
       "full-size gradients, {6} activations, {7} outside the arena ({8})",
       memoryBudget.getValue().bytes, rung.blocked ? "blocked" : "materialized",
       t.total(), t.steady, t.atPeak.bytes[Gathered], t.atPeak.bytes[FullGrad],
-      t.atPeak.bytes[Activation], t.outside, runtime);
+      t.atPeak.bytes[Activation], t.outside, runtime, describe(rung.knobs));
 }
 
 void FsdpFitMemoryPass::runOnOperation() {
@@ -264,25 +366,34 @@ void FsdpFitMemoryPass::runOnOperation() {
     return signalPassFailure();
   units = unitsInForwardOrder(getOperation());
   int64_t last = 1 + 2 * int64_t(units.size());
-  FailureOr<Trial *> baseline = trialAt(0), smallest = trialAt(last);
+  Knobs given{forwardPrefetch, backwardPrefetch, bucketBytes,
+              reshardAfterForward};
+  // The leanest schedule: no prefetch, no buckets, parameters freed after
+  // each forward region.
+  Knobs lean;
+  Knobs knobs = given;
+  FailureOr<Trial *> baseline = trialAt(0, given),
+                     smallest = trialAt(last, given);
   if (failed(baseline) || failed(smallest))
     return signalPassFailure();
   if ((*smallest)->total() > memoryBudget) {
-    reportSmallest(rungAt(last), **smallest);
-    return signalPassFailure();
-  }
-  // The first rung that fits: peaks fall along the ladder.
-  int64_t lo = 0, hi = last;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    FailureOr<Trial *> t = trialAt(mid);
-    if (failed(t))
+    knobs = lean;
+    smallest = trialAt(last, lean);
+    if (failed(smallest))
       return signalPassFailure();
-    if ((*t)->total() <= memoryBudget)
-      hi = mid;
-    else
-      lo = mid + 1;
+    if ((*smallest)->total() > memoryBudget) {
+      reportSmallest(rungAt(last, lean), **smallest);
+      return signalPassFailure();
+    }
   }
-  apply(getOperation(), rungAt(hi));
-  printDecision(rungAt(hi), trials[hi], **baseline);
+  FailureOr<int64_t> rung = firstFit(knobs);
+  if (failed(rung))
+    return signalPassFailure();
+  FailureOr<Knobs> fastest = fastestKnobs(*rung, knobs);
+  if (failed(fastest))
+    return signalPassFailure();
+  Rung chosen = rungAt(*rung, *fastest);
+  apply(getOperation(), chosen);
+  setScheduleChoice(getOperation(), chosen.knobs);
+  printDecision(chosen, **trialAt(*rung, *fastest), **baseline);
 }

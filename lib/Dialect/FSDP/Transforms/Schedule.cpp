@@ -377,6 +377,16 @@ LogicalResult FsdpSchedulePass::checkMemoryBudget(ModuleOp module,
 
 void FsdpSchedulePass::runOnOperation() {
   ModuleOp module = getOperation();
+  // The schedule --fsdp-fit-memory chose for the budget, over the options.
+  if (auto choice =
+          module->getAttrOfType<DictionaryAttr>(kScheduleChoiceAttrName)) {
+    forwardPrefetch = choice.getAs<IntegerAttr>("forward_prefetch").getInt();
+    backwardPrefetch = choice.getAs<IntegerAttr>("backward_prefetch").getInt();
+    bucketBytes = choice.getAs<IntegerAttr>("bucket_bytes").getInt();
+    reshardAfterForward =
+        choice.getAs<BoolAttr>("reshard_after_forward").getValue();
+    module->removeAttr(kScheduleChoiceAttrName);
+  }
   if (failed(checkOptions(module)))
     return signalPassFailure();
   func::FuncOp step = getTrainStep(module);

@@ -140,6 +140,10 @@ void setAttentionImpl(AttentionOp op, AttentionImpl impl);
 /// The unit attribute --fsdp-fit-memory sets and --fsdp-remat follows:
 /// the unit's recomputation policy ("none", "full", "selective").
 constexpr llvm::StringLiteral kRematAttrName = "fsdp.remat";
+/// The module attribute --fsdp-fit-memory sets and --fsdp-schedule takes
+/// over its own options: {forward_prefetch, backward_prefetch,
+/// bucket_bytes, reshard_after_forward}.
+constexpr llvm::StringLiteral kScheduleChoiceAttrName = "fsdp.schedule_choice";
 /// The module attribute --fsdp-schedule sets: gathers allowed in flight.
 constexpr llvm::StringLiteral kMaxInflightGathersAttrName =
     "fsdp.max_inflight_gathers";

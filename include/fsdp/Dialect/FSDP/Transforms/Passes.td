@@ -383,15 +383,20 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     another `full`. Peaks fall and times rise along it, so a binary search
     finds the first rung that fits in a logarithmic number of compiles
     (about 9 for 96 blocks), which is the one with the lowest simulated
-    step time among those the ladder holds. The pass then applies it:
-    `impl` on every attention, `fsdp.remat` on every unit (which
-    `--fsdp-remat` follows), and prints the decision table to stderr (per
-    unit: policy, activation bytes it no longer keeps, simulated recompute
-    time).
+    step time among those the ladder holds. At that rung it tries faster
+    schedules one step away from the given one (prefetch depth 1 and 2,
+    25 MB buckets, no resharding after the forward) and keeps the fastest
+    that fits. The pass then applies its choice: `impl` on every attention,
+    `fsdp.remat` on every unit (which `--fsdp-remat` follows),
+    `fsdp.schedule_choice` on the module (which `--fsdp-schedule` takes over
+    its options), and prints the decision table to stderr (per unit:
+    policy, activation bytes it no longer keeps, simulated recompute time).
 
-    When even the last rung (blocked, every unit `full`) does not fit, it
-    fails naming that smallest peak and what it is made of. Without a
-    budget (`memory-budget=0`) it does nothing.
+    When even the last rung (blocked, every unit `full`) does not fit with
+    the given schedule, it searches again with the leanest one (no
+    prefetch, no buckets, resharding after the forward); when that does not
+    fit either, it fails naming the smallest peak and what it is made of.
+    Without a budget (`memory-budget=0`) it does nothing.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize", /*default=*/"0",
