@@ -12,6 +12,21 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
+/// The schedule's options, which the schedule and the budget's search
+/// (whose trial compiles schedule the same way) both take.
+template <typename PassOptions>
+static PassOptions scheduleOptions(const TrainPipelineOptions &options) {
+  PassOptions o;
+  o.forwardPrefetch = options.forwardPrefetch;
+  o.backwardPrefetch = options.backwardPrefetch;
+  o.maxInflightGathers = options.maxInflightGathers;
+  o.bucketBytes = options.bucketBytes;
+  o.memoryBudget = options.memoryBudget;
+  o.runtime = options.runtime;
+  o.reshardAfterForward = options.reshardAfterForward;
+  return o;
+}
+
 void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
   FsdpMeshPassOptions mesh;
@@ -29,15 +44,8 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   // attention= allows) and each unit's recomputation (fsdp.remat on the
   // units, which --fsdp-remat follows); without one, --fsdp-attention
   // chooses the form.
-  FsdpFitMemoryPassOptions fit;
+  auto fit = scheduleOptions<FsdpFitMemoryPassOptions>(options);
   fit.attention = options.attention;
-  fit.memoryBudget = options.memoryBudget;
-  fit.runtime = options.runtime;
-  fit.forwardPrefetch = options.forwardPrefetch;
-  fit.backwardPrefetch = options.backwardPrefetch;
-  fit.maxInflightGathers = options.maxInflightGathers;
-  fit.bucketBytes = options.bucketBytes;
-  fit.reshardAfterForward = options.reshardAfterForward;
   pm.addPass(createFsdpFitMemoryPass(fit));
 
   if (options.memoryBudget == 0) {
@@ -62,15 +70,8 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 
   pm.addPass(createFsdpShardPass());
 
-  FsdpSchedulePassOptions schedule;
-  schedule.forwardPrefetch = options.forwardPrefetch;
-  schedule.backwardPrefetch = options.backwardPrefetch;
-  schedule.maxInflightGathers = options.maxInflightGathers;
-  schedule.bucketBytes = options.bucketBytes;
-  schedule.memoryBudget = options.memoryBudget;
-  schedule.runtime = options.runtime;
-  schedule.reshardAfterForward = options.reshardAfterForward;
-  pm.addPass(createFsdpSchedulePass(schedule));
+  pm.addPass(createFsdpSchedulePass(
+      scheduleOptions<FsdpSchedulePassOptions>(options)));
   pm.addPass(createFsdpVerifyPass());
 
   pm.addPass(createFsdpLowerToRuntimePass());
