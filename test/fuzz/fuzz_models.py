@@ -109,6 +109,16 @@ def main():
         [os.path.join(args.bin, "fsdp-opt"), "-", "--fsdp-mesh=shard=1"],
         input=seeds[0], check=True, stdout=subprocess.PIPE,
         text=True).stdout)
+    # One carries blocked attention and a unit's recomputation policy, so
+    # that the #fsdp.attention_impl parser, the attention verifiers of both
+    # forms and the fsdp.remat verifier and pass see mutants too.
+    blocked = subprocess.run(
+        [os.path.join(args.bin, "fsdp-opt"), "-", "--fsdp-wrap",
+         "--fsdp-attention=impl=blocked"],
+        input=seeds[1], check=True, stdout=subprocess.PIPE,
+        text=True).stdout
+    seeds.append(re.sub(r"(fsdp\.unit @h\.0 params \[[^\]]*\])",
+                        r'\1 {fsdp.remat = "full"}', blocked, count=1))
     campaign = fuzzlib.Campaign(args, "model")
 
     def case(i):
