@@ -100,4 +100,3 @@ LogicalResult StepSimulator::run(func::FuncOp step) {
   });
   return failure(noCost);
 }
-
