@@ -50,4 +50,17 @@ func.func @from_blocked(%qkv: tensor<1x4x24xf32>) -> tensor<1x4x8xf32> {
   return %o : tensor<1x4x8xf32>
 }
 
+// -----
+
+// A head of 256 is wider than the CUDA blocked kernels' widest tile (128):
+// auto keeps the probabilities; blocked asks for it anyway.
+// AUTO-LABEL: func.func @wide_head
+// AUTO: fsdp.attention %{{.*}} {heads = 1 : i64} : (tensor<1x4x768xf32>) -> (tensor<1x4x256xf32>, tensor<1x1x4x4xf32>)
+// BLK-LABEL: func.func @wide_head
+// BLK: impl = #fsdp.attention_impl<blocked>
+func.func @wide_head(%qkv: tensor<1x4x768xf32>) -> tensor<1x4x256xf32> {
+  %o, %p = fsdp.attention %qkv {heads = 1 : i64} : (tensor<1x4x768xf32>) -> (tensor<1x4x256xf32>, tensor<1x1x4x4xf32>)
+  return %o : tensor<1x4x256xf32>
+}
+
 // BAD: fsdp-attention: impl must be auto, materialized or blocked, got 'flash'

@@ -57,25 +57,27 @@ struct NcclSettings {
   std::string source = "NCCL_BUFFSIZE (4 MiB, NCCL's default)";
 };
 
-/// A positive integer environment variable, or 0 when unset or not one.
-int64_t positiveEnv(const char *name) {
+/// A positive integer environment variable up to `max`, or 0 when unset,
+/// not one, or beyond `max` (no product of them overflows).
+int64_t positiveEnv(const char *name, int64_t max) {
   const char *text = std::getenv(name);
   int64_t value = 0;
-  if (!text || llvm::StringRef(text).getAsInteger(0, value) || value <= 0)
+  if (!text || llvm::StringRef(text).getAsInteger(0, value) || value <= 0 ||
+      value > max)
     return 0;
   return value;
 }
 
 NcclSettings ncclSettings() {
   NcclSettings s;
-  if (int64_t size = positiveEnv("NCCL_BUFFSIZE")) {
+  if (int64_t size = positiveEnv("NCCL_BUFFSIZE", int64_t(1) << 40)) {
     s.buffSize = size;
     s.source =
         "NCCL_BUFFSIZE (" + std::to_string(size) + " B, from the environment)";
   }
-  if (int64_t channels = positiveEnv("NCCL_MIN_NCHANNELS"))
+  if (int64_t channels = positiveEnv("NCCL_MIN_NCHANNELS", 1024))
     s.channels = std::max(s.channels, channels);
-  if (int64_t channels = positiveEnv("NCCL_MAX_NCHANNELS"))
+  if (int64_t channels = positiveEnv("NCCL_MAX_NCHANNELS", 1024))
     s.channels = std::min(s.channels, channels);
   return s;
 }
@@ -129,7 +131,10 @@ int64_t blasBytesPerThread(func::FuncOp step) {
     if (!llvm::isa<LinearOp, LinearGradInputOp, LinearGradWeightOp>(op))
       return;
     auto result = llvm::cast<RankedTensorType>(op->getResult(0).getType());
-    int64_t n = result.getShape().back(), m = result.getNumElements() / n;
+    int64_t n = result.getShape().back();
+    if (n == 0 || result.getNumElements() == 0)
+      return; // no GEMM runs
+    int64_t m = result.getNumElements() / n;
     auto k = int64_t(llvm::cast<KernelOpInterface>(op).getFlops() /
                      (2.0 * double(m * n)));
     bytes =

@@ -887,7 +887,14 @@ void CrossEntropyOp::getKernelScratch(
 //===----------------------------------------------------------------------===//
 
 /// Rebuilds `op` in form `impl`, with the saved result's type of that form.
+bool mlir::fsdp::hasBlockedKernels(AttentionOp op) {
+  ArrayRef<int64_t> qkv = tensorOf(op.getQkv()).getShape();
+  int64_t headSize = qkv[2] / 3 / op.getHeads();
+  return headSize <= 128 && qkv[1] <= int64_t(65535) * 16;
+}
+
 void mlir::fsdp::setAttentionImpl(AttentionOp op, AttentionImpl impl) {
+  assert(op.getSaved().use_empty() && "the saved result changes type");
   auto qkv = llvm::cast<RankedTensorType>(op.getQkv().getType());
   int64_t batch = qkv.getDimSize(0), seq = qkv.getDimSize(1),
           heads = op.getHeads();

@@ -25,7 +25,8 @@ struct FsdpAttentionPass
 };
 
 /// The form `choice` asks for at this op: auto is blocked wherever the
-/// log-sum-exp (B x H x T) is smaller than the probabilities (B x H x T x T).
+/// log-sum-exp (B x H x T) is smaller than the probabilities (B x H x T x T)
+/// and both backends have blocked kernels for its shape.
 AttentionImpl chosenImpl(AttentionOp op, StringRef choice) {
   if (choice == "materialized")
     return AttentionImpl::Materialized;
@@ -33,7 +34,8 @@ AttentionImpl chosenImpl(AttentionOp op, StringRef choice) {
     return AttentionImpl::Blocked;
   int64_t seq =
       llvm::cast<RankedTensorType>(op.getQkv().getType()).getDimSize(1);
-  return seq > 1 ? AttentionImpl::Blocked : AttentionImpl::Materialized;
+  return seq > 1 && hasBlockedKernels(op) ? AttentionImpl::Blocked
+                                          : AttentionImpl::Materialized;
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -29,12 +30,14 @@ std::optional<int64_t> mlir::fsdp::parseByteSize(llvm::StringRef text) {
     return std::nullopt;
   std::string digits = number.str();
   char *end = nullptr;
+  errno = 0;
   double value = std::strtod(digits.c_str(), &end);
-  if (end != digits.c_str() + digits.size() || !std::isfinite(value) ||
-      value < 0)
+  if (end != digits.c_str() + digits.size() || errno == ERANGE ||
+      !std::isfinite(value) || value < 0)
     return std::nullopt;
   double bytes = std::round(value * scale);
-  if (bytes >= 9.2e18)
+  // Not a size that silently becomes 0 (no budget) or overflows int64.
+  if (bytes >= 9.2e18 || (value > 0 && bytes == 0))
     return std::nullopt;
   return int64_t(bytes);
 }

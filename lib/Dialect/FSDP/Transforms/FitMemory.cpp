@@ -147,7 +147,11 @@ void measureUnits(func::FuncOp step, const Hardware &hw, Trial &trial) {
     Operation *def = v.getDefiningOp();
     if (!def)
       return true; // an input of the step
-    if (llvm::isa<AllGatherOp, AllGatherStartOp, WaitOp, ViewOp>(def))
+    // Forward values: results of forward regions and of forward ops
+    // between them; not gathers, not gradients (cross-entropy's).
+    auto compute = llvm::dyn_cast<ComputeOp>(def);
+    if (!(compute && compute.getPhase() == Phase::Forward) &&
+        !llvm::isa<DifferentiableOpInterface>(def))
       return false;
     return position.lookup(def) < firstBackward;
   };
@@ -174,7 +178,8 @@ void FsdpFitMemoryPass::apply(ModuleOp module, const Rung &rung) {
   SmallVector<AttentionOp> attention;
   module.walk([&](AttentionOp op) { attention.push_back(op); });
   for (AttentionOp op : attention)
-    if (op.getSaved().use_empty())
+    if (op.getSaved().use_empty() &&
+        (impl == AttentionImpl::Materialized || hasBlockedKernels(op)))
       setAttentionImpl(op, impl);
   Builder builder(module.getContext());
   SymbolTable symbols(module);
@@ -185,6 +190,8 @@ void FsdpFitMemoryPass::apply(ModuleOp module, const Rung &rung) {
 
 FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   OwningOpRef<ModuleOp> copy(getOperation().clone());
+  // The trial's knobs, not a choice an earlier run left on the module.
+  (*copy)->removeAttr(kScheduleChoiceAttrName);
   apply(*copy, rung);
   PassManager pm(&getContext());
   pm.addPass(createFsdpAutodiffPass());
@@ -222,9 +229,9 @@ void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
   llvm::raw_ostream &os = llvm::errs();
   os << llvm::format("fsdp-fit-memory: budget %.3f GB per rank (runtime "
                      "%s): peak %.3f GB (arena %.3f + outside %.3f), "
-                     "simulated step %.3f ms on %s (%+.3f ms against "
-                     "materialized attention, no recomputation and the "
-                     "given schedule: peak %.3f GB)\n",
+                     "simulated step %.3f ms on %s (%+.3f ms against the "
+                     "first rung: attention as attention= allows, no "
+                     "recomputation, the given schedule: peak %.3f GB)\n",
                      double(memoryBudget) / 1e9, runtime.c_str(),
                      double(chosen.total()) / 1e9, double(chosen.arena) / 1e9,
                      double(chosen.outside) / 1e9, chosen.stepTime * 1e3,

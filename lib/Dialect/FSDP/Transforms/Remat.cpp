@@ -96,7 +96,8 @@ private:
   /// and statistics) and recomputes the rest.
   bool recomputes(Value v) const {
     Operation *def = v.getDefiningOp();
-    if (!def || isRematerializable(def))
+    // Only what can run twice: a pure op (not a collective, not an RNG).
+    if (!def || isRematerializable(def) || !isPure(def))
       return false;
     auto it = tags.find(def);
     if (it == tags.end() || it->second.unit != backward.unit ||

@@ -137,6 +137,10 @@ constexpr llvm::StringLiteral kBatchSplitAttrName = "fsdp.batch_split";
 /// Rebuilds `op` in form `impl`, with the saved result's type of that form
 /// (its saved result must be unused: its type changes).
 void setAttentionImpl(AttentionOp op, AttentionImpl impl);
+/// Whether both backends run `op` blocked: heads of at most 128 (the CUDA
+/// kernels' widest tile; the CPU's wider heads take a slow scalar path)
+/// and at most 65535 tiles of 16 query rows.
+bool hasBlockedKernels(AttentionOp op);
 /// The unit attribute --fsdp-fit-memory sets and --fsdp-remat follows:
 /// the unit's recomputation policy ("none", "full", "selective").
 constexpr llvm::StringLiteral kRematAttrName = "fsdp.remat";

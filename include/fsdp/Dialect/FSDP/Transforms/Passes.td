@@ -82,8 +82,10 @@ def FsdpAttentionPass : Pass<"fsdp-attention", "::mlir::ModuleOp"> {
     `--fsdp-autodiff`, which builds each backward in its forward's form.
 
     * `impl=auto` (default): `blocked` wherever it saves memory, which is
-      wherever `T > 1`; the two agree to float32 rounding, and on the CPU
-      the blocked kernels are also the faster (docs/attention.md).
+      wherever `T > 1`, and both backends have blocked kernels for the
+      shape (head size at most 128, the CUDA kernels' widest tile); the two
+      agree to float32 rounding, and on the CPU the blocked kernels are
+      also the faster (docs/attention.md).
     * `impl=materialized`, `impl=blocked`: every attention in that form.
 
     An attention whose saved result the forward itself reads is left as it
