@@ -249,11 +249,25 @@ inline float keepIf(float x, bool keep) {
 // Tiled forward
 //===----------------------------------------------------------------------===//
 
-/// The online softmax state of one query row: running max and sum.
+/// The online softmax state of one query row, in both forwards.
 struct RowState {
-  float m;
-  double l;
+  float m = -std::numeric_limits<float>::infinity(); // running max
+  double l = 0.0; // running sum of exp(s - m)
 };
+
+/// The forward's last step for rows i0..i1 of a head: the accumulated
+/// rows divided by their sums, and each row's log-sum-exp.
+FSDP_INLINE void finishRows(const RowState *st, float *o, float *lse,
+                            int64_t i0, int64_t i1, int64_t C, int64_t hs) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const RowState &r = st[i - i0];
+    const float inv = float(1.0 / r.l);
+#pragma omp simd
+    for (int64_t d = 0; d < hs; ++d)
+      o[i * C + d] *= inv;
+    lse[i] = r.m + float(std::log(r.l));
+  }
+}
 
 /// Scales row s (scores of keys j0 + c), masks the keys past `last`
 /// (c > last), and folds it into st: s becomes exp(s - m'), masked entries
@@ -316,14 +330,7 @@ FSDP_INLINE void forwardQueryBlockTiled(const Head &hd, float *o, float *lse,
                      hd.ld, n, hs);
     }
   }
-  for (int64_t i = i0; i < i1; ++i) {
-    const RowState &r = st[i - i0];
-    const float inv = float(1.0 / r.l);
-#pragma omp simd
-    for (int64_t d = 0; d < hs; ++d)
-      o[i * C + d] *= inv;
-    lse[i] = r.m + float(std::log(r.l));
-  }
+  finishRows(st, o, lse, i0, i1, C, hs);
 }
 
 //===----------------------------------------------------------------------===//
@@ -433,17 +440,11 @@ inline float dotf(const float *a, const float *b, int64_t n) {
   return s;
 }
 
-/// The forward's online softmax state of one query row.
-struct ScalarRowState {
-  float m = -std::numeric_limits<float>::infinity(); // running max
-  double l = 0.0; // running sum of exp(s - m)
-};
-
 /// Folds keys j0..j0+n into query row q's state and its accumulator o
 /// (hs floats, sum_j exp(s_j - m) v_j): new max, rescale, add the block.
 inline void forwardRowBlock(const Head &hd, const float *q, int64_t j0,
-                            int64_t n, int64_t hs, float scale,
-                            ScalarRowState &st, float *o, float *s) {
+                            int64_t n, int64_t hs, float scale, RowState &st,
+                            float *o, float *s) {
   for (int64_t c = 0; c < n; ++c)
     s[c] = scale * dotf(q, hd.k + (j0 + c) * hd.ld, hs);
   const float mNew = std::max(st.m, rowMax(s, n));
@@ -473,7 +474,7 @@ inline void forwardRowBlock(const Head &hd, const float *q, int64_t j0,
 /// cache while they are used.
 void forwardQueryBlock(const Head &hd, float *o, float *lse, int64_t i0,
                        int64_t i1, int64_t C, int64_t hs, float scale) {
-  ScalarRowState st[kBlock];
+  RowState st[kBlock];
   float s[kBlock];
   for (int64_t i = i0; i < i1; ++i)
     std::memset(o + i * C, 0, sizeof(float) * hs);
@@ -483,14 +484,7 @@ void forwardQueryBlock(const Head &hd, float *o, float *lse, int64_t i0,
       forwardRowBlock(hd, hd.q + i * hd.ld, j0, std::min(j1, i + 1) - j0, hs,
                       scale, st[i - i0], o + i * C, s);
   }
-  for (int64_t i = i0; i < i1; ++i) {
-    const ScalarRowState &r = st[i - i0];
-    const float inv = float(1.0 / r.l);
-#pragma omp simd
-    for (int64_t d = 0; d < hs; ++d)
-      o[i * C + d] *= inv;
-    lse[i] = r.m + float(std::log(r.l));
-  }
+  finishRows(st, o, lse, i0, i1, C, hs);
 }
 
 /// Probabilities of query row i against keys j0..j0+n, from the saved

@@ -211,3 +211,10 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   }
   return o;
 }
+
+int64_t mlir::fsdp::getBudgetedOverhead(ModuleOp module, func::FuncOp step,
+                                        StringRef runtime) {
+  return runtime == "none"
+             ? 0
+             : estimateRuntimeOverhead(module, step, runtime).total();
+}

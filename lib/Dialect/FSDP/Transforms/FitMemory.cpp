@@ -88,9 +88,7 @@ private:
   SmallVector<StringAttr> units; ///< in forward order
   Hardware hw;
   /// A std::map: trialAt hands out pointers that later trials keep valid.
-  std::map<std::pair<int64_t, std::tuple<int64_t, int64_t, int64_t, bool>>,
-           Trial>
-      trials;
+  std::map<std::pair<int64_t, decltype(Knobs().key())>, Trial> trials;
 };
 
 /// Records the chosen schedule on the module for --fsdp-schedule, which
@@ -185,7 +183,7 @@ void FsdpFitMemoryPass::apply(ModuleOp module, const Rung &rung) {
   SymbolTable symbols(module);
   for (auto [i, unit] : llvm::enumerate(units))
     if (Operation *op = symbols.lookup(unit))
-      op->setAttr("fsdp.remat", builder.getStringAttr(rung.policyOf(i)));
+      op->setAttr(kRematAttrName, builder.getStringAttr(rung.policyOf(i)));
 }
 
 FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
@@ -216,9 +214,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   trial.arena = profile->peakBytes();
   trial.steady = profile->steady;
   trial.atPeak = profile->live[profile->overall];
-  trial.outside = runtime == "none"
-                      ? 0
-                      : estimateRuntimeOverhead(*copy, step, runtime).total();
+  trial.outside = getBudgetedOverhead(*copy, step, runtime);
   trial.stepTime = sim.stepTime();
   measureUnits(step, hw, trial);
   return trial;

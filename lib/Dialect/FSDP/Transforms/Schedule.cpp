@@ -350,10 +350,7 @@ LogicalResult FsdpSchedulePass::checkMemoryBudget(ModuleOp module,
   if (failed(computed))
     return failure();
   MemoryProfile &profile = *computed;
-  int64_t outside =
-      runtime == "none"
-          ? 0
-          : estimateRuntimeOverhead(module, step, runtime).total();
+  int64_t outside = getBudgetedOverhead(module, step, runtime);
   int64_t needed = profile.peakBytes() + outside;
   if (needed <= memoryBudget)
     return success();

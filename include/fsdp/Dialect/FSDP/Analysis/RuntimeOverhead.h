@@ -63,6 +63,11 @@ ArrayRef<StringRef> getOverheadBackends();
 RuntimeOverhead estimateRuntimeOverhead(ModuleOp module, func::FuncOp step,
                                         StringRef backend);
 
+/// What a memory budget counts outside the arena for `runtime` (one of
+/// getOverheadBackends(), or "none": nothing).
+int64_t getBudgetedOverhead(ModuleOp module, func::FuncOp step,
+                            StringRef runtime);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_ANALYSIS_RUNTIMEOVERHEAD_H
