@@ -21,7 +21,7 @@
 /// The kernels runCompute calls by name, for a backend to bind with an
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
 /// the rest. crossEntropyForward (which takes a per-row scratch only the
-/// GPU uses) and copy are bound by hand.
+/// GPU uses) and copy are bound by hand; casts are the backends' own.
 #define FSDP_RUNTIME_GEMM_KERNELS(X)                                           \
   X(linearForward)                                                             \
   X(linearGradInput)                                                           \
@@ -47,14 +47,19 @@
 
 namespace fsdp::rt {
 
-/// Runs compute instruction `inst` on the arena at `arena` through `k`;
-/// returns false, doing nothing, for collectives and waits. `params`
-/// overrides the instruction's parameters; `step` is AdamW's step; `rank`
-/// of `worldSize` picks a sharded AdamW's parameter segments.
-template <typename Kernels>
+/// Runs compute instruction `inst` through `k`; returns false, doing
+/// nothing, for casts, collectives and waits (the backends' own). `T` is
+/// the element type its Float operands are passed as (float, or the
+/// backend's bf16 type for a bf16 instruction); its F32 operands
+/// (statistics, the loss, AdamW's state) are always float. `address(id)`
+/// is where buffer `id` lies for the kernel: the arena, or where the
+/// backend widened it. `params` overrides the instruction's parameters;
+/// `step` is AdamW's step; `rank` of `worldSize` picks a sharded AdamW's
+/// parameter segments.
+template <typename T, typename Kernels, typename Address>
 bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
-                unsigned char *arena, const double *params, int64_t step,
-                int rank, int worldSize) {
+                Address address, const double *params, int64_t step, int rank,
+                int worldSize) {
   using plan::Opcode;
   auto in = [&](size_t i) -> const BufferDesc & {
     return plan.buffers[inst.ins[i]];
@@ -62,14 +67,19 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   auto out = [&](size_t i) -> const BufferDesc & {
     return plan.buffers[inst.outs[i]];
   };
-  auto I = [&](size_t i) {
-    return reinterpret_cast<float *>(arena + in(i).offset);
-  };
+  // Float operands (the kernel's element type), F32 ones, token ids.
+  auto I = [&](size_t i) { return reinterpret_cast<T *>(address(inst.ins[i])); };
   auto O = [&](size_t i) {
-    return reinterpret_cast<float *>(arena + out(i).offset);
+    return reinterpret_cast<T *>(address(inst.outs[i]));
+  };
+  auto SI = [&](size_t i) {
+    return reinterpret_cast<float *>(address(inst.ins[i]));
+  };
+  auto SO = [&](size_t i) {
+    return reinterpret_cast<float *>(address(inst.outs[i]));
   };
   auto ids = [&](size_t i) {
-    return reinterpret_cast<const int32_t *>(arena + in(i).offset);
+    return reinterpret_cast<const int32_t *>(address(inst.ins[i]));
   };
   auto last = [](const BufferDesc &b) {
     return b.shape.empty() ? int64_t(1) : b.shape.back();
@@ -103,12 +113,12 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
                         out(1).shape[0]);
     return true;
   case Opcode::LayerNorm:
-    k.layerNormForward(O(0), O(1), O(2), I(0), I(1), I(2),
+    k.layerNormForward(O(0), SO(1), SO(2), I(0), I(1), I(2),
                        rows(in(0), last(in(0))), last(in(0)),
                        float(param("epsilon")));
     return true;
   case Opcode::LayerNormBackward:
-    k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), I(3), I(4),
+    k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), SI(3), SI(4),
                         rows(in(1), last(in(1))), last(in(1)));
     return true;
   case Opcode::Linear: {
@@ -159,26 +169,26 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   }
   case Opcode::AttentionBlocked: {
     const auto &s = in(0).shape;
-    k.blockedAttentionForward(O(0), O(1), I(0), s[0], s[1], s[2] / 3,
+    k.blockedAttentionForward(O(0), SO(1), I(0), s[0], s[1], s[2] / 3,
                               int64_t(param("heads")));
     return true;
   }
   case Opcode::AttentionBackwardBlocked: {
     const auto &s = in(1).shape; // dqkv, dout, qkv, out, lse
-    k.blockedAttentionBackward(O(0), I(0), I(1), I(3), I(2), s[0], s[1],
+    k.blockedAttentionBackward(O(0), I(0), I(1), I(3), SI(2), s[0], s[1],
                                s[2] / 3, int64_t(param("heads")));
     return true;
   }
   case Opcode::CrossEntropy:
-    k.crossEntropyForward(O(0), I(0), ids(1), rows(in(0), last(in(0))),
-                          last(in(0)), O(1));
+    k.crossEntropyForward(SO(0), I(0), ids(1), rows(in(0), last(in(0))),
+                          last(in(0)), SO(1));
     return true;
   case Opcode::CrossEntropyBackward:
-    k.crossEntropyBackward(O(0), I(0), I(1), ids(2), rows(in(1), last(in(1))),
+    k.crossEntropyBackward(O(0), SI(0), I(1), ids(2), rows(in(1), last(in(1))),
                            last(in(1)));
     return true;
   case Opcode::AdamW:
-    adamw(O(0), O(1), O(2), I(0), out(0).numElements(), /*decay=*/true);
+    adamw(SO(0), SO(1), SO(2), SI(0), out(0).numElements(), /*decay=*/true);
     return true;
   case Opcode::AdamWShard:
     // Segment by parameter: a no_weight_decay parameter gets no decay,
@@ -187,7 +197,7 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     forEachShardSegment(
         plan, uint32_t(out(0).unit), rank, worldSize,
         [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          adamw(O(0) + at, O(1) + at, O(2) + at, I(0) + at, count,
+          adamw(SO(0) + at, SO(1) + at, SO(2) + at, SI(0) + at, count,
                 !param.noWeightDecay);
         });
     return true;
@@ -195,8 +205,9 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     k.fill(O(0), out(0).numElements(), float(param("value")));
     return true;
   case Opcode::Copy:
-    k.copy(O(0), I(0), out(0).size);
+    k.copy(O(0), I(0), uint64_t(out(0).numElements()) * sizeof(T));
     return true;
+  case Opcode::Cast:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::Wait:

@@ -580,8 +580,27 @@ static std::string admittedTypes(plan::ElementRule rule) {
 /// Operand element types by the kernel table's rules; token ids must come
 /// from a step input (no kernel writes ids, so only an input, which the
 /// runtime fills with checked data, holds them).
-static bool checkElementTypes(const KernelCheck &k) {
+static bool checkElementTypes(const KernelCheck &k,
+                              plan::DType &elementType) {
   const plan::KernelInfo &info = k.info();
+  // One element type for all Float operands: the kernel runs in it.
+  std::optional<plan::DType> element;
+  auto agrees = [&](plan::ElementRule rule, plan::DType dtype) {
+    if (rule != plan::ElementRule::Float || !plan::isFloatType(dtype))
+      return true;
+    if (!element)
+      element = dtype;
+    return *element == dtype;
+  };
+  for (size_t i = 0; i < k.inst.ins.size(); ++i)
+    if (!agrees(info.ins[i].rule, k.in(i).dtype))
+      return k.bad("mixes f32 and bf16 operands (operand #" +
+                   std::to_string(i) + ")");
+  for (size_t i = 0; i < k.inst.outs.size(); ++i)
+    if (!agrees(info.outs[i].rule, k.out(i).dtype))
+      return k.bad("mixes f32 and bf16 operands (result #" +
+                   std::to_string(i) + ")");
+  elementType = element.value_or(plan::DType::F32);
   for (size_t i = 0; i < k.inst.ins.size(); ++i)
     if (!plan::admits(info.ins[i].rule, k.in(i).dtype))
       return k.bad("operand #" + std::to_string(i) +
@@ -841,6 +860,7 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
   case Opcode::AdamWShard:
     return checkSharded(k);
   case Opcode::Copy:
+  case Opcode::Cast:
     if (k.in(0).numElements() != k.out(0).numElements())
       return k.bad("inconsistent shapes");
     if (overlap(k.in(0), k.out(0)))
@@ -877,7 +897,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
   Vocabulary vocabulary;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     KernelCheck k{plan, plan.program[i], i, why};
-    if (!checkOperandCounts(k) || !checkElementTypes(k) ||
+    if (!checkOperandCounts(k) ||
+        !checkElementTypes(k, plan.program[i].elementType) ||
         !checkShapes(k, vocabulary))
       return false;
   }

@@ -4,6 +4,7 @@
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/FlightRecorder.h"
 
+#include "BFloat16.h"
 #include "Blas.h"
 #include "CollectiveStreams.h"
 #include "KernelDispatch.h"
@@ -14,12 +15,58 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <vector>
 #include <omp.h>
 #include <unistd.h>
 
 namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
+
+/// Calls fn(buffer, isResult) once for each distinct bf16 buffer that
+/// compute instruction `inst` reads or writes as a Float operand, inputs
+/// first: what the CPU widens around it. A buffer both read and written
+/// is named once, as a result.
+template <typename Fn>
+void forEachWidened(const Plan &plan, const Instruction &inst, Fn fn) {
+  const plan::KernelInfo &info = *inst.kernel;
+  auto isBF16 = [&](uint32_t id, plan::ElementRule rule) {
+    return rule == plan::ElementRule::Float &&
+           plan.buffers[id].dtype == plan::DType::BF16;
+  };
+  std::vector<uint32_t> seen;
+  auto once = [&](uint32_t id) {
+    if (std::find(seen.begin(), seen.end(), id) != seen.end())
+      return false;
+    seen.push_back(id);
+    return true;
+  };
+  auto written = [&](uint32_t id) {
+    return std::find(inst.outs.begin(), inst.outs.end(), id) !=
+           inst.outs.end();
+  };
+  for (size_t i = 0; i < inst.ins.size(); ++i)
+    if (isBF16(inst.ins[i], info.ins[i].rule) && !written(inst.ins[i]) &&
+        once(inst.ins[i]))
+      fn(inst.ins[i], false);
+  for (size_t i = 0; i < inst.outs.size(); ++i)
+    if (isBF16(inst.outs[i], info.outs[i].rule) && once(inst.outs[i]))
+      fn(inst.outs[i], true);
+}
+
+/// Converts n elements between f32 and bf16 (either way, or a copy).
+void castElements(void *out, plan::DType to, const void *in, plan::DType from,
+                  int64_t n) {
+  using plan::DType;
+  if (from == to) {
+    std::memmove(out, in, uint64_t(n) * plan::dtypeSize(to));
+  } else if (from == DType::F32) {
+    roundToBF16(static_cast<uint16_t *>(out), static_cast<const float *>(in),
+                n);
+  } else {
+    widenBF16(static_cast<float *>(out), static_cast<const uint16_t *>(in), n);
+  }
+}
 
 /// The CPU kernels under the names runCompute calls; the GEMM-based ones
 /// get the CBLAS.
@@ -187,6 +234,28 @@ private:
   float *f32(const Plan &plan, uint32_t id) {
     return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
   }
+  unsigned char *address(const Plan &plan, uint32_t id) {
+    return arena + plan.buffers[id].offset;
+  }
+
+  /// A cast: element by element, rounding to nearest even into bf16.
+  void castKernel(const Plan &plan, const Instruction &inst) {
+    const BufferDesc &from = plan.buffers[inst.ins[0]];
+    const BufferDesc &to = plan.buffers[inst.outs[0]];
+    castElements(address(plan, inst.outs[0]), to.dtype,
+                 address(plan, inst.ins[0]), from.dtype, to.numElements());
+  }
+
+  /// A bf16 kernel runs as the f32 one on widened copies of its bf16
+  /// operands (exact), its bf16 results rounded back to nearest even: the
+  /// numbers a CUDA kernel that loads bf16, computes in float and rounds
+  /// its stores gets. Returns false for a kernel that is not compute.
+  bool runWidened(CpuKernels &kernels, const Plan &plan,
+                  const Instruction &inst, const double *params,
+                  int64_t step);
+
+  /// The widened copies' space, sized once for the plan's widest kernel.
+  std::vector<float> widened;
 
   std::unique_ptr<cpu::Blas> blas;
   int threads;
@@ -198,14 +267,75 @@ private:
   std::string mode;
 };
 
+/// The float space the widest bf16 kernel of `plan` needs widened.
+static uint64_t wideningBytes(const Plan &plan) {
+  uint64_t most = 0;
+  for (const Instruction &inst : plan.program) {
+    if (inst.elementType != plan::DType::BF16)
+      continue;
+    uint64_t bytes = 0;
+    forEachWidened(plan, inst, [&](uint32_t id, bool) {
+      bytes += plan::cpuWideningBytes(plan.buffers[id].numElements());
+    });
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
 void CpuBackend::run(const Plan &plan, const Instruction &inst,
                      const double *params, int64_t step) {
+  using plan::Opcode;
   CpuKernels kernels{*blas};
-  if (runCompute(kernels, plan, inst, arena, params, step, comm.rank(),
-                 comm.size()))
+  Opcode opcode = inst.kernel->opcode;
+  if (opcode == Opcode::Cast) {
+    castKernel(plan, inst);
+    return;
+  }
+  if (opcode == Opcode::Copy) { // bytes, whatever the element type
+    std::memmove(address(plan, inst.outs[0]), address(plan, inst.ins[0]),
+                 plan.buffers[inst.outs[0]].size);
+    return;
+  }
+  if (inst.elementType == plan::DType::BF16 &&
+      runWidened(kernels, plan, inst, params, step))
+    return;
+  auto inArena = [&](uint32_t id) { return address(plan, id); };
+  if (runCompute<float>(kernels, plan, inst, inArena, params, step,
+                        comm.rank(), comm.size()))
     return;
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(comm);
+}
+bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
+                            const Instruction &inst, const double *params,
+                            int64_t step) {
+  if (widened.empty())
+    widened.resize(std::max<uint64_t>(wideningBytes(plan), 4) / 4);
+  std::map<uint32_t, float *> at; // bf16 buffer -> its widened copy
+  uint64_t used = 0;
+  std::vector<uint32_t> results;
+  forEachWidened(plan, inst, [&](uint32_t id, bool isResult) {
+    float *copy = widened.data() + used / 4;
+    used += plan::cpuWideningBytes(plan.buffers[id].numElements());
+    // Results too: a kernel that accumulates into its result reads it.
+    widenBF16(copy, reinterpret_cast<const uint16_t *>(address(plan, id)),
+              plan.buffers[id].numElements());
+    if (isResult)
+      results.push_back(id);
+    at.emplace(id, copy);
+  });
+  auto resolve = [&](uint32_t id) -> unsigned char * {
+    auto it = at.find(id);
+    return it != at.end() ? reinterpret_cast<unsigned char *>(it->second)
+                          : address(plan, id);
+  };
+  if (!runCompute<float>(kernels, plan, inst, resolve, params, step,
+                         comm.rank(), comm.size()))
+    return false;
+  for (uint32_t id : results)
+    roundToBF16(reinterpret_cast<uint16_t *>(address(plan, id)), at[id],
+                plan.buffers[id].numElements());
+  return true;
 }
 } // namespace
 

@@ -407,8 +407,9 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   currentPlan = &plan;
   currentStep = step;
   Kernels kernels{*this, {compute, blas}};
-  if (!runCompute(kernels, plan, inst, arena, params, step, comm.rank(),
-                  comm.size()) &&
+  auto inArena = [&](uint32_t id) { return arena + plan.buffers[id].offset; };
+  if (!runCompute<float>(kernels, plan, inst, inArena, params, step,
+                         comm.rank(), comm.size()) &&
       inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.
     collective(plan, inst, *nccl[1], compute);

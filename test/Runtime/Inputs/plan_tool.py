@@ -64,7 +64,7 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            "relu", "relu_backward", "attention", "attention_backward",
            "attention_blocked", "attention_backward_blocked",
            "cross_entropy", "cross_entropy_backward", "adamw", "fill",
-           "all_gather", "reduce_scatter", "adamw_shard", "copy", "wait"]
+           "all_gather", "reduce_scatter", "adamw_shard", "copy", "cast", "wait"]
 
 # Field formats of each record kind, for packing edited values.
 BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",

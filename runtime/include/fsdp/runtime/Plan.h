@@ -57,6 +57,10 @@ struct Instruction {
   std::string unit; ///< empty outside units
   std::vector<uint32_t> ins, outs;
   std::vector<double> params; ///< in KernelInfo::params order
+  /// The element type of its Float operands (ElementRule::Float), which
+  /// the loader checked are all alike: f32 or bf16. f32 for a kernel
+  /// without any (a cast, a wait).
+  plan::DType elementType = plan::DType::F32;
 };
 
 /// Bytes live at the predicted peak, by row of the memory report.

@@ -25,7 +25,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 6;
+inline constexpr uint32_t kPlanVersion = 7;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -113,6 +113,7 @@ enum class Opcode : uint32_t {
   ReduceScatter,
   AdamWShard,
   Copy,
+  Cast,
   Wait, // the last: kNumOpcodes counts from it
 };
 inline constexpr size_t kNumOpcodes = size_t(Opcode::Wait) + 1;
@@ -130,22 +131,45 @@ inline constexpr uint32_t kGatherStream = 1;  ///< started all-gathers
 inline constexpr uint32_t kScatterStream = 2; ///< started reduce-scatters
 inline constexpr uint32_t kNumStreams = 3;
 
-/// The element type an operand must have. Every float operand of every
-/// kernel says Float, so that letting kernels take bf16 one day changes
-/// admits() and nothing else here.
+/// The element type an operand must have. Mixed precision (bf16 compute
+/// over f32 master shards) is a matter of these rules: a kernel's Float
+/// operands are its element type, f32 or bf16, one for all of them (the
+/// loader checks it, and Instruction::elementType records it), while its
+/// statistics, the loss and AdamW's state stay F32.
 enum class ElementRule : uint8_t {
-  Float,    ///< activations, parameters, gradients, moments: f32 today
+  Float,    ///< activations, gathered parameters, gradients: the kernel's
+            ///< element type, f32 or bf16
+  F32,      ///< f32 always: layer norm's mean and rstd, attention's
+            ///< log-sum-exp, the loss and its per-row terms, and the shards
+            ///< and moments AdamW updates (master weights)
+  AnyFloat, ///< f32 or bf16, apart from the element type: a cast's two
+            ///< sides, an all-gather's shard (rounded to the gathered type)
+            ///< and a wait's buffers
   TokenIds, ///< token or class ids: i32, held by a step input (no kernel
             ///< writes ids, so only the runtime's checked data fills them)
 };
+constexpr bool isFloatType(DType type) {
+  return type == DType::F32 || type == DType::BF16;
+}
 constexpr bool admits(ElementRule rule, DType type) {
   switch (rule) {
   case ElementRule::Float:
+  case ElementRule::AnyFloat:
+    return isFloatType(type);
+  case ElementRule::F32:
     return type == DType::F32;
   case ElementRule::TokenIds:
     return type == DType::I32;
   }
   return false;
+}
+
+/// The float space a bf16 operand of `elements` elements takes when the
+/// CPU backend widens it to f32 around a kernel (each operand 64-byte
+/// aligned). The compiler predicts the CPU's heap with it.
+constexpr uint64_t cpuWideningBytes(uint64_t elements) {
+  return (elements * 4 + kBufferAlignment - 1) / kBufferAlignment *
+         kBufferAlignment;
 }
 
 /// What a kernel does with an operand.
@@ -196,7 +220,22 @@ constexpr OperandInfo scratch(std::string_view name) {
   return {name, ElementRule::Float, OperandRole::Scratch, false};
 }
 constexpr OperandInfo updated(std::string_view name) {
-  return {name, ElementRule::Float, OperandRole::Updated, false};
+  return {name, ElementRule::F32, OperandRole::Updated, false};
+}
+constexpr OperandInfo stat(std::string_view name) {
+  return {name, ElementRule::F32, OperandRole::Input, false};
+}
+constexpr OperandInfo statResult(std::string_view name) {
+  return {name, ElementRule::F32, OperandRole::Result, false};
+}
+constexpr OperandInfo statScratch(std::string_view name) {
+  return {name, ElementRule::F32, OperandRole::Scratch, false};
+}
+constexpr OperandInfo anyFloats(std::string_view name) {
+  return {name, ElementRule::AnyFloat, OperandRole::Input, false};
+}
+constexpr OperandInfo anyResult(std::string_view name) {
+  return {name, ElementRule::AnyFloat, OperandRole::Result, false};
 }
 constexpr KernelInfo
 kernel(Opcode opcode, std::string_view name,
@@ -229,11 +268,12 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
              {result("wte_grad"), result("wpe_grad")}),
       kernel(O::LayerNorm, "layer_norm",
              {floats("input"), floats("weight"), floats("bias")},
-             {result("result"), result("mean"), result("rstd")}, {"epsilon"}),
+             {result("result"), statResult("mean"), statResult("rstd")},
+             {"epsilon"}),
       kernel(
           O::LayerNormBackward, "layer_norm_backward",
-          {floats("grad"), floats("input"), floats("weight"), floats("mean"),
-           floats("rstd")},
+          {floats("grad"), floats("input"), floats("weight"), stat("mean"),
+           stat("rstd")},
           {result("input_grad"), result("weight_grad"), result("bias_grad")}),
       kernel(O::Linear, "linear",
              {floats("input"), floats("weight"), optionalFloats("bias")},
@@ -257,33 +297,37 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
              {result("result"), scratch("dprobs")}, {"heads"}),
       // Without the T x T matrix: one log-sum-exp per row instead.
       kernel(O::AttentionBlocked, "attention_blocked", {floats("qkv")},
-             {result("result"), result("lse")}, {"heads"}),
+             {result("result"), statResult("lse")}, {"heads"}),
       kernel(O::AttentionBackwardBlocked, "attention_backward_blocked",
-             {floats("grad"), floats("qkv"), floats("lse"), floats("output")},
+             {floats("grad"), floats("qkv"), stat("lse"), floats("output")},
              {result("result")}, {"heads"}),
       // The mean loss, and per-row losses that a GPU reduces with many
       // blocks in a fixed order.
       kernel(O::CrossEntropy, "cross_entropy",
              {floats("logits"), tokenIds("targets")},
-             {result("loss"), scratch("row_losses")}),
+             {statResult("loss"), statScratch("row_losses")}),
       kernel(O::CrossEntropyBackward, "cross_entropy_backward",
-             {floats("grad"), floats("logits"), tokenIds("targets")},
+             {stat("grad"), floats("logits"), tokenIds("targets")},
              {result("result")}),
-      kernel(O::AdamW, "adamw", {floats("grad")},
+      kernel(O::AdamW, "adamw", {stat("grad")},
              {updated("param"), updated("m"), updated("v")}, adamw),
       kernel(O::Fill, "fill", {}, {result("result")}, {"value"}),
-      // The unit's local shard into its full flat parameter.
-      kernel(O::AllGather, "all_gather", {floats("shard")},
+      // The unit's local shard into its full flat parameter; a narrower
+      // gathered type (mixed precision) rounds the shard into its own slot
+      // first, which then moves in that type.
+      kernel(O::AllGather, "all_gather", {anyFloats("shard")},
              {result("gathered")}, {"stream", "token", "group"}),
       // A full flat gradient into the local shard of its mean.
       kernel(O::ReduceScatter, "reduce_scatter", {floats("grad")},
              {result("shard")}, {"stream", "token", "group"}),
-      kernel(O::AdamWShard, "adamw_shard", {floats("grad")},
+      kernel(O::AdamWShard, "adamw_shard", {stat("grad")},
              {updated("param"), updated("m"), updated("v")}, adamw),
       kernel(O::Copy, "copy", {floats("source")}, {result("result")}),
+      // Element-wise conversion, rounding to nearest even when narrower.
+      kernel(O::Cast, "cast", {anyFloats("source")}, {anyResult("result")}),
       // The started collective's input and output: read, so that their
       // lifetimes reach the wait.
-      kernel(O::Wait, "wait", {floats("source"), floats("result")}, {},
+      kernel(O::Wait, "wait", {anyFloats("source"), anyFloats("result")}, {},
              {"token"}),
   }};
 }();
