@@ -46,6 +46,8 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   // chooses the form.
   auto fit = scheduleOptions<FsdpFitMemoryPassOptions>(options);
   fit.attention = options.attention;
+  fit.paramDtype = options.paramDtype;
+  fit.reduceDtype = options.reduceDtype;
   pm.addPass(createFsdpFitMemoryPass(fit));
 
   if (options.memoryBudget == 0) {
@@ -70,6 +72,11 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 
   pm.addPass(createFsdpShardPass());
 
+  FsdpMixedPrecisionPassOptions precision;
+  precision.paramDtype = options.paramDtype;
+  precision.reduceDtype = options.reduceDtype;
+  pm.addPass(createFsdpMixedPrecisionPass(precision));
+
   pm.addPass(createFsdpSchedulePass(
       scheduleOptions<FsdpSchedulePassOptions>(options)));
   pm.addPass(createFsdpVerifyPass());
@@ -83,9 +90,8 @@ void mlir::fsdp::registerTrainPipeline() {
       "fsdp-train-pipeline",
       "Turn a model into a runtime step program: set the mesh, wrap into "
       "units, split the batch, choose attention's form, autodiff (forward, "
-      "backward, AdamW), shard over "
-      "world-size "
-      "ranks, schedule collectives, verify, lower to buffers and kernels, "
+      "backward, AdamW), shard over world-size ranks, set the mixed "
+      "precision, schedule collectives, verify, lower to buffers and kernels, "
       "plan memory",
       buildTrainPipeline);
 }

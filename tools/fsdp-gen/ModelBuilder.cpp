@@ -50,7 +50,7 @@ public:
   /// Starts @forward with the given inputs; returns its block arguments.
   Block::BlockArgListType begin(ArrayRef<Type> inputs) {
     builder.setInsertionPointToEnd(module->getBody());
-    auto scalar = RankedTensorType::get({}, elementType);
+    auto scalar = RankedTensorType::get({}, builder.getF32Type()); // loss
     forward = func::FuncOp::create(builder, loc, "forward",
                                    builder.getFunctionType(inputs, {scalar}));
     forward->setAttr(FSDPDialect::kForwardAttrName, builder.getUnitAttr());
@@ -143,8 +143,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   Value head = LoadOp::create(f.builder, f.loc, wte.getType(),
                               FlatSymbolRefAttr::get(&context, "wte"));
   Value logits = f.linear(x, head, Value());
+  // The loss is f32 whatever the model's type (the kernel's rule).
   Value loss = CrossEntropyOp::create(
-      f.builder, f.loc, RankedTensorType::get({}, element), logits, targets);
+      f.builder, f.loc, RankedTensorType::get({}, f.builder.getF32Type()),
+      logits, targets);
   return f.finish(loss);
 }
 
@@ -167,6 +169,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
     in = out;
   }
   Value loss = CrossEntropyOp::create(
-      f.builder, f.loc, RankedTensorType::get({}, element), x, args[1]);
+      f.builder, f.loc, RankedTensorType::get({}, f.builder.getF32Type()), x,
+      args[1]);
   return f.finish(loss);
 }

@@ -72,6 +72,16 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "remat-overrides",
       llvm::cl::desc("Per-unit remat policies, UNIT-PATTERN=POLICY (see "
                      "--fsdp-remat overrides)")};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Gathered parameters, activations and gradients: f32 or "
+                     "bf16 (see --fsdp-mixed-precision)"),
+      llvm::cl::init(FsdpMixedPrecisionPassOptions().paramDtype)};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Reduce-scatters of full-size gradients: f32 or bf16 "
+                     "(see --fsdp-mixed-precision)"),
+      llvm::cl::init(FsdpMixedPrecisionPassOptions().reduceDtype)};
   Option<std::string> policy{*this, "policy",
                              llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
                              llvm::cl::init(FsdpWrapPassOptions().policy)};

@@ -132,11 +132,21 @@ public:
       return b;
     }
     Value b = buffer(result.getLoc(),
-                     grads.contains(result) ? BufferKind::Grad
-                                            : BufferKind::Activation,
+                     isGradient(result) ? BufferKind::Grad
+                                        : BufferKind::Activation,
                      toMemRef(result.getType()));
     bind(result, b);
     return b;
+  }
+
+  /// Whether `v` is a gradient of parameters: an unsharded AdamW's, a
+  /// unit's full-size one cast to the reduce type, or a reduced shard cast
+  /// to the master type (mixed precision).
+  bool isGradient(Value v) const {
+    if (grads.contains(v) || isFullGradient(v))
+      return true;
+    auto cast = v.getDefiningOp<CastOp>();
+    return cast && getScatteredShard(cast.getSource().getDefiningOp());
   }
 
   /// The buffer of a pack's result (a unit's full-size gradient).

@@ -362,7 +362,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
-  // expected-error @+1 {{mean and rstd must be f32, got 'tensor<2xbf16>' and 'tensor<2xbf16>'}}
+  // expected-error @+1 {{result #1 (mean) must be f32, got 'tensor<2xbf16>'}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2xbf16>, tensor<2xbf16>)
   return
 }

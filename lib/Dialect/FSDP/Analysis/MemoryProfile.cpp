@@ -164,9 +164,9 @@ void ProfileBuilder::touch(Value v, int64_t at) {
   if (s.first < 0) {
     s.bytes = getSizeInBytes(r.getType());
     Operation *def = r.getDefiningOp();
-    s.kind = getGatheredTensor(def) == r          ? Gathered
-             : llvm::isa_and_nonnull<PackOp>(def) ? FullGrad
-                                                  : Activation;
+    s.kind = getGatheredTensor(def) == r ? Gathered
+             : isFullGradient(r)         ? FullGrad
+                                         : Activation;
     s.first = at;
   }
   s.first = std::min(s.first, at);
@@ -184,10 +184,11 @@ void ProfileBuilder::collectStorage() {
       for (Value result : op->getResults())
         touch(result, i);
   }
-  // Gradient shards are part of the steady state, not a transient.
-  for (Operation &op : step.getBody().front())
-    if (Value shard = getScatteredShard(&op))
-      storage.erase(shard);
+  // Gradient shards (what AdamW updates from: the reduce-scatter's
+  // result, or its cast to f32 under mixed precision) are part of the
+  // steady state, not a transient.
+  for (auto adamw : step.getBody().front().getOps<AdamWShardOp>())
+    storage.erase(root(adamw.getGrad()));
 }
 
 void ProfileBuilder::sweepLiveBytes() {

@@ -12,6 +12,8 @@
 
 #include "fsdp/runtime/PlanFormat.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -143,6 +145,54 @@ int64_t blasBytesPerThread(func::FuncOp step) {
   return std::min(bytes, kBlasBufferBytes);
 }
 
+/// The float copies the CPU backend runs a bf16 kernel on (its bf16
+/// operands widened, CpuBackend::runWidened): one buffer, sized for the
+/// step's widest kernel, each distinct operand 64-byte aligned. A splat
+/// constant is a fill kernel with one bf16 result.
+int64_t cpuWideningBytes(func::FuncOp step) {
+  namespace plan = ::fsdp::plan;
+  auto isBF16 = [](Type type) {
+    return llvm::cast<ShapedType>(type).getElementType().isBF16();
+  };
+  auto bytes = [](Type type) {
+    return int64_t(plan::cpuWideningBytes(
+        uint64_t(llvm::cast<ShapedType>(type).getNumElements())));
+  };
+  int64_t most = 0;
+  step.walk([&](Operation *op) {
+    int64_t sum = 0;
+    if (auto constant = llvm::dyn_cast<arith::ConstantOp>(op)) {
+      if (llvm::isa<RankedTensorType>(constant.getType()) &&
+          isBF16(constant.getType()))
+        sum = bytes(constant.getType());
+      most = std::max(most, sum);
+      return;
+    }
+    auto kernel = llvm::dyn_cast<KernelOpInterface>(op);
+    if (!kernel)
+      return;
+    const plan::KernelInfo &info = *plan::findKernel(kernel.getKernelOpcode());
+    auto floats = [&](const plan::OperandInfo &rule, Type type) {
+      return rule.rule == plan::ElementRule::Float && isBF16(type);
+    };
+    llvm::SmallPtrSet<void *, 8> seen; // an operand read twice: one copy
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (floats(info.ins[i], v.getType()) &&
+          seen.insert(v.getAsOpaquePointer()).second)
+        sum += bytes(v.getType());
+    for (auto [i, v] : llvm::enumerate(op->getResults()))
+      if (floats(info.outs[i], v.getType()))
+        sum += bytes(v.getType());
+    SmallVector<RankedTensorType> scratch;
+    kernel.getKernelScratch(scratch);
+    for (auto [i, type] : llvm::enumerate(scratch))
+      if (floats(info.outs[op->getNumResults() + i], type))
+        sum += bytes(type);
+    most = std::max(most, sum);
+  });
+  return most;
+}
+
 /// What the runtime allocates on the host for any backend.
 void addHostLines(ModuleOp module, func::FuncOp step, RuntimeOverhead &o) {
   StepInputSizes in = stepInputs(step);
@@ -178,6 +228,9 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
     o.lines.push_back({"MPI and the C++ runtime", kCpuStartupHeap, true,
                        "measured at start-up (fsdp-run --heap-breakdown)"});
     addHostLines(module, step, o);
+    if (int64_t widening = cpuWideningBytes(step))
+      o.lines.push_back({"bf16 widening", widening, false,
+                         "f32 copies of the widest bf16 kernel's operands"});
     o.lines.push_back({"code and stacks", kCpuCodeAndStacks, true,
                        "resident, not heap: code, stacks, Open MPI's shared "
                        "memory, measured at 2 ranks",

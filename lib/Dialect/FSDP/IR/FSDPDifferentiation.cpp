@@ -87,6 +87,13 @@ LogicalResult ReluOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult CastOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({CastOp::create(builder, getLoc(), getSource().getType(),
+                                      resultGrads[0])});
+  return success();
+}
+
 LogicalResult AttentionOp::buildBackward(OpBuilder &builder,
                                          ValueRange resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {

@@ -305,11 +305,6 @@ LogicalResult LayerNormOp::verify() {
       failed(expectShape(*this, "mean", getMean(), shape.drop_back())) ||
       failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())))
     return failure();
-  if (!tensorOf(getMean()).getElementType().isF32() ||
-      !tensorOf(getRstd()).getElementType().isF32())
-    return emitOpError() << "mean and rstd must be f32, got "
-                         << getMean().getType() << " and "
-                         << getRstd().getType();
   if (!(getEpsilon().convertToFloat() > 0.0f))
     return emitOpError() << "epsilon must be positive";
   return success();
@@ -369,8 +364,12 @@ static StringRef savedName(AttentionImpl impl) {
 
 LogicalResult AttentionOp::verify() {
   SmallVector<int64_t> btc;
-  if (failed(
-          expectSameElementType(*this, {getQkv(), getResult(), getSaved()})) ||
+  // The blocked form's log-sum-exp is a statistic (f32, checked by the
+  // kernel table's rule); the probabilities are an activation.
+  SmallVector<Value> floats = {getQkv(), getResult()};
+  if (getImpl() == AttentionImpl::Materialized)
+    floats.push_back(getSaved());
+  if (failed(expectSameElementType(*this, floats)) ||
       failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
       failed(expectShape(*this, "result", getResult(), btc)))
     return failure();
@@ -379,11 +378,16 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  if (failed(expectMinRank(*this, "logits", getLogits(), 1)) ||
-      failed(expectSameElementType(*this, {getLogits(), getLoss()})))
+  // The loss is f32 whatever the logits are (the kernel table's rule).
+  if (failed(expectMinRank(*this, "logits", getLogits(), 1)))
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getLogits()).getShape();
   return expectShape(*this, "targets", getTargets(), shape.drop_back());
+}
+
+LogicalResult CastOp::verify() {
+  return expectShape(*this, "result", getResult(),
+                     tensorOf(getSource()).getShape());
 }
 
 //===----------------------------------------------------------------------===//
@@ -493,9 +497,11 @@ LogicalResult AttentionBackwardOp::verify() {
   // KernelOpInterface's verifier, which runs first, has checked that the
   // forward's output is there for the blocked kernel and only for it.
   bool blocked = getImpl() == AttentionImpl::Blocked;
-  SmallVector<Value> floats = {getGrad(), getQkv(), getSaved(), getResult()};
+  SmallVector<Value> floats = {getGrad(), getQkv(), getResult()};
   if (blocked)
     floats.push_back(getOutput());
+  else
+    floats.push_back(getSaved());
   if (failed(expectSameElementType(*this, floats)) ||
       failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
       failed(expectShape(*this, "grad", getGrad(), btc)) ||
@@ -509,8 +515,7 @@ LogicalResult AttentionBackwardOp::verify() {
 
 LogicalResult CrossEntropyBackwardOp::verify() {
   if (failed(expectMinRank(*this, "logits", getLogits(), 1)) ||
-      failed(
-          expectSameElementType(*this, {getGrad(), getLogits(), getResult()})))
+      failed(expectSameElementType(*this, {getLogits(), getResult()})))
     return failure();
   ArrayRef<int64_t> shape = tensorOf(getLogits()).getShape();
   if (failed(expectShape(*this, "targets", getTargets(), shape.drop_back())))
@@ -703,6 +708,12 @@ Value mlir::fsdp::getGatheredTensor(Operation *op) {
   return {};
 }
 
+bool mlir::fsdp::isFullGradient(Value v) {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getSource();
+  return v.getDefiningOp<PackOp>() != nullptr;
+}
+
 Value mlir::fsdp::getScatteredShard(Operation *op) {
   if (auto scatter = llvm::dyn_cast_or_null<ReduceScatterOp>(op))
     return scatter.getResult();
@@ -764,6 +775,49 @@ void mlir::fsdp::walkInflightGathers(
 
 namespace plan = ::fsdp::plan;
 
+/// The kernel table's element rules: F32 operands (statistics, the loss,
+/// AdamW's state) are f32 and Float ones are f32 or bf16, all of one
+/// type: the element type the kernel runs in.
+static LogicalResult verifyElementRules(Operation *op,
+                                        const plan::KernelInfo &info,
+                                        ArrayRef<RankedTensorType> scratch) {
+  Type element;
+  auto check = [&](const plan::OperandInfo &rule, Type type,
+                   const llvm::Twine &what) -> LogicalResult {
+    Type t = llvm::cast<ShapedType>(type).getElementType();
+    bool known = t.isF32() || t.isBF16();
+    if (rule.rule == plan::ElementRule::F32 && !t.isF32())
+      return op->emitOpError() << what << " (" << StringRef(rule.name)
+                               << ") must be f32, got " << type;
+    if (rule.rule == plan::ElementRule::TokenIds ||
+        rule.rule == plan::ElementRule::F32)
+      return success();
+    if (!known)
+      return op->emitOpError() << what << " (" << StringRef(rule.name)
+                               << ") must be f32 or bf16, got " << type;
+    if (rule.rule != plan::ElementRule::Float)
+      return success();
+    if (element && element != t)
+      return op->emitOpError()
+             << "expects one element type for all float operands and "
+                "results, got "
+             << element << " and " << t;
+    element = t;
+    return success();
+  };
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(info.ins[i], type, "operand #" + llvm::Twine(i))))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(info.outs[i], type, "result #" + llvm::Twine(i))))
+      return failure();
+  for (auto [i, type] : llvm::enumerate(scratch))
+    if (failed(check(info.outs[op->getNumResults() + i], type,
+                     "scratch #" + llvm::Twine(i))))
+      return failure();
+  return success();
+}
+
 // Every fsdp op passes by construction; the ops of the test dialect
 // fsdp_test fail it on purpose, one error each
 // (test/Dialect/FSDP/kernel-interface-invalid.mlir).
@@ -804,7 +858,7 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
            << "has " << op->getNumResults() << " results and " << scratch.size()
            << " scratch buffers, which are not the " << info.outputs
            << " outputs of kernel '" << kernel << "'";
-  return success();
+  return verifyElementRules(op, info, scratch);
 }
 
 namespace {
@@ -847,6 +901,7 @@ double ReluOp::getFlops() { return 0.0; }
 double ReluBackwardOp::getFlops() { return 0.0; }
 double CrossEntropyOp::getFlops() { return 0.0; }
 double CrossEntropyBackwardOp::getFlops() { return 0.0; }
+double CastOp::getFlops() { return 0.0; }
 
 /// The gradient of the probabilities, one row at a time; the blocked form
 /// needs none.

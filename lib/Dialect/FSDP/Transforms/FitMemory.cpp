@@ -195,6 +195,10 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   pm.addPass(createFsdpAutodiffPass());
   pm.addPass(createFsdpRematPass());
   pm.addPass(createFsdpShardPass());
+  FsdpMixedPrecisionPassOptions precision;
+  precision.paramDtype = paramDtype;
+  precision.reduceDtype = reduceDtype;
+  pm.addPass(createFsdpMixedPrecisionPass(precision));
   FsdpSchedulePassOptions schedule;
   schedule.forwardPrefetch = rung.knobs.forwardPrefetch;
   schedule.backwardPrefetch = rung.knobs.backwardPrefetch;

@@ -182,7 +182,11 @@ static void checkScatters(StepCheck &check) {
       diag.attachNote(ops[0]->getLoc()) << "first reduce-scatter here";
     }
   for (auto adamw : check.block.getOps<AdamWShardOp>()) {
-    Operation *scatter = adamw.getGrad().getDefiningOp();
+    // Through the cast of a shard reduced in bf16 back to f32.
+    Value grad = adamw.getGrad();
+    if (auto cast = grad.getDefiningOp<CastOp>())
+      grad = cast.getSource();
+    Operation *scatter = grad.getDefiningOp();
     if (!getScatteredShard(scatter) ||
         getCollectiveUnit(scatter) != adamw.getUnitAttr())
       check.fail(adamw) << "updates unit " << adamw.getUnitAttr()

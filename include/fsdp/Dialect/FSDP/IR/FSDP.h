@@ -114,6 +114,10 @@ func::FuncOp getTrainStep(ModuleOp module);
 /// True when `block` (a @train_step body) has been sharded.
 bool isShardedStep(Block &block);
 
+/// Whether `v` is a unit's full-size gradient: a pack, or a pack cast to
+/// another type (the reduce type of mixed precision).
+bool isFullGradient(Value v);
+
 /// Walks `block` in order, calling visit(op, inflight) with the gathers in
 /// flight just after `op` (started and not yet freed; a bucket, a start and
 /// the `grouped` starts after it, counts as one while any of its members is

@@ -253,6 +253,27 @@ def FSDP_ReluOp : FSDP_DiffOp<"relu", "Relu", [SameOperandsAndResultType]> {
   let hasVerifier = 0;
 }
 
+def FSDP_CastOp : FSDP_DiffOp<"cast", "Cast"> {
+  let summary = "converts a tensor's elements to another float type";
+  let description = [{
+    Element-wise conversion between float types of one shape: f32 to bf16
+    rounds to nearest, ties to even (as CUDA's `__float2bfloat16_rn`); bf16
+    to f32 is exact. `--fsdp-mixed-precision` places them at unit
+    boundaries: a full-size bf16 gradient cast to the reduce type before
+    its reduce-scatter, a bf16 reduced shard back to the f32 master, a
+    step input into the compute type. Its gradient is the gradient cast
+    back.
+
+    ```mlir
+    %g32 = fsdp.cast %g : tensor<7087872xbf16> -> tensor<7087872xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$source);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat =
+      "$source attr-dict `:` type($source) `->` type($result)";
+}
+
 def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
   let summary = "causal multi-head self-attention from a fused qkv tensor";
   let description = [{

@@ -12,6 +12,10 @@ namespace mlir::fsdp {
 #define GEN_PASS_DECL
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 
+/// f32 or bf16 by its option spelling (param-dtype, reduce-dtype); fails
+/// on anything else.
+FailureOr<Type> parseFloatType(MLIRContext *context, StringRef name);
+
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 

@@ -366,6 +366,73 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   }];
 }
 
+def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "bf16 gathers, compute and gradients over f32 master shards";
+  let description = [{
+    FSDP2's `MixedPrecisionPolicy(param_dtype, reduce_dtype)` on the
+    sharded `@train_step` (after `--fsdp-shard`, before `--fsdp-schedule`).
+    What a rank keeps between steps does not change: the f32 parameter
+    shard (the master weights, 4P/N bytes), its gradient shard (4P/N) and
+    AdamW's moments (8P/N), 16P/N in all, and AdamW runs on them as
+    before. What changes is what lives in between:
+
+    * Each `fsdp.all_gather` gives `param-dtype`: every rank rounds its
+      shard into its own slot of the gathered buffer (to nearest even), and
+      the collective moves 2 bytes per element for bf16. A gathered unit
+      takes 2P/M bytes instead of 4P/M.
+    * Every kernel that reads a gathered parameter runs in `param-dtype`,
+      and so does everything downstream: activations and gradients are
+      bf16 (GEMMs accumulate in f32 inside the kernel). What the kernel
+      table marks F32 stays f32: layer norm's mean and rstd, attention's
+      log-sum-exp, the loss (and the softmax and the loss are computed in
+      f32 inside their kernels). A step input in f32 is cast where a bf16
+      kernel reads it.
+    * A unit's full-size gradient (bf16, like the compute) is cast to
+      `reduce-dtype` before its reduce-scatter (f32 by default, as
+      FSDP2's): the cast copy is the one reduced, the bf16 one is freed
+      right after the cast. A reduced shard not in f32 is cast to f32
+      before AdamW.
+
+    With `param-dtype=f32 reduce-dtype=f32` (the defaults) the pass changes
+    nothing. Master parameters must be f32.
+
+    Before (one unit, 2 ranks):
+    ```mlir
+    %g = fsdp.all_gather @l0 : tensor<40xf32>
+    %h = fsdp.compute @l0 forward ins(%x, %g : tensor<2x4xf32>, tensor<40xf32>) -> tensor<2x8xf32> { ... }
+    ...
+    %f = fsdp.pack %dw, %db : (tensor<8x4xf32>, tensor<8xf32>) -> tensor<40xf32>
+    %s = fsdp.reduce_scatter %f @l0 : tensor<40xf32> -> tensor<20xf32>
+    fsdp.free %f : tensor<40xf32>
+    fsdp.adamw_shard @l0, %s, %step {...} : tensor<20xf32>
+    ```
+    After (`param-dtype=bf16 reduce-dtype=f32`):
+    ```mlir
+    %g = fsdp.all_gather @l0 : tensor<40xbf16>
+    %h = fsdp.compute @l0 forward ins(%x, %g : tensor<2x4xf32>, tensor<40xbf16>) -> tensor<2x8xbf16> {
+    ^bb0(%a: tensor<2x4xf32>, %p: tensor<40xbf16>):
+      %a16 = fsdp.cast %a : tensor<2x4xf32> -> tensor<2x4xbf16>
+      ...
+    }
+    ...
+    %f = fsdp.pack %dw, %db : (tensor<8x4xbf16>, tensor<8xbf16>) -> tensor<40xbf16>
+    %f32 = fsdp.cast %f : tensor<40xbf16> -> tensor<40xf32>
+    fsdp.free %f : tensor<40xbf16>
+    %s = fsdp.reduce_scatter %f32 @l0 : tensor<40xf32> -> tensor<20xf32>
+    fsdp.free %f32 : tensor<40xf32>
+    fsdp.adamw_shard @l0, %s, %step {...} : tensor<20xf32>
+    ```
+  }];
+  let options = [
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"",
+           "Gathered parameters, activations and gradients: f32 or bf16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string",
+           /*default=*/"\"f32\"",
+           "Reduce-scatters of the full-size gradients: f32 or bf16">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
   let summary = "Choose attention's form and per-unit recomputation to fit a "
                 "memory budget";
@@ -373,8 +440,9 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     Makes `memory-budget` a goal. On the model before autodiff (after
     `--fsdp-data-parallel`), it compiles trial schedules on copies of the
     module, each through `--fsdp-attention`, `--fsdp-autodiff`,
-    `--fsdp-remat`, `--fsdp-shard` and `--fsdp-schedule` with this pass's
-    schedule options, and measures each one's exact peak per rank (the
+    `--fsdp-remat`, `--fsdp-shard`, `--fsdp-mixed-precision` and
+    `--fsdp-schedule` with this pass's schedule and precision options, and
+    measures each one's exact peak per rank (the
     memory profile plus the `runtime`'s share outside the arena, what the
     schedule's budget counts) and its simulated step time (the
     `--fsdp-simulate` cost model on `hardware`, recomputation included).
@@ -420,7 +488,11 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
            "As --fsdp-schedule's">,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
-           /*default=*/"true", "As --fsdp-schedule's">
+           /*default=*/"true", "As --fsdp-schedule's">,
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"",
+           "As --fsdp-mixed-precision's">,
+    Option<"reduceDtype", "reduce-dtype", "std::string",
+           /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">
   ];
 }
 

@@ -1,0 +1,265 @@
+//===- MixedPrecision.cpp - bf16 compute over f32 master shards -----------===//
+//
+// FSDP2's MixedPrecisionPolicy(param_dtype, reduce_dtype) on the sharded
+// @train_step. The shards at rest keep the parameters' type (the master
+// weights, their gradient shards and AdamW's moments); what changes is
+// everything in between:
+//
+//   * a gather's result takes `param-dtype`: each rank rounds its shard
+//     into its own slot of the gathered buffer, and the collective moves
+//     2 bytes per element (see fsdp.all_gather);
+//   * every compute op that reads a gathered parameter runs in that type,
+//     and so do the ops downstream of it: activations and gradients take
+//     it too, except what the kernel table says is F32 (layer norm's
+//     statistics, attention's log-sum-exp, the loss);
+//   * a unit's full-size gradient is cast to `reduce-dtype` before its
+//     reduce-scatter, and a reduced shard not in the master type is cast
+//     back to it before AdamW.
+//
+// The pass rewrites types in program order (every definition before its
+// uses, a region's arguments before its body, its results after), so each
+// op sees its operands' final types.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/runtime/PlanFormat.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPMIXEDPRECISIONPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace plan = ::fsdp::plan;
+
+FailureOr<Type> mlir::fsdp::parseFloatType(MLIRContext *context,
+                                           StringRef name) {
+  if (name == "f32")
+    return Type(Float32Type::get(context));
+  if (name == "bf16")
+    return Type(BFloat16Type::get(context));
+  return failure();
+}
+
+namespace {
+Type elementOf(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getElementType();
+}
+
+RankedTensorType withElement(Type type, Type element) {
+  return RankedTensorType::get(llvm::cast<RankedTensorType>(type).getShape(),
+                               element);
+}
+
+/// Rewrites the sharded step for one policy.
+class Converter {
+public:
+  Converter(MLIRContext *context, Type param, Type reduce)
+      : builder(context), param(param), reduce(reduce) {}
+
+  LogicalResult convertBlock(Block &block);
+
+private:
+  LogicalResult convertOp(Operation *op);
+  void convertKernel(Operation *op, const plan::KernelInfo &info);
+  void convertCompute(ComputeOp compute);
+  void convertPack(PackOp pack);
+  void convertScatter(ReduceScatterOp scatter);
+  /// `v` in element type `element`: itself, a splat constant rebuilt in
+  /// that type, or an fsdp.cast right after its definition (one per value
+  /// and type, shared by all uses).
+  Value castTo(Value v, Type element);
+
+  OpBuilder builder;
+  Type param, reduce;
+  llvm::DenseMap<std::pair<Value, Type>, Value> casts;
+};
+} // namespace
+
+Value Converter::castTo(Value v, Type element) {
+  if (elementOf(v) == element)
+    return v;
+  Value &cast = casts[{v, element}];
+  if (cast)
+    return cast;
+  OpBuilder::InsertionGuard guard(builder);
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+    builder.setInsertionPointToStart(arg.getOwner());
+  else
+    builder.setInsertionPointAfter(v.getDefiningOp());
+  RankedTensorType type = withElement(v.getType(), element);
+  if (auto constant = v.getDefiningOp<arith::ConstantOp>())
+    if (auto splat = llvm::dyn_cast<SplatElementsAttr>(constant.getValue())) {
+      APFloat value = splat.getSplatValue<APFloat>();
+      bool lost = false;
+      value.convert(llvm::cast<FloatType>(element).getFloatSemantics(),
+                    APFloat::rmNearestTiesToEven, &lost);
+      return cast = arith::ConstantOp::create(
+                 builder, v.getLoc(), type,
+                 DenseElementsAttr::get(type, value));
+    }
+  return cast = CastOp::create(builder, v.getLoc(), type, v);
+}
+
+void Converter::convertKernel(Operation *op, const plan::KernelInfo &info) {
+  // The op runs in `param` when one of its Float operands already is.
+  bool narrow = false;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+    narrow |= info.ins[i].rule == plan::ElementRule::Float &&
+              elementOf(operand) == param;
+  if (!narrow)
+    return;
+  Type f32 = Float32Type::get(op->getContext());
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    plan::ElementRule rule = info.ins[i].rule;
+    if (rule == plan::ElementRule::Float)
+      op->setOperand(i, castTo(operand, param));
+    else if (rule == plan::ElementRule::F32)
+      op->setOperand(i, castTo(operand, f32));
+  }
+  for (auto [i, result] : llvm::enumerate(op->getResults()))
+    if (info.outs[i].rule == plan::ElementRule::Float)
+      result.setType(withElement(result.getType(), param));
+}
+
+void Converter::convertCompute(ComputeOp compute) {
+  Block &body = compute.getBodyBlock();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), compute.getInputs()))
+    arg.setType(input.getType());
+  (void)convertBlock(body);
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  for (auto [result, value] :
+       llvm::zip(compute.getResults(), yield.getValues()))
+    result.setType(value.getType());
+}
+
+void Converter::convertPack(PackOp pack) {
+  bool narrow = llvm::any_of(pack.getValues(),
+                             [&](Value v) { return elementOf(v) == param; });
+  if (!narrow)
+    return;
+  for (OpOperand &operand : pack->getOpOperands())
+    operand.set(castTo(operand.get(), param));
+  pack.getResult().setType(withElement(pack.getType(), param));
+}
+
+void Converter::convertScatter(ReduceScatterOp scatter) {
+  Value full = scatter.getSource();
+  Type master = elementOf(scatter.getResult());
+  if (elementOf(full) != reduce) {
+    // FSDP2's reduce_dtype: the full-size gradient is cast, then reduced.
+    // The uncast one is freed right after the cast, the cast one where
+    // the uncast one was freed.
+    builder.setInsertionPoint(scatter);
+    Value cast = CastOp::create(builder, scatter.getLoc(),
+                                withElement(full.getType(), reduce), full);
+    scatter.getSourceMutable().assign(cast);
+    for (Operation *user : llvm::make_early_inc_range(full.getUsers()))
+      if (auto free = llvm::dyn_cast<FreeOp>(user)) {
+        builder.setInsertionPoint(free);
+        FreeOp::create(builder, free.getLoc(), cast);
+        free->moveAfter(cast.getDefiningOp());
+      }
+  }
+  Value shard = scatter.getResult();
+  shard.setType(withElement(shard.getType(), reduce));
+  if (reduce == master)
+    return;
+  // The shard AdamW updates from is in the master type.
+  builder.setInsertionPointAfter(scatter);
+  auto cast = CastOp::create(builder, scatter.getLoc(),
+                             withElement(shard.getType(), master), shard);
+  shard.replaceAllUsesExcept(cast, cast);
+}
+
+LogicalResult Converter::convertOp(Operation *op) {
+  if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
+    gather.getResult().setType(withElement(gather.getType(), param));
+    return success();
+  }
+  if (auto compute = llvm::dyn_cast<ComputeOp>(op)) {
+    convertCompute(compute);
+    return success();
+  }
+  if (auto view = llvm::dyn_cast<ViewOp>(op)) {
+    view.getResult().setType(
+        withElement(view.getType(), elementOf(view.getSource())));
+    return success();
+  }
+  if (auto pack = llvm::dyn_cast<PackOp>(op)) {
+    convertPack(pack);
+    return success();
+  }
+  if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
+    convertScatter(scatter);
+    return success();
+  }
+  if (llvm::isa<CastOp>(op))
+    return success(); // the model's own: their types are the model's
+  if (auto kernel = llvm::dyn_cast<KernelOpInterface>(op)) {
+    convertKernel(op, *plan::findKernel(kernel.getKernelOpcode()));
+    return success();
+  }
+  if (llvm::isa<AllGatherStartOp, ReduceScatterStartOp>(op))
+    return op->emitOpError()
+           << "is already scheduled: run --fsdp-mixed-precision before "
+              "--fsdp-schedule";
+  return success(); // frees, AdamW on shards, constants, the return
+}
+
+LogicalResult Converter::convertBlock(Block &block) {
+  // Casts this inserts come after the op being converted; they are
+  // already in their final types.
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    ops.push_back(&op);
+  for (Operation *op : ops)
+    if (failed(convertOp(op)))
+      return failure();
+  return success();
+}
+
+namespace {
+struct FsdpMixedPrecisionPass
+    : public mlir::fsdp::impl::FsdpMixedPrecisionPassBase<
+          FsdpMixedPrecisionPass> {
+  using FsdpMixedPrecisionPassBase::FsdpMixedPrecisionPassBase;
+  void runOnOperation() override;
+};
+} // namespace
+
+void FsdpMixedPrecisionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  FailureOr<Type> paramType = parseFloatType(context, paramDtype);
+  FailureOr<Type> reduceType = parseFloatType(context, reduceDtype);
+  if (failed(paramType) || failed(reduceType)) {
+    emitError(module.getLoc())
+        << "fsdp-mixed-precision: param-dtype and reduce-dtype expect f32 or "
+           "bf16, got '"
+        << paramDtype << "' and '" << reduceDtype << "'";
+    return signalPassFailure();
+  }
+  func::FuncOp step = getTrainStep(module);
+  if (!step || !step.getBody().hasOneBlock() ||
+      !isShardedStep(step.getBody().front())) {
+    emitError(module.getLoc())
+        << "fsdp-mixed-precision: no sharded function marked "
+           "fsdp.train_step (run --fsdp-shard first)";
+    return signalPassFailure();
+  }
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (!p.getTensorType().getElementType().isF32()) {
+      p.emitOpError() << "is " << p.getType()
+                      << ": mixed precision keeps f32 master parameters";
+      return signalPassFailure();
+    }
+  Converter converter(context, *paramType, *reduceType);
+  if (failed(converter.convertBlock(step.getBody().front())))
+    return signalPassFailure();
+}
