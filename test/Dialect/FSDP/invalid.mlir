@@ -945,3 +945,44 @@ fsdp.unit @u params [@w] {fsdp.remat = "most"}
 // expected-error @+1 {{'fsdp.schedule_choice' must be a module's {forward_prefetch, backward_prefetch, bucket_bytes (counts), reshard_after_forward (bool)}}}
 module attributes {fsdp.schedule_choice = {forward_prefetch = -1 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true}} {
 }
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result must have shape 2x8, got 'tensor<2x4xbf16>'}}
+  %0 = fsdp.cast %x : tensor<2x8xf32> -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf16>) {
+  // expected-error @+1 {{operand #0 (source) must be f32 or bf16, got 'tensor<2x8xf16>'}}
+  %0 = fsdp.cast %x : tensor<2x8xf16> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xbf16>, %t: tensor<2xi32>) {
+  // The loss is f32 whatever the logits are.
+  // expected-error @+1 {{result #0 (loss) must be f32, got 'tensor<bf16>'}}
+  %0 = fsdp.cross_entropy %x, %t : (tensor<2x8xbf16>, tensor<2xi32>) -> tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xbf16>) {
+  // expected-error @+1 {{result #1 (lse) must be f32, got 'tensor<1x2x4xbf16>'}}
+  %0:2 = fsdp.attention %qkv {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<1x4x24xbf16>) -> (tensor<1x4x8xbf16>, tensor<1x2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf16>, %w: tensor<4x8xf16>) {
+  // expected-error @+1 {{operand #0 (input) must be f32 or bf16, got 'tensor<2x8xf16>'}}
+  %0 = fsdp.linear %x, %w : (tensor<2x8xf16>, tensor<4x8xf16>) -> tensor<2x4xf16>
+  return
+}

@@ -53,6 +53,8 @@ func.func @forward(%tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tenso
     // CHECK: fsdp.gelu %{{.*}} : tensor<2x4x8xf32>
     %r = fsdp.relu %g : tensor<2x4x8xf32>
     // CHECK: fsdp.relu %{{.*}} : tensor<2x4x8xf32>
+    %h = fsdp.cast %r : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+    // CHECK: fsdp.cast %{{.*}} : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
     %s = fsdp.add %r, %in : tensor<2x4x8xf32>
     // CHECK: fsdp.add %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
     fsdp.yield %s : tensor<2x4x8xf32>

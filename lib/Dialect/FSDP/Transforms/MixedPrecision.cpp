@@ -139,10 +139,8 @@ void Converter::convertCompute(ComputeOp compute) {
 }
 
 void Converter::convertPack(PackOp pack) {
-  bool narrow = llvm::any_of(pack.getValues(),
-                             [&](Value v) { return elementOf(v) == param; });
-  if (!narrow)
-    return;
+  // A full-size gradient is in the compute type, also one of constants
+  // only (a unit the loss ignores).
   for (OpOperand &operand : pack->getOpOperands())
     operand.set(castTo(operand.get(), param));
   pack.getResult().setType(withElement(pack.getType(), param));
@@ -170,11 +168,15 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
   shard.setType(withElement(shard.getType(), reduce));
   if (reduce == master)
     return;
-  // The shard AdamW updates from is in the master type.
-  builder.setInsertionPointAfter(scatter);
-  auto cast = CastOp::create(builder, scatter.getLoc(),
-                             withElement(shard.getType(), master), shard);
-  shard.replaceAllUsesExcept(cast, cast);
+  // The shard AdamW updates from is in the master type: cast where it is
+  // used, so that the reduce-scatter's wait, which the schedule puts
+  // before the first use, stays late and the reduction overlaps the rest
+  // of the backward.
+  for (OpOperand &use : llvm::make_early_inc_range(shard.getUses())) {
+    builder.setInsertionPoint(use.getOwner());
+    use.set(CastOp::create(builder, scatter.getLoc(),
+                           withElement(shard.getType(), master), shard));
+  }
 }
 
 LogicalResult Converter::convertOp(Operation *op) {
