@@ -9,9 +9,9 @@ static double bytesOf(Value v) { return double(getSizeInBytes(v.getType())); }
 
 std::optional<Hardware> mlir::fsdp::lookupHardware(StringRef name) {
   if (name == "h100-nvlink")
-    return Hardware{400e12, 370e9, 3000e9, 5e-6};
+    return Hardware{400e12, 370e9, 3000e9, 5e-6, 800e12};
   if (name == "ib-400g")
-    return Hardware{400e12, 47e9, 3000e9, 15e-6};
+    return Hardware{400e12, 47e9, 3000e9, 15e-6, 800e12};
   return std::nullopt;
 }
 
@@ -19,10 +19,16 @@ double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
   // A compute op's costs are its own (KernelOpInterface); the shard's
   // AdamW reads p, g, m, v and writes p, m, v; what else is left of the
   // dialect here (adamw of an unsharded parameter) moves its operands.
-  double flops = 0.0, bytes = 0.0;
+  double flops = 0.0, bytes = 0.0, rate = hw.flops;
   if (auto kernelOp = llvm::dyn_cast<KernelOpInterface>(op)) {
     flops = kernelOp.getFlops();
     bytes = kernelOp.getBytesMoved();
+    // A GEMM's operands share the kernel's element type: the first says.
+    if (op->getNumOperands() > 0 &&
+        llvm::cast<ShapedType>(op->getOperand(0).getType())
+            .getElementType()
+            .isBF16())
+      rate = hw.bf16Flops;
   } else if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
     bytes = 7.0 * bytesOf(adamw.getGrad());
   } else if (llvm::isa<AdamWOp>(op)) {
@@ -30,7 +36,7 @@ double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
   } else {
     return -1.0;
   }
-  return std::max(flops / hw.flops, bytes / hw.memoryBytes);
+  return std::max(flops / rate, bytes / hw.memoryBytes);
 }
 
 void StepSimulator::collective(Operation *op, int stream, double bytes,

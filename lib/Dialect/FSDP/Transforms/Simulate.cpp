@@ -54,8 +54,10 @@ FailureOr<Hardware> FsdpSimulatePass::selectHardware() {
     emitError(module.getLoc()) << "fsdp-simulate: rates must be positive";
     return failure();
   }
-  if (computeTflops > 0)
+  if (computeTflops > 0) { // the f32 rate; bf16 keeps the preset's ratio
+    hw.bf16Flops *= computeTflops * 1e12 / hw.flops;
     hw.flops = computeTflops * 1e12;
+  }
   if (busGBps > 0)
     hw.busBytes = busGBps * 1e9;
   if (memoryGBps > 0)

@@ -19,8 +19,12 @@
 namespace mlir::fsdp {
 
 /// Rates of the machine the model stands for: per second, and seconds.
+/// `flops` is the GEMM rate of f32 operands (TF32 tensor cores on a GPU),
+/// `bf16Flops` that of bf16 operands (twice the rate on Hopper's tensor
+/// cores, as NVIDIA's dense peaks are: 989 against 495 TFLOP/s for H100
+/// SXM).
 struct Hardware {
-  double flops, busBytes, memoryBytes, latency;
+  double flops, busBytes, memoryBytes, latency, bf16Flops;
 };
 
 /// The named machines: "h100-nvlink" and "ib-400g"; null for another name.

@@ -605,8 +605,12 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
 
     Hardware presets: `h100-nvlink` (bus 370 GB/s, 5 us latency) and
     `ib-400g` (400 Gb/s InfiniBand: bus 47 GB/s per GPU, 15 us), both with
-    400 TFLOP/s of sustained dense compute and 3000 GB/s of memory
-    bandwidth; any of the rates can be overridden.
+    400 TFLOP/s of sustained dense compute for GEMMs of f32 operands (TF32
+    tensor cores), twice that for bf16 operands (`--fsdp-mixed-precision`;
+    the ratio of H100's dense peaks), and 3000 GB/s of memory bandwidth;
+    any of the rates can be overridden (`compute-tflops` sets the f32 rate,
+    bf16 keeping the ratio). Bytes are the types': a bf16 gather moves half
+    an f32 one's.
 
     ```
     fsdp-simulate: h100-nvlink, world size 8: step 41.2 ms, compute 38.9 ms,
@@ -617,7 +621,8 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     Option<"hardware", "hardware", "std::string", /*default=*/"\"h100-nvlink\"",
            "Preset: h100-nvlink or ib-400g">,
     Option<"computeTflops", "compute-tflops", "double", /*default=*/"0",
-           "Sustained compute, TFLOP/s (0: the preset's)">,
+           "Sustained compute of f32 GEMMs, TFLOP/s (0: the preset's; "
+           "bf16 runs at twice it)">,
     Option<"busGBps", "bus-gbps", "double", /*default=*/"0",
            "Collective bus bandwidth, GB/s (0: the preset's)">,
     Option<"memoryGBps", "memory-gbps", "double", /*default=*/"0",
