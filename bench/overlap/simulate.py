@@ -13,6 +13,18 @@ batch is chosen large enough for communication to hide (3 x P x 4 bytes x
 gpt2-124m (and 64 x 1024, to show where its fixed exposed time stops
 mattering), 16 x 2048 for llama-13b-shape.
 
+Each row also simulates the mixed-precision step (--fsdp-mixed-precision,
+applied to the same sharded module just before --fsdp-schedule): bf16
+gathers, compute and gradients over f32 master shards, with the full-size
+gradients cast to f32 before their reduce-scatters ("bf16", FSDP2's
+default reduce_dtype) or reduced in bf16 ("bf16+bf16 reduce"). These run
+under the best f32 schedule found, not a schedule searched for bf16 (which
+would triple the runtime); they are an upper bound on the bf16 step under
+our options. "comm GB" is what one rank sends per step over all its
+all-gathers and reduce-scatters (full flat tensor bytes x (N-1)/N, as the
+ring collectives the simulator models move), counted from the scheduled IR
+of f32 best, bf16 and bf16+bf16 reduce.
+
 Usage: bench/overlap/simulate.py [--build build]
 """
 import argparse
@@ -33,20 +45,42 @@ NONE = (0, 0, 0, True)
 SEARCH = list(itertools.product((0, 1, 2), (1, 2), (0, 2, 4), (True, False)))
 
 
-def simulate(opt, sharded, hw, schedule):
+BF16 = "param-dtype=bf16 reduce-dtype=f32"
+BF16_REDUCE = "param-dtype=bf16 reduce-dtype=bf16"
+ELEMENT_BYTES = {"f32": 4, "bf16": 2}
+COLLECTIVE = re.compile(r"fsdp\.(?:all_gather|reduce_scatter)(?:_start)?\b"
+                        r"[^:]*: tensor<([0-9x]+)x(f32|bf16)>")
+
+
+def collective_bytes(ir, n):
+    """Bytes one rank sends per step over its gathers and reduce-scatters."""
+    total = 0
+    for shape, dtype in COLLECTIVE.findall(ir):
+        elements = 1
+        for d in shape.split("x"):
+            elements *= int(d)
+        total += elements * ELEMENT_BYTES[dtype]
+    return total * (n - 1) / n
+
+
+def simulate(opt, sharded, hw, schedule, precision=None, n=None):
+    """Simulates one schedule; with n, also counts the collectives' bytes."""
     f, b, k, r = schedule
-    err = subprocess.run(
-        [opt, sharded,
+    mixed = [f"--fsdp-mixed-precision={precision}"] if precision else []
+    proc = subprocess.run(
+        [opt, sharded] + mixed + [
          f"--fsdp-schedule=forward-prefetch={f} backward-prefetch={b} "
          f"max-inflight-gathers={k} "
          f"reshard-after-forward={'true' if r else 'false'}",
-         f"--fsdp-simulate=hardware={hw}", "-o", os.devnull],
-        check=True, capture_output=True, text=True).stderr
+         f"--fsdp-simulate=hardware={hw}", "-o", "-" if n else os.devnull],
+        check=True, capture_output=True, text=True)
+    err = proc.stderr
     m = re.search(r"step ([0-9.]+) ms, compute ([0-9.]+) ms, exposed "
                   r"communication ([0-9.]+) ms \(([0-9.]+)%\), peak "
                   r"([0-9.]+) GB", err)
     return dict(step=float(m.group(1)), exposed=float(m.group(3)),
-                share=float(m.group(4)), peak=float(m.group(5)))
+                share=float(m.group(4)), peak=float(m.group(5)),
+                comm=collective_bytes(proc.stdout, n) / 1e9 if n else None)
 
 
 def main():
@@ -58,7 +92,9 @@ def main():
     opt = os.path.join(args.build, "bin", "fsdp-opt")
     cols = ("model", "tokens/rank", "N", "hardware", "none: step ms", "exposed %",
             "default: step", "exposed %", "best: step", "exposed %",
-            "best (f,b,K,R)", "peak GB")
+            "best (f,b,K,R)", "peak GB", "bf16: step ms", "exposed %",
+            "bf16+bf16 reduce: step", "exposed %", "bf16 peak GB",
+            "f32 comm GB", "bf16 comm GB", "bf16+bf16 comm GB")
     print(" | ".join(f"{c:>15}" for c in cols))
     with tempfile.TemporaryDirectory() as tmp:
         for model, seqs, seq in MODELS:
@@ -78,12 +114,18 @@ def main():
                     results = {s: simulate(opt, sharded, hw, s)
                                for s in SEARCH}
                     best_s = min(results, key=lambda s: results[s]["step"])
-                    best = results[best_s]
+                    best = simulate(opt, sharded, hw, best_s, n=n)
+                    bf16 = simulate(opt, sharded, hw, best_s, BF16, n)
+                    bf16r = simulate(opt, sharded, hw, best_s, BF16_REDUCE, n)
                     cells = (model, f"{seqs}x{seq}", n, hw, f"{none['step']:.1f}",
                              f"{none['share']:.1f}", f"{default['step']:.1f}",
                              f"{default['share']:.1f}", f"{best['step']:.1f}",
                              f"{best['share']:.1f}", f"({best_s[0]},{best_s[1]},{best_s[2]},{'T' if best_s[3] else 'F'})",
-                             f"{best['peak']:.1f}")
+                             f"{best['peak']:.1f}", f"{bf16['step']:.1f}",
+                             f"{bf16['share']:.1f}", f"{bf16r['step']:.1f}",
+                             f"{bf16r['share']:.1f}", f"{bf16['peak']:.1f}",
+                             f"{best['comm']:.2f}", f"{bf16['comm']:.2f}",
+                             f"{bf16r['comm']:.2f}")
                     print(" | ".join(f"{c:>15}" for c in cells), flush=True)
     return 0
 

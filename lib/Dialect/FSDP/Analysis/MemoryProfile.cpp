@@ -69,6 +69,7 @@ private:
   // naming what was being computed, and the profile fails.
   bool overflowed = false;
   int64_t P = 0, units = 0, shardBytes = 0, elementBytes = 0;
+  int64_t gatheredBytes = 0;
   int64_t largestUnit = 0, smallestUnit = INT64_MAX;
   StringRef largestName;
   int64_t steady = 0;
@@ -136,6 +137,11 @@ void ProfileBuilder::orderProgram() {
     index[op] = order.size();
     order.push_back(op);
   });
+  gatheredBytes = elementBytes;
+  for (Operation *op : order)
+    if (Value gathered = getGatheredTensor(op))
+      gatheredBytes = getElementSizeInBytes(
+          llvm::cast<ShapedType>(gathered.getType()).getElementType());
   for (Operation *op : order)
     if (auto pack = llvm::dyn_cast<PackOp>(op))
       for (Value operand : pack.getValues())
@@ -238,6 +244,7 @@ MemoryProfile ProfileBuilder::finish() {
   profile.params = P;
   profile.units = units;
   profile.elementBytes = elementBytes;
+  profile.gatheredBytes = gatheredBytes;
   profile.shardBytes = shardBytes;
   profile.steady = steady;
   profile.largestUnit = largestUnit;

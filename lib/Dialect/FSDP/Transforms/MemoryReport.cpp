@@ -50,7 +50,8 @@ public:
         smallestUnit(profile.smallestUnit), forwardPeak(profile.forwardPeak),
         backwardPeak(profile.backwardPeak), overall(profile.overall),
         largestName(profile.largestName), order(profile.order),
-        live(profile.live), eb(double(profile.elementBytes)) {}
+        live(profile.live), eb(double(profile.elementBytes)),
+        gatheredBytes(profile.gatheredBytes) {}
 
   /// The header and the steady state: what every rank holds throughout.
   void printPerRank();
@@ -77,6 +78,7 @@ private:
   const SmallVector<Operation *> &order;
   const SmallVector<MemoryPoint> &live;
   double eb;
+  int64_t gatheredBytes;
   llvm::raw_ostream &os = llvm::errs();
 };
 } // namespace
@@ -112,21 +114,26 @@ void ReportPrinter::describe(StringRef name, int64_t at) {
 
 void ReportPrinter::printPerRank() {
   os << "fsdp-memory-report: world size " << N << ", " << units << " units, "
-     << P << " parameters (P), " << elementBytes
-     << " bytes per element; per rank:\n";
+     << P << " parameters (P), " << elementBytes << " bytes per element";
+  if (gatheredBytes != elementBytes)
+    os << " (gathered units, activations and gradients: " << gatheredBytes
+       << ", mixed precision)";
+  os << "; per rank:\n";
   row("parameters (shard)", shardBytes, formula("4P/N", eb * P / N));
   row("gradients (shard)", shardBytes, formula("4P/N", eb * P / N));
   row("optimizer states", 2 * shardBytes, formula("8P/N", 2 * eb * P / N));
   row("steady state", steady, formula("16P/N", 4 * eb * P / N));
-  row("largest gathered unit", largestUnit * elementBytes,
-      "@" + largestName + formula(", 4P/M", eb * P / units));
+  std::string perUnit = ", " + std::to_string(gatheredBytes) + "P/M";
+  row("largest gathered unit", largestUnit * gatheredBytes,
+      "@" + largestName +
+          formula(perUnit, double(gatheredBytes) * double(P) / units));
 }
 
 void ReportPrinter::printPeaks() {
   describe("forward peak", forwardPeak);
   if (largestUnit == smallestUnit) {
     // M equal units: the seed's forward-peak formula, checked.
-    double seed = 4 * eb * P / N + eb * P / units +
+    double seed = 4 * eb * P / N + double(gatheredBytes) * P / units +
                   double(live[forwardPeak].bytes[Activation]);
     bool matches = std::abs(seed - double(steady + live[forwardPeak].total())) <
                    4 * eb * units;

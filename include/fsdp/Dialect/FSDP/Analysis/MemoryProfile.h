@@ -27,6 +27,9 @@ struct MemoryPoint {
 
 struct MemoryProfile {
   int64_t worldSize = 1, params = 0, units = 0, elementBytes = 0;
+  /// Bytes per element of the gathered units: elementBytes, or fewer
+  /// under mixed precision (2 for bf16 gathers over f32 shards).
+  int64_t gatheredBytes = 0;
   int64_t shardBytes = 0, steady = 0, largestUnit = 0, smallestUnit = 0;
   std::string largestName;
   SmallVector<Operation *> order; ///< ops of the step, pre-order
