@@ -12,11 +12,12 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string description() const override { return "local (1 rank)"; }
-  void allGather(const float *shard, float *full, int64_t total) override {
-    std::memmove(full, shard, total * sizeof(float));
-  }
-  void reduceScatterMean(float *full, float *shard, int64_t total) override {
-    std::memmove(shard, full, total * sizeof(float));
+  // The one rank's range is the whole tensor, already in place.
+  void allGather(void *, int64_t, plan::DType) override {}
+  // The mean of one value is that value (x * 1 is exact in either type).
+  void reduceScatterMean(void *full, void *shard, int64_t total,
+                         plan::DType type) override {
+    std::memmove(shard, full, uint64_t(total) * plan::dtypeSize(type));
   }
   double allReduceMean(double value) override { return value; }
   uint64_t allReduceMax(uint64_t value) override { return value; }

@@ -2,6 +2,8 @@
 //
 // MPI_Allgatherv and MPI_Reduce_scatter take per-rank counts, which is
 // exactly the seed's uneven layout: no padding ever crosses the wire.
+// Elements are f32 (MPI_FLOAT) or bf16 (MPI_UINT16_T: 2 bytes on the wire,
+// added by our code, never by MPI's built-in operations).
 // Errors return (MPI_ERRORS_RETURN) and end the job with MPI_Abort, so a
 // failing rank takes every rank down instead of leaving them in a
 // collective forever.
@@ -10,6 +12,8 @@
 
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
+
+#include "CollectiveMath.h"
 
 #ifdef FSDP_HAVE_MPI
 #include <mpi.h>
@@ -21,6 +25,38 @@
 
 namespace fsdp::rt {
 namespace {
+/// How the reduce-scatter adds and scales chunks of an element type. f32:
+/// float arithmetic. bf16: as a GPU's bf16 reduction (NCCL's) does it, each
+/// operation on the two values widened to float, rounded back to nearest
+/// even, so every hop of the ring rounds (CollectiveMath.h).
+struct F32Elements {
+  using T = float;
+  static constexpr plan::DType kType = plan::DType::F32;
+  static void add(float *sum, const float *a, const float *b, int n) {
+    for (int i = 0; i < n; ++i)
+      sum[i] = a[i] + b[i];
+  }
+  static void scale(float *x, float s, int n) {
+    for (int i = 0; i < n; ++i)
+      x[i] *= s;
+  }
+};
+struct BF16Elements {
+  using T = uint16_t;
+  static constexpr plan::DType kType = plan::DType::BF16;
+  static void add(uint16_t *sum, const uint16_t *a, const uint16_t *b, int n) {
+    addBF16(sum, a, b, n);
+  }
+  static void scale(uint16_t *x, float s, int n) { scaleBF16(x, s, n); }
+};
+
+/// MPI_Reduce_scatter's sum of bf16 elements (FSDP_REDUCE_SCATTER=mpi):
+/// MPI has no bf16 type, and MPI_SUM on MPI_UINT16_T would add the bits.
+void bf16Sum(void *in, void *inout, int *length, MPI_Datatype *) {
+  auto *b = static_cast<uint16_t *>(inout);
+  addBF16(b, static_cast<const uint16_t *>(in), b, *length);
+}
+
 class MpiCommunicator : public Communicator {
 public:
   /// `comm` is MPI_COMM_WORLD (owned: finalizes MPI) or a duplicate of it.
@@ -37,6 +73,8 @@ public:
     MPI_Comm_free(&node);
   }
   ~MpiCommunicator() override {
+    if (bf16SumOp != MPI_OP_NULL)
+      MPI_Op_free(&bf16SumOp);
     if (comm == MPI_COMM_WORLD)
       MPI_Finalize();
     else
@@ -54,24 +92,22 @@ public:
     return "MPI (" + text + "), " + std::to_string(size_) + " ranks";
   }
 
-  void allGather(const float *shard, float *full, int64_t total) override {
+  void allGather(void *full, int64_t total, plan::DType type) override {
     layout(total);
-    check(MPI_Allgatherv(shard, counts[rank_], MPI_FLOAT, full, counts.data(),
-                         displs.data(), MPI_FLOAT, comm),
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full,
+                         counts.data(), displs.data(), mpiType(type), comm),
           "MPI_Allgatherv");
   }
 
-  void reduceScatterMean(float *full, float *shard, int64_t total) override {
+  void reduceScatterMean(void *full, void *shard, int64_t total,
+                         plan::DType type) override {
     layout(total);
-    if (ring && size_ > 1)
-      ringReduceScatter(full, shard);
+    if (type == plan::DType::BF16)
+      reduceScatterMeanOf<BF16Elements>(static_cast<uint16_t *>(full),
+                                        static_cast<uint16_t *>(shard));
     else
-      check(MPI_Reduce_scatter(full, shard, counts.data(), MPI_FLOAT, MPI_SUM,
-                               comm),
-            "MPI_Reduce_scatter");
-    float scale = 1.0f / float(size_);
-    for (int i = 0; i < counts[rank_]; ++i)
-      shard[i] *= scale;
+      reduceScatterMeanOf<F32Elements>(static_cast<float *>(full),
+                                       static_cast<float *>(shard));
   }
 
   double allReduceMean(double value) override {
@@ -125,20 +161,53 @@ private:
   /// written at the last step, receives each incoming chunk (no chunk is
   /// larger than the largest shard, which is `shard`'s size). The sums are
   /// the same floating-point additions as with separate staging buffers.
-  void ringReduceScatter(float *full, float *shard) {
+  /// In bf16 the chunk travels in bf16 (half the bytes) and every hop's
+  /// addition rounds to bf16, in the same fixed order.
+  template <typename E>
+  void ringReduceScatter(typename E::T *full, typename E::T *shard) {
+    using T = typename E::T;
+    MPI_Datatype type = mpiType(E::kType);
     int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
     auto chunk = [&](int c) { return ((c % size_) + size_) % size_; };
     for (int step = 0; step + 1 < size_; ++step) {
       int out = chunk(rank_ - 1 - step), in = chunk(rank_ - 2 - step);
-      check(MPI_Sendrecv(full + displs[out], counts[out], MPI_FLOAT, next,
-                         /*tag=*/step, shard, counts[in], MPI_FLOAT, prev,
+      check(MPI_Sendrecv(full + displs[out], counts[out], type, next,
+                         /*tag=*/step, shard, counts[in], type, prev,
                          /*tag=*/step, comm, MPI_STATUS_IGNORE),
             "MPI_Sendrecv (ring reduce-scatter)");
-      float *own = full + displs[in];
-      float *sum = step + 2 == size_ ? shard : own;
-      for (int i = 0; i < counts[in]; ++i)
-        sum[i] = shard[i] + own[i];
+      T *own = full + displs[in];
+      T *sum = step + 2 == size_ ? shard : own;
+      E::add(sum, shard, own, counts[in]);
     }
+  }
+
+  /// The ring (or MPI's reduce-scatter), then the scale by 1/N, which
+  /// rounds once more in bf16.
+  template <typename E>
+  void reduceScatterMeanOf(typename E::T *full, typename E::T *shard) {
+    if (ring && size_ > 1)
+      ringReduceScatter<E>(full, shard);
+    else
+      check(MPI_Reduce_scatter(full, shard, counts.data(), mpiType(E::kType),
+                               sumOp<E>(), comm),
+            "MPI_Reduce_scatter");
+    float scale = 1.0f / float(size_);
+    E::scale(shard, scale, counts[rank_]);
+  }
+
+  static MPI_Datatype mpiType(plan::DType type) {
+    return type == plan::DType::BF16 ? MPI_UINT16_T : MPI_FLOAT;
+  }
+  /// MPI_SUM for f32; for bf16 our own operation, created on first use
+  /// (only FSDP_REDUCE_SCATTER=mpi needs it) by the one thread that uses
+  /// this communicator.
+  template <typename E> MPI_Op sumOp() {
+    if (E::kType != plan::DType::BF16)
+      return MPI_SUM;
+    if (bf16SumOp == MPI_OP_NULL)
+      check(MPI_Op_create(&bf16Sum, /*commute=*/1, &bf16SumOp),
+            "MPI_Op_create");
+    return bf16SumOp;
   }
 
   void layout(int64_t total) {
@@ -176,6 +245,7 @@ private:
               std::string(std::getenv("FSDP_REDUCE_SCATTER")) != "mpi";
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
   std::vector<int> counts, displs;
+  MPI_Op bf16SumOp = MPI_OP_NULL;
 };
 } // namespace
 

@@ -237,7 +237,7 @@ std::vector<std::vector<float>> Session::gatherParams() {
     full.assign(unit.flatSize, 0.0f);
     RecordScope scope(
         CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
-    comm.allGather(shard.data(), full.data(), unit.flatSize);
+    comm.allGatherFrom(shard.data(), full.data(), unit.flatSize);
     for (size_t p = 0; p < plan.params.size(); ++p)
       if (plan.params[p].unit == u)
         values[p].assign(full.begin() + plan.params[p].unitOffset,

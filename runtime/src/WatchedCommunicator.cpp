@@ -28,13 +28,16 @@ public:
   int localRank() const override { return inner->localRank(); }
   int localSize() const override { return inner->localSize(); }
 
-  void allGather(const float *shard, float *full, int64_t total) override {
-    watched("all_gather", uint64_t(total) * sizeof(float),
-            [&] { inner->allGather(shard, full, total); });
+  // The bytes recorded are the full tensor's in its element type: a bf16
+  // collective moves half those of an f32 one.
+  void allGather(void *full, int64_t total, plan::DType type) override {
+    watched("all_gather", uint64_t(total) * plan::dtypeSize(type),
+            [&] { inner->allGather(full, total, type); });
   }
-  void reduceScatterMean(float *full, float *shard, int64_t total) override {
-    watched("reduce_scatter", uint64_t(total) * sizeof(float),
-            [&] { inner->reduceScatterMean(full, shard, total); });
+  void reduceScatterMean(void *full, void *shard, int64_t total,
+                         plan::DType type) override {
+    watched("reduce_scatter", uint64_t(total) * plan::dtypeSize(type),
+            [&] { inner->reduceScatterMean(full, shard, total, type); });
   }
   double allReduceMean(double value) override {
     double result = 0.0;

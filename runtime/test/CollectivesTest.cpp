@@ -7,13 +7,21 @@
 // sizes that make the seed's shards uneven: 1 element, fewer elements than
 // ranks, N, N + 1, and larger odd sizes.
 //
-// * allGather: every rank's full tensor holds every rank's shard at its
-//   offset, and nothing past the end is written;
+// * allGather (from a separate f32 shard, allGatherFrom): every rank's
+//   full tensor holds every rank's shard at its offset, and nothing past
+//   the end is written;
+// * the same in bf16: an f32 shard rounded to nearest even into a bf16
+//   gathered tensor (mixed precision), a bf16 shard into bf16, a bf16
+//   shard widened into f32, bit for bit;
 // * reduceScatterMean (the ring, or MPI's own with FSDP_REDUCE_SCATTER=mpi
 //   in the environment): this rank's range of the element-wise mean over
 //   ranks, and nothing written past the shard buffer (the largest shard;
 //   the input and the padding past this rank's count are the ring's
-//   scratch);
+//   scratch); with the ring, bit for bit the sum in its order (rank c + 1's
+//   value first, rank c's last) times 1/N, in f32 and in bf16 (each
+//   addition and the scale rounded to bf16, as NCCL's bf16 reduction
+//   rounds); in bf16 also bit for bit on values whose sums are exact,
+//   whatever the order (MPI's own then too);
 // * allReduceMean, allReduceMax, broadcast from every root;
 // * duplicate(): two duplicates running on CollectiveStreams (a thread
 //   each) at once, one a group of all-gathers issued as one job under
@@ -25,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "CollectiveStreams.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
@@ -81,7 +90,7 @@ void checkAllGather(Communicator &comm, int64_t total) {
   for (int64_t i = range.begin; i < range.end; ++i)
     shard[i - range.begin] = gatherValue(total, i);
   std::vector<float> full(total + 3, kCanary);
-  comm.allGather(shard.data(), full.data(), total);
+  comm.allGatherFrom(shard.data(), full.data(), total);
   int64_t wrong = 0, first = -1;
   for (int64_t i = 0; i < total; ++i)
     if (full[i] != gatherValue(total, i) && wrong++ == 0)
@@ -100,7 +109,7 @@ void checkReduceScatter(Communicator &comm, int64_t total) {
     full[i] = scatterValue(k, total, i);
   int64_t width = plan::maxShardSize(total, N);
   std::vector<float> shard(width + 2, kCanary);
-  comm.reduceScatterMean(full.data(), shard.data(), total);
+  comm.reduceScatterMean(full.data(), shard.data(), total, plan::DType::F32);
   int64_t count = range.end - range.begin, wrong = 0, first = -1;
   for (int64_t i = 0; i < count; ++i) {
     double sum = 0.0;
@@ -116,6 +125,189 @@ void checkReduceScatter(Communicator &comm, int64_t total) {
   for (int64_t i = width; i < width + 2; ++i)
     expect(shard[i] == kCanary,
            where("reduceScatterMean: wrote past the shard buffer", total, i));
+}
+
+/// A 64-bit mix (splitmix64's finaliser): the test data's randomness.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+float fromBits(uint32_t word) {
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+/// Element i of an f32 shard to be rounded into bf16: random sign,
+/// exponent and bf16 part, and a low half that is an exact tie, just below
+/// or above one, or random, so that rounding goes both ways.
+float roundingValue(int64_t total, int64_t i) {
+  uint64_t h = mix(uint64_t(total) * 1000003u + uint64_t(i));
+  uint32_t low[4] = {0x8000u, 0x7FFFu, 0x8001u, uint32_t(h >> 40) & 0xFFFFu};
+  uint32_t word = uint32_t(h & 1) << 31 | (110u + uint32_t(h >> 1) % 30) << 23 |
+                  (uint32_t(h >> 8) & 0x7Fu) << 16 | low[i % 4];
+  return fromBits(word);
+}
+/// Rank r's bf16 gradient element i: random sign, mantissa and exponents
+/// 2^-8 .. 2^7 apart, so that sums round.
+uint16_t bf16Value(int r, int64_t total, int64_t i) {
+  uint64_t h = mix(uint64_t(total) * 7919u + uint64_t(i) * 31u + uint64_t(r));
+  return uint16_t((h & 1) << 15 | (119u + (h >> 1) % 16) << 7 |
+                  (h >> 8) & 0x7F);
+}
+
+/// An all-gather into a gathered tensor of `type` from shards of
+/// `shardType`, checked bit for bit against each element converted once.
+void checkAllGatherTyped(Communicator &comm, int64_t total,
+                         plan::DType shardType, plan::DType type) {
+  int N = comm.size(), k = comm.rank();
+  plan::ShardRange range = plan::shardRange(total, k, N);
+  size_t shardBytes = plan::dtypeSize(shardType);
+  size_t bytes = plan::dtypeSize(type);
+  // The value of element i as the shard holds it, and as gathered.
+  auto held = [&](int64_t i, unsigned char *out) {
+    float value = roundingValue(total, i);
+    uint16_t half = roundToBF16(value);
+    std::memcpy(out, shardType == plan::DType::F32 ? (void *)&value : &half,
+                shardBytes);
+  };
+  auto want = [&](int64_t i, unsigned char *out) {
+    float value = roundingValue(total, i);
+    uint16_t half = roundToBF16(value);
+    float wide = widenBF16(half);
+    if (type == plan::DType::BF16)
+      std::memcpy(out, &half, 2);
+    else
+      std::memcpy(out, shardType == plan::DType::F32 ? &value : &wide, 4);
+  };
+  std::vector<unsigned char> shard(plan::maxShardSize(total, N) * shardBytes,
+                                   0xA5);
+  for (int64_t i = range.begin; i < range.end; ++i)
+    held(i, shard.data() + (i - range.begin) * shardBytes);
+  std::vector<unsigned char> full((total + 3) * bytes, 0xA5);
+  comm.allGatherFrom(shard.data(), shardType, full.data(), type, total);
+  std::string what = std::string("allGather ") +
+                     std::string(plan::kDTypeNames[size_t(shardType)]) +
+                     " -> " + std::string(plan::kDTypeNames[size_t(type)]);
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = 0; i < total; ++i) {
+    unsigned char expected[4];
+    want(i, expected);
+    if (std::memcmp(full.data() + i * bytes, expected, bytes) != 0 &&
+        wrong++ == 0)
+      first = i;
+  }
+  expect(wrong == 0, where((what + ": wrong element").c_str(), total, first));
+  for (size_t b = total * bytes; b < full.size(); ++b)
+    expect(full[b] == 0xA5, where((what + ": wrote past the end").c_str(),
+                                  total, int64_t(b / bytes)));
+}
+
+/// The reduce-scatter's arithmetic per element type, as the reference
+/// computes it, and each type's rounding test data (rank r, element i).
+struct F32Math {
+  using T = float;
+  static constexpr plan::DType kType = plan::DType::F32;
+  static T add(T a, T b) { return a + b; }
+  static T scale(T a, float s) { return a * s; }
+  static double wide(T a) { return a; }
+  static T value(int r, int64_t total, int64_t i) {
+    return roundingValue(total + 1000003 * int64_t(r), i);
+  }
+};
+struct BF16Math {
+  using T = uint16_t;
+  static constexpr plan::DType kType = plan::DType::BF16;
+  static T add(T a, T b) { return roundToBF16(widenBF16(a) + widenBF16(b)); }
+  static T scale(T a, float s) { return roundToBF16(widenBF16(a) * s); }
+  static double wide(T a) { return widenBF16(a); }
+  static T value(int r, int64_t total, int64_t i) {
+    return bf16Value(r, total, i);
+  }
+};
+
+/// The ring's mean of element i of rank k's chunk: rank k + 1's value,
+/// plus k + 2's, ..., plus k's, each addition in M's arithmetic, then the
+/// scale by 1/N.
+template <typename M, typename Value>
+typename M::T ringMean(int N, int k, Value value) {
+  typename M::T sum = value((k + 1) % N);
+  for (int s = 2; s <= N; ++s)
+    sum = M::add(sum, value((k + s) % N));
+  return M::scale(sum, 1.0f / float(N));
+}
+
+/// A reduce-scatter of `type` on values whose sums round: with the ring,
+/// bit for bit the reference in the ring's order; with MPI's own (whose
+/// order is its business), the same at 2 ranks (one addition, in either
+/// order the same), else within the roundings' bound.
+template <typename M>
+void checkReduceScatterOrder(Communicator &comm, int64_t total, bool ring) {
+  using T = typename M::T;
+  int N = comm.size(), k = comm.rank();
+  bool bitwise = ring || N <= 2;
+  plan::ShardRange range = plan::shardRange(total, k, N);
+  std::vector<T> full(total);
+  for (int64_t i = 0; i < total; ++i)
+    full[i] = M::value(k, total, i);
+  int64_t width = plan::maxShardSize(total, N);
+  T canary = M::value(N + 7, total, 0);
+  std::vector<T> shard(width + 2, canary);
+  comm.reduceScatterMean(full.data(), shard.data(), total, M::kType);
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = 0; i < range.end - range.begin; ++i) {
+    int64_t at = range.begin + i;
+    auto value = [&](int r) { return M::value(r, total, at); };
+    T want = ringMean<M>(N, k, value);
+    double exact = 0.0, magnitude = 0.0;
+    for (int r = 0; r < N; ++r) {
+      exact += M::wide(value(r));
+      magnitude += std::fabs(M::wide(value(r)));
+    }
+    bool ok = bitwise ? std::memcmp(&shard[i], &want, sizeof(T)) == 0
+                      : std::fabs(M::wide(shard[i]) - exact / N) <=
+                            magnitude / 128.0 + 1e-30;
+    if (!ok && wrong++ == 0)
+      first = at;
+  }
+  std::string what = std::string("reduceScatterMean ") +
+                     std::string(plan::kDTypeNames[size_t(M::kType)]) +
+                     (bitwise ? " (bit for bit)" : " (rounding bound)");
+  expect(wrong == 0, where((what + ": wrong mean").c_str(), total, first));
+  for (int64_t i = width; i < width + 2; ++i)
+    expect(std::memcmp(&shard[i], &canary, sizeof(T)) == 0,
+           where((what + ": wrote past the shard").c_str(), total, i));
+}
+
+/// A bf16 reduce-scatter of small integers, whose sums are exact in bf16
+/// in any order: bit for bit the sum's bf16 times 1/N, rounded, with the
+/// ring and with MPI's own reduction alike.
+void checkReduceScatterExactBF16(Communicator &comm, int64_t total) {
+  int N = comm.size(), k = comm.rank();
+  plan::ShardRange range = plan::shardRange(total, k, N);
+  auto value = [&](int r, int64_t i) {
+    return float(
+        int64_t(mix(uint64_t(total) * 17 + uint64_t(i) * 5 + uint64_t(r)) %
+                41) -
+        20);
+  };
+  std::vector<uint16_t> full(total);
+  for (int64_t i = 0; i < total; ++i)
+    full[i] = roundToBF16(value(k, i));
+  std::vector<uint16_t> shard(plan::maxShardSize(total, N));
+  comm.reduceScatterMean(full.data(), shard.data(), total, plan::DType::BF16);
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = range.begin; i < range.end; ++i) {
+    float sum = 0.0f;
+    for (int r = 0; r < N; ++r)
+      sum += value(r, i);
+    uint16_t want = roundToBF16(sum * (1.0f / float(N)));
+    if (shard[i - range.begin] != want && wrong++ == 0)
+      first = i;
+  }
+  expect(wrong == 0, where("reduceScatterMean bf16 (exact sums): wrong mean",
+                           total, first));
 }
 
 void checkScalars(Communicator &comm) {
@@ -195,15 +387,15 @@ void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
     auto gatherJob = [&](size_t from, size_t to) {
       return [&, from, to](Communicator &c) {
         for (size_t i = from; i < to; ++i)
-          c.allGather(gathers[i].shard.data(), gathers[i].full.data(),
-                      gathers[i].total);
+          c.allGatherFrom(gathers[i].shard.data(), gathers[i].full.data(),
+                          gathers[i].total);
       };
     };
     auto scatterJob = [&](size_t from, size_t to) {
       return [&, from, to](Communicator &c) {
         for (size_t i = from; i < to; ++i)
           c.reduceScatterMean(scatters[i].full.data(), scatters[i].shard.data(),
-                              scatters[i].total);
+                              scatters[i].total, plan::DType::F32);
       };
     };
     using Tokens = std::vector<uint32_t>;
@@ -272,9 +464,18 @@ int main(int argc, char **argv) {
   for (int64_t extra : {N - 1, N, N + 1, 2 * N - 1, 3 * N + 2})
     if (extra > 0)
       sizes.push_back(extra);
+  bool ring = !env || std::string(env) != "mpi";
+  using plan::DType;
   for (int64_t total : sizes) {
     checkAllGather(*comm, total);
     checkReduceScatter(*comm, total);
+    checkAllGatherTyped(*comm, total, DType::F32, DType::BF16);
+    checkAllGatherTyped(*comm, total, DType::BF16, DType::BF16);
+    checkAllGatherTyped(*comm, total, DType::BF16, DType::F32);
+    checkAllGatherTyped(*comm, total, DType::F32, DType::F32);
+    checkReduceScatterOrder<F32Math>(*comm, total, ring);
+    checkReduceScatterOrder<BF16Math>(*comm, total, ring);
+    checkReduceScatterExactBF16(*comm, total);
   }
   checkScalars(*comm);
   checkStreams(*comm, {1, int64_t(N) + 1, 3, 4099, 2, 77});

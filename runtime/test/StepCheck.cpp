@@ -156,7 +156,7 @@ std::vector<float> gatherUnit(Session &session, Communicator &comm,
                               uint32_t buffer) {
   std::vector<float> shard = session.readBuffer(buffer);
   std::vector<float> full(plan.units[unit].flatSize);
-  comm.allGather(shard.data(), full.data(), plan.units[unit].flatSize);
+  comm.allGatherFrom(shard.data(), full.data(), plan.units[unit].flatSize);
   return full;
 }
 

@@ -219,16 +219,28 @@ public:
   std::string collectiveMode() const override { return mode; }
 
 private:
-  /// The all-gather or reduce-scatter `inst` as a job for a communicator.
+  /// The all-gather or reduce-scatter `inst` as a job for a communicator,
+  /// in its buffers' element types. An all-gather converts this rank's
+  /// range of the shard into its own slot of the gathered buffer (rounded
+  /// to nearest even when that is bf16 and the shard f32), then gathers in
+  /// place (Communicator::allGatherFrom): the wire moves the gathered
+  /// type, and no staging buffer is needed (the compiler's memory
+  /// prediction counts none). The shard is read when the job runs, on the
+  /// stream's thread: the loader has checked that nothing writes it
+  /// before the wait.
   CollectiveStreams::Job collective(const Plan &plan, const Instruction &inst) {
-    float *in = f32(plan, inst.ins[0]);
-    float *out = f32(plan, inst.outs[0]);
+    unsigned char *in = address(plan, inst.ins[0]);
+    unsigned char *out = address(plan, inst.outs[0]);
+    plan::DType from = plan.buffers[inst.ins[0]].dtype;
+    plan::DType to = plan.buffers[inst.outs[0]].dtype;
     if (inst.kernel->opcode == plan::Opcode::AllGather) {
       int64_t total = plan.buffers[inst.outs[0]].numElements();
-      return [=](Communicator &c) { c.allGather(in, out, total); };
+      return
+          [=](Communicator &c) { c.allGatherFrom(in, from, out, to, total); };
     }
+    // Both sides have the kernel's element type (the loader checks it).
     int64_t total = plan.buffers[inst.ins[0]].numElements();
-    return [=](Communicator &c) { c.reduceScatterMean(in, out, total); };
+    return [=](Communicator &c) { c.reduceScatterMean(in, out, total, from); };
   }
 
   float *f32(const Plan &plan, uint32_t id) {

@@ -3,16 +3,23 @@
 //   mpirun -np N fsdp-collective-bench [--min-mb 1] [--max-mb 256]
 //
 // Times the runtime's own collectives (the Communicator the CPU backend
-// uses: MPI_Allgatherv and MPI_Reduce_scatter in the seed's uneven layout)
-// on flat fp32 tensors of 1 MB to 256 MB, and a memcpy of the same size in
-// the same run as the baseline. Reports nccl-tests' definitions: algbw =
-// bytes / time, busbw = algbw * (N - 1) / N for both collectives, where
-// bytes is the full (gathered) tensor.
+// uses: MPI_Allgatherv in place and the ring reduce-scatter, or MPI's
+// MPI_Reduce_scatter with FSDP_REDUCE_SCATTER=mpi, in the seed's uneven
+// layout) on flat tensors of P elements, P being 1 MB to 256 MB of f32,
+// each in f32 and in bf16 in the same run, and a memcpy of the f32 tensor
+// as the baseline. An all-gather is timed as the CPU backend runs one: this
+// rank's f32 shard copied (f32) or rounded to nearest even (bf16, mixed
+// precision) into its slot of the gathered buffer, then the gather in
+// place. Reports nccl-tests' bus bandwidth, busbw = bytes / time * (N - 1)
+// / N, bytes being the full tensor in its type, and the bytes each rank
+// moves, (N - 1) / N of them (either collective).
 //
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
+
+#include "BFloat16.h"
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +51,36 @@ template <typename Fn> double timeIt(Communicator &comm, Fn &&fn) {
   uint64_t nanos = uint64_t(seconds(start) / reps * 1e9);
   return double(comm.allReduceMax(nanos)) * 1e-9;
 }
+
+/// The times of one size: memcpy, then all-gather and reduce-scatter in
+/// f32 and in bf16.
+struct Times {
+  double copy, gatherF32, gatherBF16, scatterF32, scatterBF16;
+};
+
+Times measure(Communicator &comm, int64_t total) {
+  std::vector<float> shard(plan::maxShardSize(total, comm.size()), 1.0f);
+  std::vector<float> full(total, 1.0f), copy(total);
+  std::vector<uint16_t> half(total, roundToBF16(1.0f));
+  Times t{};
+  t.copy = timeIt(comm, [&] {
+    std::memcpy(copy.data(), full.data(), total * sizeof(float));
+  });
+  t.gatherF32 = timeIt(
+      comm, [&] { comm.allGatherFrom(shard.data(), full.data(), total); });
+  t.gatherBF16 = timeIt(comm, [&] {
+    comm.allGatherFrom(shard.data(), plan::DType::F32, half.data(),
+                       plan::DType::BF16, total);
+  });
+  t.scatterF32 = timeIt(comm, [&] {
+    comm.reduceScatterMean(full.data(), shard.data(), total, plan::DType::F32);
+  });
+  // The bf16 shard lands in the f32 shard buffer's first half.
+  t.scatterBF16 = timeIt(comm, [&] {
+    comm.reduceScatterMean(half.data(), shard.data(), total, plan::DType::BF16);
+  });
+  return t;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -60,30 +97,29 @@ int main(int argc, char **argv) {
                                            : createLocalCommunicator();
   int n = comm->size(), rank = comm->rank();
   if (rank == 0)
-    std::printf("collective-bench: %s\n"
-                "%10s %12s %12s %12s %12s %12s\n",
-                comm->description().c_str(), "size", "memcpy GB/s", "ag algbw",
-                "ag busbw", "rs algbw", "rs busbw");
+    std::printf("collective-bench: %s; size: P elements as f32 (bf16: half "
+                "the bytes); MB moved per rank; times in ms; busbw GB/s\n"
+                "%8s %7s %9s %9s | %8s %8s %6s %6s | %8s %8s %6s %6s\n",
+                comm->description().c_str(), "size", "memcpy", "MB f32",
+                "MB bf16", "ag f32", "ag bf16", "busbw", "busbw", "rs f32",
+                "rs bf16", "busbw", "busbw");
   for (int mb = minMb; mb <= maxMb; mb *= 2) {
     int64_t total = int64_t(mb) * (1 << 20) / sizeof(float);
-    plan::ShardRange range = plan::shardRange(total, rank, n);
-    std::vector<float> full(total, 1.0f), shard(range.end - range.begin, 1.0f);
-    std::vector<float> copy(total);
-    double bytes = double(total) * sizeof(float);
-    double tCopy = timeIt(*comm, [&] {
-      std::memcpy(copy.data(), full.data(), total * sizeof(float));
-    });
-    double tGather = timeIt(
-        *comm, [&] { comm->allGather(shard.data(), full.data(), total); });
-    double tScatter = timeIt(*comm, [&] {
-      comm->reduceScatterMean(full.data(), shard.data(), total);
-    });
+    Times t = measure(*comm, total);
     double factor = double(n - 1) / n;
+    double f32 = double(total) * 4, bf16 = double(total) * 2;
+    auto busbw = [&](double bytes, double seconds) {
+      return bytes / seconds * 1e-9 * factor;
+    };
     if (rank == 0)
-      std::printf("%7d MB %12.2f %12.2f %12.2f %12.2f %12.2f\n", mb,
-                  bytes / tCopy * 1e-9, bytes / tGather * 1e-9,
-                  bytes / tGather * 1e-9 * factor, bytes / tScatter * 1e-9,
-                  bytes / tScatter * 1e-9 * factor);
+      std::printf("%5d MB %7.2f %9.1f %9.1f | %8.2f %8.2f %6.2f %6.2f | %8.2f "
+                  "%8.2f %6.2f %6.2f\n",
+                  mb, f32 / t.copy * 1e-9, f32 * factor / (1 << 20),
+                  bf16 * factor / (1 << 20), t.gatherF32 * 1e3,
+                  t.gatherBF16 * 1e3, busbw(f32, t.gatherF32),
+                  busbw(bf16, t.gatherBF16), t.scatterF32 * 1e3,
+                  t.scatterBF16 * 1e3, busbw(f32, t.scatterF32),
+                  busbw(bf16, t.scatterBF16));
     std::fflush(stdout);
   }
   return 0;

@@ -1,8 +1,8 @@
 //===- Communicator.h - the collectives a sharded step needs ----*- C++ -*-===//
 //
-// All-gather and reduce-scatter of flat fp32 tensors in the seed's uneven
-// layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), plus the few
-// scalars a step reports. One process per rank. The local communicator
+// All-gather and reduce-scatter of flat tensors, f32 or bf16, in the seed's
+// uneven layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), plus the
+// few scalars a step reports. One process per rank. The local communicator
 // serves one rank with no MPI at all; the MPI one is built when MPI is
 // found, and aborts the whole job on any error instead of letting the
 // other ranks hang.
@@ -11,6 +11,8 @@
 
 #ifndef FSDP_RUNTIME_COMMUNICATOR_H
 #define FSDP_RUNTIME_COMMUNICATOR_H
+
+#include "fsdp/runtime/PlanFormat.h"
 
 #include <cstdint>
 #include <memory>
@@ -26,15 +28,33 @@ public:
   /// "local (1 rank)", "MPI (Open MPI ...), 4 ranks".
   virtual std::string description() const = 0;
 
-  /// `full` (total elements) receives every rank's shard at its offset;
-  /// `shard` holds this rank's shardRange(total, rank, size).
-  virtual void allGather(const float *shard, float *full, int64_t total) = 0;
+  /// All-gather in place: `full` (total elements of `type`, f32 or bf16)
+  /// holds this rank's range shardRange(total, rank, size) at its offset,
+  /// and receives every other rank's at theirs. In place, so that a shard
+  /// of another type (mixed precision: an f32 master shard, a bf16
+  /// gathered parameter) is converted straight into its slot and moves in
+  /// the gathered type, with no staging buffer.
+  virtual void allGather(void *full, int64_t total, plan::DType type) = 0;
   /// `shard` receives this rank's range of the element-wise mean over
-  /// ranks of `full`. The reduce-scatter consumes `full`: its contents are
-  /// unspecified afterwards (the MPI ring accumulates in it, so that it
-  /// needs no staging memory; a compiled step frees it right after, which
-  /// --fsdp-verify checks). `shard` must hold the largest shard.
-  virtual void reduceScatterMean(float *full, float *shard, int64_t total) = 0;
+  /// ranks of `full` (both of `type`, f32 or bf16; bf16 sums round to
+  /// nearest even after each addition and after the scale by 1/N, as a
+  /// bf16 reduction on a GPU does). The reduce-scatter consumes `full`:
+  /// its contents are unspecified afterwards (the MPI ring accumulates in
+  /// it, so that it needs no staging memory; a compiled step frees it
+  /// right after, which --fsdp-verify checks). `shard` must hold the
+  /// largest shard.
+  virtual void reduceScatterMean(void *full, void *shard, int64_t total,
+                                 plan::DType type) = 0;
+  /// The plan's all_gather: this rank's range, from a separate `shard` of
+  /// `shardType` (a plan's shard buffer), converted into its slot of
+  /// `full` (rounded to nearest even where `type` is bf16 and the shard
+  /// f32, widened the other way), then allGather in place.
+  void allGatherFrom(const void *shard, plan::DType shardType, void *full,
+                     plan::DType type, int64_t total);
+  /// The same in f32 (the runtime's own gathers: --save, tests).
+  void allGatherFrom(const float *shard, float *full, int64_t total) {
+    allGatherFrom(shard, plan::DType::F32, full, plan::DType::F32, total);
+  }
   virtual double allReduceMean(double value) = 0;
   /// Copies `bytes` bytes from rank `root` to every rank.
   virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
