@@ -45,6 +45,10 @@ SEEDS = [
     ("gpt2", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
               "--vocab", "256", "--seq", "4", "--batch", "2"],
      "--fsdp-train-pipeline"),
+    # Mixed precision: bf16 buffers, casts, f32-to-bf16 gathers.
+    ("gpt2-bf16", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
+                   "--vocab", "256", "--seq", "4", "--batch", "2"],
+     "--fsdp-train-pipeline=param-dtype=bf16 reduce-dtype=bf16"),
 ]
 MAX_RUN_ARENA = 16 << 20  # mutants that load run a step below this
 

@@ -123,3 +123,34 @@ func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attrib
   %l = fsdp.cross_entropy %y, %t : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A cast in the model (a bf16 layer after an f32 one): its gradient is the
+// incoming gradient cast back to the source's type.
+fsdp.param @a : tensor<4x4xf32> init <normal, std = 0.5>
+fsdp.param @w : tensor<4x4xbf16> init <normal, std = 0.5>
+fsdp.unit @f params [@a]
+fsdp.unit @u params [@w]
+// CHECK-LABEL: func.func @train_step(
+// CHECK:      fsdp.compute @u backward
+// CHECK:        fsdp.linear_grad_input %{{.*}} : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+// CHECK:      %[[D:.*]] = fsdp.cast %{{.*}} : tensor<2x4xbf16> -> tensor<2x4xf32>
+// CHECK-NEXT: fsdp.compute @f backward ins(%[[D]]
+func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attributes {fsdp.forward} {
+  %h = fsdp.compute @f forward ins(%x : tensor<2x4xf32>) -> tensor<2x4xf32> {
+  ^bb0(%a: tensor<2x4xf32>):
+    %w = fsdp.load @a : tensor<4x4xf32>
+    %y = fsdp.linear %a, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    fsdp.yield %y : tensor<2x4xf32>
+  }
+  %c = fsdp.cast %h : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %0 = fsdp.compute @u forward ins(%c : tensor<2x4xbf16>) -> tensor<2x4xbf16> {
+  ^bb0(%a: tensor<2x4xbf16>):
+    %w = fsdp.load @w : tensor<4x4xbf16>
+    %y = fsdp.linear %a, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    fsdp.yield %y : tensor<2x4xbf16>
+  }
+  %1 = fsdp.cross_entropy %0, %t : (tensor<2x4xbf16>, tensor<2xi32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
