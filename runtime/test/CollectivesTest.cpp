@@ -22,6 +22,10 @@
 //   addition and the scale rounded to bf16, as NCCL's bf16 reduction
 //   rounds); in bf16 also bit for bit on values whose sums are exact,
 //   whatever the order (MPI's own then too);
+// * the CPU backend's all_gather and reduce_scatter kernels on a
+//   hand-built plan (an f32 shard gathered into bf16, a bf16 gradient
+//   reduce-scattered), run in place and started on stream threads: the
+//   jobs it builds from the buffers' element types;
 // * allReduceMean, allReduceMax, broadcast from every root;
 // * duplicate(): two duplicates running on CollectiveStreams (a thread
 //   each) at once, one a group of all-gathers issued as one job under
@@ -35,9 +39,12 @@
 
 #include "BFloat16.h"
 #include "CollectiveStreams.h"
+#include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/PlanFormat.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -310,6 +317,113 @@ void checkReduceScatterExactBF16(Communicator &comm, int64_t total) {
                            total, first));
 }
 
+/// A hand-built plan of one unit's bf16 collectives: an f32 shard, its
+/// bf16 gathered parameter, a bf16 full gradient and its bf16 shard.
+struct CollectivePlan {
+  Plan plan;
+  uint32_t shard, gathered, grad, gradShard;
+  uint64_t arenaBytes = 0;
+  Instruction gather, scatter;
+};
+
+CollectivePlan collectivePlan(int64_t total, int N, uint32_t gatherStream,
+                              uint32_t scatterStream) {
+  CollectivePlan p;
+  auto add = [&](plan::BufferKind kind, plan::DType type, int64_t elements) {
+    BufferDesc b{kind, type};
+    b.offset = p.arenaBytes;
+    b.size = uint64_t(elements) * plan::dtypeSize(type);
+    b.shape = {elements};
+    p.arenaBytes += (b.size + 63) / 64 * 64;
+    p.plan.buffers.push_back(b);
+    return uint32_t(p.plan.buffers.size() - 1);
+  };
+  int64_t width = plan::maxShardSize(total, N);
+  p.shard = add(plan::BufferKind::Param, plan::DType::F32, width);
+  p.gathered = add(plan::BufferKind::Gathered, plan::DType::BF16, total);
+  p.grad = add(plan::BufferKind::Grad, plan::DType::BF16, total);
+  p.gradShard = add(plan::BufferKind::Grad, plan::DType::BF16, width);
+  auto params = [](uint32_t stream, uint32_t token) {
+    std::array<double, plan::kNumCollectiveParams> v =
+        plan::collectiveParamValues({double(stream), double(token), 0});
+    return std::vector<double>(v.begin(), v.end());
+  };
+  p.gather = {&plan::kernelInfo(plan::Opcode::AllGather),
+              "u",
+              {p.shard},
+              {p.gathered},
+              params(gatherStream, gatherStream ? 1 : 0),
+              plan::DType::BF16};
+  p.scatter = {&plan::kernelInfo(plan::Opcode::ReduceScatter),
+               "u",
+               {p.grad},
+               {p.gradShard},
+               params(scatterStream, scatterStream ? 2 : 0),
+               plan::DType::BF16};
+  // The backend sizes what it keeps per kernel from the program.
+  p.plan.program = {p.gather, p.scatter};
+  return p;
+}
+
+/// The CPU backend's all_gather and reduce_scatter kernels on that plan,
+/// in place (run) and started on stream threads (start, wait): the jobs
+/// CpuBackend::collective() builds from the buffers' element types. The
+/// gathered parameter must be every owner's f32 values rounded once; the
+/// mean, the ring's bf16 sum.
+void checkBackendCollectives(Communicator &comm, int64_t total, bool ring,
+                             const std::string &threads) {
+  int N = comm.size(), k = comm.rank();
+  bool started = threads == "on";
+  CollectivePlan p = collectivePlan(total, N, started ? 1 : 0, started ? 2 : 0);
+  std::string error;
+  std::unique_ptr<Backend> backend =
+      createCpuBackend({1, "openblas", &comm, threads}, error);
+  if (!backend || !backend->allocateArena(p.arenaBytes, error)) {
+    expect(false, "CPU backend: " + error);
+    return;
+  }
+  const Plan &plan = p.plan;
+  plan::ShardRange range = plan::shardRange(total, k, N);
+  std::vector<float> shard(plan::maxShardSize(total, N), kCanary);
+  for (int64_t i = range.begin; i < range.end; ++i)
+    shard[i - range.begin] = roundingValue(total, i);
+  std::vector<uint16_t> grad(total);
+  for (int64_t i = 0; i < total; ++i)
+    grad[i] = BF16Math::value(k, total, i);
+  backend->write(plan.buffers[p.shard].offset, shard.data(), shard.size() * 4);
+  backend->write(plan.buffers[p.grad].offset, grad.data(), total * 2);
+  if (started) {
+    backend->start(plan, {&p.gather}, 1);
+    backend->start(plan, {&p.scatter}, 2);
+    backend->wait(2);
+    backend->wait(1);
+  } else {
+    backend->run(plan, p.gather, p.gather.params.data(), 1);
+    backend->run(plan, p.scatter, p.scatter.params.data(), 1);
+  }
+  // The whole shard buffer (never empty: a rank's range may be).
+  std::vector<uint16_t> gathered(total), mean(plan::maxShardSize(total, N));
+  backend->read(plan.buffers[p.gathered].offset, gathered.data(), total * 2);
+  backend->read(plan.buffers[p.gradShard].offset, mean.data(), mean.size() * 2);
+  std::string what = "CPU backend (collective threads " + threads + "): ";
+  int64_t wrong = 0, first = -1;
+  for (int64_t i = 0; i < total; ++i)
+    if (gathered[i] != roundToBF16(roundingValue(total, i)) && wrong++ == 0)
+      first = i;
+  expect(wrong == 0,
+         where((what + "all_gather f32 -> bf16").c_str(), total, first));
+  wrong = 0;
+  for (int64_t i = 0; ring && i < range.end - range.begin; ++i) {
+    auto value = [&](int r) {
+      return BF16Math::value(r, total, range.begin + i);
+    };
+    if (mean[i] != ringMean<BF16Math>(N, k, value) && wrong++ == 0)
+      first = range.begin + i;
+  }
+  expect(wrong == 0,
+         where((what + "reduce_scatter bf16").c_str(), total, first));
+}
+
 void checkScalars(Communicator &comm) {
   int N = comm.size(), k = comm.rank();
   double mean = comm.allReduceMean(double(k) * 2.0 + 1.0);
@@ -477,6 +591,9 @@ int main(int argc, char **argv) {
     checkReduceScatterOrder<BF16Math>(*comm, total, ring);
     checkReduceScatterExactBF16(*comm, total);
   }
+  for (int64_t total : {int64_t(1), int64_t(N) + 1, int64_t(4099)})
+    for (const char *threads : {"off", "on"})
+      checkBackendCollectives(*comm, total, ring || N <= 2, threads);
   checkScalars(*comm);
   checkStreams(*comm, {1, int64_t(N) + 1, 3, 4099, 2, 77});
 

@@ -97,12 +97,13 @@ int main(int argc, char **argv) {
                                            : createLocalCommunicator();
   int n = comm->size(), rank = comm->rank();
   if (rank == 0)
-    std::printf("collective-bench: %s; size: P elements as f32 (bf16: half "
-                "the bytes); MB moved per rank; times in ms; busbw GB/s\n"
-                "%8s %7s %9s %9s | %8s %8s %6s %6s | %8s %8s %6s %6s\n",
-                comm->description().c_str(), "size", "memcpy", "MB f32",
-                "MB bf16", "ag f32", "ag bf16", "busbw", "busbw", "rs f32",
-                "rs bf16", "busbw", "busbw");
+    std::printf("collective-bench: %s\n"
+                "%8s %7s %17s | %15s %13s | %15s %13s\n"
+                "%8s %7s %8s %8s | %7s %7s %6s %6s | %7s %7s %6s %6s\n",
+                comm->description().c_str(), "size", "memcpy", "MiB moved/rank",
+                "all-gather ms", "busbw GB/s", "red.-scatter ms", "busbw GB/s",
+                "(f32)", "GB/s", "f32", "bf16", "f32", "bf16", "f32", "bf16",
+                "f32", "bf16", "f32", "bf16");
   for (int mb = minMb; mb <= maxMb; mb *= 2) {
     int64_t total = int64_t(mb) * (1 << 20) / sizeof(float);
     Times t = measure(*comm, total);
@@ -112,8 +113,8 @@ int main(int argc, char **argv) {
       return bytes / seconds * 1e-9 * factor;
     };
     if (rank == 0)
-      std::printf("%5d MB %7.2f %9.1f %9.1f | %8.2f %8.2f %6.2f %6.2f | %8.2f "
-                  "%8.2f %6.2f %6.2f\n",
+      std::printf("%5d MB %7.2f %8.1f %8.1f | %7.2f %7.2f %6.2f %6.2f | %7.2f "
+                  "%7.2f %6.2f %6.2f\n",
                   mb, f32 / t.copy * 1e-9, f32 * factor / (1 << 20),
                   bf16 * factor / (1 << 20), t.gatherF32 * 1e3,
                   t.gatherBF16 * 1e3, busbw(f32, t.gatherF32),
