@@ -47,6 +47,17 @@
 
 namespace fsdp::rt {
 
+/// Whether `opcode` computes on its Float operands in their element type:
+/// every kernel but casts, collectives and waits, and copies (bytes,
+/// whatever the type: runCompute copies them, but a backend may first).
+/// What the CPU runs on widened copies for a bf16 instruction.
+constexpr bool isComputeKernel(plan::Opcode opcode) {
+  using plan::Opcode;
+  return opcode != Opcode::Cast && opcode != Opcode::Copy &&
+         opcode != Opcode::AllGather && opcode != Opcode::ReduceScatter &&
+         opcode != Opcode::Wait;
+}
+
 /// Runs compute instruction `inst` through `k`; returns false, doing
 /// nothing, for casts, collectives and waits (the backends' own). `T` is
 /// the element type its Float operands are passed as (float, or the

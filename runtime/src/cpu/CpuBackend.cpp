@@ -243,9 +243,6 @@ private:
     return [=](Communicator &c) { c.reduceScatterMean(in, out, total, from); };
   }
 
-  float *f32(const Plan &plan, uint32_t id) {
-    return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
-  }
   unsigned char *address(const Plan &plan, uint32_t id) {
     return arena + plan.buffers[id].offset;
   }
@@ -283,7 +280,8 @@ private:
 static uint64_t wideningBytes(const Plan &plan) {
   uint64_t most = 0;
   for (const Instruction &inst : plan.program) {
-    if (inst.elementType != plan::DType::BF16)
+    if (inst.elementType != plan::DType::BF16 ||
+        !isComputeKernel(inst.kernel->opcode))
       continue;
     uint64_t bytes = 0;
     forEachWidened(plan, inst, [&](uint32_t id, bool) {
@@ -308,7 +306,8 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
                  plan.buffers[inst.outs[0]].size);
     return;
   }
-  if (inst.elementType == plan::DType::BF16 &&
+  // Collectives and waits move their buffers as they are.
+  if (inst.elementType == plan::DType::BF16 && isComputeKernel(opcode) &&
       runWidened(kernels, plan, inst, params, step))
     return;
   auto inArena = [&](uint32_t id) { return address(plan, id); };
