@@ -8,7 +8,8 @@
 namespace fsdp::rt {
 
 bool Session::initialize(uint64_t seed, std::string &error) {
-  if (!backend.allocateArena(plan.arenaSize, error))
+  if (!backend.allocateArena(plan.arenaSize, error) ||
+      !backend.prepare(plan, error))
     return false;
   std::vector<float> host;
   for (size_t u = 0; u < plan.units.size(); ++u) {

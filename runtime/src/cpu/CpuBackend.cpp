@@ -165,6 +165,8 @@ public:
     return true;
   }
 
+  bool prepare(const Plan &plan, std::string &error) override;
+
   void write(uint64_t offset, const void *data, uint64_t bytes) override {
     std::memcpy(arena + offset, data, bytes);
   }
@@ -317,10 +319,21 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(comm);
 }
+bool CpuBackend::prepare(const Plan &plan, std::string &error) {
+  uint64_t bytes = wideningBytes(plan);
+  if (bytes / 4 > widened.max_size()) {
+    error = "cannot allocate the " + std::to_string(bytes) +
+            "-byte buffer the bf16 kernels are widened into";
+    return false;
+  }
+  widened.assign(bytes / 4, 0.0f); // touched now: resident from setup
+  return true;
+}
+
 bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
                             const Instruction &inst, const double *params,
                             int64_t step) {
-  if (widened.empty())
+  if (widened.empty()) // a caller that skipped prepare(): take it now
     widened.resize(std::max<uint64_t>(wideningBytes(plan), 4) / 4);
   std::map<uint32_t, float *> at; // bf16 buffer -> its widened copy
   uint64_t used = 0;

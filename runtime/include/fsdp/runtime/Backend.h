@@ -37,6 +37,10 @@ public:
   /// Allocates the arena, once, and fills it with a canary pattern so that
   /// measureHighWaterMark can tell which bytes kernels have touched.
   virtual bool allocateArena(uint64_t bytes, std::string &error) = 0;
+  /// Takes, at setup, what `plan`'s kernels need beyond the arena (the
+  /// CPU's widening buffer for bf16 kernels), so that a step allocates
+  /// nothing.
+  virtual bool prepare(const Plan &plan, std::string &error) { return true; }
   virtual void write(uint64_t offset, const void *data, uint64_t bytes) = 0;
   virtual void read(uint64_t offset, void *data, uint64_t bytes) = 0;
   /// Runs one kernel; `step` is the 1-based step number (AdamW's bias
