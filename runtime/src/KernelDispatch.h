@@ -79,7 +79,9 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
     return plan.buffers[inst.outs[i]];
   };
   // Float operands (the kernel's element type), F32 ones, token ids.
-  auto I = [&](size_t i) { return reinterpret_cast<T *>(address(inst.ins[i])); };
+  auto I = [&](size_t i) {
+    return reinterpret_cast<T *>(address(inst.ins[i]));
+  };
   auto O = [&](size_t i) {
     return reinterpret_cast<T *>(address(inst.outs[i]));
   };

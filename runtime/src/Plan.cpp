@@ -580,8 +580,7 @@ static std::string admittedTypes(plan::ElementRule rule) {
 /// Operand element types by the kernel table's rules; token ids must come
 /// from a step input (no kernel writes ids, so only an input, which the
 /// runtime fills with checked data, holds them).
-static bool checkElementTypes(const KernelCheck &k,
-                              plan::DType &elementType) {
+static bool checkElementTypes(const KernelCheck &k, plan::DType &elementType) {
   const plan::KernelInfo &info = k.info();
   // One element type for all Float operands: the kernel runs in it.
   std::optional<plan::DType> element;
@@ -598,8 +597,8 @@ static bool checkElementTypes(const KernelCheck &k,
                    std::to_string(i) + ")");
   for (size_t i = 0; i < k.inst.outs.size(); ++i)
     if (!agrees(info.outs[i].rule, k.out(i).dtype))
-      return k.bad("mixes f32 and bf16 operands (result #" +
-                   std::to_string(i) + ")");
+      return k.bad("mixes f32 and bf16 operands (result #" + std::to_string(i) +
+                   ")");
   elementType = element.value_or(plan::DType::F32);
   for (size_t i = 0; i < k.inst.ins.size(); ++i)
     if (!plan::admits(info.ins[i].rule, k.in(i).dtype))

@@ -131,10 +131,10 @@ public:
       bind(result, b);
       return b;
     }
-    Value b = buffer(result.getLoc(),
-                     isGradient(result) ? BufferKind::Grad
-                                        : BufferKind::Activation,
-                     toMemRef(result.getType()));
+    Value b =
+        buffer(result.getLoc(),
+               isGradient(result) ? BufferKind::Grad : BufferKind::Activation,
+               toMemRef(result.getType()));
     bind(result, b);
     return b;
   }

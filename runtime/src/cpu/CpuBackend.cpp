@@ -15,9 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <vector>
 #include <omp.h>
 #include <unistd.h>
+#include <vector>
 
 namespace fsdp::rt {
 namespace {
@@ -42,8 +42,7 @@ void forEachWidened(const Plan &plan, const Instruction &inst, Fn fn) {
     return true;
   };
   auto written = [&](uint32_t id) {
-    return std::find(inst.outs.begin(), inst.outs.end(), id) !=
-           inst.outs.end();
+    return std::find(inst.outs.begin(), inst.outs.end(), id) != inst.outs.end();
   };
   for (size_t i = 0; i < inst.ins.size(); ++i)
     if (isBF16(inst.ins[i], info.ins[i].rule) && !written(inst.ins[i]) &&
@@ -262,8 +261,7 @@ private:
   /// numbers a CUDA kernel that loads bf16, computes in float and rounds
   /// its stores gets. Returns false for a kernel that is not compute.
   bool runWidened(CpuKernels &kernels, const Plan &plan,
-                  const Instruction &inst, const double *params,
-                  int64_t step);
+                  const Instruction &inst, const double *params, int64_t step);
 
   /// The widened copies' space, sized once for the plan's widest kernel.
   std::vector<float> widened;
@@ -313,8 +311,8 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
       runWidened(kernels, plan, inst, params, step))
     return;
   auto inArena = [&](uint32_t id) { return address(plan, id); };
-  if (runCompute<float>(kernels, plan, inst, inArena, params, step,
-                        comm.rank(), comm.size()))
+  if (runCompute<float>(kernels, plan, inst, inArena, params, step, comm.rank(),
+                        comm.size()))
     return;
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(comm);

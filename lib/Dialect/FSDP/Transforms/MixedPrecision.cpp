@@ -99,9 +99,9 @@ Value Converter::castTo(Value v, Type element) {
       bool lost = false;
       value.convert(llvm::cast<FloatType>(element).getFloatSemantics(),
                     APFloat::rmNearestTiesToEven, &lost);
-      return cast = arith::ConstantOp::create(
-                 builder, v.getLoc(), type,
-                 DenseElementsAttr::get(type, value));
+      return cast =
+                 arith::ConstantOp::create(builder, v.getLoc(), type,
+                                           DenseElementsAttr::get(type, value));
     }
   return cast = CastOp::create(builder, v.getLoc(), type, v);
 }
