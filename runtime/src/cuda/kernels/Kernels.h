@@ -6,10 +6,10 @@
 // synchronises with the host or allocates: every launch, memset and cuBLAS
 // call goes on ctx.stream, in order.
 //
-// Element types. Each kernel is a template over T, the element type of its
+// Element types. Each kernel is a template over E, the element type of its
 // activations, parameters and gradients (the plan's Float operands): float
 // or __nv_bfloat16, instantiated for both in the .cu files (callers name
-// T, or pass pointers that deduce it). A bf16 kernel computes what the CPU
+// E, or pass pointers that deduce it; T is the sequence length). A bf16 kernel computes what the CPU
 // backend computes for it (its fp32 kernel on widened copies, results
 // rounded to nearest even): it loads bf16, computes and accumulates in
 // float, and rounds once where it stores. Statistics (layer norm's mean
