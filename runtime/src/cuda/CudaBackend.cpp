@@ -340,6 +340,9 @@ bool CudaBackend::castIntoSlot(const Plan &plan, const Instruction &inst,
     cuda::cast(ctx, reinterpret_cast<float *>(to) + range.begin,
                reinterpret_cast<const __nv_bfloat16 *>(from),
                range.end - range.begin);
+  // Named here: a started gather's launch error would otherwise surface at
+  // the next compute kernel, under its name.
+  checkKernels(inst);
   return true;
 }
 
