@@ -8,9 +8,14 @@
 # trains the carried plans on the GPU and compares their losses with the
 # CPU backend's (pedantic fp32 GEMMs), times gpt2-124m (TF32, as PyTorch's
 # default matmul precision setting here) and PyTorch eager on the same
-# shapes in the same run, and prints one table (bench/gpu/summarize.py).
-# Everything it produces goes to $OUT (or /tmp/gpu-check). Budget: under 8
-# minutes on an H200, most of it the build.
+# shapes in the same run; then mixed precision (the plans compiled with
+# param-dtype=bf16 reduce-dtype=f32): tiny's losses against the CPU
+# backend's bf16 run and our fp32 run, gpt2-124m timed against PyTorch
+# eager under torch.autocast(bfloat16) and, when it compiles and runs
+# within $TORCH_COMPILE_LIMIT seconds (90), torch.compile; and prints one
+# table (bench/gpu/summarize.py). Everything it produces goes to $OUT (or
+# /tmp/gpu-check). Budget: about 10 minutes on an H200, most of it the
+# build.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 plans="${1:-$root/bench/gpu/plans}"
@@ -66,6 +71,25 @@ stamp "gpt2-124m device memory: measured (total less free) vs the compiler's pre
 grep -E "summary: (device memory|predicted by the compiler|outside the arena)" \
   "$out/gpt2-124m-tf32.log"
 
+stamp "mixed precision (param-dtype=bf16 reduce-dtype=f32): tiny GPT-2, 30 steps (vs the CPU's bf16 run and our fp32 run)"
+if [[ -f "$plans/tiny-bf16.plan" ]]; then
+  "$run" "$plans/tiny-bf16.plan" --backend cuda --tf32 off --steps 30 --log-every 10 \
+    --data "$root/data/corpus.txt" --report-json "$out/tiny-bf16-cuda.json" 2>&1 | tail -4
+else
+  echo "check: $plans/tiny-bf16.plan is missing (prepare.sh could not compile it)"
+fi
+
+stamp "gpt2-124m, mixed precision (bf16 parameters and compute, f32 reduce and AdamW), timed"
+if [[ -f "$plans/gpt2-124m-bf16.plan" ]]; then
+  "$run" "$plans/gpt2-124m-bf16.plan" --backend cuda --tf32 on --steps 25 \
+    --log-every 5 --data "$plans/tokens.bin" --profile \
+    --report-json "$out/gpt2-124m-bf16.json" 2>&1 | tee "$out/gpt2-124m-bf16.log" | tail -40
+  grep -E "summary: (device memory|predicted by the compiler|outside the arena)" \
+    "$out/gpt2-124m-bf16.log"
+else
+  echo "check: $plans/gpt2-124m-bf16.plan is missing (prepare.sh could not compile it)"
+fi
+
 stamp "gpt2-124m, TF32, attention materialized (cuBLAS) against blocked (above)"
 "$run" "$plans/gpt2-124m-materialized.plan" --backend cuda --tf32 on --steps 10 \
   --log-every 5 --data "$plans/tokens.bin" 2>&1 | grep -E "summary: (10 steps|device memory|predicted by)"
@@ -83,6 +107,24 @@ python3 "$root/bench/gpu/torch_baseline.py" --steps 20 --warmup 3 --tf32 on \
   --json "$out/torch-manual.json" 2>&1 | tail -3
 python3 "$root/bench/gpu/torch_baseline.py" --steps 20 --warmup 3 --tf32 on \
   --attention sdpa --json "$out/torch-sdpa.json" 2>&1 | tail -3
+
+stamp "PyTorch, torch.autocast(bfloat16), same shapes, same GPU"
+for attention in manual sdpa; do
+  python3 "$root/bench/gpu/torch_baseline.py" --steps 20 --warmup 3 --tf32 on \
+    --autocast bf16 --attention "$attention" \
+    --json "$out/torch-$attention-bf16.json" 2>&1 | tail -3
+done
+limit="${TORCH_COMPILE_LIMIT:-90}"
+timeout "$limit" python3 "$root/bench/gpu/torch_baseline.py" --steps 20 \
+  --warmup 3 --tf32 on --autocast bf16 --attention sdpa --compile \
+  --json "$out/torch-compile-bf16.json" > "$out/torch-compile-bf16.log" 2>&1
+case $? in
+  0) tail -3 "$out/torch-compile-bf16.log" ;;
+  124) echo "torch.compile: skipped (it did not compile and run within $limit s)"
+       rm -f "$out/torch-compile-bf16.json" ;;
+  *) echo "torch.compile: skipped (it failed):"; tail -3 "$out/torch-compile-bf16.log"
+     rm -f "$out/torch-compile-bf16.json" ;;
+esac
 
 stamp "summary"
 python3 "$root/bench/gpu/summarize.py" "$plans/reference.json" "$out"

@@ -42,6 +42,13 @@ runtime/src/cpu/, the AdamW defaults of include/fsdp/Pipelines/Pipelines.h)
   * fp32 parameters, activations and optimizer state; matmuls in TF32 with
     `--tf32 on` (default; our runtime uses cuBLAS TF32 tensor-op math by
     default), full fp32 with `--tf32 off`.
+  * `--autocast bf16`: the forward and the loss under
+    torch.autocast("cuda", dtype=torch.bfloat16), PyTorch's mixed
+    precision (matmuls and attention in bf16 with fp32 sums, layer norm,
+    softmax and the loss in fp32; parameters, gradients and AdamW stay
+    fp32, no gradient scaler): what our plans compiled with
+    `param-dtype=bf16 reduce-dtype=f32` are measured against. MFU is then
+    against the dense bf16 peak.
   * AdamW with the pipeline's defaults (lr 3e-4, betas 0.9/0.95, eps 1e-8,
     weight decay 0.1), decoupled decay, bias corrections, no gradient
     clipping, no schedule. Weight decay is 0 for the parameters fsdp-gen marks
@@ -67,12 +74,14 @@ MFU (nanoGPT's estimate_mfu / the PaLM appendix formula)
 Usage
   python3 bench/gpu/torch_baseline.py [--layers 12 --dim 768 --heads 12
       --vocab 50257 --seq 1024 --batch 4] [--steps 20 --warmup 3]
-      [--attention manual|sdpa] [--tf32 on|off] [--compile] [--json FILE]
+      [--attention manual|sdpa] [--tf32 on|off] [--autocast off|bf16]
+      [--compile] [--json FILE]
   One GPU: --batch is the global batch and the per-rank batch. Exits 2 with
   a one-line message when PyTorch or a CUDA device is missing.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -104,6 +113,7 @@ LAYER_NORM_EPS = 1.0e-5
 # Dense peaks of an H100/H200 SXM, TFLOPS.
 PEAK_TFLOPS_TF32 = 494.7
 PEAK_TFLOPS_FP32 = 66.9
+PEAK_TFLOPS_BF16 = 989.4
 DATA_SEED = 1234
 
 
@@ -330,6 +340,9 @@ def parse_args(argv=None):
                           "is_causal=True)" + d)
     run.add_argument("--tf32", choices=("on", "off"), default="on",
                      help="TF32 tensor-core matmuls" + d)
+    run.add_argument("--autocast", choices=("off", "bf16"), default="off",
+                     help="the forward and loss under torch.autocast(bf16)"
+                     + d)
     run.add_argument("--compile", action="store_true",
                      help="torch.compile the model (forward, loss, backward)")
     run.add_argument("--peak-tflops", type=float, default=None,
@@ -404,6 +417,9 @@ def main(argv=None):
     tf32_setting = set_tf32(tf32)
     if args.peak_tflops is not None:
         peak_tflops, peak_source = args.peak_tflops, "--peak-tflops"
+    elif args.autocast == "bf16":
+        peak_tflops = PEAK_TFLOPS_BF16
+        peak_source = "default: H100/H200 SXM dense bf16"
     elif tf32:
         peak_tflops = PEAK_TFLOPS_TF32
         peak_source = "default: H100/H200 SXM dense TF32"
@@ -425,9 +441,15 @@ def main(argv=None):
     tokens, targets = make_batch(args.batch, args.seq, args.vocab, device)
     step_model = torch.compile(model) if args.compile else model
 
+    def autocast():
+        if args.autocast == "bf16":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        loss = step_model(tokens, targets)
+        with autocast():
+            loss = step_model(tokens, targets)
         loss.backward()
         optimizer.step()
         return loss.detach()
@@ -436,11 +458,12 @@ def main(argv=None):
     device_name = torch.cuda.get_device_name(device)
     print("torch_baseline: %s on %s, torch %s (CUDA %s); GPT-2 L=%d C=%d "
           "NH=%d V=%d T=%d B=%d, %d params; attention=%s, tf32=%s (%s), "
-          "AdamW %s" % (impl, device_name, torch.__version__,
-                        torch.version.cuda, args.layers, args.dim, args.heads,
-                        args.vocab, args.seq, args.batch, params,
-                        args.attention, args.tf32, tf32_setting,
-                        "fused" if fused else "foreach (fused unavailable)"),
+          "autocast=%s, AdamW %s"
+          % (impl, device_name, torch.__version__, torch.version.cuda,
+             args.layers, args.dim, args.heads, args.vocab, args.seq,
+             args.batch, params, args.attention, args.tf32, tf32_setting,
+             args.autocast,
+             "fused" if fused else "foreach (fused unavailable)"),
           flush=True)
 
     losses = []  # device tensors until the end: no sync inside the steps
@@ -494,6 +517,7 @@ def main(argv=None):
             "impl": impl,
             "attention": args.attention,
             "tf32": tf32,
+            "autocast": args.autocast,
             "ms_per_step_median": median_ms,
             "ms_per_step_mean": mean_ms,
             "ms_per_step_wall": wall_ms,

@@ -14,7 +14,12 @@
 //   - that the row reductions and the blocked attention are deterministic
 //     (two runs, same bits); the blocked attention also at GPT-2 124M's
 //     shape and at head sizes up to 128;
-//   - that errors are recorded and taken (takeError).
+//   - that errors are recorded and taken (takeError);
+//   - every templated kernel in bf16 against the CPU's fp32 kernel on the
+//     same (bf16) inputs, its results rounded to bf16 as the CPU backend
+//     rounds them (one bf16 unit of the largest value on top of the fp32
+//     tolerance, two for the materialized attention), statistics and the
+//     loss f32; the cast kernel bit for bit against roundToBF16.
 // Then, for information, the GPU time of each kernel at the GPT-2 124M shape
 // (B=4, T=1024, C=768, NH=12, V=50257), measured with CUDA events.
 //
@@ -24,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BFloat16.h"
 #include "TestData.h"
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
@@ -257,15 +263,15 @@ void testEmbedding(Gpu &g, const Shape &s, uint64_t seed) {
     std::vector<float> ref(N * C);
     cpu::embeddingForward(ref.data(), tokens.data(), wte.data(), wpe.data(), B,
                           T, C);
-    gpu::embeddingForward(g.ctx(), dOut, dTokens, dWte, dWpe, B, T, C);
+    gpu::embeddingForward<float>(g.ctx(), dOut, dTokens, dWte, dWpe, B, T, C);
     CHECK_REL(label("embeddingForward", s, what), dOut.download(), ref, 0.0);
 
     std::vector<float> refWte = nans(V * C), refWpe = nans(Tmax * C);
     cpu::embeddingBackward(refWte.data(), refWpe.data(), dout.data(),
                            tokens.data(), B, T, C, V, Tmax);
     DevF dDout(dout), dDwte(V * C), dDwpe(Tmax * C);
-    gpu::embeddingBackward(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T, C, V,
-                           Tmax);
+    gpu::embeddingBackward<float>(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T,
+                                  C, V, Tmax);
     auto gotWte = dDwte.download(), gotWpe = dDwpe.download();
     CHECK_REL(label("embeddingBackward dwte", s, what), gotWte, refWte,
               kTolFp32);
@@ -273,8 +279,8 @@ void testEmbedding(Gpu &g, const Shape &s, uint64_t seed) {
               kTolFp32);
     dDwte.poison();
     dDwpe.poison();
-    gpu::embeddingBackward(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T, C, V,
-                           Tmax);
+    gpu::embeddingBackward<float>(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T,
+                                  C, V, Tmax);
     CHECK_MSG(sameBits(dDwte.download(), gotWte) &&
                   sameBits(dDwpe.download(), gotWpe),
               label("embeddingBackward deterministic", s, what));
@@ -292,7 +298,8 @@ void testLayerNorm(Gpu &g, const Shape &s, uint64_t seed) {
   cpu::layerNormForward(out.data(), mean.data(), rstd.data(), x.data(),
                         w.data(), b.data(), N, C, eps);
   DevF dX(x), dW(w), dB(b), dOut(N * C), dMean(N), dRstd(N);
-  gpu::layerNormForward(g.ctx(), dOut, dMean, dRstd, dX, dW, dB, N, C, eps);
+  gpu::layerNormForward<float>(g.ctx(), dOut, dMean, dRstd, dX, dW, dB, N, C,
+                               eps);
   CHECK_REL(label("layerNormForward out", s), dOut.download(), out, kTolFp32);
   CHECK_REL(label("layerNormForward mean", s), dMean.download(), mean,
             kTolFp32);
@@ -305,8 +312,8 @@ void testLayerNorm(Gpu &g, const Shape &s, uint64_t seed) {
   cpu::layerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(),
                          w.data(), mean.data(), rstd.data(), N, C);
   DevF dDout(dout), dMeanRef(mean), dRstdRef(rstd), dDx(N * C), dDw(C), dDb(C);
-  gpu::layerNormBackward(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
-                         dRstdRef, N, C);
+  gpu::layerNormBackward<float>(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
+                                dRstdRef, N, C);
   auto gotDx = dDx.download(), gotDw = dDw.download(), gotDb = dDb.download();
   CHECK_REL(label("layerNormBackward dx", s), gotDx, dx, kTolFp32);
   CHECK_REL(label("layerNormBackward dw", s), gotDw, dw, kTolFp32);
@@ -314,8 +321,8 @@ void testLayerNorm(Gpu &g, const Shape &s, uint64_t seed) {
   dDx.poison();
   dDw.poison();
   dDb.poison();
-  gpu::layerNormBackward(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
-                         dRstdRef, N, C);
+  gpu::layerNormBackward<float>(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
+                                dRstdRef, N, C);
   CHECK_MSG(sameBits(dDx.download(), gotDx) &&
                 sameBits(dDw.download(), gotDw) &&
                 sameBits(dDb.download(), gotDb),
@@ -336,8 +343,8 @@ void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
       cpu::linearForward(*blas, out.data(), x.data(), w.data(),
                          withBias ? bias.data() : nullptr, N, IC, OC);
       DevF dOut(N * OC);
-      gpu::linearForward(g.ctx(), dOut, dX, dW,
-                         withBias ? dBias.get() : nullptr, N, IC, OC);
+      gpu::linearForward<float>(g.ctx(), dOut, dX, dW,
+                                withBias ? dBias.get() : nullptr, N, IC, OC);
       CHECK_REL(label("linearForward", s,
                       (std::string(mode) + (withBias ? ", bias" : ", no bias"))
                           .c_str()),
@@ -347,8 +354,8 @@ void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
     cpu::linearGradInput(*blas, dx.data(), dout.data(), w.data(), N, IC, OC);
     cpu::linearGradWeight(*blas, dw.data(), dout.data(), x.data(), N, IC, OC);
     DevF dDx(N * IC), dDw(OC * IC);
-    gpu::linearGradInput(g.ctx(), dDx, dDout, dW, N, IC, OC);
-    gpu::linearGradWeight(g.ctx(), dDw, dDout, dX, N, IC, OC);
+    gpu::linearGradInput<float>(g.ctx(), dDx, dDout, dW, N, IC, OC);
+    gpu::linearGradWeight<float>(g.ctx(), dDw, dDout, dX, N, IC, OC);
     CHECK_REL(label("linearGradInput", s, mode), dDx.download(), dx, tol);
     CHECK_REL(label("linearGradWeight", s, mode), dDw.download(), dw, tol);
   }
@@ -356,11 +363,11 @@ void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
     std::vector<float> db(OC);
     cpu::biasGrad(db.data(), dout.data(), N, OC);
     DevF dDb(OC);
-    gpu::biasGrad(g.ctx(), dDb, dDout, N, OC);
+    gpu::biasGrad<float>(g.ctx(), dDb, dDout, N, OC);
     auto got = dDb.download();
     CHECK_REL(label("biasGrad", s), got, db, kTolFp32);
     dDb.poison();
-    gpu::biasGrad(g.ctx(), dDb, dDout, N, OC);
+    gpu::biasGrad<float>(g.ctx(), dDb, dDout, N, OC);
     CHECK_MSG(sameBits(dDb.download(), got),
               label("biasGrad deterministic", s));
   }
@@ -385,28 +392,28 @@ void testElementwise(Gpu &g, const Shape &s, uint64_t seed) {
   for (size_t offset = 0; offset < 2; ++offset) {
     const char *what = offset ? "unaligned" : "aligned";
     DevF dA(a, offset), dB(b, offset), dOut(n, offset);
-    gpu::add(g.ctx(), dOut, dA, dB, n);
+    gpu::add<float>(g.ctx(), dOut, dA, dB, n);
     CHECK_REL(label("add", s, what), dOut.download(), add, 0.0);
     dOut.poison();
-    gpu::geluForward(g.ctx(), dOut, dA, n);
+    gpu::geluForward<float>(g.ctx(), dOut, dA, n);
     CHECK_REL(label("geluForward", s, what), dOut.download(), gelu, kTolFp32);
     dOut.poison();
-    gpu::geluBackward(g.ctx(), dOut, dB, dA, n);
+    gpu::geluBackward<float>(g.ctx(), dOut, dB, dA, n);
     CHECK_REL(label("geluBackward", s, what), dOut.download(), geluB, kTolFp32);
     dOut.poison();
-    gpu::reluForward(g.ctx(), dOut, dA, n);
+    gpu::reluForward<float>(g.ctx(), dOut, dA, n);
     CHECK_REL(label("reluForward", s, what), dOut.download(), relu, 0.0);
     dOut.poison();
-    gpu::reluBackward(g.ctx(), dOut, dB, dA, n);
+    gpu::reluBackward<float>(g.ctx(), dOut, dB, dA, n);
     CHECK_REL(label("reluBackward", s, what), dOut.download(), reluB, 0.0);
     dOut.poison();
-    gpu::fill(g.ctx(), dOut, n, -2.5f);
+    gpu::fill<float>(g.ctx(), dOut, n, -2.5f);
     CHECK_REL(label("fill", s, what), dOut.download(), filled, 0.0);
     DevF dS(a, offset);
-    gpu::scale(g.ctx(), dS, n, 0.375f);
+    gpu::scale<float>(g.ctx(), dS, n, 0.375f);
     CHECK_REL(label("scale", s, what), dS.download(), scaled, 0.0);
     // add with out aliasing an input.
-    gpu::add(g.ctx(), dA, dA, dB, n);
+    gpu::add<float>(g.ctx(), dA, dA, dB, n);
     CHECK_REL(label("add in place", s, what), dA.download(), add, 0.0);
   }
   CHECK_NO_ERROR(label("elementwise", s));
@@ -422,7 +429,7 @@ void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
   cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C,
                         NH);
   DevF dQkv(qkv), dOut(B * T * C), dProbs(B * NH * T * T);
-  gpu::attentionForward(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
+  gpu::attentionForward<float>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
   auto gotProbs = dProbs.download();
   CHECK_REL(label("attentionForward probs", s, mode), gotProbs, probs, tol);
   CHECK_REL(label("attentionForward out", s, mode), dOut.download(), out, tol);
@@ -439,8 +446,8 @@ void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
                          qkv.data(), probs.data(), B, T, C, NH);
   DevF dProbsRef(probs), dDout(dout), dDqkv(B * T * 3 * C),
       dScratch(B * NH * T * T);
-  gpu::attentionBackward(g.ctx(), dDqkv, dScratch, dDout, dQkv, dProbsRef, B, T,
-                         C, NH);
+  gpu::attentionBackward<float>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
+                                dProbsRef, B, T, C, NH);
   auto got = dDqkv.download();
   // Each third separately: dq, dk, dv.
   const char *names[] = {"dq", "dk", "dv"};
@@ -489,23 +496,23 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
                                 out.data(), lse.data(), B, T, C, NH);
   DevF dQkv(qkv), dOut(B * T * C), dLse(B * NH * T);
-  gpu::blockedAttentionForward(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
   const auto gotOut = dOut.download(), gotLse = dLse.download();
   CHECK_REL(label("blockedAttentionForward out", s), gotOut, out, kTolFp32);
   CHECK_REL(label("blockedAttentionForward lse", s), gotLse, lse, kTolFp32);
 
   DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(B * T * 3 * C);
-  gpu::blockedAttentionBackward(g.ctx(), dDqkv, dDout, dQkv, dOutRef, dLseRef,
-                                B, T, C, NH);
+  gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
+                                       dLseRef, B, T, C, NH);
   const auto got = dDqkv.download();
   std::string what = label("blockedAttentionBackward", s);
   what.pop_back(); // reopen the bracket for the third's name
   checkDqkvThirds(what, got, dqkv, B * T, C, kTolFp32);
 
   dOut.poison(), dLse.poison(), dDqkv.poison();
-  gpu::blockedAttentionForward(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
-  gpu::blockedAttentionBackward(g.ctx(), dDqkv, dDout, dQkv, dOutRef, dLseRef,
-                                B, T, C, NH);
+  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
+                                       dLseRef, B, T, C, NH);
   CHECK_MSG(sameBits(dOut.download(), gotOut) &&
                 sameBits(dLse.download(), gotLse) &&
                 sameBits(dDqkv.download(), got),
@@ -525,21 +532,23 @@ void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
   DevI dTargets(targets);
   const std::vector<float> ref{loss};
 
-  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V);
+  gpu::crossEntropyForward<float>(g.ctx(), dLoss, dLogits, dTargets, N, V);
   auto got = dLoss.download();
   CHECK_REL(label("crossEntropyForward", s, "one block"), got, ref, kTolFp32);
   dLoss.poison();
-  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V);
+  gpu::crossEntropyForward<float>(g.ctx(), dLoss, dLogits, dTargets, N, V);
   CHECK_MSG(sameBits(dLoss.download(), got),
             label("crossEntropyForward deterministic", s, "one block"));
 
   dLoss.poison();
-  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V, dScratch);
+  gpu::crossEntropyForward<float>(g.ctx(), dLoss, dLogits, dTargets, N, V,
+                                  dScratch);
   got = dLoss.download();
   CHECK_REL(label("crossEntropyForward", s, "row scratch"), got, ref, kTolFp32);
   dLoss.poison();
   dScratch.poison();
-  gpu::crossEntropyForward(g.ctx(), dLoss, dLogits, dTargets, N, V, dScratch);
+  gpu::crossEntropyForward<float>(g.ctx(), dLoss, dLogits, dTargets, N, V,
+                                  dScratch);
   CHECK_MSG(sameBits(dLoss.download(), got),
             label("crossEntropyForward deterministic", s, "row scratch"));
 
@@ -548,11 +557,13 @@ void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
   cpu::crossEntropyBackward(dlogits.data(), &dloss, logits.data(),
                             targets.data(), N, V);
   DevF dDloss(std::vector<float>{dloss}), dDlogits(N * V);
-  gpu::crossEntropyBackward(g.ctx(), dDlogits, dDloss, dLogits, dTargets, N, V);
+  gpu::crossEntropyBackward<float>(g.ctx(), dDlogits, dDloss, dLogits, dTargets,
+                                   N, V);
   auto gotD = dDlogits.download();
   CHECK_REL(label("crossEntropyBackward", s), gotD, dlogits, kTolFp32);
   dDlogits.poison();
-  gpu::crossEntropyBackward(g.ctx(), dDlogits, dDloss, dLogits, dTargets, N, V);
+  gpu::crossEntropyBackward<float>(g.ctx(), dDlogits, dDloss, dLogits, dTargets,
+                                   N, V);
   CHECK_MSG(sameBits(dDlogits.download(), gotD),
             label("crossEntropyBackward deterministic", s));
   CHECK_NO_ERROR(label("crossEntropy", s));
@@ -589,10 +600,10 @@ void testErrorRecording(Gpu &g) {
   std::string message;
   CHECK_MSG(!gpu::takeError(message), "takeError: no error recorded");
   // A K that cuBLAS's int cannot hold is refused before any call.
-  gpu::linearGradWeight(g.ctx(), nullptr, nullptr, nullptr, int64_t(1) << 33, 4,
-                        4);
-  gpu::linearGradInput(g.ctx(), nullptr, nullptr, nullptr, int64_t(1) << 33, 4,
-                       4);
+  gpu::linearGradWeight<float>(g.ctx(), nullptr, nullptr, nullptr,
+                               int64_t(1) << 33, 4, 4);
+  gpu::linearGradInput<float>(g.ctx(), nullptr, nullptr, nullptr,
+                              int64_t(1) << 33, 4, 4);
   const bool taken = gpu::takeError(message);
   CHECK_MSG(taken && message.rfind("linearGradWeight", 0) == 0,
             "takeError: returns the first error (" + message + ")");
@@ -600,6 +611,297 @@ void testErrorRecording(Gpu &g) {
   CHECK_MSG(std::string(gpu::cublasStatusName(CUBLAS_STATUS_INVALID_VALUE)) ==
                 "CUBLAS_STATUS_INVALID_VALUE",
             "cublasStatusName");
+}
+
+//===----------------------------------------------------------------------===//
+// bf16: every templated kernel against the CPU's fp32 kernel on the same
+// (bf16) inputs, its results rounded to bf16 as the CPU backend rounds them
+//===----------------------------------------------------------------------===//
+
+using BF16 = __nv_bfloat16;
+using DevB = Dev<BF16>;
+
+/// One bf16 unit in the last place of the largest reference value (2^-7
+/// of it) on top of the fp32 tolerance: what rounding once, from sums in
+/// another order, may add.
+constexpr double kTolBf16 = kTolFp32 + 1.0 / 128;
+/// Materialized attention rounds its T x T scores where cuBLAS stores them
+/// (the CPU's widened kernel keeps them in float): two units.
+constexpr double kTolBf16Attention = kTolFp32 + 2.0 / 128;
+
+std::vector<BF16> toBF16(const std::vector<float> &v) {
+  std::vector<BF16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t bits = fsdp::rt::roundToBF16(v[i]);
+    std::memcpy(&out[i], &bits, sizeof bits);
+  }
+  return out;
+}
+
+std::vector<float> widen(const std::vector<BF16> &v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, &v[i], sizeof bits);
+    out[i] = fsdp::rt::widenBF16(bits);
+  }
+  return out;
+}
+
+/// v on bf16's grid (inputs), or rounded as the CPU backend stores a bf16
+/// result (references).
+std::vector<float> rounded(std::vector<float> v) { return widen(toBF16(v)); }
+
+/// The device array's values, widened.
+std::vector<float> got(const DevB &d) { return widen(d.download()); }
+
+void testBF16Rows(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t B = s.B, T = s.T, C = s.C, V = s.V, N = B * T;
+  const float eps = 1e-5f;
+  Rng rng(seed);
+  auto wte = rounded(randomVector(rng, V * C)),
+       wpe = rounded(randomVector(rng, T * C));
+  auto dout = rounded(randomVector(rng, N * C));
+  auto tokens = randomTokens(rng, N, V);
+  DevI dTokens(tokens);
+  DevB dWte(toBF16(wte)), dWpe(toBF16(wpe)), dDout(toBF16(dout)), dOut(N * C);
+  std::vector<float> ref(N * C), rWte(V * C), rWpe(T * C);
+  cpu::embeddingForward(ref.data(), tokens.data(), wte.data(), wpe.data(), B, T,
+                        C);
+  gpu::embeddingForward<BF16>(g.ctx(), dOut, dTokens, dWte, dWpe, B, T, C);
+  CHECK_REL(label("bf16 embeddingForward", s), got(dOut), rounded(ref), 0.0);
+  cpu::embeddingBackward(rWte.data(), rWpe.data(), dout.data(), tokens.data(),
+                         B, T, C, V, T);
+  DevB dDwte(V * C), dDwpe(T * C);
+  gpu::embeddingBackward<BF16>(g.ctx(), dDwte, dDwpe, dDout, dTokens, B, T, C,
+                               V, T);
+  CHECK_REL(label("bf16 embeddingBackward dwte", s), got(dDwte), rounded(rWte),
+            kTolBf16);
+  CHECK_REL(label("bf16 embeddingBackward dwpe", s), got(dDwpe), rounded(rWpe),
+            kTolBf16);
+
+  // Layer norm over the embedding's output; mean and rstd stay f32.
+  auto w = rounded(randomVector(rng, C, 0.5f, 1.0f)),
+       b = rounded(randomVector(rng, C, 0.2f));
+  auto x = rounded(ref);
+  std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  cpu::layerNormForward(out.data(), mean.data(), rstd.data(), x.data(),
+                        w.data(), b.data(), N, C, eps);
+  DevB dX(toBF16(x)), dW(toBF16(w)), dB(toBF16(b)), dLn(N * C), dDx(N * C),
+      dDw(C), dDb(C);
+  DevF dMean(N), dRstd(N);
+  gpu::layerNormForward<BF16>(g.ctx(), dLn, dMean, dRstd, dX, dW, dB, N, C,
+                              eps);
+  CHECK_REL(label("bf16 layerNormForward out", s), got(dLn), rounded(out),
+            kTolBf16);
+  CHECK_REL(label("bf16 layerNormForward mean (f32)", s), dMean.download(),
+            mean, kTolFp32);
+  CHECK_REL(label("bf16 layerNormForward rstd (f32)", s), dRstd.download(),
+            rstd, kTolFp32);
+  cpu::layerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(),
+                         w.data(), mean.data(), rstd.data(), N, C);
+  DevF dMeanRef(mean), dRstdRef(rstd);
+  gpu::layerNormBackward<BF16>(g.ctx(), dDx, dDw, dDb, dDout, dX, dW, dMeanRef,
+                               dRstdRef, N, C);
+  CHECK_REL(label("bf16 layerNormBackward dx", s), got(dDx), rounded(dx),
+            kTolBf16);
+  CHECK_REL(label("bf16 layerNormBackward dw", s), got(dDw), rounded(dw),
+            kTolBf16);
+  CHECK_REL(label("bf16 layerNormBackward db", s), got(dDb), rounded(db),
+            kTolBf16);
+  CHECK_NO_ERROR(label("bf16 embedding, layerNorm", s));
+}
+
+void testBF16Linear(Gpu &g, const cpu::Blas &blas, const Shape &s,
+                    uint64_t seed) {
+  const int64_t N = s.B * s.T, IC = s.C, OC = 2 * s.C + 3;
+  Rng rng(seed);
+  auto x = rounded(randomVector(rng, N * IC)),
+       w = rounded(randomVector(rng, OC * IC));
+  auto bias = rounded(randomVector(rng, OC)),
+       dout = rounded(randomVector(rng, N * OC));
+  DevB dX(toBF16(x)), dW(toBF16(w)), dBias(toBF16(bias)), dDout(toBF16(dout));
+  std::vector<float> out(N * OC), dx(N * IC), dw(OC * IC), db(OC);
+  cpu::linearForward(blas, out.data(), x.data(), w.data(), bias.data(), N, IC,
+                     OC);
+  cpu::linearGradInput(blas, dx.data(), dout.data(), w.data(), N, IC, OC);
+  cpu::linearGradWeight(blas, dw.data(), dout.data(), x.data(), N, IC, OC);
+  cpu::biasGrad(db.data(), dout.data(), N, OC);
+  DevB dOut(N * OC), dDx(N * IC), dDw(OC * IC), dDb(OC);
+  gpu::linearForward<BF16>(g.ctx(), dOut, dX, dW, dBias, N, IC, OC);
+  gpu::linearGradInput<BF16>(g.ctx(), dDx, dDout, dW, N, IC, OC);
+  gpu::linearGradWeight<BF16>(g.ctx(), dDw, dDout, dX, N, IC, OC);
+  gpu::biasGrad<BF16>(g.ctx(), dDb, dDout, N, OC);
+  CHECK_REL(label("bf16 linearForward (GemmEx), bias", s), got(dOut),
+            rounded(out), kTolBf16);
+  CHECK_REL(label("bf16 linearGradInput (GemmEx)", s), got(dDx), rounded(dx),
+            kTolBf16);
+  CHECK_REL(label("bf16 linearGradWeight (GemmEx)", s), got(dDw), rounded(dw),
+            kTolBf16);
+  CHECK_REL(label("bf16 biasGrad", s), got(dDb), rounded(db), kTolBf16);
+  CHECK_NO_ERROR(label("bf16 linear", s));
+}
+
+void testBF16Elementwise(Gpu &g, const Shape &s, uint64_t seed) {
+  const int64_t n = s.B * s.T * s.C + 3;
+  Rng rng(seed);
+  auto a = rounded(randomVector(rng, n, 3.0f)),
+       b = rounded(randomVector(rng, n, 3.0f));
+  std::vector<float> add(n), gelu(n), geluB(n), relu(n), reluB(n), scaled(n);
+  cpu::add(add.data(), a.data(), b.data(), n);
+  cpu::geluForward(gelu.data(), a.data(), n);
+  cpu::geluBackward(geluB.data(), b.data(), a.data(), n);
+  cpu::reluForward(relu.data(), a.data(), n);
+  cpu::reluBackward(reluB.data(), b.data(), a.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    scaled[i] = a[i] * 0.375f;
+  for (size_t offset = 0; offset < 2; ++offset) {
+    const char *what = offset ? "unaligned" : "aligned";
+    DevB dA(toBF16(a), offset), dB(toBF16(b), offset), dOut(n, offset);
+    gpu::add<BF16>(g.ctx(), dOut, dA, dB, n);
+    CHECK_REL(label("bf16 add", s, what), got(dOut), rounded(add), 0.0);
+    gpu::geluForward<BF16>(g.ctx(), dOut, dA, n);
+    CHECK_REL(label("bf16 geluForward", s, what), got(dOut), rounded(gelu),
+              kTolBf16);
+    gpu::geluBackward<BF16>(g.ctx(), dOut, dB, dA, n);
+    CHECK_REL(label("bf16 geluBackward", s, what), got(dOut), rounded(geluB),
+              kTolBf16);
+    gpu::reluForward<BF16>(g.ctx(), dOut, dA, n);
+    CHECK_REL(label("bf16 reluForward", s, what), got(dOut), rounded(relu),
+              0.0);
+    gpu::reluBackward<BF16>(g.ctx(), dOut, dB, dA, n);
+    CHECK_REL(label("bf16 reluBackward", s, what), got(dOut), rounded(reluB),
+              0.0);
+    gpu::fill<BF16>(g.ctx(), dOut, n, -2.5f);
+    CHECK_REL(label("bf16 fill", s, what), got(dOut),
+              std::vector<float>(n, -2.5f), 0.0);
+    gpu::scale<BF16>(g.ctx(), dA, n, 0.375f);
+    CHECK_REL(label("bf16 scale", s, what), got(dA), rounded(scaled), 0.0);
+  }
+  CHECK_NO_ERROR(label("bf16 elementwise", s));
+}
+
+/// Materialized (probs and the backward's scratch bf16) and blocked (lse
+/// f32) attention; the backwards from the CPU's rounded forward results.
+void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
+                       uint64_t seed, bool materialized) {
+  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, TT = B * NH * T * T;
+  Rng rng(seed);
+  auto qkv = rounded(randomVector(rng, B * T * 3 * C, 1.5f));
+  auto dout = rounded(randomVector(rng, B * T * C));
+  std::vector<float> out(B * T * C), side(materialized ? TT : B * NH * T),
+      dqkv(B * T * 3 * C), scratch(materialized ? TT : 0);
+  const char *form = materialized ? "bf16 attention" : "bf16 blocked attention";
+  DevB dQkv(toBF16(qkv)), dDout(toBF16(dout)), dOut(B * T * C),
+      dDqkv(B * T * 3 * C);
+  if (materialized) {
+    cpu::attentionForward(blas, out.data(), side.data(), qkv.data(), B, T, C,
+                          NH);
+    side = rounded(side);
+    cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
+                           qkv.data(), side.data(), B, T, C, NH);
+    DevB dProbs(TT), dProbsRef(toBF16(side)), dScratch(TT);
+    gpu::attentionForward<BF16>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
+    CHECK_REL(label(form, s, "probs"), got(dProbs), side, kTolBf16Attention);
+    gpu::attentionBackward<BF16>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
+                                 dProbsRef, B, T, C, NH);
+  } else {
+    cpu::blockedAttentionForward(blas, out.data(), side.data(), qkv.data(), B,
+                                 T, C, NH);
+    out = rounded(out); // the backward reads the stored (bf16) output
+    cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
+                                  out.data(), side.data(), B, T, C, NH);
+    DevF dLse(B * NH * T), dLseRef(side);
+    DevB dOutRef(toBF16(out));
+    gpu::blockedAttentionForward<BF16>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+    CHECK_REL(label(form, s, "lse (f32)"), dLse.download(), side, kTolFp32);
+    gpu::blockedAttentionBackward<BF16>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
+                                        dLseRef, B, T, C, NH);
+  }
+  const double tol = materialized ? kTolBf16Attention : kTolBf16;
+  CHECK_REL(label(form, s, "out"), got(dOut), rounded(out), tol);
+  checkDqkvThirds(label(form, s).substr(0, label(form, s).size() - 1),
+                  got(dDqkv), rounded(dqkv), B * T, C, tol);
+  CHECK_NO_ERROR(label(form, s));
+}
+
+void testBF16CrossEntropy(Gpu &g, int64_t N, int64_t V, uint64_t seed) {
+  const Shape s{"bf16", 1, N, 0, 1, V};
+  Rng rng(seed);
+  auto logits = rounded(randomVector(rng, N * V, 4.0f));
+  auto targets = randomTokens(rng, N, V);
+  float loss = 0.0f;
+  const float dloss = 0.75f;
+  std::vector<float> dlogits(N * V);
+  cpu::crossEntropyForward(&loss, logits.data(), targets.data(), N, V);
+  cpu::crossEntropyBackward(dlogits.data(), &dloss, logits.data(),
+                            targets.data(), N, V);
+  DevB dLogits(toBF16(logits)), dDlogits(N * V);
+  DevF dLoss(1), dScratch(N), dDloss(std::vector<float>{dloss});
+  DevI dTargets(targets);
+  gpu::crossEntropyForward<BF16>(g.ctx(), dLoss, dLogits, dTargets, N, V);
+  CHECK_REL(label("bf16 crossEntropyForward (f32 loss)", s, "one block"),
+            dLoss.download(), std::vector<float>{loss}, kTolFp32);
+  gpu::crossEntropyForward<BF16>(g.ctx(), dLoss, dLogits, dTargets, N, V,
+                                 dScratch);
+  CHECK_REL(label("bf16 crossEntropyForward (f32 loss)", s, "row scratch"),
+            dLoss.download(), std::vector<float>{loss}, kTolFp32);
+  gpu::crossEntropyBackward<BF16>(g.ctx(), dDlogits, dDloss, dLogits, dTargets,
+                                  N, V);
+  CHECK_REL(label("bf16 crossEntropyBackward", s), got(dDlogits),
+            rounded(dlogits), kTolBf16);
+  CHECK_NO_ERROR(label("bf16 crossEntropy", s));
+}
+
+/// The cast kernel on the device (cvt.rn.bf16.f32, NaN kept as the CPU
+/// keeps it) against roundToBF16, bit for bit: ties both ways, NaNs,
+/// infinities, overflow, subnormals, random words; and back, exactly.
+void testBF16Cast(Gpu &g) {
+  std::vector<uint32_t> words = {
+      0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0xBF808000u,
+      0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FA12345u,
+      0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0x7F7F7FFFu, 0x7F7F8000u,
+      0x00000001u, 0x00008000u, 0x00018000u, 0x807FFFFFu, 0x80000000u};
+  Rng rng(4242);
+  for (int i = 0; i < 1 << 20; ++i)
+    words.push_back(uint32_t(rng.next() >> 32));
+  std::vector<float> values(words.size());
+  std::memcpy(values.data(), words.data(), 4 * words.size());
+  for (size_t offset = 0; offset < 2; ++offset) {
+    DevF dIn(values, offset), dBack(values.size(), offset);
+    DevB dOut(values.size(), offset);
+    gpu::cast(g.ctx(), dOut, dIn, int64_t(values.size()));
+    const std::vector<BF16> bits = dOut.download(), want = toBF16(values);
+    CHECK_MSG(std::memcmp(bits.data(), want.data(), 2 * bits.size()) == 0,
+              std::string("bf16 cast f32 -> bf16: roundToBF16's bits (") +
+                  (offset ? "unaligned" : "aligned") + ")");
+    gpu::cast(g.ctx(), dBack, dOut, int64_t(values.size()));
+    const std::vector<float> back = dBack.download(), wide = widen(want);
+    CHECK_MSG(std::memcmp(back.data(), wide.data(), 4 * back.size()) == 0,
+              std::string("bf16 cast bf16 -> f32: exact (") +
+                  (offset ? "unaligned" : "aligned") + ")");
+  }
+  CHECK_NO_ERROR("bf16 cast");
+}
+
+void testBF16(Gpu &g, const cpu::Blas *blas, uint64_t seed) {
+  testBF16Cast(g);
+  for (const Shape &s : kShapes) {
+    testBF16Rows(g, s, seed++);
+    testBF16Elementwise(g, s, seed++);
+    if (!blas)
+      continue;
+    testBF16Linear(g, *blas, s, seed++);
+    testBF16Attention(g, *blas, s, seed++, /*materialized=*/true);
+    testBF16Attention(g, *blas, s, seed++, /*materialized=*/false);
+  }
+  if (blas) {
+    testBF16Attention(g, *blas, {"T=300", 2, 300, 48, 4, 1}, seed++, true);
+    testBF16Attention(g, *blas, {"hs=128", 2, 300, 512, 4, 1}, seed++, false);
+    testBF16Attention(g, *blas, {"gpt2", 4, 1024, 768, 12, 1}, seed++, false);
+  }
+  testBF16CrossEntropy(g, 7, 37, seed++);
+  testBF16CrossEntropy(g, 37, 50257, seed++);
 }
 
 //===----------------------------------------------------------------------===//
@@ -640,6 +942,67 @@ template <typename F> void timeIt(Gpu &g, const char *what, F &&f) {
   std::fflush(stdout);
 }
 
+/// A bf16 device array from a random pattern (through the cast kernel).
+void randomFill(DevB &d, Rng &rng, float scale = 1.0f) {
+  DevF wide(d.size());
+  randomFill(wide, rng, scale);
+  gpu::cast(gpu::Context{nullptr, nullptr}, d, wide, int64_t(d.size()));
+  cudaOrDie(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+/// The GEMM-based kernels in bf16 at the GPT-2 124M shape (GemmEx, fp32
+/// compute; the handle's math mode does not apply to bf16 inputs).
+void timeGpt2BF16(Gpu &g, int64_t B, int64_t T, int64_t C, int64_t NH,
+                  int64_t V) {
+  const int64_t N = B * T, OC = 4 * C;
+  const gpu::Context ctx = g.ctx();
+  Rng rng(778);
+  g.mathMode(CUBLAS_DEFAULT_MATH);
+  {
+    DevB x(N * C), w(OC * C), bias(OC), out(N * OC), dx(N * C), dw(OC * C);
+    randomFill(x, rng);
+    randomFill(w, rng);
+    randomFill(bias, rng);
+    randomFill(out, rng);
+    timeIt(g, "linearForward C->4C, bias (bf16)",
+           [&] { gpu::linearForward<BF16>(ctx, out, x, w, bias, N, C, OC); });
+    timeIt(g, "linearGradInput C->4C (bf16)",
+           [&] { gpu::linearGradInput<BF16>(ctx, dx, out, w, N, C, OC); });
+    timeIt(g, "linearGradWeight C->4C (bf16)",
+           [&] { gpu::linearGradWeight<BF16>(ctx, dw, out, x, N, C, OC); });
+  }
+  {
+    DevB x(N * C), wte(V * C), logits(N * V);
+    randomFill(x, rng);
+    randomFill(wte, rng, 0.1f);
+    timeIt(g, "linearForward lm head C->V (bf16)", [&] {
+      gpu::linearForward<BF16>(ctx, logits, x, wte, nullptr, N, C, V);
+    });
+  }
+  {
+    DevB qkv(N * 3 * C), out(N * C), probs(B * NH * T * T),
+        scratch(B * NH * T * T), dqkv(N * 3 * C);
+    DevF lse(B * NH * T);
+    randomFill(qkv, rng);
+    randomFill(out, rng);
+    timeIt(g, "attentionForward (bf16)", [&] {
+      gpu::attentionForward<BF16>(ctx, out, probs, qkv, B, T, C, NH);
+    });
+    timeIt(g, "attentionBackward (bf16)", [&] {
+      gpu::attentionBackward<BF16>(ctx, dqkv, scratch, out, qkv, probs, B, T, C,
+                                   NH);
+    });
+    timeIt(g, "blockedAttentionForward (bf16)", [&] {
+      gpu::blockedAttentionForward<BF16>(ctx, out, lse, qkv, B, T, C, NH);
+    });
+    timeIt(g, "blockedAttentionBackward (bf16)", [&] {
+      gpu::blockedAttentionBackward<BF16>(ctx, dqkv, out, qkv, out, lse, B, T,
+                                          C, NH);
+    });
+  }
+  g.mathMode(CUBLAS_PEDANTIC_MATH);
+}
+
 void timeGpt2(Gpu &g) {
   const int64_t B = 4, T = 1024, C = 768, NH = 12, V = 50257, N = B * T;
   const int64_t params = 124439808; // GPT-2 124M
@@ -664,10 +1027,12 @@ void timeGpt2(Gpu &g) {
     randomFill(wte, rng);
     randomFill(wpe, rng);
     randomFill(out, rng);
-    timeIt(g, "embeddingForward",
-           [&] { gpu::embeddingForward(ctx, out, tokens, wte, wpe, B, T, C); });
+    timeIt(g, "embeddingForward", [&] {
+      gpu::embeddingForward<float>(ctx, out, tokens, wte, wpe, B, T, C);
+    });
     timeIt(g, "embeddingBackward", [&] {
-      gpu::embeddingBackward(ctx, dwte, dwpe, out, tokens, B, T, C, V, T);
+      gpu::embeddingBackward<float>(ctx, dwte, dwpe, out, tokens, B, T, C, V,
+                                    T);
     });
   }
   {
@@ -677,10 +1042,11 @@ void timeGpt2(Gpu &g) {
     randomFill(w, rng);
     randomFill(b, rng);
     timeIt(g, "layerNormForward", [&] {
-      gpu::layerNormForward(ctx, out, mean, rstd, x, w, b, N, C, 1e-5f);
+      gpu::layerNormForward<float>(ctx, out, mean, rstd, x, w, b, N, C, 1e-5f);
     });
     timeIt(g, "layerNormBackward", [&] {
-      gpu::layerNormBackward(ctx, dx, dw, db, out, x, w, mean, rstd, N, C);
+      gpu::layerNormBackward<float>(ctx, dx, dw, db, out, x, w, mean, rstd, N,
+                                    C);
     });
   }
   {
@@ -688,18 +1054,19 @@ void timeGpt2(Gpu &g) {
     DevF a(n), b(n), out(n);
     randomFill(a, rng);
     randomFill(b, rng);
-    timeIt(g, "add (N x 4C)", [&] { gpu::add(ctx, out, a, b, n); });
+    timeIt(g, "add (N x 4C)", [&] { gpu::add<float>(ctx, out, a, b, n); });
     timeIt(g, "geluForward (N x 4C)",
-           [&] { gpu::geluForward(ctx, out, a, n); });
+           [&] { gpu::geluForward<float>(ctx, out, a, n); });
     timeIt(g, "geluBackward (N x 4C)",
-           [&] { gpu::geluBackward(ctx, out, b, a, n); });
+           [&] { gpu::geluBackward<float>(ctx, out, b, a, n); });
     timeIt(g, "reluForward (N x 4C)",
-           [&] { gpu::reluForward(ctx, out, a, n); });
-    timeIt(g, "fill (N x 4C)", [&] { gpu::fill(ctx, out, n, 0.0f); });
-    timeIt(g, "scale (N x 4C)", [&] { gpu::scale(ctx, out, n, 1.0f); });
+           [&] { gpu::reluForward<float>(ctx, out, a, n); });
+    timeIt(g, "fill (N x 4C)", [&] { gpu::fill<float>(ctx, out, n, 0.0f); });
+    timeIt(g, "scale (N x 4C)", [&] { gpu::scale<float>(ctx, out, n, 1.0f); });
     timeIt(g, "biasGrad (N x 4C)",
-           [&] { gpu::biasGrad(ctx, out, a, N, 4 * C); });
-    timeIt(g, "biasGrad (N x C)", [&] { gpu::biasGrad(ctx, out, a, N, C); });
+           [&] { gpu::biasGrad<float>(ctx, out, a, N, 4 * C); });
+    timeIt(g, "biasGrad (N x C)",
+           [&] { gpu::biasGrad<float>(ctx, out, a, N, C); });
   }
   for (int tf32 = 0; tf32 < 2; ++tf32) {
     g.mathMode(tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
@@ -711,19 +1078,20 @@ void timeGpt2(Gpu &g) {
       randomFill(w, rng);
       randomFill(bias, rng);
       randomFill(out, rng);
-      timeIt(g, ("linearForward C->4C, bias" + mode).c_str(),
-             [&] { gpu::linearForward(ctx, out, x, w, bias, N, C, OC); });
+      timeIt(g, ("linearForward C->4C, bias" + mode).c_str(), [&] {
+        gpu::linearForward<float>(ctx, out, x, w, bias, N, C, OC);
+      });
       timeIt(g, ("linearGradInput C->4C" + mode).c_str(),
-             [&] { gpu::linearGradInput(ctx, dx, out, w, N, C, OC); });
+             [&] { gpu::linearGradInput<float>(ctx, dx, out, w, N, C, OC); });
       timeIt(g, ("linearGradWeight C->4C" + mode).c_str(),
-             [&] { gpu::linearGradWeight(ctx, dw, out, x, N, C, OC); });
+             [&] { gpu::linearGradWeight<float>(ctx, dw, out, x, N, C, OC); });
     }
     {
       DevF x(N * C), wte(V * C), logits(N * V);
       randomFill(x, rng);
       randomFill(wte, rng, 0.1f);
       timeIt(g, ("linearForward lm head C->V" + mode).c_str(), [&] {
-        gpu::linearForward(ctx, logits, x, wte, nullptr, N, C, V);
+        gpu::linearForward<float>(ctx, logits, x, wte, nullptr, N, C, V);
       });
     }
     {
@@ -731,11 +1099,12 @@ void timeGpt2(Gpu &g) {
           scratch(B * NH * T * T), dqkv(N * 3 * C);
       randomFill(qkv, rng);
       randomFill(out, rng);
-      timeIt(g, ("attentionForward" + mode).c_str(),
-             [&] { gpu::attentionForward(ctx, out, probs, qkv, B, T, C, NH); });
+      timeIt(g, ("attentionForward" + mode).c_str(), [&] {
+        gpu::attentionForward<float>(ctx, out, probs, qkv, B, T, C, NH);
+      });
       timeIt(g, ("attentionBackward" + mode).c_str(), [&] {
-        gpu::attentionBackward(ctx, dqkv, scratch, out, qkv, probs, B, T, C,
-                               NH);
+        gpu::attentionBackward<float>(ctx, dqkv, scratch, out, qkv, probs, B, T,
+                                      C, NH);
       });
     }
   }
@@ -745,10 +1114,11 @@ void timeGpt2(Gpu &g) {
     randomFill(qkv, rng);
     randomFill(out, rng);
     timeIt(g, "blockedAttentionForward", [&] {
-      gpu::blockedAttentionForward(ctx, out, lse, qkv, B, T, C, NH);
+      gpu::blockedAttentionForward<float>(ctx, out, lse, qkv, B, T, C, NH);
     });
     timeIt(g, "blockedAttentionBackward", [&] {
-      gpu::blockedAttentionBackward(ctx, dqkv, out, qkv, out, lse, B, T, C, NH);
+      gpu::blockedAttentionBackward<float>(ctx, dqkv, out, qkv, out, lse, B, T,
+                                           C, NH);
     });
   }
   {
@@ -756,13 +1126,16 @@ void timeGpt2(Gpu &g) {
         dloss(std::vector<float>{1.0f});
     DevI targets(randomTokens(rng, N, V));
     randomFill(logits, rng, 4.0f);
-    timeIt(g, "crossEntropyForward (one block)",
-           [&] { gpu::crossEntropyForward(ctx, loss, logits, targets, N, V); });
+    timeIt(g, "crossEntropyForward (one block)", [&] {
+      gpu::crossEntropyForward<float>(ctx, loss, logits, targets, N, V);
+    });
     timeIt(g, "crossEntropyForward (row scratch)", [&] {
-      gpu::crossEntropyForward(ctx, loss, logits, targets, N, V, scratch);
+      gpu::crossEntropyForward<float>(ctx, loss, logits, targets, N, V,
+                                      scratch);
     });
     timeIt(g, "crossEntropyBackward", [&] {
-      gpu::crossEntropyBackward(ctx, dlogits, dloss, logits, targets, N, V);
+      gpu::crossEntropyBackward<float>(ctx, dlogits, dloss, logits, targets, N,
+                                       V);
     });
   }
   {
@@ -776,6 +1149,7 @@ void timeGpt2(Gpu &g) {
                  1);
     });
   }
+  timeGpt2BF16(g, B, T, C, NH, V);
 }
 
 } // namespace
@@ -855,6 +1229,7 @@ int main() {
   if (blas)
     testAttention(g, *blas, twoBlocks, seed++, kTolTf32, "tf32");
   g.mathMode(CUBLAS_PEDANTIC_MATH);
+  testBF16(g, blas.get(), seed);
 
   if (!std::getenv("FSDP_CUDA_TEST_NO_TIMING"))
     timeGpt2(g);

@@ -11,6 +11,12 @@
 // also checks NCCL's asynchronous errors and the collective timeout, and
 // names the collective that did not finish.
 //
+// Mixed precision: a kernel runs in its instruction's element type (our
+// kernels' bf16 instantiation, cuBLAS's GemmEx); casts are our cast
+// kernel; an all-gather from an f32 shard into a bf16 result first rounds
+// the shard into its own slot of the result, on the collective's stream,
+// and then gathers in place.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
@@ -102,15 +108,15 @@ private:
     FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)
     FSDP_KERNEL(crossEntropyForward)
 #undef FSDP_KERNEL
-    void copy(float *out, const float *in, uint64_t bytes) {
+    void copy(void *out, const void *in, uint64_t bytes) {
       backend.check(
           cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, ctx.stream),
           "cudaMemcpyAsync (copy kernel)");
     }
   };
 
-  float *f32(const Plan &plan, uint32_t id) {
-    return reinterpret_cast<float *>(arena + plan.buffers[id].offset);
+  unsigned char *address(const Plan &plan, uint32_t id) {
+    return arena + plan.buffers[id].offset;
   }
   /// Ends the job on every rank with `message`.
   [[noreturn]] void fail(const std::string &message);
@@ -126,6 +132,23 @@ private:
   }
   void collective(const Plan &plan, const Instruction &inst, cuda::Nccl &nccl,
                   cudaStream_t stream);
+  /// runCompute in the instruction's element type.
+  bool runComputeIn(const Plan &plan, const Instruction &inst,
+                    const double *params, int64_t step) {
+    Kernels kernels{*this, {compute, blas}};
+    auto inArena = [&](uint32_t id) { return address(plan, id); };
+    if (inst.elementType == plan::DType::BF16)
+      return runCompute<__nv_bfloat16>(kernels, plan, inst, inArena, params,
+                                       step, comm.rank(), comm.size());
+    return runCompute<float>(kernels, plan, inst, inArena, params, step,
+                             comm.rank(), comm.size());
+  }
+  /// An all-gather into another element type: its shard converted (into
+  /// bf16: rounded) into this rank's slot of the result, on `stream`,
+  /// before the in-place gather. Whether it was one.
+  bool castIntoSlot(const Plan &plan, const Instruction &inst,
+                    cudaStream_t stream);
+  void castKernel(const Plan &plan, const Instruction &inst);
   cudaEvent_t event(std::map<uint32_t, cudaEvent_t> &events, uint32_t key);
 
   Communicator &comm;
@@ -295,19 +318,69 @@ cudaEvent_t CudaBackend::event(std::map<uint32_t, cudaEvent_t> &events,
   return it->second;
 }
 
+bool CudaBackend::castIntoSlot(const Plan &plan, const Instruction &inst,
+                               cudaStream_t stream) {
+  const BufferDesc &shard = plan.buffers[inst.ins[0]];
+  const BufferDesc &full = plan.buffers[inst.outs[0]];
+  if (inst.kernel->opcode != plan::Opcode::AllGather ||
+      shard.dtype == full.dtype)
+    return false;
+  // The shard buffer holds maxShardSize elements; this rank's count of
+  // them are its range. (Mixed precision gathers f32 into bf16; the other
+  // way is as well defined.)
+  plan::ShardRange range =
+      plan::shardRange(full.numElements(), comm.rank(), comm.size());
+  const cuda::Context ctx{stream, blas};
+  unsigned char *to = address(plan, inst.outs[0]);
+  const unsigned char *from = address(plan, inst.ins[0]);
+  if (full.dtype == plan::DType::BF16)
+    cuda::cast(ctx, reinterpret_cast<__nv_bfloat16 *>(to) + range.begin,
+               reinterpret_cast<const float *>(from), range.end - range.begin);
+  else
+    cuda::cast(ctx, reinterpret_cast<float *>(to) + range.begin,
+               reinterpret_cast<const __nv_bfloat16 *>(from),
+               range.end - range.begin);
+  // Named here: a started gather's launch error would otherwise surface at
+  // the next compute kernel, under its name.
+  checkKernels(inst);
+  return true;
+}
+
 void CudaBackend::collective(const Plan &plan, const Instruction &inst,
                              cuda::Nccl &nccl, cudaStream_t stream) {
   std::string error;
-  bool ok = inst.kernel->opcode == plan::Opcode::AllGather
-                ? nccl.allGather(
-                      f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
-                      plan.buffers[inst.outs[0]].numElements(), stream, error)
-                : nccl.reduceScatterMean(
-                      f32(plan, inst.ins[0]), f32(plan, inst.outs[0]),
-                      plan.buffers[inst.ins[0]].numElements(), stream, error);
+  const BufferDesc &in = plan.buffers[inst.ins[0]];
+  const BufferDesc &out = plan.buffers[inst.outs[0]];
+  void *to = address(plan, inst.outs[0]);
+  bool ok;
+  if (inst.kernel->opcode == plan::Opcode::ReduceScatter)
+    ok = nccl.reduceScatterMean(address(plan, inst.ins[0]), to, in.dtype,
+                                in.numElements(), stream, error);
+  else if (in.dtype != out.dtype) // castIntoSlot put the shard in place
+    ok = nccl.allGatherInPlace(to, out.dtype, out.numElements(), stream, error);
+  else
+    ok = nccl.allGather(address(plan, inst.ins[0]), to, out.dtype,
+                        out.numElements(), stream, error);
   if (!ok)
     fail(std::string(inst.kernel->name) + " of unit '" + inst.unit +
          "': " + error);
+}
+
+void CudaBackend::castKernel(const Plan &plan, const Instruction &inst) {
+  const BufferDesc &from = plan.buffers[inst.ins[0]];
+  const BufferDesc &to = plan.buffers[inst.outs[0]];
+  void *out = address(plan, inst.outs[0]);
+  const void *in = address(plan, inst.ins[0]);
+  const cuda::Context ctx{compute, blas};
+  if (from.dtype == to.dtype)
+    check(cudaMemcpyAsync(out, in, to.size, cudaMemcpyDeviceToDevice, compute),
+          "cudaMemcpyAsync (cast kernel)");
+  else if (to.dtype == plan::DType::BF16)
+    cuda::cast(ctx, static_cast<__nv_bfloat16 *>(out),
+               static_cast<const float *>(in), to.numElements());
+  else
+    cuda::cast(ctx, static_cast<float *>(out),
+               static_cast<const __nv_bfloat16 *>(in), to.numElements());
 }
 
 void CudaBackend::start(const Plan &plan,
@@ -318,6 +391,10 @@ void CudaBackend::start(const Plan &plan,
   cudaEvent_t before = event(ready, stream);
   check(cudaEventRecord(before, compute), "cudaEventRecord");
   check(cudaStreamWaitEvent(streams[stream], before, 0), "cudaStreamWaitEvent");
+  // Mixed-precision gathers round their shards into place first, so that
+  // the group is NCCL calls alone.
+  for (const Instruction *inst : group)
+    castIntoSlot(plan, *inst, streams[stream]);
   // A bucket is one NCCL group: one fused launch.
   if (group.size() > 1 && ncclGroupStart() != ncclSuccess)
     fail("ncclGroupStart failed");
@@ -406,13 +483,21 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
                       const double *params, int64_t step) {
   currentPlan = &plan;
   currentStep = step;
-  Kernels kernels{*this, {compute, blas}};
-  auto inArena = [&](uint32_t id) { return arena + plan.buffers[id].offset; };
-  if (!runCompute<float>(kernels, plan, inst, inArena, params, step,
-                         comm.rank(), comm.size()) &&
-      inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
+  const plan::Opcode opcode = inst.kernel->opcode;
+  if (opcode == plan::Opcode::Cast) {
+    castKernel(plan, inst);
+  } else if (opcode == plan::Opcode::Copy) { // bytes, whatever the type
+    check(cudaMemcpyAsync(address(plan, inst.outs[0]),
+                          address(plan, inst.ins[0]),
+                          plan.buffers[inst.outs[0]].size,
+                          cudaMemcpyDeviceToDevice, compute),
+          "cudaMemcpyAsync (copy kernel)");
+  } else if (!runComputeIn(plan, inst, params, step) &&
+             opcode != plan::Opcode::Wait) { // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.
+    castIntoSlot(plan, inst, compute);
     collective(plan, inst, *nccl[1], compute);
+  }
   checkKernels(inst);
 }
 

@@ -40,18 +40,20 @@ Nccl::~Nccl() {
     ncclCommDestroy(comm);
 }
 
-bool Nccl::allGather(const float *shard, float *full, int64_t total,
-                     cudaStream_t stream, std::string &error) {
-  ncclDataType_t type = ncclTypeOf(plan::DType::F32).nccl;
+bool Nccl::allGather(const void *shard, void *full, plan::DType dtype,
+                     int64_t total, cudaStream_t stream, std::string &error) {
+  const NcclType &type = ncclTypeOf(dtype);
+  auto *base = static_cast<char *>(full);
   if (total % size == 0)
-    return ok(ncclAllGather(shard, full, total / size, type, comm, stream),
+    return ok(ncclAllGather(shard, full, total / size, type.nccl, comm, stream),
               "ncclAllGather", error);
   if (!ok(ncclGroupStart(), "ncclGroupStart", error))
     return false;
   for (int r = 0; r < size; ++r) {
     plan::ShardRange range = plan::shardRange(total, r, size);
-    if (!ok(ncclBroadcast(r == rank ? shard : nullptr, full + range.begin,
-                          range.end - range.begin, type, r, comm, stream),
+    if (!ok(ncclBroadcast(r == rank ? shard : nullptr,
+                          base + range.begin * type.bytes,
+                          range.end - range.begin, type.nccl, r, comm, stream),
             "ncclBroadcast", error)) {
       ncclGroupEnd();
       return false;
@@ -60,19 +62,31 @@ bool Nccl::allGather(const float *shard, float *full, int64_t total,
   return ok(ncclGroupEnd(), "ncclGroupEnd", error);
 }
 
-bool Nccl::reduceScatterMean(const float *full, float *shard, int64_t total,
-                             cudaStream_t stream, std::string &error) {
-  ncclDataType_t type = ncclTypeOf(plan::DType::F32).nccl;
+bool Nccl::allGatherInPlace(void *full, plan::DType dtype, int64_t total,
+                            cudaStream_t stream, std::string &error) {
+  // Even split: begin = rank * total / size, NCCL's in-place address; else
+  // the broadcast rooted here sends from its own receive range.
+  const int64_t begin = plan::shardRange(total, rank, size).begin;
+  return allGather(static_cast<char *>(full) + begin * ncclTypeOf(dtype).bytes,
+                   full, dtype, total, stream, error);
+}
+
+bool Nccl::reduceScatterMean(const void *full, void *shard, plan::DType dtype,
+                             int64_t total, cudaStream_t stream,
+                             std::string &error) {
+  const NcclType &type = ncclTypeOf(dtype);
+  const auto *base = static_cast<const char *>(full);
   if (total % size == 0)
-    return ok(ncclReduceScatter(full, shard, total / size, type, ncclAvg, comm,
-                                stream),
+    return ok(ncclReduceScatter(full, shard, total / size, type.nccl, ncclAvg,
+                                comm, stream),
               "ncclReduceScatter", error);
   if (!ok(ncclGroupStart(), "ncclGroupStart", error))
     return false;
   for (int r = 0; r < size; ++r) {
     plan::ShardRange range = plan::shardRange(total, r, size);
-    if (!ok(ncclReduce(full + range.begin, r == rank ? shard : nullptr,
-                       range.end - range.begin, type, ncclAvg, r, comm, stream),
+    if (!ok(ncclReduce(base + range.begin * type.bytes,
+                       r == rank ? shard : nullptr, range.end - range.begin,
+                       type.nccl, ncclAvg, r, comm, stream),
             "ncclReduce", error)) {
       ncclGroupEnd();
       return false;

@@ -13,12 +13,19 @@
 // rooted at each rank over its range: the same bytes cross the wire, in one
 // fused launch.
 //
+// Element types come from the plan (NcclTypes.h): f32, or bf16 (a bf16
+// reduce-scatter is NCCL's bf16 ncclAvg). A mixed-precision all-gather
+// (an f32 shard, a bf16 result) is gathered in place: the backend rounds
+// its shard into its own slot of the result first, and allGatherInPlace
+// moves the slots, two bytes per element, with no staging buffer.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_RUNTIME_CUDA_NCCL_H
 #define FSDP_RUNTIME_CUDA_NCCL_H
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/PlanFormat.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -35,13 +42,22 @@ public:
   static std::unique_ptr<Nccl> create(Communicator &host, std::string &error);
   ~Nccl();
 
-  /// `full` (total elements) receives every rank's shard; `shard` holds this
-  /// rank's range.
-  bool allGather(const float *shard, float *full, int64_t total,
+  /// `full` (total elements of `type`) receives every rank's shard;
+  /// `shard` holds this rank's range (the same type).
+  bool allGather(const void *shard, void *full, plan::DType type, int64_t total,
                  cudaStream_t stream, std::string &error);
-  /// `shard` receives this rank's range of the mean over ranks of `full`.
-  bool reduceScatterMean(const float *full, float *shard, int64_t total,
-                         cudaStream_t stream, std::string &error);
+  /// allGather whose shard is already in place: this rank's range of
+  /// `full` holds it (NCCL's in-place forms: ncclAllGather from
+  /// full + rank * count, the broadcasts rooted here from their own range).
+  bool allGatherInPlace(void *full, plan::DType type, int64_t total,
+                        cudaStream_t stream, std::string &error);
+  /// `shard` receives this rank's range of the mean over ranks of `full`
+  /// (both of `type`).
+  bool reduceScatterMean(const void *full, void *shard, plan::DType type,
+                         int64_t total, cudaStream_t stream,
+                         std::string &error);
+  int rankId() const { return rank; }
+  int worldSize() const { return size; }
   /// ncclSuccess, or the error NCCL found while collectives ran.
   ncclResult_t asyncError();
   void abort();

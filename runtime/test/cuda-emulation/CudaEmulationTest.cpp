@@ -14,13 +14,21 @@
 // (CudaKernelsTest.cpp) covers what an emulation cannot: memory ordering,
 // fused multiply-adds, the hardware's transcendental functions, speed.
 //
-// Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bias,
+// Every templated kernel runs in bf16 too (group bf16), against the CPU's
+// fp32 kernel on the same inputs with its results rounded to bf16 (what the
+// CPU backend computes for a bf16 kernel), tolerances in bf16 units; the
+// rounding group checks CUDA's __float2bfloat16_rn and the cast kernel
+// against the CPU's roundToBF16, bit for bit.
+//
+// Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bf16, bias,
 // blocked, ce, edge, elementwise, embedding, fuzz, layernorm, linear,
-// probe); env PAD=0 removes the canary padding (for sanitizer builds).
+// probe, rounding); env PAD=0 removes the canary padding (for sanitizer
+// builds).
 // Prints one line per failure and "N checks, M failures"; exits non-zero
 // on any failure.
 //
 //===----------------------------------------------------------------------===//
+#include "BFloat16.h"
 #include "Kernels.h" // the kernels header, copied by preprocess.py
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
@@ -33,6 +41,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace emu {
@@ -44,39 +53,69 @@ namespace cu = fsdp::rt::cuda;
 namespace cp = fsdp::rt::cpu;
 
 static int gPad = 16;
-static const uint32_t kCanary = 0x7fc0deadu;
 static int gFailures = 0, gChecks = 0;
 static std::unique_ptr<cp::Blas> gBlas;
 static cu::Context ctx{nullptr, nullptr};
 static double gWorst = 0; // worst normwise error of a passing check
 static std::string gWorstName;
 
-static float canaryF() {
-  float f;
-  memcpy(&f, &kCanary, 4);
-  return f;
+// The element types' storage: float, or bf16 bits (rounded as the CPU
+// backend rounds, fsdp::rt::roundToBF16).
+template <typename E> struct Elem;
+template <> struct Elem<float> {
+  using Bits = uint32_t;
+  static constexpr Bits kCanary = 0x7fc0deadu;
+  static constexpr const char *kName = "f32";
+  static float make(float x) { return x; }
+  static float widen(float x) { return x; }
+};
+template <> struct Elem<__nv_bfloat16> {
+  using Bits = uint16_t;
+  static constexpr Bits kCanary = 0xdeadu;
+  static constexpr const char *kName = "bf16";
+  static __nv_bfloat16 make(float x) { return {fsdp::rt::roundToBF16(x)}; }
+  static float widen(__nv_bfloat16 x) { return fsdp::rt::widenBF16(x.__x); }
+};
+using BF16 = __nv_bfloat16;
+template <typename E> constexpr bool kIsBF16 = std::is_same<E, BF16>::value;
+
+// What the CPU backend stores for an E result of a kernel it ran in f32:
+// the value rounded to E. Also puts inputs on E's grid.
+template <typename E> static void roundTo(std::vector<float> &v) {
+  for (float &x : v)
+    x = Elem<E>::widen(Elem<E>::make(x));
+}
+template <typename E> static float roundTo(float x) {
+  return Elem<E>::widen(Elem<E>::make(x));
 }
 
-// A device buffer: n floats at `off` floats past a 16-byte boundary, with
-// canaries around it (gPad floats each side plus the `off` gap).
-struct Buf {
-  float *base = nullptr, *p = nullptr;
+// A check's tolerance: its fp32 one, plus `ulps` units in the last place of
+// a bf16 at the largest reference value (2^-7 of it) for bf16.
+template <typename E> static double tol(double f32, double ulps) {
+  return kIsBF16<E> ? f32 + ulps / 128.0 : f32;
+}
+
+// A device buffer: n elements at `off` elements past a 16-byte boundary,
+// with canaries around it (gPad elements each side plus the `off` gap).
+template <typename E> struct BufT {
+  using Bits = typename Elem<E>::Bits;
+  E *base = nullptr, *p = nullptr;
   size_t n = 0, total = 0;
   int off = 0;
-  Buf() = default;
-  Buf(size_t n_, int off_ = 0, float fill = NAN) : n(n_), off(off_) {
+  BufT() = default;
+  BufT(size_t n_, int off_ = 0, float fill = NAN) : n(n_), off(off_) {
     total = gPad + off + n + gPad;
-    base = static_cast<float *>(malloc(sizeof(float) * (total ? total : 1)));
+    base = static_cast<E *>(malloc(sizeof(E) * (total ? total : 1)));
     for (size_t i = 0; i < total; ++i)
-      base[i] = canaryF();
+      memcpy(base + i, &Elem<E>::kCanary, sizeof(E));
     p = base + gPad + off;
     for (size_t i = 0; i < n; ++i)
-      p[i] = fill;
+      p[i] = Elem<E>::make(fill);
   }
-  Buf(const Buf &) = delete;
-  Buf &operator=(const Buf &) = delete;
-  Buf(Buf &&o) noexcept { *this = std::move(o); }
-  Buf &operator=(Buf &&o) noexcept {
+  BufT(const BufT &) = delete;
+  BufT &operator=(const BufT &) = delete;
+  BufT(BufT &&o) noexcept { *this = std::move(o); }
+  BufT &operator=(BufT &&o) noexcept {
     std::swap(base, o.base);
     std::swap(p, o.p);
     std::swap(n, o.n);
@@ -84,24 +123,32 @@ struct Buf {
     std::swap(off, o.off);
     return *this;
   }
-  ~Buf() { free(base); }
+  ~BufT() { free(base); }
   bool canaryOk() const {
     for (size_t i = 0; i < total; ++i) {
       if (base + i >= p && base + i < p + n)
         continue;
-      uint32_t b;
-      memcpy(&b, base + i, 4);
-      if (b != kCanary)
+      Bits b;
+      memcpy(&b, base + i, sizeof(E));
+      if (b != Elem<E>::kCanary)
         return false;
     }
     return true;
   }
-  std::vector<float> vec() const { return std::vector<float>(p, p + n); }
+  /// The elements, widened to float.
+  std::vector<float> vec() const {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i)
+      v[i] = Elem<E>::widen(p[i]);
+    return v;
+  }
+  /// Stores v (rounded to E: exact for values on E's grid).
   void set(const std::vector<float> &v) {
-    if (n)
-      memcpy(p, v.data(), 4 * n);
+    for (size_t i = 0; i < n; ++i)
+      p[i] = Elem<E>::make(v[i]);
   }
 };
+using Buf = BufT<float>;
 
 static std::vector<float> randv(size_t n, std::mt19937 &rng, float lo = -1,
                                 float hi = 1) {
@@ -159,7 +206,8 @@ static double compare(const std::string &name, const float *got,
   return norm;
 }
 
-static void checkCanary(const std::string &name, const Buf &b) {
+template <typename E>
+static void checkCanary(const std::string &name, const BufT<E> &b) {
   if (!b.canaryOk())
     fail(name + ": write outside the buffer (canary overwritten)");
 }
@@ -200,11 +248,12 @@ static Outs runOrders(const std::string &name,
 }
 
 // ------------------------------------------------------------ embedding
+template <typename E = float>
 static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
                           int offW, unsigned seed) {
   char nm[160];
-  snprintf(nm, sizeof nm, "embedding B=%d T=%d C=%d V=%d Tmax=%d off=%d/%d", B,
-           T, C, V, Tmax, offOut, offW);
+  snprintf(nm, sizeof nm, "embedding%s B=%d T=%d C=%d V=%d Tmax=%d off=%d/%d",
+           kIsBF16<E> ? " bf16" : "", B, T, C, V, Tmax, offOut, offW);
   std::mt19937 rng(seed);
   std::vector<int32_t> tok(B * T);
   std::uniform_int_distribution<int> dt(0, V - 1);
@@ -212,14 +261,16 @@ static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
     t = dt(rng);
   auto wte = randv(size_t(V) * C, rng), wpe = randv(size_t(Tmax) * C, rng),
        dout = randv(size_t(B) * T * C, rng);
+  roundTo<E>(wte), roundTo<E>(wpe), roundTo<E>(dout);
   int32_t *dtok = static_cast<int32_t *>(malloc(4 * tok.size() + 4));
   memcpy(dtok, tok.data(), 4 * tok.size());
 
   // forward
   std::vector<float> ref(size_t(B) * T * C);
   cp::embeddingForward(ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+  roundTo<E>(ref);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
-    Buf out(size_t(B) * T * C, offOut), w1(wte.size(), offW),
+    BufT<E> out(size_t(B) * T * C, offOut), w1(wte.size(), offW),
         w2(wpe.size(), offW);
     w1.set(wte), w2.set(wpe);
     cu::embeddingForward(ctx, out.p, dtok, w1.p, w2.p, B, T, C);
@@ -232,8 +283,9 @@ static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
   std::vector<float> rte(size_t(V) * C), rpe(size_t(Tmax) * C);
   cp::embeddingBackward(rte.data(), rpe.data(), dout.data(), tok.data(), B, T,
                         C, V, Tmax);
+  roundTo<E>(rte), roundTo<E>(rpe);
   o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
-    Buf gte(size_t(V) * C, offW), gpe(size_t(Tmax) * C, offW),
+    BufT<E> gte(size_t(V) * C, offW), gpe(size_t(Tmax) * C, offW),
         d(dout.size(), offOut);
     d.set(dout);
     cu::embeddingBackward(ctx, gte.p, gpe.p, d.p, dtok, B, T, C, V, Tmax);
@@ -241,15 +293,18 @@ static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
     checkCanary(std::string(nm) + " bwd dwpe", gpe);
     return {gte.vec(), gpe.vec()};
   });
-  compare(std::string(nm) + " dwte", o[0].data(), rte.data(), rte.size(), 1e-6);
+  compare(std::string(nm) + " dwte", o[0].data(), rte.data(), rte.size(),
+          tol<E>(1e-6, 1));
   compare(std::string(nm) + " dwpe", o[1].data(), rpe.data(), rpe.size(), 0);
   free(dtok);
 }
 
 // ------------------------------------------------------------ layer norm
+template <typename E = float>
 static void testLayerNorm(int N, int C, int off, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "layernorm N=%d C=%d off=%d", N, C, off);
+  snprintf(nm, sizeof nm, "layernorm%s N=%d C=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", N, C, off);
   std::mt19937 rng(seed);
   auto x = randv(size_t(N) * C, rng, -2, 3), w = randv(C, rng),
        b = randv(C, rng), dout = randv(size_t(N) * C, rng);
@@ -257,13 +312,15 @@ static void testLayerNorm(int N, int C, int off, unsigned seed) {
     if (i % 3 == 1)
       for (int c = 0; c < C; ++c)
         x[size_t(i) * C + c] += 50.0f;
+  roundTo<E>(x), roundTo<E>(w), roundTo<E>(b), roundTo<E>(dout);
   const float eps = 1e-5f;
   std::vector<float> rout(x.size()), rmean(N), rrstd(N);
   cp::layerNormForward(rout.data(), rmean.data(), rrstd.data(), x.data(),
                        w.data(), b.data(), N, C, eps);
+  roundTo<E>(rout); // mean and rstd are f32 whatever E is
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
-    Buf out(x.size(), off), mean(N, off), rstd(N, off), bx(x.size(), off),
-        bw(C, off), bb(C, off);
+    BufT<E> out(x.size(), off), bx(x.size(), off), bw(C, off), bb(C, off);
+    Buf mean(N, off), rstd(N, off);
     bx.set(x), bw.set(w), bb.set(b);
     cu::layerNormForward(ctx, out.p, mean.p, rstd.p, bx.p, bw.p, bb.p, N, C,
                          eps);
@@ -271,123 +328,124 @@ static void testLayerNorm(int N, int C, int off, unsigned seed) {
     return {out.vec(), mean.vec(), rstd.vec()};
   });
   compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
-          2e-5);
+          tol<E>(2e-5, 1));
   compare(std::string(nm) + " mean", o[1].data(), rmean.data(), N, 2e-6);
   compare(std::string(nm) + " rstd", o[2].data(), rrstd.data(), N, 2e-5);
 
   std::vector<float> rdx(x.size()), rdw(C), rdb(C);
   cp::layerNormBackward(rdx.data(), rdw.data(), rdb.data(), dout.data(),
                         x.data(), w.data(), rmean.data(), rrstd.data(), N, C);
+  roundTo<E>(rdx), roundTo<E>(rdw), roundTo<E>(rdb);
   o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
-    Buf dx(x.size(), off), dw(C, off), db(C, off), bd(x.size(), off),
-        bx(x.size(), off), bw(C, off), bm(N, off), br(N, off);
+    BufT<E> dx(x.size(), off), dw(C, off), db(C, off), bd(x.size(), off),
+        bx(x.size(), off), bw(C, off);
+    Buf bm(N, off), br(N, off);
     bd.set(dout), bx.set(x), bw.set(w), bm.set(rmean), br.set(rrstd);
     cu::layerNormBackward(ctx, dx.p, dw.p, db.p, bd.p, bx.p, bw.p, bm.p, br.p,
                           N, C);
     checkCanary(nm, dx), checkCanary(nm, dw), checkCanary(nm, db);
     return {dx.vec(), dw.vec(), db.vec()};
   });
-  compare(std::string(nm) + " dx", o[0].data(), rdx.data(), rdx.size(), 5e-5);
-  compare(std::string(nm) + " dw", o[1].data(), rdw.data(), C, 2e-5);
-  compare(std::string(nm) + " db", o[2].data(), rdb.data(), C, 2e-5);
+  compare(std::string(nm) + " dx", o[0].data(), rdx.data(), rdx.size(),
+          tol<E>(5e-5, 1));
+  compare(std::string(nm) + " dw", o[1].data(), rdw.data(), C, tol<E>(2e-5, 1));
+  compare(std::string(nm) + " db", o[2].data(), rdb.data(), C, tol<E>(2e-5, 1));
 }
 
+template <typename E = float>
 static void testBiasGrad(int N, int OC, int off, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "biasGrad N=%d OC=%d off=%d", N, OC, off);
+  snprintf(nm, sizeof nm, "biasGrad%s N=%d OC=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", N, OC, off);
   std::mt19937 rng(seed);
   auto dout = randv(size_t(N) * OC, rng);
+  roundTo<E>(dout);
   std::vector<float> ref(OC);
   cp::biasGrad(ref.data(), dout.data(), N, OC);
+  roundTo<E>(ref);
   Outs o = runOrders(nm, [&]() -> Outs {
-    Buf db(OC, off), d(dout.size(), off);
+    BufT<E> db(OC, off), d(dout.size(), off);
     d.set(dout);
     cu::biasGrad(ctx, db.p, d.p, N, OC);
     checkCanary(nm, db);
     return {db.vec()};
   });
-  compare(nm, o[0].data(), ref.data(), OC, 2e-5);
+  compare(nm, o[0].data(), ref.data(), OC, tol<E>(2e-5, 1));
 }
 
 // ------------------------------------------------------------ elementwise
+template <typename E = float>
 static void testElementwise(int n, int offO, int offA, int offB,
                             unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "n=%d off=%d/%d/%d", n, offO, offA, offB);
+  snprintf(nm, sizeof nm, "%sn=%d off=%d/%d/%d", kIsBF16<E> ? "bf16 " : "", n,
+           offO, offA, offB);
   std::mt19937 rng(seed);
   auto a = randv(n, rng, -4, 4), b = randv(n, rng, -4, 4);
   if (n > 2)
     a[1] = NAN; // NaN passes through relu as on the CPU
+  roundTo<E>(a), roundTo<E>(b);
   std::vector<float> ref(n);
+  using CpuFn = std::function<void(float *, const float *, const float *)>;
+  using GpuFn = std::function<void(E *, const E *, const E *)>;
   struct Op {
     const char *name;
-    std::function<void(float *, const float *, const float *)> cpu, gpu;
-    double tol;
+    CpuFn cpu;
+    GpuFn gpu;
+    double tol, ulps; // the f32 tolerance; bf16 units beyond it
   };
   std::vector<Op> ops = {
       {"add",
        [&](float *o, const float *x, const float *y) { cp::add(o, x, y, n); },
-       [&](float *o, const float *x, const float *y) {
-         cu::add(ctx, o, x, y, n);
-       },
-       0},
+       [&](E *o, const E *x, const E *y) { cu::add(ctx, o, x, y, n); }, 0, 0},
       {"geluF",
        [&](float *o, const float *x, const float *) {
          cp::geluForward(o, x, n);
        },
-       [&](float *o, const float *x, const float *) {
-         cu::geluForward(ctx, o, x, n);
-       },
-       3e-6},
+       [&](E *o, const E *x, const E *) { cu::geluForward(ctx, o, x, n); },
+       3e-6, 1},
       {"geluB",
        [&](float *o, const float *x, const float *y) {
          cp::geluBackward(o, x, y, n);
        },
-       [&](float *o, const float *x, const float *y) {
-         cu::geluBackward(ctx, o, x, y, n);
-       },
-       3e-6},
+       [&](E *o, const E *x, const E *y) { cu::geluBackward(ctx, o, x, y, n); },
+       3e-6, 1},
       {"reluF",
        [&](float *o, const float *x, const float *) {
          cp::reluForward(o, x, n);
        },
-       [&](float *o, const float *x, const float *) {
-         cu::reluForward(ctx, o, x, n);
-       },
+       [&](E *o, const E *x, const E *) { cu::reluForward(ctx, o, x, n); }, 0,
        0},
       {"reluB",
        [&](float *o, const float *x, const float *y) {
          cp::reluBackward(o, x, y, n);
        },
-       [&](float *o, const float *x, const float *y) {
-         cu::reluBackward(ctx, o, x, y, n);
-       },
-       0},
+       [&](E *o, const E *x, const E *y) { cu::reluBackward(ctx, o, x, y, n); },
+       0, 0},
       {"fill",
        [&](float *o, const float *, const float *) { cp::fill(o, n, 2.5f); },
-       [&](float *o, const float *, const float *) {
-         cu::fill(ctx, o, n, 2.5f);
-       },
-       0},
+       [&](E *o, const E *, const E *) { cu::fill(ctx, o, n, 2.5f); }, 0, 0},
   };
   for (auto &op : ops) {
     std::string name = std::string(op.name) + " " + nm;
     op.cpu(ref.data(), a.data(), b.data());
+    roundTo<E>(ref);
     Outs o = runOrders(name, [&]() -> Outs {
-      Buf out(n, offO), ba(n, offA), bb(n, offB);
+      BufT<E> out(n, offO), ba(n, offA), bb(n, offB);
       ba.set(a), bb.set(b);
       op.gpu(out.p, ba.p, bb.p);
       checkCanary(name, out);
       return {out.vec()};
     });
-    compare(name, o[0].data(), ref.data(), n, op.tol, 1.0);
+    compare(name, o[0].data(), ref.data(), n, tol<E>(op.tol, op.ulps), 1.0);
   }
   // aliasing: add in place (out == a), scale in place
   {
     std::string name = std::string("add in place ") + nm;
     cp::add(ref.data(), a.data(), b.data(), n);
+    roundTo<E>(ref);
     Outs o = runOrders(name, [&]() -> Outs {
-      Buf ba(n, offA), bb(n, offB);
+      BufT<E> ba(n, offA), bb(n, offB);
       ba.set(a), bb.set(b);
       cu::add(ctx, ba.p, ba.p, bb.p, n);
       checkCanary(name, ba);
@@ -398,9 +456,9 @@ static void testElementwise(int n, int offO, int offA, int offB,
   {
     std::string name = std::string("scale ") + nm;
     for (int i = 0; i < n; ++i)
-      ref[i] = a[i] * 0.37f;
+      ref[i] = roundTo<E>(a[i] * 0.37f);
     Outs o = runOrders(name, [&]() -> Outs {
-      Buf ba(n, offA);
+      BufT<E> ba(n, offA);
       ba.set(a);
       cu::scale(ctx, ba.p, n, 0.37f);
       checkCanary(name, ba);
@@ -408,6 +466,109 @@ static void testElementwise(int n, int offO, int offA, int offB,
     });
     compare(name, o[0].data(), ref.data(), n, 0);
   }
+}
+
+// ------------------------------------------------------------ casts
+// The bits of a float.
+static float fromBits(uint32_t w) {
+  float f;
+  memcpy(&f, &w, 4);
+  return f;
+}
+
+// Floats where rounding to bf16 can go wrong: ties to even (both ways), one
+// unit either side of a tie, NaNs (quiet, signalling, negative, payloads
+// that the 16 kept bits lose), infinities, the overflow of the largest
+// finite bf16 to infinity, subnormals and their ties, zeros, then random
+// words.
+static std::vector<float> roundingCases(int random, unsigned seed) {
+  std::vector<uint32_t> w = {
+      0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0xBF808000u,
+      0xBF818000u, 0x4B7F8000u, 0x3F7FFFFFu, 0x7FC00000u, 0xFFC00000u,
+      0x7F800001u, 0x7F810000u, 0xFF800001u, 0x7FFFFFFFu, 0x7FA12345u,
+      0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0x7F7F7FFFu, 0x7F7F8000u,
+      0x7F7F8001u, 0xFF7F8000u, 0x7F7E8000u, 0x00000001u, 0x00008000u,
+      0x00018000u, 0x00007FFFu, 0x00008001u, 0x807FFFFFu, 0x007F8000u,
+      0x00800000u, 0x80008000u, 0x00000000u, 0x80000000u, 0x3F800000u};
+  std::mt19937 rng(seed);
+  for (int i = 0; i < random; ++i)
+    w.push_back(uint32_t(rng()));
+  std::vector<float> out;
+  for (uint32_t x : w)
+    out.push_back(fromBits(x));
+  return out;
+}
+
+// __float2bfloat16_rn (NVIDIA's host code where the toolkit is installed,
+// emu_nvbf16.cpp) against the CPU backend's roundToBF16, bit for bit on
+// every number; NaN to NaN (CUDA's is the canonical 0x7FFF, the CPU keeps
+// sign and payload: the kernels store the CPU's, testCast checks that).
+static void testRounding() {
+  const std::vector<float> cases = roundingCases(200000, 99);
+  int bad = 0, nans = 0;
+  ++gChecks;
+  for (float x : cases) {
+    const uint16_t nv = __float2bfloat16_rn(x).__x;
+    const uint16_t cpu = fsdp::rt::roundToBF16(x);
+    const bool ok = std::isnan(x) ? (std::isnan(fsdp::rt::widenBF16(nv)) &&
+                                     std::isnan(fsdp::rt::widenBF16(cpu)))
+                                  : nv == cpu;
+    nans += std::isnan(x);
+    if (!ok && bad++ < 10) {
+      char buf[160];
+      uint32_t w;
+      memcpy(&w, &x, 4);
+      snprintf(buf, sizeof buf,
+               "rounding: %08x: __float2bfloat16_rn %04x, roundToBF16 %04x", w,
+               nv, cpu);
+      fail(buf);
+    }
+  }
+  if (bad > 10)
+    fail("rounding: " + std::to_string(bad) + " mismatches in all");
+  printf("rounding: __float2bfloat16_rn from %s: %zu cases (%d NaN), %d "
+         "mismatches\n",
+         emu::kNvBF16Source, cases.size(), nans, bad);
+}
+
+// The cast kernel both ways, aligned and not: f32 -> bf16 bit for bit
+// roundToBF16 (NaN included), bf16 -> f32 exact.
+static void testCast(int off) {
+  const std::vector<float> cases = roundingCases(4000, 7 + off);
+  const size_t n = cases.size();
+  const std::string nm = "cast off=" + std::to_string(off);
+  Outs o = runOrders(nm + " f32->bf16", [&]() -> Outs {
+    Buf in(n, off);
+    BufT<BF16> out(n, off);
+    in.set(cases);
+    cu::cast(ctx, out.p, in.p, int64_t(n));
+    checkCanary(nm, out);
+    std::vector<float> bits(n);
+    for (size_t i = 0; i < n; ++i)
+      bits[i] = float(out.p[i].__x);
+    return {bits};
+  });
+  ++gChecks;
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i)
+    bad += uint16_t(o[0][i]) != fsdp::rt::roundToBF16(cases[i]);
+  if (bad)
+    fail(nm + " f32->bf16: " + std::to_string(bad) +
+         " results differ from roundToBF16's bits");
+  std::vector<float> wide(n);
+  for (size_t i = 0; i < n; ++i)
+    wide[i] = fsdp::rt::widenBF16(fsdp::rt::roundToBF16(cases[i]));
+  o = runOrders(nm + " bf16->f32", [&]() -> Outs {
+    BufT<BF16> in(n, off);
+    Buf out(n, off);
+    in.set(wide);
+    cu::cast(ctx, out.p, in.p, int64_t(n));
+    checkCanary(nm, out);
+    return {out.vec()};
+  });
+  ++gChecks;
+  if (memcmp(o[0].data(), wide.data(), 4 * n) != 0)
+    fail(nm + " bf16->f32: not the exact widening");
 }
 
 // ------------------------------------------------------------ adamw
@@ -434,11 +595,14 @@ static void testAdamW(int n, int off, int step, unsigned seed) {
 }
 
 // ------------------------------------------------------------ cross entropy
+template <typename E = float>
 static void testCrossEntropy(int N, int V, float spread, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "crossEntropy N=%d V=%d spread=%g", N, V, spread);
+  snprintf(nm, sizeof nm, "crossEntropy%s N=%d V=%d spread=%g",
+           kIsBF16<E> ? " bf16" : "", N, V, spread);
   std::mt19937 rng(seed);
   auto logits = randv(size_t(N) * V, rng, -spread, spread);
+  roundTo<E>(logits);
   std::vector<int32_t> tg(N);
   std::uniform_int_distribution<int> dt(0, V - 1);
   for (auto &t : tg)
@@ -453,7 +617,8 @@ static void testCrossEntropy(int N, int V, float spread, unsigned seed) {
     std::string name =
         std::string(nm) + (scratch ? " fwd(rowScratch)" : " fwd(one block)");
     Outs o = runOrders(name, [&]() -> Outs {
-      Buf loss(1), lg(logits.size()), sc(N);
+      Buf loss(1), sc(N);
+      BufT<E> lg(logits.size());
       lg.set(logits);
       cu::crossEntropyForward(ctx, loss.p, lg.p, dtg, N, V,
                               scratch ? sc.p : nullptr);
@@ -465,43 +630,55 @@ static void testCrossEntropy(int N, int V, float spread, unsigned seed) {
   const float dloss = 0.7f;
   std::vector<float> rd(logits.size());
   cp::crossEntropyBackward(rd.data(), &dloss, logits.data(), tg.data(), N, V);
+  roundTo<E>(rd);
   std::string name = std::string(nm) + " bwd";
   Outs o = runOrders(name, [&]() -> Outs {
-    Buf d(logits.size()), lg(logits.size()), dl(1);
+    BufT<E> d(logits.size()), lg(logits.size());
+    Buf dl(1);
     lg.set(logits);
     dl.p[0] = dloss;
     cu::crossEntropyBackward(ctx, d.p, dl.p, lg.p, dtg, N, V);
     checkCanary(name, d);
     return {d.vec()};
   });
-  compare(name, o[0].data(), rd.data(), rd.size(), 2e-6);
+  compare(name, o[0].data(), rd.data(), rd.size(), tol<E>(2e-6, 1));
   free(dtg);
 }
 
 // ------------------------------------------------------------ attention
+// In bf16 the GPU rounds the scores (and dP) where cuBLAS stores them in
+// the T x T buffers before the softmax reads them, which the CPU's widened
+// kernel does not: a few bf16 units apart (kAttentionUlps).
+constexpr double kAttentionUlps = 2;
+template <typename E = float>
 static void testAttention(int B, int T, int C, int NH, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "attention B=%d T=%d C=%d NH=%d", B, T, C, NH);
+  snprintf(nm, sizeof nm, "attention%s B=%d T=%d C=%d NH=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH);
   std::mt19937 rng(seed);
   auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
+  roundTo<E>(qkv), roundTo<E>(dout);
   const size_t PT = size_t(B) * NH * T * T;
   std::vector<float> rout(size_t(B) * T * C), rprobs(PT, NAN);
   cp::attentionForward(*gBlas, rout.data(), rprobs.data(), qkv.data(), B, T, C,
                        NH);
+  roundTo<E>(rout), roundTo<E>(rprobs);
   std::vector<float> rdqkv(qkv.size()), rscr(PT, NAN);
   cp::attentionBackward(*gBlas, rdqkv.data(), rscr.data(), dout.data(),
                         qkv.data(), rprobs.data(), B, T, C, NH);
+  roundTo<E>(rdqkv), roundTo<E>(rscr);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
-    Buf out(rout.size()), probs(PT), bq(qkv.size());
+    BufT<E> out(rout.size()), probs(PT), bq(qkv.size());
     bq.set(qkv);
     cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH);
     checkCanary(nm, out), checkCanary(nm, probs);
     return {out.vec(), probs.vec()};
   });
   compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
-          2e-5);
-  compare(std::string(nm) + " probs", o[1].data(), rprobs.data(), PT, 2e-5);
+          tol<E>(2e-5, kAttentionUlps));
+  compare(std::string(nm) + " probs", o[1].data(), rprobs.data(), PT,
+          tol<E>(2e-5, kAttentionUlps));
   size_t nz = 0;
   for (size_t r = 0; r < size_t(B) * NH * T; ++r)
     for (int j = r % T + 1; j < T; ++j)
@@ -512,14 +689,14 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
   // backward from the GPU's probs (as the runtime would)
   auto gprobs = o[1];
   o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
-    Buf dq(qkv.size()), scr(PT), bq(qkv.size()), bd(dout.size()), bp(PT);
+    BufT<E> dq(qkv.size()), scr(PT), bq(qkv.size()), bd(dout.size()), bp(PT);
     bq.set(qkv), bd.set(dout), bp.set(gprobs);
     cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH);
     checkCanary(nm, dq), checkCanary(nm, scr);
     return {dq.vec(), scr.vec()};
   });
   compare(std::string(nm) + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(),
-          5e-5);
+          tol<E>(5e-5, kAttentionUlps));
   // dS: compare where the CPU wrote it (j < blockEnd(i)); zero above diag.
   std::vector<float> gs = o[1], rs = rscr;
   for (size_t r = 0; r < size_t(B) * NH * T; ++r) {
@@ -529,7 +706,8 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
       if (j >= be)
         gs[r * T + j] = rs[r * T + j] = 0;
   }
-  compare(std::string(nm) + " dS", gs.data(), rs.data(), PT, 5e-5);
+  compare(std::string(nm) + " dS", gs.data(), rs.data(), PT,
+          tol<E>(5e-5, kAttentionUlps));
   size_t nz2 = 0;
   for (size_t r = 0; r < size_t(B) * NH * T; ++r)
     for (int j = r % T + 1; j < T; ++j)
@@ -544,48 +722,60 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
 // blocked kernels (out, lse, dqkv) and the materialized ones (out, dqkv):
 // T across the tiles (32 rows, 16 above hs = 64), head sizes in each of
 // the compiled buckets (32, 64, 128) and at their edges.
+// In bf16 the backward reads the rounded out (a bf16 buffer in the plan),
+// so its references do too; the materialized reference keeps its probs in
+// float (no T x T buffer here), a few bf16 units from the blocked kernels.
+template <typename E = float>
 static void testBlocked(int B, int T, int C, int NH, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "blocked B=%d T=%d C=%d NH=%d", B, T, C, NH);
+  snprintf(nm, sizeof nm, "blocked%s B=%d T=%d C=%d NH=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH);
   std::mt19937 rng(seed);
   auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
+  roundTo<E>(qkv), roundTo<E>(dout);
   const size_t PT = size_t(B) * NH * T * T, L = size_t(B) * NH * T;
   std::vector<float> rout(size_t(B) * T * C), rlse(L), rdqkv(qkv.size());
   cp::blockedAttentionForward(*gBlas, rout.data(), rlse.data(), qkv.data(), B,
                               T, C, NH);
+  roundTo<E>(rout);
   cp::blockedAttentionBackward(*gBlas, rdqkv.data(), dout.data(), qkv.data(),
                                rout.data(), rlse.data(), B, T, C, NH);
+  roundTo<E>(rdqkv);
   std::vector<float> mout(rout.size()), mprobs(PT), mdqkv(qkv.size()), mscr(PT);
   cp::attentionForward(*gBlas, mout.data(), mprobs.data(), qkv.data(), B, T, C,
                        NH);
   cp::attentionBackward(*gBlas, mdqkv.data(), mscr.data(), dout.data(),
                         qkv.data(), mprobs.data(), B, T, C, NH);
+  roundTo<E>(mout), roundTo<E>(mdqkv);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
-    Buf out(rout.size()), lse(L), bq(qkv.size());
+    BufT<E> out(rout.size()), bq(qkv.size());
+    Buf lse(L);
     bq.set(qkv);
     cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH);
     checkCanary(nm, out), checkCanary(nm, lse);
     return {out.vec(), lse.vec()};
   });
   const std::string n = nm;
-  compare(n + " out", o[0].data(), rout.data(), rout.size(), 2e-5);
+  compare(n + " out", o[0].data(), rout.data(), rout.size(), tol<E>(2e-5, 1));
   compare(n + " out vs materialized", o[0].data(), mout.data(), mout.size(),
-          2e-5);
+          tol<E>(2e-5, 1));
   compare(n + " lse", o[1].data(), rlse.data(), L, 2e-6);
   // backward from the GPU's out and lse (as the runtime would)
   auto gout = o[0], glse = o[1];
   o = runOrders(n + " bwd", [&]() -> Outs {
-    Buf dq(qkv.size()), bq(qkv.size()), bd(dout.size()), bo(gout.size()), bl(L);
+    BufT<E> dq(qkv.size()), bq(qkv.size()), bd(dout.size()), bo(gout.size());
+    Buf bl(L);
     bq.set(qkv), bd.set(dout), bo.set(gout), bl.set(glse);
     cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C,
                                  NH);
     checkCanary(nm, dq);
     return {dq.vec()};
   });
-  compare(n + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(), 5e-5);
+  compare(n + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(),
+          tol<E>(5e-5, 1));
   compare(n + " dqkv vs materialized", o[0].data(), mdqkv.data(), mdqkv.size(),
-          5e-5);
+          tol<E>(5e-5, kAttentionUlps));
 }
 
 // Shapes the blocked kernels refuse: recorded as errors, nothing written.
@@ -617,23 +807,46 @@ static void testBlockedErrors(int C, int NH) {
 
 // ------------------------------------------------------------ linear (bias
 // broadcast kernel + fake cuBLAS)
+template <typename E = float>
 static void testLinear(int N, int IC, int OC, bool bias, unsigned seed) {
   char nm[128];
-  snprintf(nm, sizeof nm, "linear N=%d IC=%d OC=%d bias=%d", N, IC, OC, bias);
+  snprintf(nm, sizeof nm, "linear%s N=%d IC=%d OC=%d bias=%d",
+           kIsBF16<E> ? " bf16" : "", N, IC, OC, bias);
   std::mt19937 rng(seed);
   auto x = randv(size_t(N) * IC, rng), w = randv(size_t(OC) * IC, rng),
        b = randv(OC, rng);
+  roundTo<E>(x), roundTo<E>(w), roundTo<E>(b);
   std::vector<float> ref(size_t(N) * OC);
   cp::linearForward(*gBlas, ref.data(), x.data(), w.data(),
                     bias ? b.data() : nullptr, N, IC, OC);
+  roundTo<E>(ref);
   Outs o = runOrders(nm, [&]() -> Outs {
-    Buf out(ref.size()), bx(x.size()), bw(w.size()), bb(OC);
+    BufT<E> out(ref.size()), bx(x.size()), bw(w.size()), bb(OC);
     bx.set(x), bw.set(w), bb.set(b);
     cu::linearForward(ctx, out.p, bx.p, bw.p, bias ? bb.p : nullptr, N, IC, OC);
     checkCanary(nm, out);
     return {out.vec()};
   });
-  compare(nm, o[0].data(), ref.data(), ref.size(), 1e-5);
+  compare(nm, o[0].data(), ref.data(), ref.size(), tol<E>(1e-5, 1));
+  // The two gradient GEMMs (N = 0: an empty sum, dw zeroed).
+  auto dout = randv(size_t(N) * OC, rng);
+  roundTo<E>(dout);
+  std::vector<float> rdx(size_t(N) * IC), rdw(size_t(OC) * IC);
+  cp::linearGradInput(*gBlas, rdx.data(), dout.data(), w.data(), N, IC, OC);
+  cp::linearGradWeight(*gBlas, rdw.data(), dout.data(), x.data(), N, IC, OC);
+  roundTo<E>(rdx), roundTo<E>(rdw);
+  const std::string g = std::string(nm) + " grads";
+  o = runOrders(g, [&]() -> Outs {
+    BufT<E> dx(rdx.size()), dw(rdw.size()), bd(dout.size()), bx(x.size()),
+        bw(w.size());
+    bd.set(dout), bx.set(x), bw.set(w);
+    cu::linearGradInput(ctx, dx.p, bd.p, bw.p, N, IC, OC);
+    cu::linearGradWeight(ctx, dw.p, bd.p, bx.p, N, IC, OC);
+    checkCanary(g, dx), checkCanary(g, dw);
+    return {dx.vec(), dw.vec()};
+  });
+  compare(g + " dx", o[0].data(), rdx.data(), rdx.size(), tol<E>(1e-5, 1));
+  compare(g + " dw", o[1].data(), rdw.data(), rdw.size(), tol<E>(1e-5, 1));
 }
 
 // Cross-entropy with large logits and a dominant target: small per-row loss
@@ -673,6 +886,48 @@ static void probeCrossEntropy(int N, int V, float offset, float margin) {
          "gpu one-block rel %.2e | gpu rowScratch rel %.2e\n",
          N, V, offset, margin, exact, std::fabs(cpuLoss - exact) / exact,
          std::fabs(one - exact) / exact, std::fabs(rows - exact) / exact);
+}
+
+// Every templated kernel in bf16 against the CPU's fp32 kernel on the same
+// (bf16) inputs, its results rounded as the CPU backend rounds them: the
+// shapes of the fp32 groups that reach each path (vector and scalar,
+// causal blocks, tiles and head-size buckets, V above the block size).
+static void testBF16() {
+  unsigned seed = 50001;
+  for (int n : {1, 5, 8, 1025, 4099})
+    for (auto offs : std::vector<std::vector<int>>{
+             {0, 0, 0}, {1, 1, 1}, {0, 0, 2}, {3, 0, 0}})
+      testElementwise<BF16>(n, offs[0], offs[1], offs[2], seed++);
+  testEmbedding<BF16>(2, 3, 8, 5, 3, 0, 0, seed++);
+  testEmbedding<BF16>(1, 1, 4, 2, 5, 1, 0, seed++);
+  testEmbedding<BF16>(3, 33, 260, 50, 40, 0, 1, seed++);
+  testEmbedding<BF16>(4, 70, 33, 2, 70, 0, 0, seed++);
+  for (int N : {1, 9, 70})
+    for (int C : {1, 4, 33, 768})
+      testLayerNorm<BF16>(N, C, N % 2, seed++);
+  testLayerNorm<BF16>(3, 4100, 0, seed++);
+  for (int N : {0, 5, 200})
+    for (int OC : {1, 8, 9})
+      testBiasGrad<BF16>(N, OC, OC % 2, seed++);
+  testBiasGrad<BF16>(2, 8193, 1, seed++);
+  for (int N : {1, 33})
+    for (int V : {1, 5, 100, 1100})
+      testCrossEntropy<BF16>(N, V, 5.0f, seed++);
+  testCrossEntropy<BF16>(5, 2000, 60.0f, seed++);
+  testAttention<BF16>(1, 1, 4, 1, seed++);
+  testAttention<BF16>(2, 33, 12, 3, seed++);
+  testAttention<BF16>(1, 300, 8, 1, seed++);
+  testBlocked<BF16>(1, 1, 4, 1, seed++);
+  testBlocked<BF16>(2, 70, 36, 3, seed++);
+  testBlocked<BF16>(1, 130, 64, 1, seed++);
+  testBlocked<BF16>(1, 65, 256, 2, seed++);
+  testBlocked<BF16>(2, 33, 66, 2, seed++);
+  testLinear<BF16>(1, 3, 5, true, seed++);
+  testLinear<BF16>(7, 9, 300, true, seed++);
+  testLinear<BF16>(70, 16, 33, true, seed++);
+  testLinear<BF16>(5, 4, 8, false, seed++);
+  testLinear<BF16>(0, 3, 5, true, seed++);
+  printf("bf16 done (%d failures so far)\n", gFailures);
 }
 
 int main(int argc, char **argv) {
@@ -831,6 +1086,14 @@ int main(int argc, char **argv) {
     }
     printf("fuzz done (%d failures so far)\n", gFailures);
   }
+  if (want("rounding")) {
+    testRounding();
+    for (int off : {0, 1, 2, 3})
+      testCast(off);
+    printf("rounding done (%d failures so far)\n", gFailures);
+  }
+  if (want("bf16"))
+    testBF16();
   printf("%d checks, %d failures; worst passing normwise error %.3g (%s)\n",
          gChecks, gFailures, gWorst, gWorstName.c_str());
   return gFailures ? 1 : 0;

@@ -398,11 +398,26 @@ cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width,
   return cudaSuccess;
 }
 
-// Column-major C = alpha op(A) op(B) + beta C (beta == 0: C not read).
-static cublasStatus_t gemm1(cublasOperation_t ta, cublasOperation_t tb, int m,
-                            int n, int k, float alpha, const float *A, int lda,
-                            const float *B, int ldb, float beta, float *C,
-                            int ldc) {
+// Elements as the GEMMs read and write them: float, or bf16 widened on
+// load and rounded (by the conversion the kernels use) on store.
+static float loadElem(const void *p, int64_t i, cudaDataType_t t) {
+  if (t == CUDA_R_16BF)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  return static_cast<const float *>(p)[i];
+}
+static void storeElem(void *p, int64_t i, cudaDataType_t t, float v) {
+  if (t == CUDA_R_16BF)
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+  else
+    static_cast<float *>(p)[i] = v;
+}
+
+// Column-major C = alpha op(A) op(B) + beta C (beta == 0: C not read), the
+// sum in double, C rounded once to its type.
+static cublasStatus_t gemmT(cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, float alpha, const void *A, int lda,
+                            const void *B, int ldb, float beta, void *C,
+                            int ldc, cudaDataType_t t) {
   if (m < 0 || n < 0 || k < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   const int arows = ta == CUBLAS_OP_N ? m : k;
@@ -414,15 +429,75 @@ static cublasStatus_t gemm1(cublasOperation_t ta, cublasOperation_t tb, int m,
     for (int i = 0; i < m; ++i) {
       double acc = 0.0;
       for (int l = 0; l < k; ++l) {
-        const float a = ta == CUBLAS_OP_N ? A[i + (int64_t)l * lda]
-                                          : A[l + (int64_t)i * lda];
-        const float b = tb == CUBLAS_OP_N ? B[l + (int64_t)j * ldb]
-                                          : B[j + (int64_t)l * ldb];
+        const float a = ta == CUBLAS_OP_N
+                            ? loadElem(A, i + (int64_t)l * lda, t)
+                            : loadElem(A, l + (int64_t)i * lda, t);
+        const float b = tb == CUBLAS_OP_N
+                            ? loadElem(B, l + (int64_t)j * ldb, t)
+                            : loadElem(B, j + (int64_t)l * ldb, t);
         acc += double(a) * double(b);
       }
-      float &c = C[i + (int64_t)j * ldc];
-      c = beta == 0.0f ? float(alpha * acc) : float(alpha * acc + beta * c);
+      const int64_t at = i + (int64_t)j * ldc;
+      const float c = beta == 0.0f ? 0.0f : loadElem(C, at, t);
+      storeElem(C, at, t,
+                beta == 0.0f ? float(alpha * acc)
+                             : float(alpha * acc + beta * c));
     }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t gemm1(cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C,
+                            int ldc) {
+  return gemmT(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+               CUDA_R_32F);
+}
+
+static size_t elemSize(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+// The Ex calls as the kernels make them: one type for A, B and C, fp32
+// compute, host alpha and beta.
+static bool exSupported(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c,
+                        cublasComputeType_t compute) {
+  return a == b && b == c && (a == CUDA_R_32F || a == CUDA_R_16BF) &&
+         compute == CUBLAS_COMPUTE_32F;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
+                            cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t at,
+                            int lda, const void *B, cudaDataType_t bt, int ldb,
+                            const void *beta, void *C, cudaDataType_t ct,
+                            int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t) {
+  if (!exSupported(at, bt, ct, compute))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return gemmT(ta, tb, m, n, k, *static_cast<const float *>(alpha), A, lda, B,
+               ldb, *static_cast<const float *>(beta), C, ldc, ct);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+    int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
+    long long sA, const void *B, cudaDataType_t bt, int ldb, long long sB,
+    const void *beta, void *C, cudaDataType_t ct, int ldc, long long sC,
+    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (!exSupported(at, bt, ct, compute))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (batch < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const size_t e = elemSize(ct);
+  for (int i = 0; i < batch; ++i) {
+    cublasStatus_t s =
+        gemmT(ta, tb, m, n, k, *static_cast<const float *>(alpha),
+              static_cast<const char *>(A) + i * sA * e, lda,
+              static_cast<const char *>(B) + i * sB * e, ldb,
+              *static_cast<const float *>(beta),
+              static_cast<char *>(C) + i * sC * e, ldc, ct);
+    if (s != CUBLAS_STATUS_SUCCESS)
+      return s;
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 

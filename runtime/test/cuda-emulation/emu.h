@@ -41,6 +41,32 @@ inline float4 make_float4(float x, float y, float z, float w) {
   return float4{x, y, z, w};
 }
 
+// bf16 as cuda_bf16.h has it, storage only (the kernels compute in float).
+// The conversion is NVIDIA's own host code where the toolkit's header is
+// there (emu_nvbf16.cpp), which the test compares with the CPU's rounding.
+struct __nv_bfloat16 {
+  unsigned short __x;
+};
+namespace emu {
+unsigned short nvFloat2BF16(float x);   ///< __float2bfloat16_rn's bits
+extern const char *const kNvBF16Source; ///< whose code that is
+} // namespace emu
+inline unsigned int __float_as_uint(float x) {
+  unsigned int u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short x) { return {x}; }
+inline __nv_bfloat16 __float2bfloat16_rn(float x) {
+  return {emu::nvFloat2BF16(x)};
+}
+inline float __bfloat162float(__nv_bfloat16 b) {
+  const unsigned int word = (unsigned int)b.__x << 16;
+  float f;
+  std::memcpy(&f, &word, sizeof f);
+  return f;
+}
+
 typedef struct CUstream_st *cudaStream_t;
 enum cudaError_t {
   cudaSuccess = 0,
@@ -63,6 +89,9 @@ enum cublasStatus_t {
   CUBLAS_STATUS_LICENSE_ERROR = 16,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
@@ -80,6 +109,20 @@ cublasStatus_t cublasSgemmStridedBatched(
     const float *alpha, const float *A, int lda, long long strideA,
     const float *B, int ldb, long long strideB, const float *beta, float *C,
     int ldc, long long strideC, int batchCount);
+// The Ex GEMMs for float and bf16 operands (all three of one type) with
+// fp32 compute; C rounded once (bf16) from the fp32-or-better sum.
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t,
+                            cublasOperation_t, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t,
+                            int lda, const void *B, cudaDataType_t, int ldb,
+                            const void *beta, void *C, cudaDataType_t, int ldc,
+                            cublasComputeType_t, cublasGemmAlgo_t);
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType_t, int lda,
+    long long strideA, const void *B, cudaDataType_t, int ldb,
+    long long strideB, const void *beta, void *C, cudaDataType_t, int ldc,
+    long long strideC, int batchCount, cublasComputeType_t, cublasGemmAlgo_t);
 
 // ---------------------------------------------------------------- runtime
 namespace emu {

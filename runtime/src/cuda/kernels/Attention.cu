@@ -40,6 +40,14 @@
 // is the alpha of the dq and dk products, as on the CPU), zero above the
 // diagonal; the products below read only entries that were written.
 //
+// In bf16 the products are cublasGemmStridedBatchedEx (bf16 operands, fp32
+// sums) and the T x T matrices are bf16 like every Float operand: the
+// scores and dP are rounded where cuBLAS stores them, the softmax and its
+// backward widen them, compute in float and round P and dS once. That is
+// PyTorch autocast's materialized attention; the CPU's widened kernel
+// keeps those intermediates in float, so the two differ by a few bf16
+// units in the last place (the blocked form, all in float inside, does not).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
@@ -59,40 +67,46 @@ inline int64_t blockEnd(int64_t i0, int64_t T) {
   return i0 + kCausalBlock < T ? i0 + kCausalBlock : T;
 }
 
+template <typename E>
 __global__ void __launch_bounds__(kRowThreads)
-    causalSoftmaxKernel(float *__restrict__ probs, int64_t rows, int64_t T) {
+    causalSoftmaxKernel(E *__restrict__ probs, int64_t rows, int64_t T) {
+  using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (r >= rows)
     return;
   const int64_t n = r % T + 1; // columns j <= i
-  float *p = probs + r * T;
+  E *p = probs + r * T;
   detail::MaxSum acc = detail::maxSumEmpty();
   for (int64_t j = lane; j < n; j += 32)
-    detail::maxSumAdd(acc, p[j]);
+    detail::maxSumAdd(acc, toFloat(p[j]));
   acc = detail::warpMaxSum(acc);
   const float inv = 1.0f / acc.s;
   for (int64_t j = lane; j < T; j += 32)
-    p[j] = j < n ? __expf(p[j] - acc.m) * inv : 0.0f;
+    p[j] = detail::fromFloat<E>(j < n ? __expf(toFloat(p[j]) - acc.m) * inv
+                                      : 0.0f);
 }
 
+template <typename E>
 __global__ void __launch_bounds__(kRowThreads)
-    causalSoftmaxBackwardKernel(float *__restrict__ dscores,
-                                const float *__restrict__ probs, int64_t rows,
+    causalSoftmaxBackwardKernel(E *__restrict__ dscores,
+                                const E *__restrict__ probs, int64_t rows,
                                 int64_t T) {
+  using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (r >= rows)
     return;
   const int64_t n = r % T + 1;
-  const float *p = probs + r * T;
-  float *d = dscores + r * T;
+  const E *p = probs + r * T;
+  E *d = dscores + r * T;
   float dot = 0.0f;
   for (int64_t j = lane; j < n; j += 32)
-    dot += d[j] * p[j];
+    dot += toFloat(d[j]) * toFloat(p[j]);
   dot = detail::warpSum(dot);
   for (int64_t j = lane; j < T; j += 32)
-    d[j] = j < n ? p[j] * (d[j] - dot) : 0.0f;
+    d[j] = detail::fromFloat<E>(j < n ? toFloat(p[j]) * (toFloat(d[j]) - dot)
+                                      : 0.0f);
 }
 
 unsigned rowBlocks(int64_t rows) {
@@ -101,14 +115,14 @@ unsigned rowBlocks(int64_t rows) {
 
 } // namespace
 
-void attentionForward(const Context &ctx, float *out, float *probs,
-                      const float *qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t NH) {
+template <typename E>
+void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
+                      int64_t B, int64_t T, int64_t C, int64_t NH) {
   if (B <= 0 || T <= 0 || NH <= 0)
     return;
   const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
   const float scale = 1.0f / std::sqrt(float(hs));
-  const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
+  const E *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
 
   // S = scale q k^T into probs, for each row block up to the block's end.
   for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
@@ -133,15 +147,16 @@ void attentionForward(const Context &ctx, float *out, float *probs,
   }
 }
 
-void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
-                       const float *dout, const float *qkv, const float *probs,
-                       int64_t B, int64_t T, int64_t C, int64_t NH) {
+template <typename E>
+void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
+                       const E *qkv, const E *probs, int64_t B, int64_t T,
+                       int64_t C, int64_t NH) {
   if (B <= 0 || T <= 0 || NH <= 0)
     return;
   const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
   const float scale = 1.0f / std::sqrt(float(hs));
-  const float *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
-  float *dq = dqkv, *dk = dqkv + C, *dv = dqkv + 2 * C;
+  const E *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
+  E *dq = dqkv, *dk = dqkv + C, *dv = dqkv + 2 * C;
 
   // dP = dO v^T into scratch, row blocks as in the forward.
   for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
@@ -180,5 +195,14 @@ void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
                            dv + i0 * ld, ld, T * ld, hs, B, NH);
   }
 }
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void attentionForward<E>(const Context &, E *, E *, const E *,      \
+                                    int64_t, int64_t, int64_t, int64_t);       \
+  template void attentionBackward<E>(const Context &, E *, E *, const E *,     \
+                                     const E *, const E *, int64_t, int64_t,   \
+                                     int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
 
 } // namespace fsdp::rt::cuda

@@ -32,6 +32,11 @@
 // registers, tiles in shared memory. D_i = dO_i . O_i is recomputed in
 // both passes (there is no scratch to keep it in), by the same code.
 //
+// Element types. The tiles are float whatever the element type E of qkv,
+// dout and out: bf16 is widened as a tile is loaded, everything after is
+// float (scores, the online softmax, the accumulators, lse), and only the
+// stored tiles (out, dq, dk, dv) are rounded, once each.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
@@ -73,25 +78,27 @@ template <int G> __device__ __forceinline__ float groupSum(float v) {
 
 /// Rows row0..row0 + kBlock of an hs-wide slice (row stride ld) into a
 /// tile, zeros past T and past hs.
-template <int HS>
+template <int HS, typename E>
 __device__ void loadTile(float (*tile)[Tile<HS>::kLd],
-                         const float *__restrict__ src, int64_t ld,
-                         int64_t row0, int64_t T, int hs) {
+                         const E *__restrict__ src, int64_t ld, int64_t row0,
+                         int64_t T, int hs) {
   for (int idx = threadIdx.x; idx < Tile<HS>::kBlock * HS; idx += kThreads) {
     const int r = idx / HS, d = idx % HS;
-    tile[r][d] = row0 + r < T && d < hs ? src[(row0 + r) * ld + d] : 0.0f;
+    tile[r][d] = row0 + r < T && d < hs
+                     ? detail::toFloat(src[(row0 + r) * ld + d])
+                     : 0.0f;
   }
 }
 
 /// The tile's rows below T, first hs columns, out to dst (row stride ld).
-template <int HS>
-__device__ void storeTile(float *__restrict__ dst, int64_t ld,
+template <int HS, typename E>
+__device__ void storeTile(E *__restrict__ dst, int64_t ld,
                           const float (*tile)[Tile<HS>::kLd], int64_t row0,
                           int64_t T, int hs) {
   for (int idx = threadIdx.x; idx < Tile<HS>::kBlock * HS; idx += kThreads) {
     const int r = idx / HS, d = idx % HS;
     if (row0 + r < T && d < hs)
-      dst[(row0 + r) * ld + d] = tile[r][d];
+      dst[(row0 + r) * ld + d] = detail::fromFloat<E>(tile[r][d]);
   }
 }
 
@@ -108,8 +115,8 @@ __device__ void putRow(float (*tile)[Tile<HS>::kLd], int r, int part,
 /// D_i = dO_i . O_i of row i (straight from global memory; the group of
 /// row i gets the same bits in every pass, the summation order being
 /// fixed). Zero past T.
-template <int HS>
-__device__ float rowD(const float *__restrict__ dO, const float *__restrict__ o,
+template <int HS, typename E>
+__device__ float rowD(const E *__restrict__ dO, const E *__restrict__ o,
                       int64_t i, int64_t T, int64_t C, int hs, int part) {
   using L = Tile<HS>;
   float acc = 0.0f;
@@ -118,7 +125,7 @@ __device__ float rowD(const float *__restrict__ dO, const float *__restrict__ o,
     for (int j = 0; j < L::kCols; ++j) {
       const int d = part + L::kGroup * j;
       if (d < hs)
-        acc += dO[i * C + d] * o[i * C + d];
+        acc += detail::toFloat(dO[i * C + d]) * detail::toFloat(o[i * C + d]);
     }
   }
   return groupSum<L::kGroup>(acc);
@@ -199,10 +206,10 @@ forwardStep(const float (*Qs)[Tile<HS>::kLd], const float (*Ks)[Tile<HS>::kLd],
 
 /// One (b, h) per blockIdx.x, one query tile per blockIdx.y (the last
 /// tiles, which see the most keys, first).
-template <int HS>
+template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
-    blockedForwardKernel(float *__restrict__ out, float *__restrict__ lse,
-                         const float *__restrict__ qkv, int64_t T, int64_t C,
+    blockedForwardKernel(E *__restrict__ out, float *__restrict__ lse,
+                         const E *__restrict__ qkv, int64_t T, int64_t C,
                          int64_t NH, int hs, float scale) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
@@ -212,7 +219,7 @@ __global__ void __launch_bounds__(kThreads)
   const HeadView hv = headView(T, C, NH, hs);
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * L::kBlock;
   const int r = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
-  const float *q = qkv + hv.qkv, *k = q + C, *v = q + 2 * C;
+  const E *q = qkv + hv.qkv, *k = q + C, *v = q + 2 * C;
   loadTile<HS>(Qs, q, 3 * C, i0, T, hs);
   RowState<HS> st;
   for (int64_t j0 = 0; j0 <= i0; j0 += L::kBlock) {
@@ -282,12 +289,10 @@ keyStep(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
 
 /// One (b, h) per blockIdx.x, one key tile per blockIdx.y (the first
 /// tiles, which see the most queries, first), over query tiles i0 >= j0.
-template <int HS>
+template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
-    blockedKeyPassKernel(float *__restrict__ dqkv,
-                         const float *__restrict__ dout,
-                         const float *__restrict__ qkv,
-                         const float *__restrict__ out,
+    blockedKeyPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
+                         const E *__restrict__ qkv, const E *__restrict__ out,
                          const float *__restrict__ lse, int64_t T, int64_t C,
                          int64_t NH, int hs, float scale) {
   using L = Tile<HS>;
@@ -302,7 +307,7 @@ __global__ void __launch_bounds__(kThreads)
   const HeadView hv = headView(T, C, NH, hs);
   const int64_t j0 = int64_t(blockIdx.y) * L::kBlock;
   const int row = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
-  const float *q = qkv + hv.qkv;
+  const E *q = qkv + hv.qkv;
   const BackwardTiles<HS> t{Qs, dOs, Ks, Vs};
   loadTile<HS>(Ks, q + C, 3 * C, j0, T, hs);
   loadTile<HS>(Vs, q + 2 * C, 3 * C, j0, T, hs);
@@ -367,12 +372,10 @@ __device__ void queryStep(const BackwardTiles<HS> &t,
 
 /// One (b, h) per blockIdx.x, one query tile per blockIdx.y (the last
 /// first), over key tiles j0 <= i0.
-template <int HS>
+template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
-    blockedQueryPassKernel(float *__restrict__ dqkv,
-                           const float *__restrict__ dout,
-                           const float *__restrict__ qkv,
-                           const float *__restrict__ out,
+    blockedQueryPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
+                           const E *__restrict__ qkv, const E *__restrict__ out,
                            const float *__restrict__ lse, int64_t T, int64_t C,
                            int64_t NH, int hs, float scale) {
   using L = Tile<HS>;
@@ -385,7 +388,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * L::kBlock;
   const int r = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
   const int64_t i = i0 + r;
-  const float *q = qkv + hv.qkv;
+  const E *q = qkv + hv.qkv;
   const BackwardTiles<HS> t{Qs, dOs, Ks, Vs};
   loadTile<HS>(Qs, q, 3 * C, i0, T, hs);
   loadTile<HS>(dOs, dout + hv.bt, C, i0, T, hs);
@@ -439,68 +442,80 @@ template <int HS> dim3 gridFor(int64_t B, int64_t T, int64_t NH) {
   return dim3(unsigned(B * NH), unsigned(tiles));
 }
 
-template <int HS>
-void launchForward(const Context &ctx, float *out, float *lse, const float *qkv,
+template <int HS, typename E>
+void launchForward(const Context &ctx, E *out, float *lse, const E *qkv,
                    int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
-  blockedForwardKernel<HS><<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(
-      out, lse, qkv, T, C, NH, hs, scale);
+  blockedForwardKernel<HS, E>
+      <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(out, lse, qkv, T, C,
+                                                           NH, hs, scale);
   detail::checkLaunch("blockedAttentionForward");
 }
 
-template <int HS>
-void launchBackward(const Context &ctx, float *dqkv, const float *dout,
-                    const float *qkv, const float *out, const float *lse,
-                    int64_t B, int64_t T, int64_t C, int64_t NH) {
+template <int HS, typename E>
+void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
+                    const E *out, const float *lse, int64_t B, int64_t T,
+                    int64_t C, int64_t NH) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
   const dim3 grid = gridFor<HS>(B, T, NH);
   // The passes write disjoint parts of dqkv (dk, dv; then dq): no order
   // between them is needed beyond the stream's.
-  blockedKeyPassKernel<HS><<<grid, kThreads, 0, ctx.stream>>>(
+  blockedKeyPassKernel<HS, E><<<grid, kThreads, 0, ctx.stream>>>(
       dqkv, dout, qkv, out, lse, T, C, NH, hs, scale);
   detail::checkLaunch("blockedAttentionBackward (dk, dv)");
-  blockedQueryPassKernel<HS><<<grid, kThreads, 0, ctx.stream>>>(
+  blockedQueryPassKernel<HS, E><<<grid, kThreads, 0, ctx.stream>>>(
       dqkv, dout, qkv, out, lse, T, C, NH, hs, scale);
   detail::checkLaunch("blockedAttentionBackward (dq)");
 }
 
 } // namespace
 
-void blockedAttentionForward(const Context &ctx, float *out, float *lse,
-                             const float *qkv, int64_t B, int64_t T, int64_t C,
+template <typename E>
+void blockedAttentionForward(const Context &ctx, E *out, float *lse,
+                             const E *qkv, int64_t B, int64_t T, int64_t C,
                              int64_t NH) {
   if (B <= 0 || T <= 0 || NH <= 0)
     return;
   switch (headBucket("blockedAttentionForward", B, T, C, NH)) {
   case 32:
-    return launchForward<32>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH);
   case 64:
-    return launchForward<64>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<64, E>(ctx, out, lse, qkv, B, T, C, NH);
   case 128:
-    return launchForward<128>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<128, E>(ctx, out, lse, qkv, B, T, C, NH);
   default:
     return; // error recorded
   }
 }
 
-void blockedAttentionBackward(const Context &ctx, float *dqkv,
-                              const float *dout, const float *qkv,
-                              const float *out, const float *lse, int64_t B,
-                              int64_t T, int64_t C, int64_t NH) {
+template <typename E>
+void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
+                              const E *qkv, const E *out, const float *lse,
+                              int64_t B, int64_t T, int64_t C, int64_t NH) {
   if (B <= 0 || T <= 0 || NH <= 0)
     return;
   switch (headBucket("blockedAttentionBackward", B, T, C, NH)) {
   case 32:
-    return launchBackward<32>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
   case 64:
-    return launchBackward<64>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
   case 128:
-    return launchBackward<128>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
   default:
     return; // error recorded
   }
 }
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void blockedAttentionForward<E>(const Context &, E *, float *,      \
+                                           const E *, int64_t, int64_t,        \
+                                           int64_t, int64_t);                  \
+  template void blockedAttentionBackward<E>(                                   \
+      const Context &, E *, const E *, const E *, const E *, const float *,    \
+      int64_t, int64_t, int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
 
 } // namespace fsdp::rt::cuda

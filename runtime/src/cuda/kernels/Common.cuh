@@ -1,7 +1,8 @@
 //===- Common.cuh - helpers shared by the CUDA kernels -----*- CUDA -*-===//
 //
-// Error recording (the launch check after every launch), warp and block
-// reductions, alignment tests for the float4 paths, the row-major GEMM
+// Error recording (the launch check after every launch), the element
+// types' loads and stores (bf16 is stored, float computed), warp and block
+// reductions, alignment tests for the vector paths, the row-major GEMM
 // wrappers over cuBLAS, and the deterministic column reduction that the
 // layer norm's dw/db and the bias gradient share.
 //
@@ -13,7 +14,9 @@
 #include "Kernels.h"
 
 #include <cstdint>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <type_traits>
 
 namespace fsdp::rt::cuda::detail {
 
@@ -43,7 +46,48 @@ inline void checkBlas(cublasStatus_t status, const char *where) {
 }
 
 //===----------------------------------------------------------------------===//
-// Launch shapes and alignment
+// Element types: every kernel loads its T operands as float, computes and
+// accumulates in float, and rounds once where it stores a T
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x); // exact: bf16 is a float's top half
+}
+
+/// Rounds to nearest even, bit for bit runtime/src/BFloat16.h's
+/// roundToBF16 (what the CPU backend stores): __float2bfloat16_rn, except
+/// for NaN, which CUDA turns into the canonical 0x7FFF and roundToBF16
+/// keeps, quiet, with its sign and top payload bits.
+__device__ __forceinline__ __nv_bfloat16 toBF16(float x) {
+  const unsigned int word = __float_as_uint(x);
+  if ((word & 0x7FFFFFFFu) > 0x7F800000u)
+    return __ushort_as_bfloat16((unsigned short)((word >> 16) | 0x0040u));
+  return __float2bfloat16_rn(x);
+}
+
+template <typename T> __device__ __forceinline__ T fromFloat(float x) {
+  static_assert(std::is_same<T, float>::value ||
+                    std::is_same<T, __nv_bfloat16>::value,
+                "element types are float and __nv_bfloat16");
+  if constexpr (std::is_same<T, float>::value)
+    return x;
+  else
+    return toBF16(x);
+}
+
+/// Four elements, aligned to their size: the vector loads and stores of
+/// the streaming kernels (one 16-byte access for float, 8 bytes for bf16).
+template <typename T> struct alignas(4 * sizeof(T)) Quad { T v[4]; };
+
+/// Whether p may be read as Quad<T>s (arena buffers always can; views
+/// into them need not).
+template <typename T> inline bool quadAligned(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Launch shapes
 //===----------------------------------------------------------------------===//
 
 inline bool aligned16(const void *p) {
@@ -158,21 +202,26 @@ __device__ __forceinline__ MaxSum blockMaxSum(MaxSum a) {
 /// the column-major view of its transpose, so this is the column-major
 /// C^T (N x M) = op(B)^T op(A)^T:
 ///   cublasSgemm(opB, opA, m = N, n = M, k = K, B, ldb, A, lda, C, ldc).
+/// For bf16 the same call is cublasGemmEx with bf16 A, B and C, fp32
+/// compute and fp32 alpha and beta (C rounded once, from the fp32 sum).
+template <typename T>
 void rowGemm(const Context &ctx, const char *where, bool transA, bool transB,
-             int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-             int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+             int64_t M, int64_t N, int64_t K, float alpha, const T *A,
+             int64_t lda, const T *B, int64_t ldb, float beta, T *C,
              int64_t ldc);
 
 /// rowGemm over a two-level batch (outer x inner), matrix (o, i) at
 /// A + o * strideAOuter + i * strideAInner (same for B, C). cuBLAS's strided
 /// batch has one stride per operand, so this issues min(outer, inner)
-/// cublasSgemmStridedBatched calls over the other level (no host sync).
+/// cublasSgemmStridedBatched (bf16: cublasGemmStridedBatchedEx) calls over
+/// the other level (no host sync).
+template <typename T>
 void rowGemmBatched(const Context &ctx, const char *where, bool transA,
                     bool transB, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float *A, int64_t lda, int64_t strideAOuter,
-                    int64_t strideAInner, const float *B, int64_t ldb,
+                    const T *A, int64_t lda, int64_t strideAOuter,
+                    int64_t strideAInner, const T *B, int64_t ldb,
                     int64_t strideBOuter, int64_t strideBInner, float beta,
-                    float *C, int64_t ldc, int64_t strideCOuter,
+                    T *C, int64_t ldc, int64_t strideCOuter,
                     int64_t strideCInner, int64_t outer, int64_t inner);
 
 //===----------------------------------------------------------------------===//
@@ -200,10 +249,10 @@ inline int colReduceWidth(int64_t C) {
 ///
 /// LayerNormMode: out0 = sum dout * (x - mean) * rstd (dw), out1 = sum dout
 /// (db). Otherwise: out0 = sum dout (bias gradient), out1 unused.
-template <int WIDTH, bool LayerNormMode>
+template <int WIDTH, bool LayerNormMode, typename T>
 __global__ void __launch_bounds__(kColReduceThreads)
-    columnSumKernel(float *__restrict__ out0, float *__restrict__ out1,
-                    const float *__restrict__ dout, const float *__restrict__ x,
+    columnSumKernel(T *__restrict__ out0, T *__restrict__ out1,
+                    const T *__restrict__ dout, const T *__restrict__ x,
                     const float *__restrict__ mean,
                     const float *__restrict__ rstd, int64_t N, int64_t C) {
   constexpr int kGroups = kColReduceThreads / WIDTH;
@@ -215,9 +264,9 @@ __global__ void __launch_bounds__(kColReduceThreads)
   if (c < C) {
 #pragma unroll 4
     for (int64_t i = group; i < N; i += kGroups) {
-      const float d = dout[i * C + c];
+      const float d = toFloat(dout[i * C + c]);
       if constexpr (LayerNormMode) {
-        const float norm = (x[i * C + c] - mean[i]) * rstd[i];
+        const float norm = (toFloat(x[i * C + c]) - mean[i]) * rstd[i];
         acc0 += d * norm;
         acc1 += d;
       } else {
@@ -238,29 +287,29 @@ __global__ void __launch_bounds__(kColReduceThreads)
     __syncthreads();
   }
   if (group == 0 && c < C) {
-    out0[c] = s0[0][col];
+    out0[c] = fromFloat<T>(s0[0][col]);
     if constexpr (LayerNormMode)
-      out1[c] = s1[0][col];
+      out1[c] = fromFloat<T>(s1[0][col]);
   }
 }
 
-template <bool LayerNormMode>
-inline void launchColumnSum(const Context &ctx, const char *where, float *out0,
-                            float *out1, const float *dout, const float *x,
+template <bool LayerNormMode, typename T>
+inline void launchColumnSum(const Context &ctx, const char *where, T *out0,
+                            T *out1, const T *dout, const T *x,
                             const float *mean, const float *rstd, int64_t N,
                             int64_t C) {
   const int width = colReduceWidth(C);
   const unsigned blocks = unsigned((C + width - 1) / width);
   if (width == 32)
-    columnSumKernel<32, LayerNormMode>
+    columnSumKernel<32, LayerNormMode, T>
         <<<blocks, kColReduceThreads, 0, ctx.stream>>>(out0, out1, dout, x,
                                                        mean, rstd, N, C);
   else if (width == 16)
-    columnSumKernel<16, LayerNormMode>
+    columnSumKernel<16, LayerNormMode, T>
         <<<blocks, kColReduceThreads, 0, ctx.stream>>>(out0, out1, dout, x,
                                                        mean, rstd, N, C);
   else
-    columnSumKernel<8, LayerNormMode>
+    columnSumKernel<8, LayerNormMode, T>
         <<<blocks, kColReduceThreads, 0, ctx.stream>>>(out0, out1, dout, x,
                                                        mean, rstd, N, C);
   checkLaunch(where);

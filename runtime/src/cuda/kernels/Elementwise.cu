@@ -1,9 +1,12 @@
 //===- Elementwise.cu - add, GELU, ReLU, fill, scale, bias gradient -------===//
 //
-// The element-wise kernels are one grid-stride map over n elements, in
-// float4 when every pointer is 16-byte aligned (arena buffers are, views
-// into them need not be) with a scalar tail, else in scalar loads (still
-// coalesced). The operation is a functor of the (up to) two inputs.
+// The element-wise kernels are one grid-stride map over n elements, four
+// at a time when every pointer is aligned to four elements (arena buffers
+// are, views into them need not be) with a scalar tail, else in scalar
+// loads (still coalesced). The operation is a functor of the (up to) two
+// inputs, in float: elements are widened on load and rounded on store, so
+// that a bf16 map is its float map rounded once. The cast kernel is the
+// identity map between the two element types.
 //
 // GELU uses tanhf, the formula of the CPU backend's header; the CPU
 // computes the same function as a sigmoid; the two agree to rounding in
@@ -72,88 +75,128 @@ struct ScaleOp {
 /// out[i] = f(a[i], b[i]) reading NIn inputs (0: none, 1: a, 2: a and b).
 /// out may alias a or b: each element is read before it is written, by the
 /// same thread.
-template <int NIn, class F>
-__global__ void mapKernel(float *out, const float *a, const float *b, int64_t n,
-                          F f, bool vec) {
+template <int NIn, class F, typename O, typename I>
+__global__ void mapKernel(O *out, const I *a, const I *b, int64_t n, F f,
+                          bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t done = 0;
   if (vec) {
     const int64_t n4 = n / 4;
     for (int64_t i = tid; i < n4; i += stride) {
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x, r;
+      detail::Quad<I> x{}, y{};
+      detail::Quad<O> r;
       if constexpr (NIn >= 1)
-        x = reinterpret_cast<const float4 *>(a)[i];
+        x = reinterpret_cast<const detail::Quad<I> *>(a)[i];
       if constexpr (NIn >= 2)
-        y = reinterpret_cast<const float4 *>(b)[i];
-      r.x = f(x.x, y.x);
-      r.y = f(x.y, y.y);
-      r.z = f(x.z, y.z);
-      r.w = f(x.w, y.w);
-      reinterpret_cast<float4 *>(out)[i] = r;
+        y = reinterpret_cast<const detail::Quad<I> *>(b)[i];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        r.v[k] = detail::fromFloat<O>(
+            f(detail::toFloat(x.v[k]), detail::toFloat(y.v[k])));
+      reinterpret_cast<detail::Quad<O> *>(out)[i] = r;
     }
     done = n4 * 4;
   }
   for (int64_t i = done + tid; i < n; i += stride) {
-    const float x = NIn >= 1 ? a[i] : 0.0f;
-    const float y = NIn >= 2 ? b[i] : 0.0f;
-    out[i] = f(x, y);
+    const float x = NIn >= 1 ? detail::toFloat(a[i]) : 0.0f;
+    const float y = NIn >= 2 ? detail::toFloat(b[i]) : 0.0f;
+    out[i] = detail::fromFloat<O>(f(x, y));
   }
 }
 
-template <int NIn, class F>
-void launchMap(const Context &ctx, const char *where, float *out,
-               const float *a, const float *b, int64_t n, F f) {
+template <int NIn, class F, typename O, typename I>
+void launchMap(const Context &ctx, const char *where, O *out, const I *a,
+               const I *b, int64_t n, F f) {
   if (n <= 0)
     return;
-  const bool vec = detail::aligned16(out) &&
-                   (NIn < 1 || detail::aligned16(a)) &&
-                   (NIn < 2 || detail::aligned16(b));
+  const bool vec = detail::quadAligned(out) &&
+                   (NIn < 1 || detail::quadAligned(a)) &&
+                   (NIn < 2 || detail::quadAligned(b));
   const int threads = 256;
   const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
-  mapKernel<NIn, F><<<blocks, threads, 0, ctx.stream>>>(out, a, b, n, f, vec);
+  mapKernel<NIn, F, O, I>
+      <<<blocks, threads, 0, ctx.stream>>>(out, a, b, n, f, vec);
   detail::checkLaunch(where);
 }
 
+struct IdentityOp {
+  __device__ float operator()(float x, float) const { return x; }
+};
+
 } // namespace
 
-void add(const Context &ctx, float *out, const float *a, const float *b,
-         int64_t n) {
+template <typename E>
+void add(const Context &ctx, E *out, const E *a, const E *b, int64_t n) {
   launchMap<2>(ctx, "add", out, a, b, n, AddOp{});
 }
 
-void geluForward(const Context &ctx, float *out, const float *x, int64_t n) {
-  launchMap<1>(ctx, "geluForward", out, x, nullptr, n, GeluForwardOp{});
+template <typename E>
+void geluForward(const Context &ctx, E *out, const E *x, int64_t n) {
+  launchMap<1>(ctx, "geluForward", out, x, (const E *)nullptr, n,
+               GeluForwardOp{});
 }
 
-void geluBackward(const Context &ctx, float *dx, const float *dout,
-                  const float *x, int64_t n) {
+template <typename E>
+void geluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
+                  int64_t n) {
   launchMap<2>(ctx, "geluBackward", dx, dout, x, n, GeluBackwardOp{});
 }
 
-void reluForward(const Context &ctx, float *out, const float *x, int64_t n) {
-  launchMap<1>(ctx, "reluForward", out, x, nullptr, n, ReluForwardOp{});
+template <typename E>
+void reluForward(const Context &ctx, E *out, const E *x, int64_t n) {
+  launchMap<1>(ctx, "reluForward", out, x, (const E *)nullptr, n,
+               ReluForwardOp{});
 }
 
-void reluBackward(const Context &ctx, float *dx, const float *dout,
-                  const float *x, int64_t n) {
+template <typename E>
+void reluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
+                  int64_t n) {
   launchMap<2>(ctx, "reluBackward", dx, dout, x, n, ReluBackwardOp{});
 }
 
-void fill(const Context &ctx, float *out, int64_t n, float value) {
-  launchMap<0>(ctx, "fill", out, nullptr, nullptr, n, FillOp{value});
+template <typename E>
+void fill(const Context &ctx, E *out, int64_t n, float value) {
+  launchMap<0>(ctx, "fill", out, (const E *)nullptr, (const E *)nullptr, n,
+               FillOp{value});
 }
 
-void scale(const Context &ctx, float *data, int64_t n, float factor) {
-  launchMap<1>(ctx, "scale", data, data, nullptr, n, ScaleOp{factor});
+template <typename E>
+void scale(const Context &ctx, E *data, int64_t n, float factor) {
+  launchMap<1>(ctx, "scale", data, data, (const E *)nullptr, n,
+               ScaleOp{factor});
 }
 
-void biasGrad(const Context &ctx, float *db, const float *dout, int64_t N,
-              int64_t OC) {
+template <typename E>
+void biasGrad(const Context &ctx, E *db, const E *dout, int64_t N, int64_t OC) {
   if (OC <= 0)
     return;
-  detail::launchColumnSum<false>(ctx, "biasGrad", db, nullptr, dout, nullptr,
-                                 nullptr, nullptr, N, OC);
+  detail::launchColumnSum<false>(ctx, "biasGrad", db, (E *)nullptr, dout,
+                                 (const E *)nullptr, nullptr, nullptr, N, OC);
 }
+
+void cast(const Context &ctx, __nv_bfloat16 *out, const float *in, int64_t n) {
+  launchMap<1>(ctx, "cast (f32 to bf16)", out, in, (const float *)nullptr, n,
+               IdentityOp{});
+}
+
+void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n) {
+  launchMap<1>(ctx, "cast (bf16 to f32)", out, in,
+               (const __nv_bfloat16 *)nullptr, n, IdentityOp{});
+}
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void add<E>(const Context &, E *, const E *, const E *, int64_t);   \
+  template void geluForward<E>(const Context &, E *, const E *, int64_t);      \
+  template void geluBackward<E>(const Context &, E *, const E *, const E *,    \
+                                int64_t);                                      \
+  template void reluForward<E>(const Context &, E *, const E *, int64_t);      \
+  template void reluBackward<E>(const Context &, E *, const E *, const E *,    \
+                                int64_t);                                      \
+  template void fill<E>(const Context &, E *, int64_t, float);                 \
+  template void scale<E>(const Context &, E *, int64_t, float);                \
+  template void biasGrad<E>(const Context &, E *, const E *, int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
 
 } // namespace fsdp::rt::cuda

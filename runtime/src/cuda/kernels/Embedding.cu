@@ -1,7 +1,9 @@
 //===- Embedding.cu - token and position embeddings -----------------------===//
 //
 // Forward: one block per position (b, t), its threads over the C columns
-// (float4 when C % 4 == 0 and the tables are aligned).
+// (four at a time when C % 4 == 0 and the tables are aligned). Elements are
+// widened on load and each output rounded once (the sum wte + wpe, or a
+// gradient row's whole sum, in float).
 //
 // Backward, deterministically and without atomics:
 //   - dwpe: one thread per (t, c), summing dout[b, t, c] over b in order
@@ -26,36 +28,42 @@
 namespace fsdp::rt::cuda {
 namespace {
 
-template <bool Vec>
-__global__ void embeddingForwardKernel(float *__restrict__ out,
-                                       const int32_t *__restrict__ tokens,
-                                       const float *__restrict__ wte,
-                                       const float *__restrict__ wpe, int64_t T,
-                                       int64_t C) {
+template <bool Vec, typename E>
+__global__ void
+embeddingForwardKernel(E *__restrict__ out, const int32_t *__restrict__ tokens,
+                       const E *__restrict__ wte, const E *__restrict__ wpe,
+                       int64_t T, int64_t C) {
   const int64_t row = blockIdx.x;
   const int64_t t = row % T;
   const int64_t token = tokens[row];
   if constexpr (Vec) {
     const int64_t C4 = C / 4;
-    const float4 *tok = reinterpret_cast<const float4 *>(wte + token * C);
-    const float4 *pos = reinterpret_cast<const float4 *>(wpe + t * C);
-    float4 *o = reinterpret_cast<float4 *>(out + row * C);
+    using Q = detail::Quad<E>;
+    const Q *tok = reinterpret_cast<const Q *>(wte + token * C);
+    const Q *pos = reinterpret_cast<const Q *>(wpe + t * C);
+    Q *o = reinterpret_cast<Q *>(out + row * C);
     for (int64_t c = threadIdx.x; c < C4; c += blockDim.x) {
-      const float4 a = tok[c], b = pos[c];
-      o[c] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      const Q a = tok[c], b = pos[c];
+      Q r;
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        r.v[k] = detail::fromFloat<E>(detail::toFloat(a.v[k]) +
+                                      detail::toFloat(b.v[k]));
+      o[c] = r;
     }
   } else {
-    const float *tok = wte + token * C, *pos = wpe + t * C;
-    float *o = out + row * C;
+    const E *tok = wte + token * C, *pos = wpe + t * C;
+    E *o = out + row * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-      o[c] = tok[c] + pos[c];
+      o[c] = detail::fromFloat<E>(detail::toFloat(tok[c]) +
+                                  detail::toFloat(pos[c]));
   }
 }
 
-__global__ void embeddingBackwardPosKernel(float *__restrict__ dwpe,
-                                           const float *__restrict__ dout,
-                                           int64_t B, int64_t T, int64_t C,
-                                           int64_t Tmax) {
+template <typename E>
+__global__ void
+embeddingBackwardPosKernel(E *__restrict__ dwpe, const E *__restrict__ dout,
+                           int64_t B, int64_t T, int64_t C, int64_t Tmax) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < Tmax * C; idx += stride) {
@@ -63,8 +71,8 @@ __global__ void embeddingBackwardPosKernel(float *__restrict__ dwpe,
     float acc = 0.0f;
     if (t < T)
       for (int64_t b = 0; b < B; ++b)
-        acc += dout[(b * T + t) * C + c];
-    dwpe[idx] = acc;
+        acc += detail::toFloat(dout[(b * T + t) * C + c]);
+    dwpe[idx] = detail::fromFloat<E>(acc);
   }
 }
 
@@ -78,9 +86,10 @@ static_assert(kTokenThreads == kChunk, "one thread per column of a slice");
 /// Matching rows whose loads are in flight together.
 constexpr int kRowsInFlight = 4;
 
+template <typename E>
 __global__ void __launch_bounds__(kTokenThreads)
-    embeddingBackwardTokenKernel(float *__restrict__ dwte,
-                                 const float *__restrict__ dout,
+    embeddingBackwardTokenKernel(E *__restrict__ dwte,
+                                 const E *__restrict__ dout,
                                  const int32_t *__restrict__ tokens, int64_t BT,
                                  int64_t C) {
   const int64_t i = blockIdx.x;
@@ -98,7 +107,7 @@ __global__ void __launch_bounds__(kTokenThreads)
   // added in warp order. Both orders depend on the data only.
   __shared__ float partial[kTokenWarps][kChunk];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float *row = dwte + int64_t(token) * C;
+  E *row = dwte + int64_t(token) * C;
   for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
     float acc[kColsPerLane];
 #pragma unroll
@@ -124,7 +133,9 @@ __global__ void __launch_bounds__(kTokenThreads)
 #pragma unroll
           for (int k = 0; k < kColsPerLane; ++k) {
             const int64_t c = c0 + k * 32 + lane;
-            v[q][k] = rows[q] >= 0 && c < C ? dout[rows[q] * C + c] : 0.0f;
+            v[q][k] = rows[q] >= 0 && c < C
+                          ? detail::toFloat(dout[rows[q] * C + c])
+                          : 0.0f;
           }
 #pragma unroll
         for (int q = 0; q < kRowsInFlight; ++q)
@@ -144,7 +155,7 @@ __global__ void __launch_bounds__(kTokenThreads)
 #pragma unroll
       for (int w = 1; w < kTokenWarps; ++w)
         sum += partial[w][threadIdx.x];
-      row[c] = sum;
+      row[c] = detail::fromFloat<E>(sum);
     }
     __syncthreads(); // partial is rewritten by the next slice
   }
@@ -152,28 +163,31 @@ __global__ void __launch_bounds__(kTokenThreads)
 
 } // namespace
 
-void embeddingForward(const Context &ctx, float *out, const int32_t *tokens,
-                      const float *wte, const float *wpe, int64_t B, int64_t T,
+template <typename E>
+void embeddingForward(const Context &ctx, E *out, const int32_t *tokens,
+                      const E *wte, const E *wpe, int64_t B, int64_t T,
                       int64_t C) {
   const int64_t rows = B * T;
   if (rows <= 0 || C <= 0)
     return;
-  const bool vec = C % 4 == 0 && detail::aligned16(out) &&
-                   detail::aligned16(wte) && detail::aligned16(wpe);
+  const bool vec = C % 4 == 0 && detail::quadAligned(out) &&
+                   detail::quadAligned(wte) && detail::quadAligned(wpe);
   const int64_t work = vec ? C / 4 : C;
   const int threads = work >= 256 ? 256 : int((work + 31) / 32 * 32);
   if (vec)
-    embeddingForwardKernel<true><<<unsigned(rows), threads, 0, ctx.stream>>>(
+    embeddingForwardKernel<true, E><<<unsigned(rows), threads, 0, ctx.stream>>>(
         out, tokens, wte, wpe, T, C);
   else
-    embeddingForwardKernel<false><<<unsigned(rows), threads, 0, ctx.stream>>>(
-        out, tokens, wte, wpe, T, C);
+    embeddingForwardKernel<false, E>
+        <<<unsigned(rows), threads, 0, ctx.stream>>>(out, tokens, wte, wpe, T,
+                                                     C);
   detail::checkLaunch("embeddingForward");
 }
 
-void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
-                       const float *dout, const int32_t *tokens, int64_t B,
-                       int64_t T, int64_t C, int64_t V, int64_t Tmax) {
+template <typename E>
+void embeddingBackward(const Context &ctx, E *dwte, E *dwpe, const E *dout,
+                       const int32_t *tokens, int64_t B, int64_t T, int64_t C,
+                       int64_t V, int64_t Tmax) {
   if (C <= 0)
     return;
   if (Tmax > 0) {
@@ -183,10 +197,9 @@ void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
   }
   if (V <= 0)
     return;
-  detail::checkCuda(cudaMemsetAsync(dwte, 0,
-                                    size_t(V) * size_t(C) * sizeof(float),
-                                    ctx.stream),
-                    "embeddingBackward (zero dwte)");
+  detail::checkCuda(
+      cudaMemsetAsync(dwte, 0, size_t(V) * size_t(C) * sizeof(E), ctx.stream),
+      "embeddingBackward (zero dwte)");
   const int64_t BT = B * T;
   if (BT <= 0)
     return;
@@ -194,5 +207,15 @@ void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
       dwte, dout, tokens, BT, C);
   detail::checkLaunch("embeddingBackward (dwte)");
 }
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void embeddingForward<E>(const Context &, E *, const int32_t *,     \
+                                    const E *, const E *, int64_t, int64_t,    \
+                                    int64_t);                                  \
+  template void embeddingBackward<E>(const Context &, E *, E *, const E *,     \
+                                     const int32_t *, int64_t, int64_t,        \
+                                     int64_t, int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
 
 } // namespace fsdp::rt::cuda

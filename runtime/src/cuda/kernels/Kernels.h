@@ -1,10 +1,20 @@
 //===- Kernels.h - the CUDA backend's kernels -------------------*- C++ -*-===//
 //
 // The same kernels as src/cpu/Kernels.h, with the same semantics, shapes and
-// argument order, on the GPU: fp32, row-major, every output overwritten
-// (never accumulated into). All pointers are device pointers. Nothing here
+// argument order, on the GPU: row-major, every output overwritten (never
+// accumulated into). All pointers are device pointers. Nothing here
 // synchronises with the host or allocates: every launch, memset and cuBLAS
 // call goes on ctx.stream, in order.
+//
+// Element types. Each kernel is a template over E, the element type of its
+// activations, parameters and gradients (the plan's Float operands): float
+// or __nv_bfloat16, instantiated for both in the .cu files (callers name
+// E, or pass pointers that deduce it; T is the sequence length). A bf16 kernel computes what the CPU
+// backend computes for it (its fp32 kernel on widened copies, results
+// rounded to nearest even): it loads bf16, computes and accumulates in
+// float, and rounds once where it stores. Statistics (layer norm's mean
+// and rstd, attention's log-sum-exp), the loss and its per-row terms are
+// float always, and so is AdamW (fp32 master weights and moments).
 //
 // Errors are not reported by return value (a launch error would surface
 // only at the next synchronisation anyway): the first launch error, CUDA
@@ -24,6 +34,7 @@
 #include <string>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 namespace fsdp::rt::cuda {
@@ -45,73 +56,91 @@ bool takeError(std::string &message);
 /// The name of a cuBLAS status, e.g. "CUBLAS_STATUS_INVALID_VALUE".
 const char *cublasStatusName(cublasStatus_t status);
 
+/// The element types every template below is instantiated for, for an
+/// X-macro.
+#define FSDP_CUDA_ELEMENT_TYPES(X) X(float) X(__nv_bfloat16)
+
 /// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, V).
-void embeddingForward(const Context &ctx, float *out, const int32_t *tokens,
-                      const float *wte, const float *wpe, int64_t B, int64_t T,
+template <typename E>
+void embeddingForward(const Context &ctx, E *out, const int32_t *tokens,
+                      const E *wte, const E *wpe, int64_t B, int64_t T,
                       int64_t C);
 
 /// dwte (V x C) and dwpe (Tmax x C) overwritten with the scatter-add of dout
 /// (rows of dwpe past T are zero). Deterministic, without atomics: each row
 /// of dwte is summed by one thread block in an order fixed by the tokens.
-void embeddingBackward(const Context &ctx, float *dwte, float *dwpe,
-                       const float *dout, const int32_t *tokens, int64_t B,
-                       int64_t T, int64_t C, int64_t V, int64_t Tmax);
+template <typename E>
+void embeddingBackward(const Context &ctx, E *dwte, E *dwpe, const E *dout,
+                       const int32_t *tokens, int64_t B, int64_t T, int64_t C,
+                       int64_t V, int64_t Tmax);
 
 /// out = (x - mean) * rstd * w + b over rows of C; mean, rstd (N) saved.
-void layerNormForward(const Context &ctx, float *out, float *mean, float *rstd,
-                      const float *x, const float *w, const float *b, int64_t N,
-                      int64_t C, float eps);
+template <typename E>
+void layerNormForward(const Context &ctx, E *out, float *mean, float *rstd,
+                      const E *x, const E *w, const E *b, int64_t N, int64_t C,
+                      float eps);
 
 /// Overwrites dx (N x C), dw (C) and db (C); deterministic. dx must not
 /// alias the inputs.
-void layerNormBackward(const Context &ctx, float *dx, float *dw, float *db,
-                       const float *dout, const float *x, const float *w,
-                       const float *mean, const float *rstd, int64_t N,
-                       int64_t C);
+template <typename E>
+void layerNormBackward(const Context &ctx, E *dx, E *dw, E *db, const E *dout,
+                       const E *x, const E *w, const float *mean,
+                       const float *rstd, int64_t N, int64_t C);
 
 /// out (N x OC) = x (N x IC) * w^T (w is OC x IC) + bias (OC; may be null).
-void linearForward(const Context &ctx, float *out, const float *x,
-                   const float *w, const float *bias, int64_t N, int64_t IC,
-                   int64_t OC);
+template <typename E>
+void linearForward(const Context &ctx, E *out, const E *x, const E *w,
+                   const E *bias, int64_t N, int64_t IC, int64_t OC);
 
 /// dx (N x IC) = dout (N x OC) * w (OC x IC).
-void linearGradInput(const Context &ctx, float *dx, const float *dout,
-                     const float *w, int64_t N, int64_t IC, int64_t OC);
+template <typename E>
+void linearGradInput(const Context &ctx, E *dx, const E *dout, const E *w,
+                     int64_t N, int64_t IC, int64_t OC);
 
 /// dw (OC x IC) = dout^T (OC x N) * x (N x IC).
-void linearGradWeight(const Context &ctx, float *dw, const float *dout,
-                      const float *x, int64_t N, int64_t IC, int64_t OC);
+template <typename E>
+void linearGradWeight(const Context &ctx, E *dw, const E *dout, const E *x,
+                      int64_t N, int64_t IC, int64_t OC);
 
 /// db (OC) = sum over rows of dout (N x OC); deterministic.
-void biasGrad(const Context &ctx, float *db, const float *dout, int64_t N,
-              int64_t OC);
+template <typename E>
+void biasGrad(const Context &ctx, E *db, const E *dout, int64_t N, int64_t OC);
 
 /// out = a + b over n elements (out may alias a or b).
-void add(const Context &ctx, float *out, const float *a, const float *b,
-         int64_t n);
+template <typename E>
+void add(const Context &ctx, E *out, const E *a, const E *b, int64_t n);
 
 /// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-void geluForward(const Context &ctx, float *out, const float *x, int64_t n);
-void geluBackward(const Context &ctx, float *dx, const float *dout,
-                  const float *x, int64_t n);
+template <typename E>
+void geluForward(const Context &ctx, E *out, const E *x, int64_t n);
+template <typename E>
+void geluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
+                  int64_t n);
 
-void reluForward(const Context &ctx, float *out, const float *x, int64_t n);
+template <typename E>
+void reluForward(const Context &ctx, E *out, const E *x, int64_t n);
 /// dx = dout where x > 0, else 0.
-void reluBackward(const Context &ctx, float *dx, const float *dout,
-                  const float *x, int64_t n);
+template <typename E>
+void reluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
+                  int64_t n);
 
 /// Causal self-attention; qkv is B x T x 3C (q | k | v), NH heads of
 /// hs = C / NH. probs (B x NH x T x T) = softmax(q k^T / sqrt(hs)) with exact
 /// zeros above the diagonal; out (B x T x C) = probs v, heads concatenated.
-void attentionForward(const Context &ctx, float *out, float *probs,
-                      const float *qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t NH);
+/// In bf16 the scores are rounded where cuBLAS stores them into probs, and
+/// out is computed from the rounded probs (as PyTorch's autocast does; the
+/// CPU's widened kernel keeps both in float).
+template <typename E>
+void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
+                      int64_t B, int64_t T, int64_t C, int64_t NH);
 
 /// dqkv (B x T x 3C) from dout (B x T x C), qkv and the saved probs.
-/// `scratch` holds B x NH x T x T floats (the gradient of the scores).
-void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
-                       const float *dout, const float *qkv, const float *probs,
-                       int64_t B, int64_t T, int64_t C, int64_t NH);
+/// `scratch` holds B x NH x T x T elements (the gradient of the scores; in
+/// bf16, rounded there like the forward's scores).
+template <typename E>
+void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
+                       const E *qkv, const E *probs, int64_t B, int64_t T,
+                       int64_t C, int64_t NH);
 
 /// The memory-efficient causal attention (FlashAttention-2), the twin of
 /// cpu::blockedAttentionForward: out as attentionForward's (same qkv and
@@ -123,9 +152,11 @@ void attentionBackward(const Context &ctx, float *dqkv, float *scratch,
 /// the output accumulator rescaled by exp(m - m') likewise). No T x T
 /// buffer and no allocation: tiles in shared memory, accumulators in
 /// registers. hs = C / NH must be an integer in 1..128 (else an error is
-/// recorded and nothing runs). Deterministic.
-void blockedAttentionForward(const Context &ctx, float *out, float *lse,
-                             const float *qkv, int64_t B, int64_t T, int64_t C,
+/// recorded and nothing runs). Deterministic. In bf16 the tiles are
+/// widened into shared memory and everything is float until out is stored.
+template <typename E>
+void blockedAttentionForward(const Context &ctx, E *out, float *lse,
+                             const E *qkv, int64_t B, int64_t T, int64_t C,
                              int64_t NH);
 
 /// attentionBackward's dqkv (B x T x 3C, every entry overwritten) from
@@ -137,10 +168,10 @@ void blockedAttentionForward(const Context &ctx, float *out, float *lse,
 /// No scratch. Two passes (dk and dv per key tile, then dq per query tile)
 /// instead of atomic adds, so every sum runs in a fixed order: the same
 /// bits on every run. hs as in the forward.
-void blockedAttentionBackward(const Context &ctx, float *dqkv,
-                              const float *dout, const float *qkv,
-                              const float *out, const float *lse, int64_t B,
-                              int64_t T, int64_t C, int64_t NH);
+template <typename E>
+void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
+                              const E *qkv, const E *out, const float *lse,
+                              int64_t B, int64_t T, int64_t C, int64_t NH);
 
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]],
 /// deterministic. Without `rowScratch` the whole loss is computed by ONE
@@ -151,27 +182,37 @@ void blockedAttentionBackward(const Context &ctx, float *dqkv,
 /// there and a second, one-block kernel sums them in order: as fast as the
 /// memory allows, and equally deterministic (not bitwise the same value as
 /// the one-block path).
-void crossEntropyForward(const Context &ctx, float *loss, const float *logits,
+template <typename E>
+void crossEntropyForward(const Context &ctx, float *loss, const E *logits,
                          const int32_t *targets, int64_t N, int64_t V,
                          float *rowScratch = nullptr);
 
 /// dlogits = dloss[0] * (softmax(logits) - onehot(targets)) / N; dloss is
 /// read on the device.
-void crossEntropyBackward(const Context &ctx, float *dlogits,
-                          const float *dloss, const float *logits,
-                          const int32_t *targets, int64_t N, int64_t V);
+template <typename E>
+void crossEntropyBackward(const Context &ctx, E *dlogits, const float *dloss,
+                          const E *logits, const int32_t *targets, int64_t N,
+                          int64_t V);
 
 /// AdamW step t >= 1, the update of cpu::adamw up to fused multiply-adds
-/// (bias corrections computed on the host from `step`).
+/// (bias corrections computed on the host from `step`). fp32 only: the
+/// master weights, their gradient shard and the moments.
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step);
 
-/// out[i] = value for n elements.
-void fill(const Context &ctx, float *out, int64_t n, float value);
+/// out[i] = value (rounded to E) for n elements.
+template <typename E>
+void fill(const Context &ctx, E *out, int64_t n, float value);
 
-/// data[i] *= scale for n elements, in place (the reduce-scatter's mean).
-void scale(const Context &ctx, float *data, int64_t n, float scale);
+/// data[i] *= scale for n elements, in place.
+template <typename E>
+void scale(const Context &ctx, E *data, int64_t n, float scale);
+
+/// The cast kernel: n elements widened (exact) or rounded to nearest even
+/// (bit for bit runtime/src/BFloat16.h's roundToBF16, NaN included).
+void cast(const Context &ctx, __nv_bfloat16 *out, const float *in, int64_t n);
+void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n);
 
 } // namespace fsdp::rt::cuda
 

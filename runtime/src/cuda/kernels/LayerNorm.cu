@@ -9,6 +9,10 @@
 // two-pass (mean, then the variance of the centred values), summed per lane
 // in float and across the warp by a fixed shuffle tree.
 //
+// In bf16 every element is widened where it is read (the row is read
+// three times, each time widened the same way) and out, dx, dw, db are
+// rounded once; mean and rstd are float always.
+//
 // dw and db are column sums over all N rows: the deterministic column
 // reduction of Common.cuh (each block owns a few columns and reads all rows
 // of them), in a separate launch from the row-wise dx kernel.
@@ -22,28 +26,32 @@ namespace {
 
 constexpr int kRowThreads = 256; // 8 rows per block
 
-__global__ void __launch_bounds__(kRowThreads) layerNormForwardKernel(
-    float *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd,
-    const float *__restrict__ x, const float *__restrict__ w,
-    const float *__restrict__ b, int64_t N, int64_t C, float eps) {
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    layerNormForwardKernel(E *__restrict__ out, float *__restrict__ mean,
+                           float *__restrict__ rstd, const E *__restrict__ x,
+                           const E *__restrict__ w, const E *__restrict__ b,
+                           int64_t N, int64_t C, float eps) {
+  using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (i >= N)
     return;
-  const float *xi = x + i * C;
+  const E *xi = x + i * C;
   float sum = 0.0f;
   for (int64_t c = lane; c < C; c += 32)
-    sum += xi[c];
+    sum += toFloat(xi[c]);
   const float m = detail::warpSum(sum) / float(C);
   float sq = 0.0f;
   for (int64_t c = lane; c < C; c += 32) {
-    const float d = xi[c] - m;
+    const float d = toFloat(xi[c]) - m;
     sq += d * d;
   }
   const float s = 1.0f / sqrtf(detail::warpSum(sq) / float(C) + eps);
-  float *o = out + i * C;
+  E *o = out + i * C;
   for (int64_t c = lane; c < C; c += 32)
-    o[c] = (xi[c] - m) * s * w[c] + b[c];
+    o[c] = detail::fromFloat<E>((toFloat(xi[c]) - m) * s * toFloat(w[c]) +
+                                toFloat(b[c]));
   if (lane == 0) {
     mean[i] = m;
     rstd[i] = s;
@@ -52,31 +60,34 @@ __global__ void __launch_bounds__(kRowThreads) layerNormForwardKernel(
 
 /// dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)), with
 /// norm = (x - mean) rstd and dnorm = w dout.
-__global__ void __launch_bounds__(kRowThreads) layerNormBackwardDxKernel(
-    float *__restrict__ dx, const float *__restrict__ dout,
-    const float *__restrict__ x, const float *__restrict__ w,
-    const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N,
-    int64_t C) {
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    layerNormBackwardDxKernel(E *__restrict__ dx, const E *__restrict__ dout,
+                              const E *__restrict__ x, const E *__restrict__ w,
+                              const float *__restrict__ mean,
+                              const float *__restrict__ rstd, int64_t N,
+                              int64_t C) {
+  using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (i >= N)
     return;
-  const float *xi = x + i * C, *di = dout + i * C;
+  const E *xi = x + i * C, *di = dout + i * C;
   const float m = mean[i], s = rstd[i];
   float sumD = 0.0f, sumDN = 0.0f;
   for (int64_t c = lane; c < C; c += 32) {
-    const float norm = (xi[c] - m) * s;
-    const float dnorm = w[c] * di[c];
+    const float norm = (toFloat(xi[c]) - m) * s;
+    const float dnorm = toFloat(w[c]) * toFloat(di[c]);
     sumD += dnorm;
     sumDN += dnorm * norm;
   }
   const float meanD = detail::warpSum(sumD) / float(C);
   const float meanDN = detail::warpSum(sumDN) / float(C);
-  float *o = dx + i * C;
+  E *o = dx + i * C;
   for (int64_t c = lane; c < C; c += 32) {
-    const float norm = (xi[c] - m) * s;
-    const float dnorm = w[c] * di[c];
-    o[c] = (dnorm - meanD - norm * meanDN) * s;
+    const float norm = (toFloat(xi[c]) - m) * s;
+    const float dnorm = toFloat(w[c]) * toFloat(di[c]);
+    o[c] = detail::fromFloat<E>((dnorm - meanD - norm * meanDN) * s);
   }
 }
 
@@ -86,9 +97,10 @@ unsigned rowBlocks(int64_t N) {
 
 } // namespace
 
-void layerNormForward(const Context &ctx, float *out, float *mean, float *rstd,
-                      const float *x, const float *w, const float *b, int64_t N,
-                      int64_t C, float eps) {
+template <typename E>
+void layerNormForward(const Context &ctx, E *out, float *mean, float *rstd,
+                      const E *x, const E *w, const E *b, int64_t N, int64_t C,
+                      float eps) {
   if (N <= 0)
     return;
   layerNormForwardKernel<<<rowBlocks(N), kRowThreads, 0, ctx.stream>>>(
@@ -96,10 +108,10 @@ void layerNormForward(const Context &ctx, float *out, float *mean, float *rstd,
   detail::checkLaunch("layerNormForward");
 }
 
-void layerNormBackward(const Context &ctx, float *dx, float *dw, float *db,
-                       const float *dout, const float *x, const float *w,
-                       const float *mean, const float *rstd, int64_t N,
-                       int64_t C) {
+template <typename E>
+void layerNormBackward(const Context &ctx, E *dx, E *dw, E *db, const E *dout,
+                       const E *x, const E *w, const float *mean,
+                       const float *rstd, int64_t N, int64_t C) {
   if (C <= 0)
     return;
   if (N > 0) {
@@ -110,5 +122,15 @@ void layerNormBackward(const Context &ctx, float *dx, float *dw, float *db,
   detail::launchColumnSum<true>(ctx, "layerNormBackward (dw, db)", dw, db, dout,
                                 x, mean, rstd, N, C);
 }
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void layerNormForward<E>(const Context &, E *, float *, float *,    \
+                                    const E *, const E *, const E *, int64_t,  \
+                                    int64_t, float);                           \
+  template void layerNormBackward<E>(                                          \
+      const Context &, E *, E *, E *, const E *, const E *, const E *,         \
+      const float *, const float *, int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
 
 } // namespace fsdp::rt::cuda
