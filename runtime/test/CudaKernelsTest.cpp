@@ -374,18 +374,32 @@ void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
   CHECK_NO_ERROR(label("linear", s, mode));
 }
 
+/// The CPU's element-wise kernels on `a` (and `b`, the gradient or the
+/// other addend), and `a` scaled by 0.375: what the GPU must give.
+struct ElementwiseReference {
+  std::vector<float> add, gelu, geluB, relu, reluB, scaled;
+};
+ElementwiseReference elementwiseReference(const std::vector<float> &a,
+                                          const std::vector<float> &b) {
+  const int64_t n = int64_t(a.size());
+  ElementwiseReference r;
+  for (auto *v : {&r.add, &r.gelu, &r.geluB, &r.relu, &r.reluB, &r.scaled})
+    v->resize(n);
+  cpu::add(r.add.data(), a.data(), b.data(), n);
+  cpu::geluForward(r.gelu.data(), a.data(), n);
+  cpu::geluBackward(r.geluB.data(), b.data(), a.data(), n);
+  cpu::reluForward(r.relu.data(), a.data(), n);
+  cpu::reluBackward(r.reluB.data(), b.data(), a.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    r.scaled[i] = a[i] * 0.375f;
+  return r;
+}
+
 void testElementwise(Gpu &g, const Shape &s, uint64_t seed) {
   const int64_t n = s.B * s.T * s.C + 3; // not a multiple of 4
   Rng rng(seed);
   auto a = randomVector(rng, n, 3.0f), b = randomVector(rng, n, 3.0f);
-  std::vector<float> add(n), gelu(n), geluB(n), relu(n), reluB(n), scaled(n);
-  cpu::add(add.data(), a.data(), b.data(), n);
-  cpu::geluForward(gelu.data(), a.data(), n);
-  cpu::geluBackward(geluB.data(), b.data(), a.data(), n);
-  cpu::reluForward(relu.data(), a.data(), n);
-  cpu::reluBackward(reluB.data(), b.data(), a.data(), n);
-  for (int64_t i = 0; i < n; ++i)
-    scaled[i] = a[i] * 0.375f;
+  auto [add, gelu, geluB, relu, reluB, scaled] = elementwiseReference(a, b);
   const std::vector<float> filled(n, -2.5f);
 
   // Offsets 0 (float4 paths) and 1 (views that are not 16-byte aligned).
@@ -747,14 +761,7 @@ void testBF16Elementwise(Gpu &g, const Shape &s, uint64_t seed) {
   Rng rng(seed);
   auto a = rounded(randomVector(rng, n, 3.0f)),
        b = rounded(randomVector(rng, n, 3.0f));
-  std::vector<float> add(n), gelu(n), geluB(n), relu(n), reluB(n), scaled(n);
-  cpu::add(add.data(), a.data(), b.data(), n);
-  cpu::geluForward(gelu.data(), a.data(), n);
-  cpu::geluBackward(geluB.data(), b.data(), a.data(), n);
-  cpu::reluForward(relu.data(), a.data(), n);
-  cpu::reluBackward(reluB.data(), b.data(), a.data(), n);
-  for (int64_t i = 0; i < n; ++i)
-    scaled[i] = a[i] * 0.375f;
+  auto [add, gelu, geluB, relu, reluB, scaled] = elementwiseReference(a, b);
   for (size_t offset = 0; offset < 2; ++offset) {
     const char *what = offset ? "unaligned" : "aligned";
     DevB dA(toBF16(a), offset), dB(toBF16(b), offset), dOut(n, offset);
