@@ -118,7 +118,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   int64_t C = c.dim;
 
   Value wte = f.param("wte", {c.vocab, C}, weight);
-  Value wpe = f.param("wpe", {c.seq, C}, weight);
+  Value wpe = f.param("wpe", {c.positions ? c.positions : c.seq, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 tokens, wte, wpe);
   for (int64_t l = 0; l < c.layers; ++l) {

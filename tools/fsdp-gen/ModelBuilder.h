@@ -15,6 +15,8 @@ namespace fsdp_gen {
 /// table.
 struct GPT2Config {
   int64_t layers = 2, dim = 64, heads = 4, vocab = 256, seq = 64, batch = 4;
+  /// Rows of the position table (Hugging Face's n_positions): 0 for seq.
+  int64_t positions = 0;
 };
 
 /// A classifier: `layers` linear layers with ReLU between them.

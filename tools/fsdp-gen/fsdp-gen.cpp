@@ -3,6 +3,7 @@
 //   fsdp-gen mlp --layers 3 --width 64 --batch 8
 //   fsdp-gen gpt2 --layers 2 --dim 64 --heads 4 --vocab 256 --seq 64 --batch 4
 //   fsdp-gen --preset gpt2-124m [--batch 4 --seq 64]
+//   fsdp-gen --config config.json [--batch 4 --seq 64] [--describe]
 //
 // The model is built with the dialect's builders, wrapped into units by the
 // same fsdp-wrap pass fsdp-opt runs (one unit per block, the rest in @root),
@@ -10,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HFConfig.h"
 #include "ModelBuilder.h"
 #include "SizeCheck.h"
 
@@ -66,6 +68,16 @@ cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or bf16"),
 cl::opt<bool> noUnits("no-units",
                       cl::desc("Emit a flat @forward without FSDP units"),
                       cl::cat(genCategory));
+cl::opt<std::string> configPath(
+    "config",
+    cl::desc("A Hugging Face config.json (model_type gpt2 or llama): the "
+             "same model; --seq and --batch set the step's shape"),
+    cl::value_desc("file"), cl::cat(genCategory));
+cl::opt<bool> describe(
+    "describe",
+    cl::desc("With --config: print the architecture and its parameter "
+             "count, emit nothing"),
+    cl::cat(genCategory));
 cl::opt<std::string> outputFilename("o", cl::desc("Output file (default: -)"),
                                     cl::value_desc("filename"), cl::init("-"),
                                     cl::cat(genCategory));
@@ -133,6 +145,59 @@ OwningOpRef<ModuleOp> gpt2FromOptions(MLIRContext &context, Type element,
   return fsdp_gen::buildGPT2(context, config, element);
 }
 
+/// Prints what `m` describes, with its parameter count.
+void describeModel(const fsdp_gen::HFModel &m) {
+  llvm::outs() << configPath << ": " << m.modelType << ", ";
+  if (m.modelType == "gpt2") {
+    const fsdp_gen::GPT2Config &c = m.gpt2;
+    int64_t P = c.vocab * c.dim + c.positions * c.dim + 2 * c.dim +
+                c.layers * (12 * c.dim * c.dim + 13 * c.dim);
+    llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
+                 << " heads, vocab " << c.vocab << ", " << c.positions
+                 << " positions, tied head: " << P << " parameters\n";
+    return;
+  }
+  const fsdp_gen::LlamaConfig &c = m.llama;
+  llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
+               << " heads, " << c.kvHeads << " kv heads, ffn " << c.ffn
+               << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta
+               << ", norm eps " << c.normEps
+               << (c.tiedHead ? ", tied head: " : ", untied head: ")
+               << fsdp_gen::countParameters(c) << " parameters\n";
+}
+
+/// The model a config.json describes, --seq and --batch applied.
+OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
+                                      int64_t elementBytes) {
+  if (!preset.empty() || !modelKind.empty())
+    fail("--config names the model: no model kind or --preset with it");
+  rejectOptionsOf("--config", {&layers, &dim, &heads, &vocab, &width,
+                                 &inFeatures, &classes});
+  fsdp_gen::HFModel m;
+  std::string error;
+  if (!fsdp_gen::readHFConfig(configPath, m, error))
+    fail(error);
+  for (const std::string &note : m.notes)
+    llvm::errs() << "fsdp-gen: note: " << configPath << ": " << note << "\n";
+  if (describe) {
+    describeModel(m);
+    std::exit(0);
+  }
+  if (m.modelType != "gpt2")
+    fail(configPath + ": model_type " + m.modelType +
+         " is read, but fsdp-gen cannot build it yet (its ops: RMSNorm, "
+         "rotary embeddings, SwiGLU; --describe prints it)");
+  fsdp_gen::GPT2Config &c = m.gpt2;
+  apply(seq, c.seq);
+  apply(batch, c.batch);
+  if (c.seq > c.positions)
+    fail("--seq " + llvm::Twine(c.seq) + " exceeds the config's n_positions (" +
+         llvm::Twine(c.positions) + ")");
+  if (std::optional<std::string> error = fsdp_gen::checkSizes(c, elementBytes))
+    fail(*error);
+  return fsdp_gen::buildGPT2(context, c, element);
+}
+
 /// The MLP the size options describe, sizes checked.
 OwningOpRef<ModuleOp> mlpFromOptions(MLIRContext &context, Type element,
                                      int64_t elementBytes) {
@@ -176,7 +241,11 @@ int main(int argc, char **argv) {
   std::string kind = modelKind;
   if (kind.empty() && !preset.empty())
     kind = "gpt2";
-  if (kind != "mlp" && kind != "gpt2")
+  if (!configPath.empty())
+    kind = "config";
+  else if (describe)
+    fail("--describe needs --config");
+  else if (kind != "mlp" && kind != "gpt2")
     fail(kind.empty() ? llvm::Twine("name a model: mlp or gpt2 (or --preset)")
                       : "unknown model '" + kind + "', expected mlp or gpt2");
 
@@ -191,8 +260,9 @@ int main(int argc, char **argv) {
   int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
   OwningOpRef<ModuleOp> module =
-      kind == "gpt2" ? gpt2FromOptions(context, element, elementBytes)
-                     : mlpFromOptions(context, element, elementBytes);
+      kind == "config" ? modelFromConfig(context, element, elementBytes)
+      : kind == "gpt2" ? gpt2FromOptions(context, element, elementBytes)
+                       : mlpFromOptions(context, element, elementBytes);
   if (!noUnits) {
     PassManager pm(&context);
     pm.addPass(fsdp::createFsdpWrapPass());

@@ -1,0 +1,215 @@
+//===- HFConfig.cpp - models from a Hugging Face config.json --------------===//
+//
+// nlohmann-json parses (LLVM builds without exceptions: its no-exception
+// mode, and every value's type checked before it is read). Each model type
+// has a table of the keys it reads; keys known not to change the
+// architecture are accepted, anything else is refused by name.
+//
+//===----------------------------------------------------------------------===//
+
+#define JSON_NOEXCEPTION
+#include "HFConfig.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using json = nlohmann::json;
+
+namespace fsdp_gen {
+namespace {
+/// Keys that describe the checkpoint or the tokenizer, not the network.
+const std::set<std::string> kBookkeeping = {
+    "_name_or_path", "architectures", "bos_token_id", "eos_token_id",
+    "pad_token_id", "model_type", "torch_dtype", "transformers_version",
+    "use_cache", "task_specific_params", "id2label", "label2id"};
+
+/// Reads one config's keys, remembering which were read; the first
+/// problem wins and names the key.
+class KeyReader {
+public:
+  KeyReader(const json &j, std::string path) : j(j), path(std::move(path)) {}
+
+  /// A positive integer; `required` or left at `out`.
+  void positive(const char *key, int64_t &out, bool required = true) {
+    const json *v = find(key, required);
+    if (!v)
+      return;
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      return bad(key, "must be a positive integer");
+    out = v->get<int64_t>();
+  }
+  void number(const char *key, double &out) {
+    const json *v = find(key, false);
+    if (!v)
+      return;
+    if (!v->is_number() || !(v->get<double>() > 0.0))
+      return bad(key, "must be a positive number");
+    out = v->get<double>();
+  }
+  void boolean(const char *key, bool &out) {
+    const json *v = find(key, false);
+    if (!v)
+      return;
+    if (!v->is_boolean())
+      return bad(key, "must be true or false");
+    out = v->get<bool>();
+  }
+  /// A key that may be absent or hold `allowed` (or null, when
+  /// `nullOk`): anything else is an architecture we do not build.
+  void only(const char *key, const json &allowed, bool nullOk = false) {
+    const json *v = find(key, false);
+    if (v && *v != allowed && !(nullOk && v->is_null()))
+      bad(key, "is " + v->dump() + "; fsdp-gen builds only " +
+                   allowed.dump());
+  }
+  /// A dropout probability: accepted, and noted when not 0 (the step
+  /// trains without dropout).
+  void dropout(const char *key, std::vector<std::string> &notes) {
+    const json *v = find(key, false);
+    if (v && (!v->is_number() || v->get<double>() < 0.0))
+      return bad(key, "must be a probability");
+    if (v && v->get<double>() != 0.0)
+      notes.push_back(std::string(key) + " = " + v->dump() +
+                      " is not modelled: the step trains without dropout");
+  }
+  /// A key about something the language model does not have.
+  void ignore(const char *key) { read.insert(key); }
+  /// Fails on the first key neither read nor bookkeeping.
+  void rejectOthers() {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (!read.count(it.key()) && !kBookkeeping.count(it.key()))
+        return bad(it.key().c_str(), "is not supported by fsdp-gen");
+  }
+  void bad(const char *key, const std::string &why) {
+    if (error.empty())
+      error = path + ": '" + key + "' " + why;
+  }
+  std::string error;
+
+private:
+  const json *find(const char *key, bool required) {
+    read.insert(key);
+    auto it = j.find(key);
+    if (it == j.end()) {
+      if (required)
+        bad(key, "is missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+  const json &j;
+  std::string path;
+  std::set<std::string> read;
+};
+
+void readGPT2(KeyReader &r, HFModel &m) {
+  GPT2Config &c = m.gpt2;
+  r.positive("n_layer", c.layers);
+  r.positive("n_embd", c.dim);
+  r.positive("n_head", c.heads);
+  r.positive("vocab_size", c.vocab);
+  r.positive("n_positions", c.positions);
+  int64_t ctx = c.positions;
+  r.positive("n_ctx", ctx, false);
+  if (ctx != c.positions)
+    r.bad("n_ctx", "differs from n_positions");
+  c.seq = c.positions;
+  int64_t inner = 4 * c.dim;
+  r.only("n_inner", json(inner), /*nullOk=*/true);
+  // What our GPT-2 is (llm.c's): tanh GELU, eps 1e-5, std 0.02, a tied
+  // head, attention scaled by 1/sqrt(head size) and nothing else.
+  r.only("activation_function", json("gelu_new"));
+  r.only("layer_norm_epsilon", json(1e-5));
+  r.only("initializer_range", json(0.02));
+  r.only("tie_word_embeddings", json(true));
+  r.only("scale_attn_weights", json(true));
+  r.only("scale_attn_by_inverse_layer_idx", json(false));
+  r.only("reorder_and_upcast_attn", json(false));
+  r.only("add_cross_attention", json(false));
+  for (const char *key : {"attn_pdrop", "embd_pdrop", "resid_pdrop",
+                          "summary_first_dropout"})
+    r.dropout(key, m.notes);
+  // GPT2DoubleHeadsModel's classification head: no part of the LM.
+  for (const char *key : {"summary_activation", "summary_proj_to_labels",
+                          "summary_type", "summary_use_proj"})
+    r.ignore(key);
+}
+
+void readLlama(KeyReader &r, HFModel &m) {
+  LlamaConfig &c = m.llama;
+  r.positive("num_hidden_layers", c.layers);
+  r.positive("hidden_size", c.dim);
+  r.positive("num_attention_heads", c.heads);
+  c.kvHeads = c.heads;
+  r.positive("num_key_value_heads", c.kvHeads, false);
+  r.positive("intermediate_size", c.ffn);
+  r.positive("vocab_size", c.vocab);
+  r.positive("max_position_embeddings", c.seq);
+  r.number("rope_theta", c.ropeTheta);
+  r.number("rms_norm_eps", c.normEps);
+  r.number("initializer_range", c.initStd);
+  r.boolean("tie_word_embeddings", c.tiedHead);
+  if (c.heads > 0 && c.dim % c.heads != 0)
+    r.bad("num_attention_heads", "must divide hidden_size");
+  if (c.kvHeads > 0 && c.heads % c.kvHeads != 0)
+    r.bad("num_key_value_heads", "must divide num_attention_heads");
+  if (c.heads > 0)
+    r.only("head_dim", json(c.dim / c.heads));
+  r.only("hidden_act", json("silu"));
+  r.only("attention_bias", json(false));
+  r.only("mlp_bias", json(false));
+  r.only("pretraining_tp", json(1));
+  r.only("rope_scaling", json(nullptr), /*nullOk=*/true);
+  r.only("sliding_window", json(nullptr), /*nullOk=*/true);
+  r.dropout("attention_dropout", m.notes);
+  // LLaMA 1's conversions also name the context as max_sequence_length.
+  if (c.seq > 0)
+    r.only("max_sequence_length", json(c.seq));
+}
+} // namespace
+
+int64_t countParameters(const LlamaConfig &c) {
+  int64_t kv = c.kvHeads * (c.dim / c.heads);
+  int64_t block = 2 * c.dim * c.dim + 2 * c.dim * kv + 3 * c.dim * c.ffn +
+                  2 * c.dim;
+  return c.layers * block + c.vocab * c.dim * (c.tiedHead ? 1 : 2) + c.dim;
+}
+
+bool readHFConfig(const std::string &path, HFModel &model,
+                  std::string &error) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    error = path + ": cannot open";
+    return false;
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = path + ": not a JSON object";
+    return false;
+  }
+  auto type = j.find("model_type");
+  if (type == j.end() || !type->is_string()) {
+    error = path + ": 'model_type' is missing or not a string";
+    return false;
+  }
+  model.modelType = type->get<std::string>();
+  KeyReader r(j, path);
+  if (model.modelType == "gpt2")
+    readGPT2(r, model);
+  else if (model.modelType == "llama")
+    readLlama(r, model);
+  else
+    r.bad("model_type",
+          "is \"" + model.modelType + "\"; fsdp-gen reads gpt2 and llama");
+  r.rejectOthers();
+  error = r.error;
+  return error.empty();
+}
+
+} // namespace fsdp_gen

@@ -1,0 +1,53 @@
+//===- HFConfig.h - models from a Hugging Face config.json ------*- C++ -*-===//
+//
+// `fsdp-gen --config config.json` reads the architecture a Hugging Face
+// model ships with and emits the same model. Every key is either used,
+// known not to change the architecture (token ids, the library's version),
+// or refused with its name and value: a model we cannot build exactly is
+// never built approximately.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_TOOLS_FSDP_GEN_HFCONFIG_H
+#define FSDP_TOOLS_FSDP_GEN_HFCONFIG_H
+
+#include "ModelBuilder.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp_gen {
+
+/// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
+/// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
+struct LlamaConfig {
+  int64_t layers = 0, dim = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
+  int64_t seq = 0, batch = 1;
+  double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
+  bool tiedHead = false;
+};
+
+/// The parameters of a Llama: per block q and o (C x C), k and v
+/// (C x kv_heads * C / heads each), the MLP's gate, up and down (C x F
+/// each) and two RMSNorm gains (C each); the token table, the final
+/// norm's gain and the head (V x C, unless tied).
+int64_t countParameters(const LlamaConfig &c);
+
+/// What a config.json describes.
+struct HFModel {
+  std::string modelType; ///< "gpt2" or "llama"
+  GPT2Config gpt2;
+  LlamaConfig llama;
+  /// Keys accepted whose meaning the training step leaves out (dropout):
+  /// said on stderr, not silently.
+  std::vector<std::string> notes;
+};
+
+/// Reads `path`; on failure returns false with `error` naming the file and,
+/// where one is at fault, the key.
+bool readHFConfig(const std::string &path, HFModel &model,
+                  std::string &error);
+
+} // namespace fsdp_gen
+
+#endif // FSDP_TOOLS_FSDP_GEN_HFCONFIG_H
