@@ -74,10 +74,13 @@ echo "== sanitizers: fuzzers"
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_MODEL_CASES:-600}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_DATA_CASES:-600}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_CONFIG_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 echo "sanitizers: all clean"

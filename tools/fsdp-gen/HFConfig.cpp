@@ -23,9 +23,12 @@ namespace fsdp_gen {
 namespace {
 /// Keys that describe the checkpoint or the tokenizer, not the network.
 const std::set<std::string> kBookkeeping = {
-    "_name_or_path", "architectures", "bos_token_id", "eos_token_id",
-    "pad_token_id", "model_type", "torch_dtype", "transformers_version",
-    "use_cache", "task_specific_params", "id2label", "label2id"};
+    "_name_or_path", "architectures",
+    "bos_token_id",  "eos_token_id",
+    "pad_token_id",  "model_type",
+    "torch_dtype",   "transformers_version",
+    "use_cache",     "task_specific_params",
+    "id2label",      "label2id"};
 
 /// Reads one config's keys, remembering which were read; the first
 /// problem wins and names the key.
@@ -63,8 +66,7 @@ public:
   void only(const char *key, const json &allowed, bool nullOk = false) {
     const json *v = find(key, false);
     if (v && *v != allowed && !(nullOk && v->is_null()))
-      bad(key, "is " + v->dump() + "; fsdp-gen builds only " +
-                   allowed.dump());
+      bad(key, "is " + v->dump() + "; fsdp-gen builds only " + allowed.dump());
   }
   /// A dropout probability: accepted, and noted when not 0 (the step
   /// trains without dropout).
@@ -130,8 +132,8 @@ void readGPT2(KeyReader &r, HFModel &m) {
   r.only("scale_attn_by_inverse_layer_idx", json(false));
   r.only("reorder_and_upcast_attn", json(false));
   r.only("add_cross_attention", json(false));
-  for (const char *key : {"attn_pdrop", "embd_pdrop", "resid_pdrop",
-                          "summary_first_dropout"})
+  for (const char *key :
+       {"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_first_dropout"})
     r.dropout(key, m.notes);
   // GPT2DoubleHeadsModel's classification head: no part of the LM.
   for (const char *key : {"summary_activation", "summary_proj_to_labels",
@@ -172,15 +174,29 @@ void readLlama(KeyReader &r, HFModel &m) {
 }
 } // namespace
 
-int64_t countParameters(const LlamaConfig &c) {
-  int64_t kv = c.kvHeads * (c.dim / c.heads);
-  int64_t block = 2 * c.dim * c.dim + 2 * c.dim * kv + 3 * c.dim * c.ffn +
-                  2 * c.dim;
-  return c.layers * block + c.vocab * c.dim * (c.tiedHead ? 1 : 2) + c.dim;
+std::optional<int64_t> countParameters(const LlamaConfig &c) {
+  // Checked: a config's sizes are anyone's numbers.
+  int64_t kv, dd, dkv, dff, block, all, table, total;
+  if (c.heads <= 0 || __builtin_mul_overflow(c.kvHeads, c.dim / c.heads, &kv) ||
+      __builtin_mul_overflow(c.dim, c.dim, &dd) ||
+      __builtin_mul_overflow(c.dim, kv, &dkv) ||
+      __builtin_mul_overflow(c.dim, c.ffn, &dff) ||
+      __builtin_mul_overflow(dd, 2, &dd) ||
+      __builtin_mul_overflow(dkv, 2, &dkv) ||
+      __builtin_mul_overflow(dff, 3, &dff) ||
+      __builtin_add_overflow(dd, dkv, &block) ||
+      __builtin_add_overflow(block, dff, &block) ||
+      __builtin_add_overflow(block, 2 * c.dim, &block) ||
+      __builtin_mul_overflow(c.layers, block, &all) ||
+      __builtin_mul_overflow(c.vocab, c.dim, &table) ||
+      __builtin_mul_overflow(table, c.tiedHead ? 1 : 2, &table) ||
+      __builtin_add_overflow(all, table, &total) ||
+      __builtin_add_overflow(total, c.dim, &total))
+    return std::nullopt;
+  return total;
 }
 
-bool readHFConfig(const std::string &path, HFModel &model,
-                  std::string &error) {
+bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     error = path + ": cannot open";

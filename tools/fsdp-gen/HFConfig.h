@@ -13,6 +13,7 @@
 
 #include "ModelBuilder.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ struct LlamaConfig {
 /// (C x kv_heads * C / heads each), the MLP's gate, up and down (C x F
 /// each) and two RMSNorm gains (C each); the token table, the final
 /// norm's gain and the head (V x C, unless tied).
-int64_t countParameters(const LlamaConfig &c);
+/// None when the count overflows int64.
+std::optional<int64_t> countParameters(const LlamaConfig &c);
 
 /// What a config.json describes.
 struct HFModel {
@@ -45,8 +47,7 @@ struct HFModel {
 
 /// Reads `path`; on failure returns false with `error` naming the file and,
 /// where one is at fault, the key.
-bool readHFConfig(const std::string &path, HFModel &model,
-                  std::string &error);
+bool readHFConfig(const std::string &path, HFModel &model, std::string &error);
 
 } // namespace fsdp_gen
 

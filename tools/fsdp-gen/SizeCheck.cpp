@@ -113,7 +113,11 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
   // Parameters; the others of a block (norms, biases, the C x C and
   // C x 4C projections) are no larger than the two weights checked.
   check.requireTensor("the token table wte (vocab x dim elements)", V * C, eb);
-  check.requireTensor("the position table wpe (seq x dim elements)", T * C, eb);
+  Size positions = c.positions > c.seq
+                       ? Size::option("positions (n_positions)", c.positions)
+                       : T;
+  check.requireTensor("the position table wpe (positions x dim elements)",
+                      positions * C, eb);
   check.requireTensor("a block's weight attn.qkv.w (3 dim x dim elements)",
                       Size(3) * C * C, eb);
   check.requireTensor("a block's weight mlp.fc.w (4 dim x dim elements)",

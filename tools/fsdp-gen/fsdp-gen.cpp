@@ -73,11 +73,11 @@ cl::opt<std::string> configPath(
     cl::desc("A Hugging Face config.json (model_type gpt2 or llama): the "
              "same model; --seq and --batch set the step's shape"),
     cl::value_desc("file"), cl::cat(genCategory));
-cl::opt<bool> describe(
-    "describe",
-    cl::desc("With --config: print the architecture and its parameter "
-             "count, emit nothing"),
-    cl::cat(genCategory));
+cl::opt<bool>
+    describe("describe",
+             cl::desc("With --config: print the architecture and its parameter "
+                      "count, emit nothing"),
+             cl::cat(genCategory));
 cl::opt<std::string> outputFilename("o", cl::desc("Output file (default: -)"),
                                     cl::value_desc("filename"), cl::init("-"),
                                     cl::cat(genCategory));
@@ -150,6 +150,9 @@ void describeModel(const fsdp_gen::HFModel &m) {
   llvm::outs() << configPath << ": " << m.modelType << ", ";
   if (m.modelType == "gpt2") {
     const fsdp_gen::GPT2Config &c = m.gpt2;
+    // The size check has bounded every product (fsdp-gen's SizeCheck).
+    if (std::optional<std::string> error = fsdp_gen::checkSizes(c, 4))
+      fail(*error);
     int64_t P = c.vocab * c.dim + c.positions * c.dim + 2 * c.dim +
                 c.layers * (12 * c.dim * c.dim + 13 * c.dim);
     llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
@@ -158,12 +161,15 @@ void describeModel(const fsdp_gen::HFModel &m) {
     return;
   }
   const fsdp_gen::LlamaConfig &c = m.llama;
+  std::optional<int64_t> P = fsdp_gen::countParameters(c);
+  if (!P)
+    fail(configPath + ": the parameter count exceeds int64");
   llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
                << " heads, " << c.kvHeads << " kv heads, ffn " << c.ffn
                << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta
                << ", norm eps " << c.normEps
-               << (c.tiedHead ? ", tied head: " : ", untied head: ")
-               << fsdp_gen::countParameters(c) << " parameters\n";
+               << (c.tiedHead ? ", tied head: " : ", untied head: ") << *P
+               << " parameters\n";
 }
 
 /// The model a config.json describes, --seq and --batch applied.
@@ -172,7 +178,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
   if (!preset.empty() || !modelKind.empty())
     fail("--config names the model: no model kind or --preset with it");
   rejectOptionsOf("--config", {&layers, &dim, &heads, &vocab, &width,
-                                 &inFeatures, &classes});
+                               &inFeatures, &classes});
   fsdp_gen::HFModel m;
   std::string error;
   if (!fsdp_gen::readHFConfig(configPath, m, error))
