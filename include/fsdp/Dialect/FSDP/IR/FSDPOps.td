@@ -492,7 +492,7 @@ def FSDP_CrossEntropyBackwardOp :
   let results = (outs FSDP_FloatTensor:$result);
 }
 
-// Llama's ops' backward
+// Backward of Llama's ops (rms_norm, swiglu, rope)
 
 def FSDP_RmsNormBackwardOp :
     FSDP_BackwardOp<"rms_norm_backward", "RmsNormBackward"> {
