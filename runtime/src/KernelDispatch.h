@@ -43,7 +43,13 @@
   X(reluBackward)                                                              \
   X(crossEntropyBackward)                                                      \
   X(adamw)                                                                     \
-  X(fill)
+  X(fill)                                                                      \
+  X(rmsNormForward)                                                            \
+  X(rmsNormBackward)                                                           \
+  X(swigluForward)                                                             \
+  X(swigluBackward)                                                            \
+  X(ropeForward)                                                               \
+  X(ropeBackward)
 
 namespace fsdp::rt {
 
@@ -220,6 +226,32 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   case Opcode::Copy:
     k.copy(O(0), I(0), uint64_t(out(0).numElements()) * sizeof(T));
     return true;
+  case Opcode::RmsNorm:
+    k.rmsNormForward(O(0), SO(1), I(0), I(1), rows(in(0), last(in(0))),
+                     last(in(0)), float(param("epsilon")));
+    return true;
+  case Opcode::RmsNormBackward:
+    k.rmsNormBackward(O(0), O(1), I(0), I(1), I(2), SI(3),
+                      rows(in(1), last(in(1))), last(in(1)));
+    return true;
+  case Opcode::SwiGlu:
+    k.swigluForward(O(0), I(0), I(1), out(0).numElements());
+    return true;
+  case Opcode::SwiGluBackward:
+    k.swigluBackward(O(0), O(1), I(0), I(1), I(2), out(0).numElements());
+    return true;
+  case Opcode::Rope:
+  case Opcode::RopeBackward: {
+    const auto &s = in(0).shape; // B x T x (heads + 2 kv_heads) hs
+    int64_t heads = int64_t(param("heads")), kv = int64_t(param("kv_heads"));
+    int64_t hs = s[2] / (heads + 2 * kv);
+    float theta = float(param("theta"));
+    if (inst.kernel->opcode == Opcode::Rope)
+      k.ropeForward(O(0), I(0), s[0], s[1], heads, kv, hs, theta);
+    else
+      k.ropeBackward(O(0), I(0), s[0], s[1], heads, kv, hs, theta);
+    return true;
+  }
   case Opcode::Cast:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:

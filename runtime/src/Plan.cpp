@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <fcntl.h>
@@ -772,6 +773,47 @@ static bool checkLayerNorm(const KernelCheck &k) {
   return true;
 }
 
+/// rms_norm and its backward: rows of width C (not 0), one f32 rstd per
+/// row, a weight of C, rows within an int.
+static bool checkRmsNorm(const KernelCheck &k) {
+  bool forward = k.info().opcode == plan::Opcode::RmsNorm;
+  const BufferDesc &x = forward ? k.in(0) : k.in(1);
+  const BufferDesc &weight = forward ? k.in(1) : k.in(2);
+  const BufferDesc &rstd = forward ? k.out(1) : k.in(3);
+  if (x.shape.empty() || last(x) == 0 || !same(x, k.out(0)) ||
+      weight.numElements() != last(x) ||
+      !productIs(rstd.numElements(), last(x), x.numElements()))
+    return k.bad("inconsistent shapes");
+  if (!forward && (!same(k.in(0), x) || k.out(1).numElements() != last(x)))
+    return k.bad("inconsistent shapes");
+  if (rstd.numElements() > kIntMax)
+    return k.bad(kTooManyRows);
+  return true;
+}
+
+/// rope and its backward: B x T x (heads + 2 kv_heads) hs with whole head
+/// counts of at least 1, an even hs, the result of the operand's shape and
+/// a positive finite theta.
+static bool checkRope(const KernelCheck &k) {
+  plan::Opcode opcode = k.info().opcode;
+  double heads = k.inst.params[plan::paramIndex(opcode, "heads")];
+  double kvHeads = k.inst.params[plan::paramIndex(opcode, "kv_heads")];
+  double theta = k.inst.params[plan::paramIndex(opcode, "theta")];
+  const BufferDesc &qkv = k.in(0);
+  // The counts within [1, width] before they are converted (NaN fails).
+  if (qkv.shape.size() != 3 || !same(qkv, k.out(0)) ||
+      !(heads >= 1 && heads <= double(qkv.shape[2])) ||
+      !(kvHeads >= 1 && kvHeads <= double(qkv.shape[2])) ||
+      heads != double(int64_t(heads)) || kvHeads != double(int64_t(kvHeads)))
+    return k.bad("inconsistent shapes or head counts");
+  int64_t columns = int64_t(heads) + 2 * int64_t(kvHeads);
+  if (qkv.shape[2] % columns != 0 || (qkv.shape[2] / columns) % 2 != 0)
+    return k.bad("inconsistent shapes or head counts");
+  if (!(theta > 0.0) || std::isinf(theta))
+    return k.bad("has a theta that is not positive and finite");
+  return true;
+}
+
 /// The sharded kernels: an all_gather of a unit's shard into its flat
 /// size, a reduce_scatter into a shard, an adamw_shard of exactly a unit's
 /// shard and its moments.
@@ -858,6 +900,19 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
   case Opcode::ReduceScatter:
   case Opcode::AdamWShard:
     return checkSharded(k);
+  case Opcode::RmsNorm:
+  case Opcode::RmsNormBackward:
+    return checkRmsNorm(k);
+  case Opcode::SwiGlu:
+  case Opcode::SwiGluBackward:
+    if (!same(k.in(0), k.in(1)) || !same(k.in(0), k.out(0)) ||
+        (k.info().opcode == Opcode::SwiGluBackward &&
+         (!same(k.in(0), k.in(2)) || !same(k.in(0), k.out(1)))))
+      return k.bad("inconsistent shapes");
+    return true;
+  case Opcode::Rope:
+  case Opcode::RopeBackward:
+    return checkRope(k);
   case Opcode::Copy:
   case Opcode::Cast:
     if (k.in(0).numElements() != k.out(0).numElements())

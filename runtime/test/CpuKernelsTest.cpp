@@ -956,6 +956,162 @@ void testAdamW() {
 }
 
 //===----------------------------------------------------------------------===//
+// Llama's ops: RMSNorm, SwiGLU, rotary embeddings
+//===----------------------------------------------------------------------===//
+
+struct RmsNormRef {
+  std::vector<double> out, rstd;
+};
+
+RmsNormRef refRmsNorm(const std::vector<double> &x,
+                      const std::vector<double> &w, int64_t N, int64_t C,
+                      double eps) {
+  RmsNormRef r{std::vector<double>(N * C), std::vector<double>(N)};
+  for (int64_t i = 0; i < N; ++i) {
+    double sq = 0.0;
+    for (int64_t c = 0; c < C; ++c)
+      sq += x[i * C + c] * x[i * C + c];
+    const double s = 1.0 / std::sqrt(sq / double(C) + eps);
+    for (int64_t c = 0; c < C; ++c)
+      r.out[i * C + c] = x[i * C + c] * s * w[c];
+    r.rstd[i] = s;
+  }
+  return r;
+}
+
+void testRmsNorm() {
+  const float eps = 1e-6f;
+  // Widths that leave partial column blocks in the dw pass.
+  const int64_t shapes[][2] = {{10, 12}, {9, 40}, {33, 100}};
+  Rng rng(21);
+  for (const auto &shape : shapes) {
+    const int64_t N = shape[0], C = shape[1];
+    const std::string at =
+        " (N=" + std::to_string(N) + ", C=" + std::to_string(C) + ")";
+    auto x = randomVector(rng, N * C, 2.0f, 0.5f);
+    auto w = randomVector(rng, C, 0.5f, 1.0f);
+    auto dx0 = toDouble(x), dw0 = toDouble(w);
+    auto ref = refRmsNorm(dx0, dw0, N, C, eps);
+    auto out = nans(N * C), rstd = nans(N);
+    rmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    CHECK_CLOSE("rmsNormForward out" + at, out, ref.out, 1e-5, 1e-5);
+    CHECK_CLOSE("rmsNormForward rstd" + at, rstd, ref.rstd, 0.0, 1e-5);
+
+    auto dout = randomVector(rng, N * C);
+    auto ddout = toDouble(dout);
+    auto dx = nans(N * C), dw = nans(C);
+    rmsNormBackward(dx.data(), dw.data(), dout.data(), x.data(), w.data(),
+                    rstd.data(), N, C);
+    auto lossX = [&](const std::vector<double> &v) {
+      return dot(ddout, refRmsNorm(v, dw0, N, C, eps).out);
+    };
+    auto lossW = [&](const std::vector<double> &v) {
+      return dot(ddout, refRmsNorm(dx0, v, N, C, eps).out);
+    };
+    CHECK_CLOSE("rmsNormBackward dx vs finite differences" + at, dx,
+                centralDiff(lossX, dx0, allIndices(N * C)), 1e-5, 1e-4);
+    CHECK_CLOSE("rmsNormBackward dw vs finite differences" + at, dw,
+                centralDiff(lossW, dw0, allIndices(C)), 1e-5, 1e-4);
+  }
+}
+
+double refSilu(double g) { return g / (1.0 + std::exp(-g)); }
+
+void testSwiGlu() {
+  Rng rng(22);
+  // 1003 runs on one thread, 70001 on all.
+  for (int64_t n : {int64_t(1003), int64_t(70001)}) {
+    const std::string at = " (n=" + std::to_string(n) + ")";
+    auto g = randomVector(rng, n, 6.0f), u = randomVector(rng, n, 2.0f);
+    // Extremes, where 1 - sigmoid must not cancel or turn into 0 * inf.
+    const float special[] = {0.0f,   1e-3f,   -1e-3f, 20.0f, -20.0f,
+                             100.0f, -100.0f, 9.0f,   -9.0f};
+    std::copy(std::begin(special), std::end(special), g.begin());
+    auto dout = randomVector(rng, n);
+    auto out = nans(n), dg = nans(n), du = nans(n);
+    std::vector<double> want(n), wantG(n), wantU(n);
+    swigluForward(out.data(), g.data(), u.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = refSilu(g[i]) * double(u[i]);
+    CHECK_CLOSE("swigluForward" + at, out, want, 1e-6, 1e-5);
+    swigluBackward(dg.data(), du.data(), dout.data(), g.data(), u.data(), n);
+    const double h = 1e-4;
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = g[i];
+      wantG[i] = dout[i] * double(u[i]) * (refSilu(gi + h) - refSilu(gi - h)) /
+                 (2.0 * h);
+      wantU[i] = dout[i] * refSilu(gi);
+    }
+    CHECK_CLOSE("swigluBackward dgate vs finite differences" + at, dg, wantG,
+                1e-6, 1e-5);
+    CHECK_CLOSE("swigluBackward dup" + at, du, wantU, 1e-6, 1e-5);
+  }
+}
+
+/// Hugging Face's rotate-half, in double: x * cos + rotate_half(x) * sin
+/// over the q and k heads, v copied; sign -1 turns the other way.
+std::vector<double> refRope(const std::vector<double> &x, int64_t B, int64_t T,
+                            int64_t H, int64_t KV, int64_t hs, double theta,
+                            double sign = 1.0) {
+  std::vector<double> out = x;
+  const int64_t half = hs / 2, width = (H + 2 * KV) * hs;
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t h = 0; h < H + KV; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const double a =
+            double(r % T) * std::pow(theta, -2.0 * double(i) / double(hs));
+        const int64_t at = r * width + h * hs + i;
+        const double x0 = x[at], x1 = x[at + half];
+        out[at] = x0 * std::cos(a) - x1 * sign * std::sin(a);
+        out[at + half] = x1 * std::cos(a) + x0 * sign * std::sin(a);
+      }
+  return out;
+}
+
+void testRope() {
+  Rng rng(23);
+  // (B, T, H, KV, hs, theta): multi-head, grouped, one kv head, and a
+  // long sequence at Llama 3's theta, where the angles are large.
+  struct Shape {
+    int64_t B, T, H, KV, hs;
+    float theta;
+  };
+  const Shape shapes[] = {{2, 5, 2, 2, 8, 10000.0f},
+                          {1, 7, 4, 2, 6, 100.0f},
+                          {3, 4, 3, 1, 4, 10000.0f},
+                          {1, 300, 2, 1, 16, 500000.0f}};
+  for (const Shape &s : shapes) {
+    const std::string at =
+        " (T=" + std::to_string(s.T) + ", H=" + std::to_string(s.H) +
+        ", KV=" + std::to_string(s.KV) + ", hs=" + std::to_string(s.hs) + ")";
+    const int64_t n = s.B * s.T * (s.H + 2 * s.KV) * s.hs;
+    auto x = randomVector(rng, n, 2.0f);
+    auto dx0 = toDouble(x);
+    auto out = nans(n), back = nans(n);
+    ropeForward(out.data(), x.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    // The reference angle is in double, the kernel's in float as Hugging
+    // Face's: t inv_freq is off by up to T ulps of the angle.
+    const double atol = 1e-6 * double(s.T);
+    CHECK_CLOSE("ropeForward" + at, out,
+                refRope(dx0, s.B, s.T, s.H, s.KV, s.hs, s.theta), atol, 1e-5);
+    // The backward is the inverse: it undoes the forward.
+    ropeBackward(back.data(), out.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    CHECK_CLOSE("ropeBackward undoes ropeForward" + at, back, dx0, 1e-5, 1e-5);
+    // And it is the forward's gradient: sum(dout * rope(x)) is linear in
+    // x, so its gradient is the transposed rotation of dout.
+    auto dout = randomVector(rng, n);
+    auto ddout = toDouble(dout);
+    ropeBackward(back.data(), dout.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    auto loss = [&](const std::vector<double> &v) {
+      return dot(ddout, refRope(v, s.B, s.T, s.H, s.KV, s.hs, s.theta));
+    };
+    auto idx = someIndices(rng, size_t(n), 64);
+    CHECK_CLOSE("ropeBackward vs finite differences" + at, gather(back, idx),
+                centralDiff(loss, dx0, idx), atol, 1e-4);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Determinism
 //===----------------------------------------------------------------------===//
 
@@ -973,7 +1129,7 @@ void testDeterminism() {
 
   auto run = [&]() {
     std::vector<float> out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C),
-        dwte(V * C), dwpe(T * C), bias(C), loss(1);
+        dwte(V * C), dwpe(T * C), bias(C), loss(1), rmsDx(N * C), rmsDw(C);
     layerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
                      b.data(), N, C, 1e-5f);
     layerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(),
@@ -982,8 +1138,12 @@ void testDeterminism() {
                       T, C, V, T);
     biasGrad(bias.data(), dout.data(), N, C);
     crossEntropyForward(loss.data(), logits.data(), targets.data(), N, V);
+    rmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    rmsNormBackward(rmsDx.data(), rmsDw.data(), dout.data(), x.data(), w.data(),
+                    rstd.data(), N, C);
     std::vector<float> all;
-    for (const auto *v : {&dx, &dw, &db, &dwte, &dwpe, &bias, &loss})
+    for (const auto *v :
+         {&dx, &dw, &db, &dwte, &dwpe, &bias, &loss, &rmsDx, &rmsDw})
       all.insert(all.end(), v->begin(), v->end());
     return all;
   };
@@ -1017,6 +1177,9 @@ int main(int argc, char **argv) {
     testBlockedAttention(*blas);
   testCrossEntropy();
   testAdamW();
+  testRmsNorm();
+  testSwiGlu();
+  testRope();
   testDeterminism();
 
   std::printf("cpu-kernels: %d passed, %d failed\n", gPassed, gFailed);

@@ -19,7 +19,9 @@
 //     same (bf16) inputs, its results rounded to bf16 as the CPU backend
 //     rounds them (one bf16 unit of the largest value on top of the fp32
 //     tolerance, two for the materialized attention), statistics and the
-//     loss f32; the cast kernel bit for bit against roundToBF16.
+//     loss f32; the cast kernel bit for bit against roundToBF16;
+//   - Llama's ops (rms_norm, swiglu, rope, multi-head and grouped) in f32
+//     and bf16.
 // Then, for information, the GPU time of each kernel at the GPT-2 124M shape
 // (B=4, T=1024, C=768, NH=12, V=50257), measured with CUDA events.
 //
@@ -44,6 +46,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -891,6 +894,92 @@ void testBF16Cast(Gpu &g) {
   CHECK_NO_ERROR("bf16 cast");
 }
 
+//===----------------------------------------------------------------------===//
+// Llama's ops (rms_norm, swiglu, rope), f32 and bf16: the CPU's fp32
+// kernel on the same inputs (on bf16's grid for bf16), its results rounded
+// as the CPU backend stores them
+//===----------------------------------------------------------------------===//
+
+template <typename E> std::vector<E> asElements(const std::vector<float> &v);
+template <> std::vector<float> asElements<float>(const std::vector<float> &v) {
+  return v;
+}
+template <> std::vector<BF16> asElements<BF16>(const std::vector<float> &v) {
+  return toBF16(v);
+}
+std::vector<float> values(const Dev<float> &d) { return d.download(); }
+std::vector<float> values(const DevB &d) { return got(d); }
+
+template <typename E> void testLlamaOps(Gpu &g, const Shape &s, uint64_t seed) {
+  constexpr bool bf16 = std::is_same<E, BF16>::value;
+  const double tol = bf16 ? kTolBf16 : kTolFp32;
+  auto onGrid = [](std::vector<float> v) { return bf16 ? rounded(v) : v; };
+  const char *type = bf16 ? "bf16 " : "";
+  auto name = [&](const char *k) { return std::string(type) + k; };
+  const int64_t N = s.B * s.T, C = s.C;
+  Rng rng(seed);
+  // RMSNorm: rstd is f32 either way.
+  auto x = onGrid(randomVector(rng, N * C, 2.0f, 0.5f));
+  auto w = onGrid(randomVector(rng, C, 0.5f, 1.0f));
+  auto dout = onGrid(randomVector(rng, N * C));
+  std::vector<float> out(N * C), rstd(N), dx(N * C), dw(C);
+  cpu::rmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+  cpu::rmsNormBackward(dx.data(), dw.data(), dout.data(), x.data(), w.data(),
+                       rstd.data(), N, C);
+  Dev<E> dX(asElements<E>(x)), dW(asElements<E>(w)), dOut(N * C),
+      dDout(asElements<E>(dout)), dDx(N * C), dDw(C);
+  DevF dRstd(N), dRstdRef(rstd);
+  gpu::rmsNormForward<E>(g.ctx(), dOut, dRstd, dX, dW, N, C, 1e-6f);
+  gpu::rmsNormBackward<E>(g.ctx(), dDx, dDw, dDout, dX, dW, dRstdRef, N, C);
+  CHECK_REL(label(name("rmsNormForward out").c_str(), s), values(dOut),
+            onGrid(out), tol);
+  CHECK_REL(label(name("rmsNormForward rstd (f32)").c_str(), s),
+            dRstd.download(), rstd, kTolFp32);
+  CHECK_REL(label(name("rmsNormBackward dx").c_str(), s), values(dDx),
+            onGrid(dx), tol);
+  CHECK_REL(label(name("rmsNormBackward dw").c_str(), s), values(dDw),
+            onGrid(dw), tol);
+
+  // SwiGLU over N x C + 3 elements (not a multiple of 4).
+  const int64_t n = N * C + 3;
+  auto gate = onGrid(randomVector(rng, n, 4.0f)),
+       up = onGrid(randomVector(rng, n, 2.0f)),
+       dy = onGrid(randomVector(rng, n));
+  std::vector<float> h(n), dg(n), du(n);
+  cpu::swigluForward(h.data(), gate.data(), up.data(), n);
+  cpu::swigluBackward(dg.data(), du.data(), dy.data(), gate.data(), up.data(),
+                      n);
+  Dev<E> dGate(asElements<E>(gate)), dUp(asElements<E>(up)),
+      dDy(asElements<E>(dy)), dH(n), dDg(n), dDu(n);
+  gpu::swigluForward<E>(g.ctx(), dH, dGate, dUp, n);
+  gpu::swigluBackward<E>(g.ctx(), dDg, dDu, dDy, dGate, dUp, n);
+  CHECK_REL(label(name("swigluForward").c_str(), s), values(dH), onGrid(h),
+            tol);
+  CHECK_REL(label(name("swigluBackward dgate").c_str(), s), values(dDg),
+            onGrid(dg), tol);
+  CHECK_REL(label(name("swigluBackward dup").c_str(), s), values(dDu),
+            onGrid(du), tol);
+
+  // Rope, multi-head and grouped (one kv head), heads of 8; the GPU's
+  // powf, cosf and sinf against glibc's.
+  for (int64_t KV : {s.NH, int64_t(1)}) {
+    const int64_t hs = 8, m = s.B * s.T * (s.NH + 2 * KV) * hs;
+    auto qkv = onGrid(randomVector(rng, m, 2.0f));
+    std::vector<float> f(m), b(m);
+    cpu::ropeForward(f.data(), qkv.data(), s.B, s.T, s.NH, KV, hs, 10000.0f);
+    cpu::ropeBackward(b.data(), qkv.data(), s.B, s.T, s.NH, KV, hs, 10000.0f);
+    Dev<E> dQkv(asElements<E>(qkv)), dF(m), dB(m);
+    gpu::ropeForward<E>(g.ctx(), dF, dQkv, s.B, s.T, s.NH, KV, hs, 10000.0f);
+    gpu::ropeBackward<E>(g.ctx(), dB, dQkv, s.B, s.T, s.NH, KV, hs, 10000.0f);
+    const char *what = KV == 1 ? "kv_heads=1" : "kv_heads=heads";
+    CHECK_REL(label(name("ropeForward").c_str(), s, what), values(dF),
+              onGrid(f), tol);
+    CHECK_REL(label(name("ropeBackward").c_str(), s, what), values(dB),
+              onGrid(b), tol);
+  }
+  CHECK_NO_ERROR(label(name("llama ops").c_str(), s));
+}
+
 void testBF16(Gpu &g, const cpu::Blas *blas, uint64_t seed) {
   testBF16Cast(g);
   for (const Shape &s : kShapes) {
@@ -1237,6 +1326,10 @@ int main() {
     testAttention(g, *blas, twoBlocks, seed++, kTolTf32, "tf32");
   g.mathMode(CUBLAS_PEDANTIC_MATH);
   testBF16(g, blas.get(), seed);
+  for (const Shape &s : kShapes) {
+    testLlamaOps<float>(g, s, seed++);
+    testLlamaOps<BF16>(g, s, seed++);
+  }
 
   if (!std::getenv("FSDP_CUDA_TEST_NO_TIMING"))
     timeGpt2(g);

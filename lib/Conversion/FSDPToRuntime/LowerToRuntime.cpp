@@ -237,6 +237,8 @@ public:
       if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
         value =
             builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
+      if (!value)
+        value = llamaDefaultParam(op, key);
       attrs.push_back(builder.getNamedAttr(key, value));
     }
     return attrs.empty() ? DictionaryAttr() : builder.getDictionaryAttr(attrs);
@@ -245,6 +247,22 @@ public:
   LogicalResult lower(Operation *op);
 
 private:
+  /// The defaults of Llama's ops' attributes, which the IR may leave out:
+  /// rms_norm's epsilon, rope's theta, and its kv_heads (heads).
+  Attribute llamaDefaultParam(Operation *op, StringRef key) {
+    if (auto norm = llvm::dyn_cast<RmsNormOp>(op))
+      return builder.getF32FloatAttr(norm.getEpsilon().convertToFloat());
+    auto params = [&](auto rope) -> Attribute {
+      if (key == "kv_heads")
+        return builder.getI64IntegerAttr(rope.getNumKvHeads());
+      return builder.getF32FloatAttr(rope.getTheta().convertToFloat());
+    };
+    if (auto rope = llvm::dyn_cast<RopeOp>(op))
+      return params(rope);
+    if (auto rope = llvm::dyn_cast<RopeBackwardOp>(op))
+      return params(rope);
+    return {};
+  }
   /// A float splat constant: a fill kernel into the result's buffer.
   LogicalResult lowerConstant(arith::ConstantOp constant);
   /// AdamW of a whole parameter, with its moments created at first use.

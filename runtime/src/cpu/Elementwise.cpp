@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - add, GELU, ReLU and fill -------------------------===//
+//===- Elementwise.cpp - add, GELU, ReLU, fill, SwiGLU, rope --------------===//
 //
 // Flat loops over n elements. Each is one `parallel for simd`: OpenMP splits
 // the range into contiguous chunks and the compiler vectorises each chunk.
@@ -8,7 +8,11 @@
 // GELU needs tanh, which glibc only vectorises under -ffast-math (the
 // library is built without it), so it is written as a sigmoid,
 // 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), over a polynomial exp that the
-// compiler vectorises.
+// compiler vectorises. SwiGLU's sigmoid is written over the same exp.
+//
+// Rotary embeddings work per row (one position): the pair (i, i + hs/2)
+// of every q and k head turns by the same angle, so each row computes its
+// hs/2 cosines and sines once and applies them to all of its heads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +20,7 @@
 #include "VectorMath.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace fsdp::rt::cpu {
@@ -81,6 +86,66 @@ FSDP_CPU_KERNEL void fill(float *out, int64_t n, float value) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     out[i] = value;
+}
+
+FSDP_CPU_KERNEL void swigluForward(float *out, const float *gate,
+                                   const float *up, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = gate[i] / (1.0f + expApprox(-gate[i])) * up[i];
+}
+
+FSDP_CPU_KERNEL void swigluBackward(float *dgate, float *dup, const float *dout,
+                                    const float *gate, const float *up,
+                                    int64_t n) {
+  // silu' = s + g s (1 - s), with 1 - s computed as s e (e = exp(-g)),
+  // which does not cancel for large g.
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float e = expApprox(-g);
+    const float s = 1.0f / (1.0f + e);
+    dup[i] = dout[i] * g * s;
+    dgate[i] = dout[i] * up[i] * (s + g * s * (s * e));
+  }
+}
+
+namespace {
+/// Turns the q and k pairs of each row by sign * angle (sign -1: the
+/// inverse rotation, the backward) and copies v.
+void rotate(float *out, const float *in, int64_t B, int64_t T, int64_t H,
+            int64_t KV, int64_t hs, float theta, float sign) {
+  const int64_t half = hs / 2, width = (H + 2 * KV) * hs;
+  const int64_t rotated = (H + KV) * hs;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * T; ++r) {
+    const float t = float(r % T);
+    const float *x = in + r * width;
+    float *o = out + r * width;
+    for (int64_t i = 0; i < half; ++i) {
+      // Hugging Face's inv_freq and angle, both in float.
+      const float invFreq = 1.0f / std::pow(theta, float(2 * i) / float(hs));
+      const float angle = t * invFreq;
+      const float c = std::cos(angle), s = sign * std::sin(angle);
+      for (int64_t h = 0; h < H + KV; ++h) {
+        const float x0 = x[h * hs + i], x1 = x[h * hs + i + half];
+        o[h * hs + i] = x0 * c - x1 * s;
+        o[h * hs + i + half] = x1 * c + x0 * s;
+      }
+    }
+    std::memcpy(o + rotated, x + rotated, size_t(KV * hs) * sizeof(float));
+  }
+}
+} // namespace
+
+void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
+                 int64_t KV, int64_t hs, float theta) {
+  rotate(out, qkv, B, T, H, KV, hs, theta, 1.0f);
+}
+
+void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
+                  int64_t H, int64_t KV, int64_t hs, float theta) {
+  rotate(dqkv, dout, B, T, H, KV, hs, theta, -1.0f);
 }
 
 } // namespace fsdp::rt::cpu

@@ -145,6 +145,40 @@ void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
 /// out[i] = value for n elements.
 void fill(float *out, int64_t n, float value);
 
+// Llama's ops.
+
+/// out = x * rstd * w over rows of C, rstd = 1 / sqrt(mean(x^2) + eps)
+/// saved (N) for the backward.
+void rmsNormForward(float *out, float *rstd, const float *x, const float *w,
+                    int64_t N, int64_t C, float eps);
+
+/// Overwrites dx (N x C) and dw (C): with n = x rstd and dn = w dout,
+/// dx = rstd (dn - n mean(dn n)) per row, dw = sum over rows of dout n.
+void rmsNormBackward(float *dx, float *dw, const float *dout, const float *x,
+                     const float *w, const float *rstd, int64_t N, int64_t C);
+
+/// out = silu(gate) * up = gate sigmoid(gate) up, for n elements.
+void swigluForward(float *out, const float *gate, const float *up, int64_t n);
+
+/// With s = sigmoid(gate): dgate = dout up s (1 + gate (1 - s)) and
+/// dup = dout gate s.
+void swigluBackward(float *dgate, float *dup, const float *dout,
+                    const float *gate, const float *up, int64_t n);
+
+/// Rotary embeddings, Hugging Face's rotate-half: qkv is B x T x (H + 2 KV)
+/// hs (H query heads, KV key heads, KV value heads). In every q and k head
+/// the pair (i, i + hs/2), i < hs/2, at position t turns by the angle
+/// a = t inv_freq[i], inv_freq[i] = 1 / theta^(2i/hs) (both in float, as
+/// Hugging Face computes them): out[i] = x[i] cos a - x[i + hs/2] sin a,
+/// out[i + hs/2] = x[i + hs/2] cos a + x[i] sin a. v is copied.
+void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
+                 int64_t KV, int64_t hs, float theta);
+
+/// The gradient of ropeForward: dout turned back by -a (a rotation's
+/// transpose), v's gradient copied.
+void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
+                  int64_t H, int64_t KV, int64_t hs, float theta);
+
 } // namespace fsdp::rt::cpu
 
 #endif // FSDP_RUNTIME_CPU_KERNELS_H

@@ -1,4 +1,4 @@
-//===- LayerNorm.cpp - layer normalisation --------------------------------===//
+//===- LayerNorm.cpp - layer and RMS normalisation ------------------------===//
 //
 // As in llm.c: the forward saves each row's mean and rstd, the backward
 // uses them instead of recomputing the statistics. Row sums are taken in
@@ -10,6 +10,9 @@
 // the backward makes a second pass over column blocks: each block's sums
 // live on the stack, and every column is summed in row order by one
 // thread, so the result is the same for any thread count.
+//
+// RMS normalisation (Llama's) is the same scheme without the mean and the
+// bias: the forward saves rstd, dw is the same column pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,6 +103,64 @@ FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db,
       dw[c0 + c] = float(accW[c]);
       db[c0 + c] = float(accB[c]);
     }
+  }
+}
+
+FSDP_CPU_KERNEL void rmsNormForward(float *out, float *rstd, const float *x,
+                                    const float *w, int64_t N, int64_t C,
+                                    float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float *xi = x + i * C;
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t c = 0; c < C; ++c)
+      sq += double(xi[c] * xi[c]);
+    const double meanSquare = sq / double(C);
+    const float s = float(1.0 / std::sqrt(meanSquare + double(eps)));
+    float *o = out + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      o[c] = xi[c] * s * w[c];
+    rstd[i] = s;
+  }
+}
+
+FSDP_CPU_KERNEL void rmsNormBackward(float *dx, float *dw, const float *dout,
+                                     const float *x, const float *w,
+                                     const float *rstd, int64_t N, int64_t C) {
+  // dx = rstd (dn - n mean(dn n)), n = x rstd, dn = w dout: layer norm's
+  // formula without the mean terms.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N; ++i) {
+    const float *xi = x + i * C, *di = dout + i * C;
+    const float s = rstd[i];
+    double sumDN = 0.0;
+#pragma omp simd reduction(+ : sumDN)
+    for (int64_t c = 0; c < C; ++c)
+      sumDN += double(w[c] * di[c] * (xi[c] * s));
+    const float meanDN = float(sumDN / double(C));
+    float *o = dx + i * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      o[c] = (w[c] * di[c] - xi[c] * s * meanDN) * s;
+  }
+
+  const int64_t width = columnBlock(C);
+  const int64_t blocks = (C + width - 1) / width;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * width, n = std::min(width, C - c0);
+    double acc[kMaxColBlock] = {};
+    for (int64_t i = 0; i < N; ++i) {
+      const float *xi = x + i * C + c0, *di = dout + i * C + c0;
+      const float s = rstd[i];
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c)
+        acc[c] += double(di[c] * (xi[c] * s));
+    }
+    for (int64_t c = 0; c < n; ++c)
+      dw[c0 + c] = float(acc[c]);
   }
 }
 

@@ -986,3 +986,159 @@ func.func @f(%x: tensor<2x8xf16>, %w: tensor<4x8xf16>) {
   %0 = fsdp.linear %x, %w : (tensor<2x8xf16>, tensor<4x8xf16>) -> tensor<2x4xf16>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Llama's ops: rms_norm, swiglu, rope and their backward
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight must have shape 8, got 'tensor<4xf32>'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{rstd must have shape 2, got 'tensor<8xf32>'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{result must have shape 2x8, got 'tensor<8x2xf32>'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{result #1 (rstd) must be f32, got 'tensor<2xbf16>'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xbf16>, tensor<8xbf16>) -> (tensor<2x8xbf16>, tensor<2xbf16>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{expects one element type for all float operands and results, got 'bf16' and 'f32'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xbf16>, tensor<8xf32>) -> (tensor<2x8xbf16>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0:2 = fsdp.rms_norm %x, %w {epsilon = -1.0 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  %0:2 = fsdp.rms_norm %x, %w : (tensor<f32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{weight gradient must have shape 8, got 'tensor<2x8xf32>'}}
+  %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{grad must have shape 2x8, got 'tensor<2x4xf32>'}}
+  %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x4xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{rstd must have shape 2, got 'tensor<8xf32>'}}
+  %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
+  // expected-error @+1 {{gate, up and result must have one type, got 'tensor<2x8xf32>' and 'tensor<2x4xf32>'}}
+  %0 = fsdp.swiglu %g, %u : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
+  // expected-error @+1 {{grad, gate, up and their gradients must have one type, got 'tensor<2x8xf32>' and 'tensor<8x2xf32>'}}
+  %0:2 = fsdp.swiglu_backward %d, %g, %u : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8x2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<4x24xf32>) {
+  // expected-error @+1 {{qkv must be B x T x (heads + 2 kv_heads) hs, got 'tensor<4x24xf32>'}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<4x24xf32>) -> tensor<4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{the last dimension (24) must be heads + 2 kv_heads (5) times the head size}}
+  %0 = fsdp.rope %qkv {heads = 3 : i64, kv_heads = 1 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x18xf32>) {
+  // expected-error @+1 {{the head size (3) must be even: rope rotates pairs (i, i + hs/2)}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x18xf32>) -> tensor<1x4x18xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{theta must be positive and finite}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, theta = 0.0 : f32} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{result must have the type of its operand 'tensor<1x4x24xf32>', got 'tensor<1x4x8xf32>'}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{the last dimension (24) must be heads + 2 kv_heads (5) times the head size}}
+  %0 = fsdp.rope_backward %g {heads = 1 : i64, kv_heads = 2 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{attribute 'kv_heads' failed to satisfy constraint}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, kv_heads = 0 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}

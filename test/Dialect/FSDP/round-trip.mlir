@@ -155,3 +155,30 @@ func.func @train_step(%x: tensor<2x4x8xf32>) -> tensor<f32> attributes {fsdp.tra
   %loss = fsdp.cross_entropy %x, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// Llama's ops: rms_norm, swiglu, rope (kv_heads and theta optional) and
+// their backward.
+// CHECK-LABEL: func.func @llama_ops
+func.func @llama_ops(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>,
+                     %g: tensor<2x4x16xf32>, %u: tensor<2x4x16xf32>,
+                     %qkv: tensor<2x4x32xf32>, %mha: tensor<2x4x24xf32>) {
+  // CHECK: %{{.*}}, %[[RSTD:.*]] = fsdp.rms_norm %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %n, %rstd = fsdp.rms_norm %x, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  // CHECK: fsdp.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32}
+  %n2, %rstd2 = fsdp.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  // CHECK: fsdp.rms_norm_backward %{{.*}}, %{{.*}}, %{{.*}}, %[[RSTD]] : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  %dx, %dw = fsdp.rms_norm_backward %x, %x, %w, %rstd : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  // CHECK: fsdp.swiglu %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %h = fsdp.swiglu %g, %u : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: fsdp.swiglu_backward %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  %dg, %du = fsdp.swiglu_backward %h, %g, %u : (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>)
+  // Grouped: 2 query heads and 1 kv head of 8 (2 + 2 * 1 = 4 heads of qkv).
+  // CHECK: fsdp.rope %{{.*}} {heads = 2 : i64, kv_heads = 1 : i64, theta = 5.000000e+05 : f32} : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %r = fsdp.rope %qkv {heads = 2 : i64, kv_heads = 1 : i64, theta = 5.0e5 : f32} : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  // CHECK: fsdp.rope_backward %{{.*}} {heads = 2 : i64, kv_heads = 1 : i64, theta = 5.000000e+05 : f32} : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %dr = fsdp.rope_backward %r {heads = 2 : i64, kv_heads = 1 : i64, theta = 5.0e5 : f32} : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  // Multi-head (kv_heads = heads) with the default theta: 2 heads of 4.
+  // CHECK: fsdp.rope %{{.*}} {heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  %r1 = fsdp.rope %mha {heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  return
+}

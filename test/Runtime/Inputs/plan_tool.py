@@ -64,7 +64,11 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            "relu", "relu_backward", "attention", "attention_backward",
            "attention_blocked", "attention_backward_blocked",
            "cross_entropy", "cross_entropy_backward", "adamw", "fill",
-           "all_gather", "reduce_scatter", "adamw_shard", "copy", "cast", "wait"]
+           "all_gather", "reduce_scatter", "adamw_shard", "copy",
+           # Llama's ops (plan version 8)
+           "rms_norm", "rms_norm_backward", "swiglu", "swiglu_backward",
+           "rope", "rope_backward",
+           "cast", "wait"]
 
 # Field formats of each record kind, for packing edited values.
 BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",

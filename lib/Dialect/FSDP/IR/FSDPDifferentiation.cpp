@@ -117,3 +117,39 @@ CrossEntropyOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
                        Value()});
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Llama's ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::buildBackward(OpBuilder &builder,
+                                       ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  if (failed(rejectGradsOn(*this, resultGrads, {1})))
+    return failure();
+  auto backward = RmsNormBackwardOp::create(
+      builder, getLoc(), getInput().getType(), getWeight().getType(),
+      resultGrads[0], getInput(), getWeight(), getRstd());
+  operandGrads.assign({backward.getInputGrad(), backward.getWeightGrad()});
+  return success();
+}
+
+LogicalResult SwiGluOp::buildBackward(OpBuilder &builder,
+                                      ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  auto backward = SwiGluBackwardOp::create(
+      builder, getLoc(), getGate().getType(), getUp().getType(), resultGrads[0],
+      getGate(), getUp());
+  operandGrads.assign({backward.getGateGrad(), backward.getUpGrad()});
+  return success();
+}
+
+LogicalResult RopeOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // A rotation's gradient is the inverse rotation; it reads no activation,
+  // so rope saves nothing for the backward.
+  operandGrads.assign({RopeBackwardOp::create(
+      builder, getLoc(), getQkv().getType(), resultGrads[0], getHeadsAttr(),
+      getKvHeadsAttr(), getThetaAttr())});
+  return success();
+}

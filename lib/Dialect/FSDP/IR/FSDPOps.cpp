@@ -15,6 +15,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -522,6 +523,109 @@ LogicalResult CrossEntropyBackwardOp::verify() {
     return failure();
   return expectShape(*this, "result", getResult(), shape);
 }
+
+//===----------------------------------------------------------------------===//
+// Llama's ops: rms_norm, swiglu, rope and their backward
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::verify() {
+  // rstd is a statistic: f32 by the kernel table's rule, not compared here.
+  if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
+      failed(
+          expectSameElementType(*this, {getInput(), getWeight(), getResult()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  if (failed(expectShape(*this, "weight", getWeight(), {shape.back()})) ||
+      failed(expectShape(*this, "result", getResult(), shape)) ||
+      failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())))
+    return failure();
+  if (!(getEpsilon().convertToFloat() > 0.0f))
+    return emitOpError() << "epsilon must be positive";
+  return success();
+}
+
+LogicalResult RmsNormBackwardOp::verify() {
+  if (failed(expectMinRank(*this, "input", getInput(), 1)) ||
+      failed(expectSameElementType(*this, {getGrad(), getInput(), getWeight(),
+                                           getInputGrad(), getWeightGrad()})))
+    return failure();
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  int64_t channels = shape.back();
+  if (failed(expectShape(*this, "grad", getGrad(), shape)) ||
+      failed(expectShape(*this, "weight", getWeight(), {channels})) ||
+      failed(expectShape(*this, "rstd", getRstd(), shape.drop_back())) ||
+      failed(expectShape(*this, "input gradient", getInputGrad(), shape)))
+    return failure();
+  return expectShape(*this, "weight gradient", getWeightGrad(), {channels});
+}
+
+/// swiglu's operands and results: every value of one type (one shape, one
+/// element type).
+static LogicalResult verifySameTypes(Operation *op, StringRef names,
+                                     ArrayRef<Value> values) {
+  for (Value v : values.drop_front())
+    if (v.getType() != values.front().getType())
+      return op->emitOpError()
+             << names << " must have one type, got " << values.front().getType()
+             << " and " << v.getType();
+  return success();
+}
+
+LogicalResult SwiGluOp::verify() {
+  return verifySameTypes(*this, "gate, up and result",
+                         {getGate(), getUp(), getResult()});
+}
+
+LogicalResult SwiGluBackwardOp::verify() {
+  return verifySameTypes(
+      *this, "grad, gate, up and their gradients",
+      {getGrad(), getGate(), getUp(), getGateGrad(), getUpGrad()});
+}
+
+/// rope's operand and result: B x T x (heads + 2 kv_heads) hs, hs even
+/// (the pairs are (i, i + hs/2)), theta positive and finite.
+static LogicalResult verifyRope(Operation *op, Value input, Value result,
+                                int64_t heads, int64_t kvHeads, float theta) {
+  if (input.getType() != result.getType())
+    return op->emitOpError() << "result must have the type of its operand "
+                             << input.getType() << ", got " << result.getType();
+  ArrayRef<int64_t> shape = tensorOf(input).getShape();
+  if (shape.size() != 3)
+    return op->emitOpError()
+           << "qkv must be B x T x (heads + 2 kv_heads) hs, got "
+           << input.getType();
+  int64_t columns = heads + 2 * kvHeads;
+  if (shape[2] % columns != 0)
+    return op->emitOpError() << "the last dimension (" << shape[2]
+                             << ") must be heads + 2 kv_heads (" << columns
+                             << ") times the head size";
+  if ((shape[2] / columns) % 2 != 0)
+    return op->emitOpError() << "the head size (" << shape[2] / columns
+                             << ") must be even: rope rotates pairs (i, i + "
+                                "hs/2)";
+  if (!(theta > 0.0f) || std::isinf(theta))
+    return op->emitOpError() << "theta must be positive and finite";
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  return verifyRope(*this, getQkv(), getResult(), getHeads(), getNumKvHeads(),
+                    getTheta().convertToFloat());
+}
+
+LogicalResult RopeBackwardOp::verify() {
+  return verifyRope(*this, getGrad(), getResult(), getHeads(), getNumKvHeads(),
+                    getTheta().convertToFloat());
+}
+
+// Element-wise and per-row work: the simulator charges them by bytes moved
+// (the default: every operand read once, every result written once).
+double RmsNormOp::getFlops() { return 0.0; }
+double RmsNormBackwardOp::getFlops() { return 0.0; }
+double SwiGluOp::getFlops() { return 0.0; }
+double SwiGluBackwardOp::getFlops() { return 0.0; }
+double RopeOp::getFlops() { return 0.0; }
+double RopeBackwardOp::getFlops() { return 0.0; }
 
 //===----------------------------------------------------------------------===//
 // AdamWOp

@@ -25,7 +25,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 7;
+inline constexpr uint32_t kPlanVersion = 8;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -113,6 +113,13 @@ enum class Opcode : uint32_t {
   ReduceScatter,
   AdamWShard,
   Copy,
+  // Llama's ops (plan version 8).
+  RmsNorm,
+  RmsNormBackward,
+  SwiGlu,
+  SwiGluBackward,
+  Rope,
+  RopeBackward,
   Cast,
   Wait, // the last: kNumOpcodes counts from it
 };
@@ -323,6 +330,23 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       kernel(O::AdamWShard, "adamw_shard", {stat("grad")},
              {updated("param"), updated("m"), updated("v")}, adamw),
       kernel(O::Copy, "copy", {floats("source")}, {result("result")}),
+      // Llama's ops. RMSNorm saves one f32 rstd per row; rope rotates the
+      // q and k heads of a fused qkv in place of attention's input (its
+      // backward is the inverse rotation, with the same parameters).
+      kernel(O::RmsNorm, "rms_norm", {floats("input"), floats("weight")},
+             {result("result"), statResult("rstd")}, {"epsilon"}),
+      kernel(O::RmsNormBackward, "rms_norm_backward",
+             {floats("grad"), floats("input"), floats("weight"), stat("rstd")},
+             {result("input_grad"), result("weight_grad")}),
+      kernel(O::SwiGlu, "swiglu", {floats("gate"), floats("up")},
+             {result("result")}),
+      kernel(O::SwiGluBackward, "swiglu_backward",
+             {floats("grad"), floats("gate"), floats("up")},
+             {result("gate_grad"), result("up_grad")}),
+      kernel(O::Rope, "rope", {floats("qkv")}, {result("result")},
+             {"heads", "kv_heads", "theta"}),
+      kernel(O::RopeBackward, "rope_backward", {floats("grad")},
+             {result("result")}, {"heads", "kv_heads", "theta"}),
       // Element-wise conversion, rounding to nearest even when narrower.
       kernel(O::Cast, "cast", {anyFloats("source")}, {anyResult("result")}),
       // The started collective's input and output: read, so that their

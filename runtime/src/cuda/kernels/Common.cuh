@@ -225,7 +225,7 @@ void rowGemmBatched(const Context &ctx, const char *where, bool transA,
                     int64_t strideCInner, int64_t outer, int64_t inner);
 
 //===----------------------------------------------------------------------===//
-// Deterministic column sums (layer norm dw/db, bias gradient)
+// Deterministic column sums (layer norm dw/db, RMS norm dw, bias gradient)
 //===----------------------------------------------------------------------===//
 
 constexpr int kColReduceThreads = 512;
@@ -248,7 +248,8 @@ inline int colReduceWidth(int64_t C) {
 /// fixed tree. The same bits on every run.
 ///
 /// LayerNormMode: out0 = sum dout * (x - mean) * rstd (dw), out1 = sum dout
-/// (db). Otherwise: out0 = sum dout (bias gradient), out1 unused.
+/// (db); with mean and out1 null (RMS norm), out0 = sum dout * x * rstd.
+/// Otherwise: out0 = sum dout (bias gradient), out1 unused.
 template <int WIDTH, bool LayerNormMode, typename T>
 __global__ void __launch_bounds__(kColReduceThreads)
     columnSumKernel(T *__restrict__ out0, T *__restrict__ out1,
@@ -266,7 +267,8 @@ __global__ void __launch_bounds__(kColReduceThreads)
     for (int64_t i = group; i < N; i += kGroups) {
       const float d = toFloat(dout[i * C + c]);
       if constexpr (LayerNormMode) {
-        const float norm = (toFloat(x[i * C + c]) - mean[i]) * rstd[i];
+        const float mu = mean ? mean[i] : 0.0f;
+        const float norm = (toFloat(x[i * C + c]) - mu) * rstd[i];
         acc0 += d * norm;
         acc1 += d;
       } else {
@@ -289,7 +291,8 @@ __global__ void __launch_bounds__(kColReduceThreads)
   if (group == 0 && c < C) {
     out0[c] = fromFloat<T>(s0[0][col]);
     if constexpr (LayerNormMode)
-      out1[c] = fromFloat<T>(s1[0][col]);
+      if (out1)
+        out1[c] = fromFloat<T>(s1[0][col]);
   }
 }
 

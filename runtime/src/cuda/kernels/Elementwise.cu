@@ -1,4 +1,4 @@
-//===- Elementwise.cu - add, GELU, ReLU, fill, scale, bias gradient -------===//
+//===- Elementwise.cu - add, GELU, ReLU, fill, scale, SwiGLU, rope --------===//
 //
 // The element-wise kernels are one grid-stride map over n elements, four
 // at a time when every pointer is aligned to four elements (arena buffers
@@ -15,6 +15,15 @@
 //
 // The bias gradient is a column sum over rows: the deterministic column
 // reduction of Common.cuh.
+//
+// SwiGLU's forward is a map of two inputs; its backward writes two
+// outputs, a grid-stride loop of its own. Its sigmoid clamps the exponent
+// at 88.3 as the CPU's expApprox does, so that 1 - s = s e never becomes
+// 0 * inf for a very negative gate.
+//
+// Rotary embeddings: one thread per (row, head, pair) of q and k and per
+// element of v (copied), each computing Hugging Face's inv_freq and angle
+// in float, as the CPU does (powf, cosf, sinf: no fast intrinsics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +80,77 @@ struct ScaleOp {
   float factor;
   __device__ float operator()(float x, float) const { return x * factor; }
 };
+
+/// exp(-g) with the exponent clamped at 88.3 (NaN passes).
+__device__ __forceinline__ float expNegClamped(float g) {
+  const float x = -g;
+  return expf(x > 88.3f ? 88.3f : x);
+}
+
+struct SwiGluForwardOp {
+  __device__ float operator()(float g, float u) const {
+    return g / (1.0f + expNegClamped(g)) * u;
+  }
+};
+
+template <typename E>
+__global__ void swigluBackwardKernel(E *__restrict__ dgate, E *__restrict__ dup,
+                                     const E *__restrict__ dout,
+                                     const E *__restrict__ gate,
+                                     const E *__restrict__ up, int64_t n) {
+  using detail::toFloat;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float d = toFloat(dout[i]), g = toFloat(gate[i]);
+    const float e = expNegClamped(g);
+    const float s = 1.0f / (1.0f + e);
+    dup[i] = detail::fromFloat<E>(d * g * s);
+    dgate[i] = detail::fromFloat<E>(d * toFloat(up[i]) * (s + g * s * (s * e)));
+  }
+}
+
+/// Rotates the q and k pairs of every row by sign * angle and copies v.
+template <typename E>
+__global__ void ropeKernel(E *__restrict__ out, const E *__restrict__ in,
+                           int64_t rows, int64_t T, int64_t H, int64_t KV,
+                           int64_t hs, float theta, float sign) {
+  using detail::toFloat;
+  const int64_t half = hs / 2, width = (H + 2 * KV) * hs;
+  const int64_t pairs = (H + KV) * half, perRow = pairs + KV * hs;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < rows * perRow; j += stride) {
+    const int64_t r = j / perRow, k = j % perRow;
+    const E *x = in + r * width;
+    E *o = out + r * width;
+    if (k >= pairs) { // v: copied
+      const int64_t at = (H + KV) * hs + (k - pairs);
+      o[at] = x[at];
+      continue;
+    }
+    const int64_t h = k / half, i = k % half;
+    const float invFreq = 1.0f / powf(theta, float(2 * i) / float(hs));
+    const float angle = float(r % T) * invFreq;
+    const float c = cosf(angle), sn = sign * sinf(angle);
+    const float x0 = toFloat(x[h * hs + i]), x1 = toFloat(x[h * hs + i + half]);
+    o[h * hs + i] = detail::fromFloat<E>(x0 * c - x1 * sn);
+    o[h * hs + i + half] = detail::fromFloat<E>(x1 * c + x0 * sn);
+  }
+}
+
+template <typename E>
+void launchRope(const Context &ctx, const char *where, E *out, const E *in,
+                int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs,
+                float theta, float sign) {
+  const int64_t work = B * T * ((H + KV) * (hs / 2) + KV * hs);
+  if (work <= 0)
+    return;
+  const int threads = 256;
+  ropeKernel<<<detail::blocksFor(work, threads), threads, 0, ctx.stream>>>(
+      out, in, B * T, T, H, KV, hs, theta, sign);
+  detail::checkLaunch(where);
+}
 
 /// out[i] = f(a[i], b[i]) reading NIn inputs (0: none, 1: a, 2: a and b).
 /// out may alias a or b: each element is read before it is written, by the
@@ -185,6 +265,35 @@ void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n) {
                (const __nv_bfloat16 *)nullptr, n, IdentityOp{});
 }
 
+template <typename E>
+void swigluForward(const Context &ctx, E *out, const E *gate, const E *up,
+                   int64_t n) {
+  launchMap<2>(ctx, "swigluForward", out, gate, up, n, SwiGluForwardOp{});
+}
+
+template <typename E>
+void swigluBackward(const Context &ctx, E *dgate, E *dup, const E *dout,
+                    const E *gate, const E *up, int64_t n) {
+  if (n <= 0)
+    return;
+  const int threads = 256;
+  swigluBackwardKernel<<<detail::blocksFor(n, threads), threads, 0,
+                         ctx.stream>>>(dgate, dup, dout, gate, up, n);
+  detail::checkLaunch("swigluBackward");
+}
+
+template <typename E>
+void ropeForward(const Context &ctx, E *out, const E *qkv, int64_t B, int64_t T,
+                 int64_t H, int64_t KV, int64_t hs, float theta) {
+  launchRope(ctx, "ropeForward", out, qkv, B, T, H, KV, hs, theta, 1.0f);
+}
+
+template <typename E>
+void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
+                  int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
+  launchRope(ctx, "ropeBackward", dqkv, dout, B, T, H, KV, hs, theta, -1.0f);
+}
+
 #define FSDP_INSTANTIATE(E)                                                    \
   template void add<E>(const Context &, E *, const E *, const E *, int64_t);   \
   template void geluForward<E>(const Context &, E *, const E *, int64_t);      \
@@ -195,7 +304,16 @@ void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n) {
                                 int64_t);                                      \
   template void fill<E>(const Context &, E *, int64_t, float);                 \
   template void scale<E>(const Context &, E *, int64_t, float);                \
-  template void biasGrad<E>(const Context &, E *, const E *, int64_t, int64_t);
+  template void biasGrad<E>(const Context &, E *, const E *, int64_t,          \
+                            int64_t);                                          \
+  template void swigluForward<E>(const Context &, E *, const E *, const E *,   \
+                                 int64_t);                                     \
+  template void swigluBackward<E>(const Context &, E *, E *, const E *,        \
+                                  const E *, const E *, int64_t);              \
+  template void ropeForward<E>(const Context &, E *, const E *, int64_t,       \
+                               int64_t, int64_t, int64_t, int64_t, float);     \
+  template void ropeBackward<E>(const Context &, E *, const E *, int64_t,      \
+                                int64_t, int64_t, int64_t, int64_t, float);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

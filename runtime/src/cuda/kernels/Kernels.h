@@ -209,6 +209,38 @@ void fill(const Context &ctx, E *out, int64_t n, float value);
 template <typename E>
 void scale(const Context &ctx, E *data, int64_t n, float scale);
 
+// Llama's ops, as the CPU's (cpu/Kernels.h); rstd is float always.
+
+/// out = x * rstd * w over rows of C; rstd (N) saved.
+template <typename E>
+void rmsNormForward(const Context &ctx, E *out, float *rstd, const E *x,
+                    const E *w, int64_t N, int64_t C, float eps);
+
+/// dx (N x C) and dw (C) overwritten; dw by the deterministic column sum.
+template <typename E>
+void rmsNormBackward(const Context &ctx, E *dx, E *dw, const E *dout,
+                     const E *x, const E *w, const float *rstd, int64_t N,
+                     int64_t C);
+
+/// out = silu(gate) * up for n elements.
+template <typename E>
+void swigluForward(const Context &ctx, E *out, const E *gate, const E *up,
+                   int64_t n);
+
+/// dgate = dout up s (1 + gate (1 - s)), dup = dout gate s, s = sigmoid(gate).
+template <typename E>
+void swigluBackward(const Context &ctx, E *dgate, E *dup, const E *dout,
+                    const E *gate, const E *up, int64_t n);
+
+/// Rotary embeddings of qkv (B x T x (H + 2 KV) hs), Hugging Face's
+/// rotate-half; v copied. The backward turns by the opposite angle.
+template <typename E>
+void ropeForward(const Context &ctx, E *out, const E *qkv, int64_t B, int64_t T,
+                 int64_t H, int64_t KV, int64_t hs, float theta);
+template <typename E>
+void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
+                  int64_t T, int64_t H, int64_t KV, int64_t hs, float theta);
+
 /// The cast kernel: n elements widened (exact) or rounded to nearest even
 /// (bit for bit runtime/src/BFloat16.h's roundToBF16, NaN included).
 void cast(const Context &ctx, __nv_bfloat16 *out, const float *in, int64_t n);

@@ -1,4 +1,4 @@
-//===- LayerNorm.cu - layer normalisation ---------------------------------===//
+//===- LayerNorm.cu - layer and RMS normalisation -------------------------===//
 //
 // As on the CPU (llm.c's scheme): the forward saves each row's mean and
 // rstd, the backward uses them.
@@ -16,6 +16,9 @@
 // dw and db are column sums over all N rows: the deterministic column
 // reduction of Common.cuh (each block owns a few columns and reads all rows
 // of them), in a separate launch from the row-wise dx kernel.
+//
+// RMS normalisation (Llama's) is the same scheme without the mean and the
+// bias: one warp per row, rstd saved, dw by the column reduction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +94,55 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    rmsNormForwardKernel(E *__restrict__ out, float *__restrict__ rstd,
+                         const E *__restrict__ x, const E *__restrict__ w,
+                         int64_t N, int64_t C, float eps) {
+  using detail::toFloat;
+  const int lane = threadIdx.x & 31;
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (i >= N)
+    return;
+  const E *xi = x + i * C;
+  float sq = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float v = toFloat(xi[c]);
+    sq += v * v;
+  }
+  const float meanSquare = detail::warpSum(sq) / float(C);
+  const float s = 1.0f / sqrtf(meanSquare + eps);
+  E *o = out + i * C;
+  for (int64_t c = lane; c < C; c += 32)
+    o[c] = detail::fromFloat<E>(toFloat(xi[c]) * s * toFloat(w[c]));
+  if (lane == 0)
+    rstd[i] = s;
+}
+
+/// dx = rstd (dn - n mean(dn n)), with n = x rstd and dn = w dout.
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    rmsNormBackwardDxKernel(E *__restrict__ dx, const E *__restrict__ dout,
+                            const E *__restrict__ x, const E *__restrict__ w,
+                            const float *__restrict__ rstd, int64_t N,
+                            int64_t C) {
+  using detail::toFloat;
+  const int lane = threadIdx.x & 31;
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (i >= N)
+    return;
+  const E *xi = x + i * C, *di = dout + i * C;
+  const float s = rstd[i];
+  float sumDN = 0.0f;
+  for (int64_t c = lane; c < C; c += 32)
+    sumDN += toFloat(w[c]) * toFloat(di[c]) * (toFloat(xi[c]) * s);
+  const float meanDN = detail::warpSum(sumDN) / float(C);
+  E *o = dx + i * C;
+  for (int64_t c = lane; c < C; c += 32)
+    o[c] = detail::fromFloat<E>(
+        (toFloat(w[c]) * toFloat(di[c]) - toFloat(xi[c]) * s * meanDN) * s);
+}
+
 unsigned rowBlocks(int64_t N) {
   return unsigned((N * 32 + kRowThreads - 1) / kRowThreads);
 }
@@ -123,13 +175,44 @@ void layerNormBackward(const Context &ctx, E *dx, E *dw, E *db, const E *dout,
                                 x, mean, rstd, N, C);
 }
 
+template <typename E>
+void rmsNormForward(const Context &ctx, E *out, float *rstd, const E *x,
+                    const E *w, int64_t N, int64_t C, float eps) {
+  if (N <= 0)
+    return;
+  rmsNormForwardKernel<<<rowBlocks(N), kRowThreads, 0, ctx.stream>>>(
+      out, rstd, x, w, N, C, eps);
+  detail::checkLaunch("rmsNormForward");
+}
+
+template <typename E>
+void rmsNormBackward(const Context &ctx, E *dx, E *dw, const E *dout,
+                     const E *x, const E *w, const float *rstd, int64_t N,
+                     int64_t C) {
+  if (C <= 0)
+    return;
+  if (N > 0) {
+    rmsNormBackwardDxKernel<<<rowBlocks(N), kRowThreads, 0, ctx.stream>>>(
+        dx, dout, x, w, rstd, N, C);
+    detail::checkLaunch("rmsNormBackward (dx)");
+  }
+  // No mean and no bias: the column sum of dout * x * rstd alone.
+  detail::launchColumnSum<true>(ctx, "rmsNormBackward (dw)", dw, (E *)nullptr,
+                                dout, x, nullptr, rstd, N, C);
+}
+
 #define FSDP_INSTANTIATE(E)                                                    \
   template void layerNormForward<E>(const Context &, E *, float *, float *,    \
                                     const E *, const E *, const E *, int64_t,  \
                                     int64_t, float);                           \
   template void layerNormBackward<E>(                                          \
       const Context &, E *, E *, E *, const E *, const E *, const E *,         \
-      const float *, const float *, int64_t, int64_t);
+      const float *, const float *, int64_t, int64_t);                         \
+  template void rmsNormForward<E>(const Context &, E *, float *, const E *,    \
+                                  const E *, int64_t, int64_t, float);         \
+  template void rmsNormBackward<E>(const Context &, E *, E *, const E *,       \
+                                   const E *, const E *, const float *,        \
+                                   int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

@@ -19,7 +19,8 @@ def FSDP_Dialect : Dialect {
     module-level symbols (`fsdp.param`) read with `fsdp.load`, the model is a
     function `@forward` returning a scalar loss, built from value-semantic ops
     on static tensors at the granularity of llm.c's GPT-2 (embedding,
-    layer_norm, linear, attention, gelu, relu, residual add, cross-entropy).
+    layer_norm, linear, attention, gelu, relu, residual add, cross-entropy),
+    and Llama's (rms_norm, swiglu, rope).
 
     FSDP units are explicit: `fsdp.unit` names the parameters that are
     flattened and gathered together, and `fsdp.compute` regions hold the ops

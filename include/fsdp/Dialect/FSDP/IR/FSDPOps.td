@@ -321,6 +321,93 @@ def FSDP_CrossEntropyOp :
 }
 
 //===----------------------------------------------------------------------===//
+// Llama's ops: RMSNorm, SwiGLU, rotary embeddings
+//===----------------------------------------------------------------------===//
+
+def FSDP_RmsNormOp : FSDP_DiffOp<"rms_norm", "RmsNorm"> {
+  let summary = "RMS normalisation over the last dimension (Llama's RMSNorm)";
+  let description = [{
+    `result = x * rstd * weight` with `rstd = 1 / sqrt(mean(x^2) + epsilon)`
+    over the last dimension of `x` (`... x C`); `weight` is `C`, there is no
+    bias and no centring (Hugging Face's `LlamaRMSNorm`). Returns the output
+    and, as the saved activation of the backward, the per-row `rstd`
+    (shape `...`, always f32, like layer_norm's statistics). `epsilon`
+    defaults to 1e-6, the `rms_norm_eps` of Hugging Face's `LlamaConfig`.
+
+    ```mlir
+    %y, %rstd = fsdp.rms_norm %x, %w {epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$rstd);
+}
+
+def FSDP_SwiGluOp : FSDP_DiffOp<"swiglu", "SwiGlu"> {
+  let summary = "silu(gate) * up (the gate of Llama's MLP)";
+  let description = [{
+    `result = gate * sigmoid(gate) * up`, element-wise, for two operands of
+    one type: Llama's MLP is `w2(swiglu(w1(x), w3(x)))` with `w1` (the
+    gate) and `w3` (the up projection) two linears without bias, so the
+    generator emits them as they are in a Hugging Face checkpoint
+    (`gate_proj`, `up_proj`) and the op takes both.
+
+    ```mlir
+    %h = fsdp.swiglu %gate, %up
+        : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$gate, FSDP_FloatTensor:$up);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
+  let summary = "rotary position embeddings of the queries and keys of qkv";
+  let description = [{
+    Rotates the queries and keys of a fused `qkv` tensor
+    `B x T x (heads + 2 kv_heads) hs` (the layout of `fsdp.attention`'s
+    operand: `heads` query heads, then `kv_heads` key heads, then
+    `kv_heads` value heads, each `hs` wide; `kv_heads` defaults to `heads`)
+    and copies the values unchanged. The result has qkv's type.
+
+    The convention is Hugging Face's rotate-half (`rotate_half` in
+    `modeling_llama.py`), so that Hugging Face checkpoints need no
+    permutation of `q_proj` and `k_proj`: in every q and k head, the
+    element pairs are `(i, i + hs/2)` for `i < hs/2`, and at position `t`
+    (the index along `T`) the pair turns by the angle
+    `t * theta^(-2i/hs)`:
+
+    ```
+    out[i]        = x[i] cos(a) - x[i + hs/2] sin(a)
+    out[i + hs/2] = x[i + hs/2] cos(a) + x[i] sin(a)
+    ```
+
+    `hs` must be even; `theta` is the config's `rope_theta` (10000 for
+    Llama 1 and 2, 500000 for Llama 3). The angle is computed in f32 as
+    Hugging Face does (`inv_freq` in f32, then `t * inv_freq`). The
+    backward is the inverse rotation of the gradient, `fsdp.rope_backward`
+    of the same attributes.
+
+    ```mlir
+    %r = fsdp.rope %qkv {heads = 4 : i64, kv_heads = 2 : i64,
+                         theta = 5.0e+05 : f32}
+        : (tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
+                           $kv_heads,
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+  let results = (outs FSDP_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// kv_heads, or heads where the IR leaves it out.
+    int64_t getNumKvHeads() { return getKvHeads().value_or(getHeads()); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
 
@@ -403,6 +490,56 @@ def FSDP_CrossEntropyBackwardOp :
   let arguments = (ins FSDP_ScalarTensor:$grad, FSDP_FloatTensor:$logits,
                        FSDP_IdTensor:$targets);
   let results = (outs FSDP_FloatTensor:$result);
+}
+
+// Backward of Llama's ops (rms_norm, swiglu, rope)
+
+def FSDP_RmsNormBackwardOp :
+    FSDP_BackwardOp<"rms_norm_backward", "RmsNormBackward"> {
+  let summary = "gradients of rms_norm's input and weight";
+  let description = [{
+    From the forward's saved `rstd` (f32): with `n = x * rstd` and
+    `dn = weight * grad`, `input_grad = rstd * (dn - n * mean(dn * n))`
+    per row and `weight_grad = sum over rows of grad * n`.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input,
+                       FSDP_FloatTensor:$weight, FSDP_FloatTensor:$rstd);
+  let results = (outs FSDP_FloatTensor:$input_grad,
+                      FSDP_FloatTensor:$weight_grad);
+}
+
+def FSDP_SwiGluBackwardOp :
+    FSDP_BackwardOp<"swiglu_backward", "SwiGluBackward"> {
+  let summary = "gradients of swiglu's gate and up";
+  let description = [{
+    With `s = sigmoid(gate)`: `up_grad = grad * gate * s` and
+    `gate_grad = grad * up * s * (1 + gate * (1 - s))`.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$gate,
+                       FSDP_FloatTensor:$up);
+  let results = (outs FSDP_FloatTensor:$gate_grad, FSDP_FloatTensor:$up_grad);
+}
+
+def FSDP_RopeBackwardOp : FSDP_BackwardOp<"rope_backward", "RopeBackward"> {
+  let summary = "gradient of rope: the inverse rotation";
+  let description = [{
+    A rotation's transpose is its inverse, so the gradient of `fsdp.rope`
+    is the gradient rotated back: the same pairs and angles with the sign
+    of the sine flipped (`out[i] = g[i] cos(a) + g[i + hs/2] sin(a)`,
+    `out[i + hs/2] = g[i + hs/2] cos(a) - g[i] sin(a)`), the values'
+    gradient passed through. Same operand layout and attributes as the
+    forward; it reads no saved activation.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
+                           $kv_heads,
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+  let results = (outs FSDP_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// kv_heads, or heads where the IR leaves it out.
+    int64_t getNumKvHeads() { return getKvHeads().value_or(getHeads()); }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
