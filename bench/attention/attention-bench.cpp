@@ -88,15 +88,15 @@ struct Case {
   }
   void materialized(const cpu::Blas &blas) {
     cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C,
-                          NH);
+                          NH, NH);
     cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                           qkv.data(), probs.data(), B, T, C, NH);
+                           qkv.data(), probs.data(), B, T, C, NH, NH);
   }
   void blocked(const cpu::Blas &blas) {
     cpu::blockedAttentionForward(blas, bout.data(), lse.data(), qkv.data(), B,
-                                 T, C, NH);
+                                 T, C, NH, NH);
     cpu::blockedAttentionBackward(blas, bdqkv.data(), dout.data(), qkv.data(),
-                                  bout.data(), lse.data(), B, T, C, NH);
+                                  bout.data(), lse.data(), B, T, C, NH, NH);
   }
   /// max |blocked - materialized| / max |materialized| over out and dqkv.
   double difference() const {

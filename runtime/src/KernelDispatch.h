@@ -174,28 +174,33 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   case Opcode::ReluBackward:
     k.reluBackward(O(0), I(0), I(1), out(0).numElements());
     return true;
+  // C is the output's (the gradient's) width: qkv is narrower than 3C with
+  // fewer kv heads.
   case Opcode::Attention: {
-    const auto &s = in(0).shape; // B x T x 3C
-    k.attentionForward(O(0), O(1), I(0), s[0], s[1], s[2] / 3,
-                       int64_t(param("heads")));
+    const auto &s = in(0).shape; // B x T x (C + 2 kv_heads hs)
+    k.attentionForward(O(0), O(1), I(0), s[0], s[1], out(0).shape[2],
+                       int64_t(param("heads")), int64_t(param("kv_heads")));
     return true;
   }
   case Opcode::AttentionBackward: {
     const auto &s = in(1).shape;
-    k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1], s[2] / 3,
-                        int64_t(param("heads")));
+    k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1],
+                        in(0).shape[2], int64_t(param("heads")),
+                        int64_t(param("kv_heads")));
     return true;
   }
   case Opcode::AttentionBlocked: {
     const auto &s = in(0).shape;
-    k.blockedAttentionForward(O(0), SO(1), I(0), s[0], s[1], s[2] / 3,
-                              int64_t(param("heads")));
+    k.blockedAttentionForward(O(0), SO(1), I(0), s[0], s[1], out(0).shape[2],
+                              int64_t(param("heads")),
+                              int64_t(param("kv_heads")));
     return true;
   }
   case Opcode::AttentionBackwardBlocked: {
     const auto &s = in(1).shape; // dqkv, dout, qkv, out, lse
     k.blockedAttentionBackward(O(0), I(0), I(1), I(3), SI(2), s[0], s[1],
-                               s[2] / 3, int64_t(param("heads")));
+                               in(0).shape[2], int64_t(param("heads")),
+                               int64_t(param("kv_heads")));
     return true;
   }
   case Opcode::CrossEntropy:

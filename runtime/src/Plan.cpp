@@ -668,22 +668,31 @@ static bool attentionShapesFit(const KernelCheck &k,
   }
 }
 
-/// attention and its backward, both forms: qkv B x T x 3C, a whole head
-/// count in [1, C] that divides C, B H T rows within an int.
+/// A head count parameter that is a whole number in [1, most] (NaN fails).
+static bool wholeCount(double x, int64_t most) {
+  return x >= 1 && x <= double(most) && x == double(int64_t(x));
+}
+
+/// attention and its backward, both forms: qkv B x T x (heads + 2 kv_heads)
+/// hs (3C when kv_heads = heads), whole head counts with kv_heads dividing
+/// heads, B H T rows within an int.
 static bool checkAttention(const KernelCheck &k) {
   bool forward = k.info().opcode == plan::Opcode::Attention ||
                  k.info().opcode == plan::Opcode::AttentionBlocked;
   const BufferDesc &qkv = forward ? k.in(0) : k.in(1);
-  double heads = k.inst.params[plan::paramIndex(k.info().opcode, "heads")];
-  // heads within [1, C] before it is converted (NaN fails too).
-  if (qkv.shape.size() != 3 || qkv.shape[2] % 3 || qkv.shape[1] == 0 ||
-      qkv.shape[2] == 0 || !(heads >= 1 && heads <= qkv.shape[2] / 3) ||
-      heads != double(int64_t(heads)) || (qkv.shape[2] / 3) % int64_t(heads))
+  const plan::Opcode op = k.info().opcode;
+  double heads = k.inst.params[plan::paramIndex(op, "heads")];
+  double kvHeads = k.inst.params[plan::paramIndex(op, "kv_heads")];
+  // Both counts within [1, width] before they are converted.
+  if (qkv.shape.size() != 3 || qkv.shape[1] == 0 || qkv.shape[2] == 0 ||
+      !wholeCount(heads, qkv.shape[2]) || !wholeCount(kvHeads, qkv.shape[2]) ||
+      int64_t(heads) % int64_t(kvHeads) ||
+      qkv.shape[2] % (int64_t(heads) + 2 * int64_t(kvHeads)))
     return k.bad("inconsistent shapes or head count");
-  int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3,
-          H = int64_t(heads);
+  int64_t H = int64_t(heads), hs = qkv.shape[2] / (H + 2 * int64_t(kvHeads));
+  int64_t B = qkv.shape[0], T = qkv.shape[1], C = hs * H;
   // B H T <= B T C <= the qkv buffer's elements: no overflow here.
-  if (T > kIntMax || 3 * C > kIntMax || B * H * T > kIntMax)
+  if (T > kIntMax || qkv.shape[2] > kIntMax || B * H * T > kIntMax)
     return k.bad("has a dimension past the 2^31 - 1 that BLAS takes");
   if (!attentionShapesFit(k, {B, T, C}, {B, H, T, T}, {B, H, T}))
     return k.bad("inconsistent shapes");

@@ -488,9 +488,19 @@ struct AttentionRef {
   std::vector<double> out, probs, lse;
 };
 
+/// qkv's row width with KV kv heads: C + 2 KV hs (3C when KV = NH).
+int64_t qkvWidth(int64_t C, int64_t NH, int64_t KV) {
+  return C + 2 * KV * (C / NH);
+}
+
+/// Query head h reads kv head h / (NH / KV): k at kAt, v at kAt + KV hs.
+int64_t kAt(int64_t h, int64_t C, int64_t NH, int64_t KV) {
+  return C + h / (NH / KV) * (C / NH);
+}
+
 AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
-                          int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
+                          int64_t C, int64_t NH, int64_t KV) {
+  const int64_t hs = C / NH, ld = qkvWidth(C, NH, KV);
   const double scale = 1.0 / std::sqrt(double(hs));
   AttentionRef r{std::vector<double>(B * T * C, 0.0),
                  std::vector<double>(B * NH * T * T, 0.0),
@@ -499,10 +509,10 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < NH; ++h)
       for (int64_t i = 0; i < T; ++i) {
-        const double *q = &qkv[(b * T + i) * 3 * C + h * hs];
+        const double *q = &qkv[(b * T + i) * ld + h * hs];
         double m = -1e300, sum = 0.0;
         for (int64_t j = 0; j <= i; ++j) {
-          const double *k = &qkv[(b * T + j) * 3 * C + C + h * hs];
+          const double *k = &qkv[(b * T + j) * ld + kAt(h, C, NH, KV)];
           s[j] = 0.0;
           for (int64_t d = 0; d < hs; ++d)
             s[j] += q[d] * k[d];
@@ -516,7 +526,8 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
         double *o = &r.out[(b * T + i) * C + h * hs];
         for (int64_t j = 0; j <= i; ++j) {
           p[j] = std::exp(s[j] - m) / sum;
-          const double *v = &qkv[(b * T + j) * 3 * C + 2 * C + h * hs];
+          const double *v =
+              &qkv[(b * T + j) * ld + kAt(h, C, NH, KV) + KV * hs];
           for (int64_t d = 0; d < hs; ++d)
             o[d] += p[j] * v[d];
         }
@@ -524,13 +535,14 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
   return r;
 }
 
-/// The textbook backward, in double, from the reference probabilities.
+/// The textbook backward, in double, from the reference probabilities (a
+/// kv head's gradient sums over its query heads).
 std::vector<double> refAttentionBackward(const std::vector<double> &dout,
                                          const std::vector<double> &qkv,
                                          const std::vector<double> &probs,
                                          int64_t B, int64_t T, int64_t C,
-                                         int64_t NH) {
-  const int64_t hs = C / NH, ld = 3 * C;
+                                         int64_t NH, int64_t KV) {
+  const int64_t hs = C / NH, ld = qkvWidth(C, NH, KV), ko = KV * hs;
   const double scale = 1.0 / std::sqrt(double(hs));
   std::vector<double> dqkv(B * T * ld, 0.0), dS(T);
   for (int64_t b = 0; b < B; ++b)
@@ -540,7 +552,7 @@ std::vector<double> refAttentionBackward(const std::vector<double> &dout,
         const double *dO = &dout[(b * T + i) * C + h * hs];
         double rowDot = 0.0;
         for (int64_t j = 0; j <= i; ++j) {
-          const double *v = &qkv[(b * T + j) * ld + 2 * C + h * hs];
+          const double *v = &qkv[(b * T + j) * ld + kAt(h, C, NH, KV) + ko];
           dS[j] = 0.0;
           for (int64_t d = 0; d < hs; ++d)
             dS[j] += dO[d] * v[d];
@@ -550,9 +562,9 @@ std::vector<double> refAttentionBackward(const std::vector<double> &dout,
         double *dq = &dqkv[(b * T + i) * ld + h * hs];
         for (int64_t j = 0; j <= i; ++j) {
           const double ds = p[j] * (dS[j] - rowDot);
-          const double *k = &qkv[(b * T + j) * ld + C + h * hs];
-          double *dk = &dqkv[(b * T + j) * ld + C + h * hs];
-          double *dv = &dqkv[(b * T + j) * ld + 2 * C + h * hs];
+          const double *k = &qkv[(b * T + j) * ld + kAt(h, C, NH, KV)];
+          double *dk = &dqkv[(b * T + j) * ld + kAt(h, C, NH, KV)];
+          double *dv = dk + ko;
           for (int64_t d = 0; d < hs; ++d) {
             dq[d] += scale * ds * k[d];
             dk[d] += scale * ds * q[d];
@@ -564,20 +576,24 @@ std::vector<double> refAttentionBackward(const std::vector<double> &dout,
 }
 
 /// fdCount < 0: central differences for every element of qkv. qkv is
-/// uniform in +-qkvScale; tolerances are multiplied by tolScale.
+/// uniform in +-qkvScale; tolerances are multiplied by tolScale. KV kv
+/// heads (0: NH, plain multi-head attention).
 void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
                     int64_t NH, int64_t fdCount, uint64_t seed,
-                    float qkvScale = 1.5f, double tolScale = 1.0) {
+                    float qkvScale = 1.5f, double tolScale = 1.0,
+                    int64_t KV = 0) {
+  KV = KV ? KV : NH;
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
-      ", C=" + std::to_string(C) + ", NH=" + std::to_string(NH) + ")";
+      ", C=" + std::to_string(C) + ", NH=" + std::to_string(NH) +
+      ", KV=" + std::to_string(KV) + ")";
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, qkvScale);
+  auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), qkvScale);
   auto dqkv0 = toDouble(qkv);
-  auto ref = refAttention(dqkv0, B, T, C, NH);
+  auto ref = refAttention(dqkv0, B, T, C, NH, KV);
 
   auto out = nans(B * T * C), probs = nans(B * NH * T * T);
-  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH);
+  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV);
   CHECK_CLOSE("attentionForward out" + at, out, ref.out, 1e-5 * tolScale,
               1e-4 * tolScale);
   CHECK_CLOSE("attentionForward probs" + at, probs, ref.probs, 1e-6 * tolScale,
@@ -604,16 +620,16 @@ void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
 
   auto dout = randomVector(rng, B * T * C);
   auto ddout = toDouble(dout);
-  auto dqkv = nans(B * T * 3 * C), scratch = nans(B * NH * T * T);
+  auto dqkv = nans(qkv.size()), scratch = nans(B * NH * T * T);
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                    probs.data(), B, T, C, NH);
+                    probs.data(), B, T, C, NH, KV);
   CHECK_CLOSE("attentionBackward vs reference backward" + at, dqkv,
-              refAttentionBackward(ddout, dqkv0, ref.probs, B, T, C, NH),
+              refAttentionBackward(ddout, dqkv0, ref.probs, B, T, C, NH, KV),
               1e-5 * tolScale, 1e-4 * tolScale);
   if (fdCount == 0)
     return;
   auto loss = [&](const std::vector<double> &v) {
-    return dot(ddout, refAttention(v, B, T, C, NH).out);
+    return dot(ddout, refAttention(v, B, T, C, NH, KV).out);
   };
   auto idx = fdCount < 0 ? allIndices(qkv.size())
                          : someIndices(rng, qkv.size(), size_t(fdCount));
@@ -633,6 +649,11 @@ void testAttention(const Blas &blas) {
   // error, hence the looser tolerances.
   checkAttention(blas, 1, 300, 32, 2, /*fdCount=*/0, 15, /*qkvScale=*/8.0f,
                  /*tolScale=*/10.0);
+  // Grouped-query: 2 kv heads of 2 query heads each, and one kv head for
+  // all 4 (multi-query); the second one spans two row blocks.
+  checkAttention(blas, 2, 5, 16, 4, /*fdCount=*/-1, 16, 1.5f, 1.0, /*KV=*/2);
+  checkAttention(blas, 1, 300, 16, 4, /*fdCount=*/48, 17, 1.5f, 1.0,
+                 /*KV=*/1);
 }
 
 //===----------------------------------------------------------------------===//
@@ -688,42 +709,45 @@ __attribute__((noinline)) void poisonStack() {
 
 BlockedResult runBlocked(const Blas &blas, const std::vector<float> &qkv,
                          const std::vector<float> &dout, int64_t B, int64_t T,
-                         int64_t C, int64_t NH) {
-  BlockedResult r{nans(B * T * C), nans(B * NH * T), nans(B * T * 3 * C)};
+                         int64_t C, int64_t NH, int64_t KV) {
+  BlockedResult r{nans(B * T * C), nans(B * NH * T), nans(qkv.size())};
   poisonStack();
   blockedAttentionForward(blas, r.out.data(), r.lse.data(), qkv.data(), B, T, C,
-                          NH);
+                          NH, KV);
   poisonStack();
   blockedAttentionBackward(blas, r.dqkv.data(), dout.data(), qkv.data(),
-                           r.out.data(), r.lse.data(), B, T, C, NH);
+                           r.out.data(), r.lse.data(), B, T, C, NH, KV);
   return r;
 }
 
 /// Blocked against materialized (to float rounding of their scale) and
-/// against the double reference. tolScale loosens all tolerances.
+/// against the double reference. tolScale loosens all tolerances. KV kv
+/// heads (0: NH).
 void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
                            int64_t hs, uint64_t seed, float qkvScale = 1.5f,
-                           double tolScale = 1.0) {
+                           double tolScale = 1.0, int64_t KV = 0) {
   const int64_t C = NH * hs;
+  KV = KV ? KV : NH;
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
-      ", NH=" + std::to_string(NH) + ", hs=" + std::to_string(hs) + ")";
+      ", NH=" + std::to_string(NH) + ", hs=" + std::to_string(hs) +
+      ", KV=" + std::to_string(KV) + ")";
   BlockedErrors &worst = gBlockedErrors[tolScale > 1.0];
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, qkvScale);
+  auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), qkvScale);
   auto dout = randomVector(rng, B * T * C);
   auto dqkv0 = toDouble(qkv);
 
   auto out = nans(B * T * C), probs = nans(B * NH * T * T);
-  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH);
-  auto dqkv = nans(B * T * 3 * C), scratch = nans(B * NH * T * T);
+  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV);
+  auto dqkv = nans(qkv.size()), scratch = nans(B * NH * T * T);
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                    probs.data(), B, T, C, NH);
-  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH);
+                    probs.data(), B, T, C, NH, KV);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
 
   CHECK_SCALED("blockedAttentionForward out vs materialized" + at, r.out, out,
                1e-5 * tolScale, worst.out);
-  const auto ref = refAttention(dqkv0, B, T, C, NH);
+  const auto ref = refAttention(dqkv0, B, T, C, NH, KV);
   CHECK_CLOSE("blockedAttentionForward out vs reference" + at, r.out, ref.out,
               1e-5 * tolScale, 1e-4 * tolScale);
   const std::vector<double> &lse = ref.lse;
@@ -736,25 +760,27 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
                dqkv, 1e-5 * tolScale, worst.grad);
   CHECK_CLOSE(
       "blockedAttentionBackward vs reference" + at, r.dqkv,
-      refAttentionBackward(toDouble(dout), dqkv0, ref.probs, B, T, C, NH),
+      refAttentionBackward(toDouble(dout), dqkv0, ref.probs, B, T, C, NH, KV),
       1e-5 * tolScale, 1e-4 * tolScale);
 }
 
 /// Central differences of sum(dout * attention(qkv)) against the blocked
 /// backward; fdCount < 0: every element.
 void checkBlockedFiniteDiff(const Blas &blas, int64_t B, int64_t T, int64_t NH,
-                            int64_t hs, int64_t fdCount, uint64_t seed) {
+                            int64_t hs, int64_t fdCount, uint64_t seed,
+                            int64_t KV = 0) {
   const int64_t C = NH * hs;
-  const std::string at = " (B=" + std::to_string(B) +
-                         ", T=" + std::to_string(T) +
-                         ", NH=" + std::to_string(NH) + ")";
+  KV = KV ? KV : NH;
+  const std::string at =
+      " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
+      ", NH=" + std::to_string(NH) + ", KV=" + std::to_string(KV) + ")";
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
   auto dout = randomVector(rng, B * T * C);
   auto dqkv0 = toDouble(qkv), ddout = toDouble(dout);
-  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
   auto loss = [&](const std::vector<double> &v) {
-    return dot(ddout, refAttention(v, B, T, C, NH).out);
+    return dot(ddout, refAttention(v, B, T, C, NH, KV).out);
   };
   auto idx = fdCount < 0 ? allIndices(qkv.size())
                          : someIndices(rng, qkv.size(), size_t(fdCount));
@@ -773,11 +799,11 @@ void testBlockedBoundary(const Blas &blas, int64_t hs) {
   Rng rng(21 + hs);
   auto qkv = randomVector(rng, Tmax * 3 * C, 1.5f);
   auto dout = randomVector(rng, Tmax * C);
-  const BlockedResult full = runBlocked(blas, qkv, dout, 1, Tmax, C, NH);
+  const BlockedResult full = runBlocked(blas, qkv, dout, 1, Tmax, C, NH, NH);
   for (int64_t T : {kAttentionBlock - 1, kAttentionBlock}) {
     const std::vector<float> q(qkv.begin(), qkv.begin() + T * 3 * C),
         d(dout.begin(), dout.begin() + T * C);
-    const BlockedResult r = runBlocked(blas, q, d, 1, T, C, NH);
+    const BlockedResult r = runBlocked(blas, q, d, 1, T, C, NH, NH);
     bool same =
         std::memcmp(r.out.data(), full.out.data(), sizeof(float) * T * C) == 0;
     for (int64_t h = 0; h < NH; ++h)
@@ -811,21 +837,36 @@ void testBlockedAttention(const Blas &blas) {
                         /*tolScale=*/10.0);
   checkBlockedFiniteDiff(blas, 2, 5, 2, 4, /*fdCount=*/-1, seed++);
   checkBlockedFiniteDiff(blas, 1, 67, 2, 4, /*fdCount=*/64, seed++);
+  // Grouped-query: B, T, NH, hs, KV; the tiled path (hs 16, 72) and the
+  // scalar one (hs 136), multi-query (KV = 1) included.
+  const int64_t grouped[][5] = {{2, 7, 4, 8, 2},
+                                {1, 65, 4, 16, 1},
+                                {2, 130, 6, 16, 3},
+                                {1, 70, 4, 72, 2},
+                                {1, 70, 2, 136, 1}};
+  for (const auto &g : grouped)
+    checkBlockedAttention(blas, g[0], g[1], g[2], g[3], seed++, 1.5f, 1.0,
+                          g[4]);
+  checkBlockedFiniteDiff(blas, 2, 5, 4, 4, /*fdCount=*/-1, seed++, /*KV=*/2);
   testBlockedBoundary(blas, 8);
   testBlockedBoundary(blas, 16);
 
-  // Every output row has one owner and a fixed summation order.
-  const int64_t B = 2, T = 130, NH = 3, C = NH * 16;
-  Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
-  auto dout = randomVector(rng, B * T * C);
-  const BlockedResult all = runBlocked(blas, qkv, dout, B, T, C, NH);
-  BlockedResult one;
-  withOneThread([&] { one = runBlocked(blas, qkv, dout, B, T, C, NH); });
-  CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
-                sameBits(all.dqkv, one.dqkv),
-            "blocked attention differs between 1 and " +
-                std::to_string(omp_get_max_threads()) + " threads");
+  // Every output row has one owner and a fixed summation order, with and
+  // without grouped-query attention.
+  const int64_t B = 2, T = 130, NH = 4, C = NH * 16;
+  for (int64_t KV : {NH, int64_t(2)}) {
+    Rng rng(seed);
+    auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
+    auto dout = randomVector(rng, B * T * C);
+    const BlockedResult all = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
+    BlockedResult one;
+    withOneThread([&] { one = runBlocked(blas, qkv, dout, B, T, C, NH, KV); });
+    CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
+                  sameBits(all.dqkv, one.dqkv),
+              "blocked attention differs between 1 and " +
+                  std::to_string(omp_get_max_threads()) +
+                  " threads (KV=" + std::to_string(KV) + ")");
+  }
 
   for (int wide = 0; wide < 2; ++wide)
     std::printf("cpu-kernels: blocked attention vs materialized%s, worst "

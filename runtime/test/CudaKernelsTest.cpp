@@ -232,6 +232,10 @@ constexpr double kTolTf32 = 5e-3;
 struct Shape {
   const char *name;
   int64_t B, T, C, NH, V;
+  int64_t KV = 0; ///< attention's kv heads; 0: NH
+  int64_t kv() const { return KV ? KV : NH; }
+  /// qkv's row width: C + 2 KV hs (3C without grouped-query attention).
+  int64_t qkvWidth() const { return C + 2 * kv() * (C / NH); }
 };
 
 const Shape kShapes[] = {
@@ -436,17 +440,37 @@ void testElementwise(Gpu &g, const Shape &s, uint64_t seed) {
   CHECK_NO_ERROR(label("elementwise", s));
 }
 
+/// dqkv's dq, dk and dv parts (C, KV hs and KV hs columns of each row),
+/// each checked on its own.
+void checkDqkvThirds(const std::string &what, const std::vector<float> &got,
+                     const std::vector<float> &want, const Shape &s,
+                     double tol) {
+  const char *names[] = {"dq", "dk", "dv"};
+  const int64_t W = s.qkvWidth(), kvWidth = (W - s.C) / 2;
+  const int64_t begin[] = {0, s.C, s.C + kvWidth},
+                width[] = {s.C, kvWidth, kvWidth};
+  for (int part = 0; part < 3; ++part) {
+    std::vector<float> g3, r3;
+    for (int64_t bt = 0; bt < s.B * s.T; ++bt)
+      for (int64_t c = begin[part]; c < begin[part] + width[part]; ++c) {
+        g3.push_back(got[bt * W + c]);
+        r3.push_back(want[bt * W + c]);
+      }
+    CHECK_REL(what + ", " + names[part] + "]", g3, r3, tol);
+  }
+}
+
 void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
                    double tol, const char *mode) {
-  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH;
+  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);
   std::vector<float> out(B * T * C), probs(B * NH * T * T);
-  cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C,
-                        NH);
+  cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH,
+                        KV);
   DevF dQkv(qkv), dOut(B * T * C), dProbs(B * NH * T * T);
-  gpu::attentionForward<float>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
+  gpu::attentionForward<float>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV);
   auto gotProbs = dProbs.download();
   CHECK_REL(label("attentionForward probs", s, mode), gotProbs, probs, tol);
   CHECK_REL(label("attentionForward out", s, mode), dOut.download(), out, tol);
@@ -458,44 +482,17 @@ void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
             label("attentionForward probs exactly 0 above diagonal", s, mode));
 
   // Backward from the CPU's probs (the same inputs for both).
-  std::vector<float> dqkv(B * T * 3 * C), scratch(B * NH * T * T);
+  std::vector<float> dqkv(qkv.size()), scratch(B * NH * T * T);
   cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                         qkv.data(), probs.data(), B, T, C, NH);
-  DevF dProbsRef(probs), dDout(dout), dDqkv(B * T * 3 * C),
+                         qkv.data(), probs.data(), B, T, C, NH, KV);
+  DevF dProbsRef(probs), dDout(dout), dDqkv(qkv.size()),
       dScratch(B * NH * T * T);
   gpu::attentionBackward<float>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
-                                dProbsRef, B, T, C, NH);
-  auto got = dDqkv.download();
-  // Each third separately: dq, dk, dv.
-  const char *names[] = {"dq", "dk", "dv"};
-  for (int part = 0; part < 3; ++part) {
-    std::vector<float> g3, r3;
-    for (int64_t bt = 0; bt < B * T; ++bt)
-      for (int64_t c = 0; c < C; ++c) {
-        g3.push_back(got[bt * 3 * C + part * C + c]);
-        r3.push_back(dqkv[bt * 3 * C + part * C + c]);
-      }
-    CHECK_REL(label("attentionBackward", s,
-                    (std::string(mode) + ", " + names[part]).c_str()),
-              g3, r3, tol);
-  }
+                                dProbsRef, B, T, C, NH, KV);
+  std::string what = label("attentionBackward", s, mode);
+  what.pop_back(); // reopen the bracket for the part's name
+  checkDqkvThirds(what, dDqkv.download(), dqkv, s, tol);
   CHECK_NO_ERROR(label("attention", s, mode));
-}
-
-/// dqkv's dq, dk and dv thirds, each checked on its own.
-void checkDqkvThirds(const std::string &what, const std::vector<float> &got,
-                     const std::vector<float> &want, int64_t BT, int64_t C,
-                     double tol) {
-  const char *names[] = {"dq", "dk", "dv"};
-  for (int part = 0; part < 3; ++part) {
-    std::vector<float> g3, r3;
-    for (int64_t bt = 0; bt < BT; ++bt)
-      for (int64_t c = 0; c < C; ++c) {
-        g3.push_back(got[bt * 3 * C + part * C + c]);
-        r3.push_back(want[bt * 3 * C + part * C + c]);
-      }
-    CHECK_REL(what + ", " + names[part] + "]", g3, r3, tol);
-  }
 }
 
 /// The blocked (memory-efficient) attention against the CPU's blocked
@@ -503,33 +500,35 @@ void checkDqkvThirds(const std::string &what, const std::vector<float> &got,
 /// inputs for both), and the same bits on a second run.
 void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                           uint64_t seed) {
-  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH;
+  const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
   Rng rng(seed);
-  auto qkv = randomVector(rng, B * T * 3 * C, 1.5f);
+  auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);
-  std::vector<float> out(B * T * C), lse(B * NH * T), dqkv(B * T * 3 * C);
+  std::vector<float> out(B * T * C), lse(B * NH * T), dqkv(qkv.size());
   cpu::blockedAttentionForward(blas, out.data(), lse.data(), qkv.data(), B, T,
-                               C, NH);
+                               C, NH, KV);
   cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
-                                out.data(), lse.data(), B, T, C, NH);
+                                out.data(), lse.data(), B, T, C, NH, KV);
   DevF dQkv(qkv), dOut(B * T * C), dLse(B * NH * T);
-  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
+                                      KV);
   const auto gotOut = dOut.download(), gotLse = dLse.download();
   CHECK_REL(label("blockedAttentionForward out", s), gotOut, out, kTolFp32);
   CHECK_REL(label("blockedAttentionForward lse", s), gotLse, lse, kTolFp32);
 
-  DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(B * T * 3 * C);
+  DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(qkv.size());
   gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                       dLseRef, B, T, C, NH);
+                                       dLseRef, B, T, C, NH, KV);
   const auto got = dDqkv.download();
   std::string what = label("blockedAttentionBackward", s);
   what.pop_back(); // reopen the bracket for the third's name
-  checkDqkvThirds(what, got, dqkv, B * T, C, kTolFp32);
+  checkDqkvThirds(what, got, dqkv, s, kTolFp32);
 
   dOut.poison(), dLse.poison(), dDqkv.poison();
-  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+  gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
+                                      KV);
   gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                       dLseRef, B, T, C, NH);
+                                       dLseRef, B, T, C, NH, KV);
   CHECK_MSG(sameBits(dOut.download(), gotOut) &&
                 sameBits(dLse.download(), gotLse) &&
                 sameBits(dDqkv.download(), got),
@@ -796,42 +795,44 @@ void testBF16Elementwise(Gpu &g, const Shape &s, uint64_t seed) {
 void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                        uint64_t seed, bool materialized) {
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, TT = B * NH * T * T;
+  const int64_t KV = s.kv();
   Rng rng(seed);
-  auto qkv = rounded(randomVector(rng, B * T * 3 * C, 1.5f));
+  auto qkv = rounded(randomVector(rng, B * T * s.qkvWidth(), 1.5f));
   auto dout = rounded(randomVector(rng, B * T * C));
   std::vector<float> out(B * T * C), side(materialized ? TT : B * NH * T),
-      dqkv(B * T * 3 * C), scratch(materialized ? TT : 0);
+      dqkv(qkv.size()), scratch(materialized ? TT : 0);
   const char *form = materialized ? "bf16 attention" : "bf16 blocked attention";
   DevB dQkv(toBF16(qkv)), dDout(toBF16(dout)), dOut(B * T * C),
-      dDqkv(B * T * 3 * C);
+      dDqkv(qkv.size());
   if (materialized) {
     cpu::attentionForward(blas, out.data(), side.data(), qkv.data(), B, T, C,
-                          NH);
+                          NH, KV);
     side = rounded(side);
     cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                           qkv.data(), side.data(), B, T, C, NH);
+                           qkv.data(), side.data(), B, T, C, NH, KV);
     DevB dProbs(TT), dProbsRef(toBF16(side)), dScratch(TT);
-    gpu::attentionForward<BF16>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH);
+    gpu::attentionForward<BF16>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV);
     CHECK_REL(label(form, s, "probs"), got(dProbs), side, kTolBf16Attention);
     gpu::attentionBackward<BF16>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
-                                 dProbsRef, B, T, C, NH);
+                                 dProbsRef, B, T, C, NH, KV);
   } else {
     cpu::blockedAttentionForward(blas, out.data(), side.data(), qkv.data(), B,
-                                 T, C, NH);
+                                 T, C, NH, KV);
     out = rounded(out); // the backward reads the stored (bf16) output
     cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
-                                  out.data(), side.data(), B, T, C, NH);
+                                  out.data(), side.data(), B, T, C, NH, KV);
     DevF dLse(B * NH * T), dLseRef(side);
     DevB dOutRef(toBF16(out));
-    gpu::blockedAttentionForward<BF16>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH);
+    gpu::blockedAttentionForward<BF16>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
+                                       KV);
     CHECK_REL(label(form, s, "lse (f32)"), dLse.download(), side, kTolFp32);
     gpu::blockedAttentionBackward<BF16>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                        dLseRef, B, T, C, NH);
+                                        dLseRef, B, T, C, NH, KV);
   }
   const double tol = materialized ? kTolBf16Attention : kTolBf16;
   CHECK_REL(label(form, s, "out"), got(dOut), rounded(out), tol);
   checkDqkvThirds(label(form, s).substr(0, label(form, s).size() - 1),
-                  got(dDqkv), rounded(dqkv), B * T, C, tol);
+                  got(dDqkv), rounded(dqkv), s, tol);
   CHECK_NO_ERROR(label(form, s));
 }
 
@@ -1082,18 +1083,18 @@ void timeGpt2BF16(Gpu &g, int64_t B, int64_t T, int64_t C, int64_t NH,
     randomFill(qkv, rng);
     randomFill(out, rng);
     timeIt(g, "attentionForward (bf16)", [&] {
-      gpu::attentionForward<BF16>(ctx, out, probs, qkv, B, T, C, NH);
+      gpu::attentionForward<BF16>(ctx, out, probs, qkv, B, T, C, NH, NH);
     });
     timeIt(g, "attentionBackward (bf16)", [&] {
       gpu::attentionBackward<BF16>(ctx, dqkv, scratch, out, qkv, probs, B, T, C,
-                                   NH);
+                                   NH, NH);
     });
     timeIt(g, "blockedAttentionForward (bf16)", [&] {
-      gpu::blockedAttentionForward<BF16>(ctx, out, lse, qkv, B, T, C, NH);
+      gpu::blockedAttentionForward<BF16>(ctx, out, lse, qkv, B, T, C, NH, NH);
     });
     timeIt(g, "blockedAttentionBackward (bf16)", [&] {
       gpu::blockedAttentionBackward<BF16>(ctx, dqkv, out, qkv, out, lse, B, T,
-                                          C, NH);
+                                          C, NH, NH);
     });
   }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
@@ -1196,11 +1197,11 @@ void timeGpt2(Gpu &g) {
       randomFill(qkv, rng);
       randomFill(out, rng);
       timeIt(g, ("attentionForward" + mode).c_str(), [&] {
-        gpu::attentionForward<float>(ctx, out, probs, qkv, B, T, C, NH);
+        gpu::attentionForward<float>(ctx, out, probs, qkv, B, T, C, NH, NH);
       });
       timeIt(g, ("attentionBackward" + mode).c_str(), [&] {
         gpu::attentionBackward<float>(ctx, dqkv, scratch, out, qkv, probs, B, T,
-                                      C, NH);
+                                      C, NH, NH);
       });
     }
   }
@@ -1210,11 +1211,11 @@ void timeGpt2(Gpu &g) {
     randomFill(qkv, rng);
     randomFill(out, rng);
     timeIt(g, "blockedAttentionForward", [&] {
-      gpu::blockedAttentionForward<float>(ctx, out, lse, qkv, B, T, C, NH);
+      gpu::blockedAttentionForward<float>(ctx, out, lse, qkv, B, T, C, NH, NH);
     });
     timeIt(g, "blockedAttentionBackward", [&] {
       gpu::blockedAttentionBackward<float>(ctx, dqkv, out, qkv, out, lse, B, T,
-                                           C, NH);
+                                           C, NH, NH);
     });
   }
   {
@@ -1297,6 +1298,22 @@ int main() {
   const Shape twoBlocks{"T=300", 2, 300, 48, 4, 1};
   if (blas)
     testAttention(g, *blas, twoBlocks, seed++, kTolFp32, "fp32");
+  // Grouped-query attention, both forms: kv heads of 2 and of 4 query
+  // heads (Llama 3's ratio), one kv head (multi-query). Seeds of their own,
+  // so that the other cases keep theirs.
+  const Shape grouped[] = {
+      {"GQA hs=8 KV=2", 2, 70, 32, 4, 1, 2},
+      {"GQA T=300 KV=1", 1, 300, 48, 4, 1, 1},
+      {"GQA hs=64 KV=2", 2, 130, 512, 8, 1, 2},
+      {"GQA hs=128 KV=1", 1, 200, 512, 4, 1, 1},
+  };
+  if (blas)
+    for (size_t i = 0; i < std::size(grouped); ++i) {
+      testAttention(g, *blas, grouped[i], 700 + i, kTolFp32, "fp32");
+      testBlockedAttention(g, *blas, grouped[i], 710 + i);
+      testBF16Attention(g, *blas, grouped[i], 720 + i, /*materialized=*/true);
+      testBF16Attention(g, *blas, grouped[i], 730 + i, /*materialized=*/false);
+    }
   // The blocked attention: head sizes in each compiled bucket (32, 64,
   // 128) and past their edges, T off the tiles (32 rows; 16 above
   // hs = 64), and GPT-2 124M's shape.

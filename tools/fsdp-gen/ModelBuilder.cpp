@@ -128,7 +128,9 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
     Value attn =
         AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                             f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
-                            f.builder.getI64IntegerAttr(c.heads))
+                            f.builder.getI64IntegerAttr(c.heads),
+                            /*impl=*/AttentionImplAttr(),
+                            /*kv_heads=*/IntegerAttr())
             .getResult();
     Value proj = f.linear(attn, p + "attn.proj.", {C, C}, residual);
     x = AddOp::create(f.builder, f.loc, x, proj);

@@ -237,6 +237,9 @@ public:
       if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
         value =
             builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
+      // kv_heads defaults to heads (one kv head per query head).
+      if (!value && key == "kv_heads")
+        value = op->getAttr("heads");
       if (!value)
         value = llamaDefaultParam(op, key);
       attrs.push_back(builder.getNamedAttr(key, value));

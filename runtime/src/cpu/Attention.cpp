@@ -2,9 +2,12 @@
 //
 // The four kinds of products (q k^T, probs v and the backward's dO v^T,
 // dS k, dS^T q, P^T dO) are BLAS GEMMs, one set per (batch, head), reading
-// q, k, v and writing dq, dk, dv in place in the B x T x 3C layout through
-// row strides (lda = 3C); the softmax and its backward are our own loops,
-// parallel over all B x NH x T rows.
+// q, k, v and writing dq, dk, dv in place in the B x T x (C + 2 KV hs)
+// layout through row strides (lda = C + 2 KV hs, 3C without grouped-query
+// attention); the softmax and its backward are our own loops, parallel over
+// all B x NH x T rows. Query head h reads kv head h / (NH / KV); the
+// backward's dk and dv of a kv head are the first head's products (beta =
+// 0) plus the other heads' of its group (beta = 1), in head order.
 //
 // Causality halves the useful work: row i only sees columns j <= i. The
 // products therefore run on row blocks of kCausalBlock rows, and each block
@@ -44,15 +47,18 @@ inline int64_t blockEnd(int64_t i, int64_t T) {
 
 FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
                                       float *probs, const float *qkv, int64_t B,
-                                      int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH, ld = 3 * C;
+                                      int64_t T, int64_t C, int64_t NH,
+                                      int64_t KV) {
+  const QkvLayout L(C, NH, KV);
+  const int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(float(hs));
 
   // Scores S = scale q k^T into probs, for each row block only up to the
   // block's last row (the rest of its rows is never read).
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
-      const float *q = qkv + b * T * ld + h * hs, *k = q + C;
+      const float *q = qkv + b * T * ld + h * hs;
+      const float *k = qkv + b * T * ld + L.kOffset(h);
       float *P = probs + (b * NH + h) * T * T;
       for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
         const int64_t i1 = blockEnd(i0, T);
@@ -85,7 +91,7 @@ FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
   // out = P v, heads side by side.
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
-      const float *v = qkv + b * T * ld + 2 * C + h * hs;
+      const float *v = qkv + b * T * ld + L.vOffset(h);
       const float *P = probs + (b * NH + h) * T * T;
       float *o = out + b * T * C + h * hs;
       for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
@@ -101,14 +107,15 @@ FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
                                        float *scratch, const float *dout,
                                        const float *qkv, const float *probs,
                                        int64_t B, int64_t T, int64_t C,
-                                       int64_t NH) {
-  const int64_t hs = C / NH, ld = 3 * C;
+                                       int64_t NH, int64_t KV) {
+  const QkvLayout L(C, NH, KV);
+  const int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(float(hs));
 
   // dP = dO v^T into scratch, row blocks as in the forward.
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
-      const float *v = qkv + b * T * ld + 2 * C + h * hs;
+      const float *v = qkv + b * T * ld + L.vOffset(h);
       const float *dO = dout + b * T * C + h * hs;
       float *dS = scratch + (b * NH + h) * T * T;
       for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
@@ -139,15 +146,20 @@ FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
   }
 
   // dq = scale dS k, dk = scale dS^T q, dv = P^T dO. Every row of every
-  // head's dq, dk and dv is written once with beta = 0, which overwrites
-  // all of dqkv.
+  // head's dq is written once with beta = 0; every row of a kv head's dk
+  // and dv once with beta = 0 by the group's first head, then added to by
+  // the others: all of dqkv is overwritten.
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < NH; ++h) {
-      const float *q = qkv + b * T * ld + h * hs, *k = q + C;
+      const float *q = qkv + b * T * ld + h * hs;
+      const float *k = qkv + b * T * ld + L.kOffset(h);
       const float *dO = dout + b * T * C + h * hs;
       const float *P = probs + (b * NH + h) * T * T;
       const float *dS = scratch + (b * NH + h) * T * T;
-      float *dq = dqkv + b * T * ld + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+      float *dq = dqkv + b * T * ld + h * hs;
+      float *dk = dqkv + b * T * ld + L.kOffset(h);
+      float *dv = dqkv + b * T * ld + L.vOffset(h);
+      const float beta = h % L.group == 0 ? 0.0f : 1.0f;
       for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
         const int64_t i1 = blockEnd(i0, T);
         // Rows i0..i1 of dq see columns 0..i1 of dS.
@@ -156,9 +168,9 @@ FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
         // Rows i0..i1 of dk and dv (columns of dS and P) see the rows
         // i0..T below the diagonal.
         blas.sgemm(true, false, i1 - i0, hs, T - i0, scale, dS + i0 * T + i0, T,
-                   q + i0 * ld, ld, 0.0f, dk + i0 * ld, ld);
+                   q + i0 * ld, ld, beta, dk + i0 * ld, ld);
         blas.sgemm(true, false, i1 - i0, hs, T - i0, 1.0f, P + i0 * T + i0, T,
-                   dO + i0 * C, C, 0.0f, dv + i0 * ld, ld);
+                   dO + i0 * C, C, beta, dv + i0 * ld, ld);
       }
     }
   }

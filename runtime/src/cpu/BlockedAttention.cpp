@@ -29,7 +29,10 @@
 // rows' dq accumulate. A task is a whole head, so dq needs no atomics and
 // sums its key blocks in order; the price is parallelism: B x NH tasks,
 // which balance on few cores but leave cores idle when B x NH is small
-// against the thread count.
+// against the thread count. With grouped-query attention (KV < NH kv
+// heads) a task is a whole group: its query heads run one after another,
+// in head order, the first one's dk and dv overwriting and the others'
+// adding, so the group's sum has one owner too (B x KV tasks).
 //
 // Memory. Nothing is allocated; the accumulators are the output rows
 // themselves. Per thread the stack holds the key block's panels and the P
@@ -62,12 +65,13 @@ constexpr int64_t kBlock = kAttentionBlock;
 #define FSDP_INLINE inline
 #endif
 
-/// Head h of batch b in the qkv / out layouts, as Attention.cpp splits them.
+/// Query head h of batch b and its kv head in the qkv layout (QkvLayout).
 struct Head {
-  const float *q, *k, *v; // row stride ld = 3C
+  const float *q, *k, *v; // row stride ld = C + 2 KV hs
   int64_t ld;
-  Head(const float *qkv, int64_t b, int64_t h, int64_t T, int64_t C, int64_t hs)
-      : q(qkv + b * T * 3 * C + h * hs), k(q + C), v(q + 2 * C), ld(3 * C) {}
+  Head(const float *qkv, int64_t b, int64_t h, int64_t T, const QkvLayout &L)
+      : q(qkv + b * T * L.ld + h * L.hs), k(qkv + b * T * L.ld + L.kOffset(h)),
+        v(qkv + b * T * L.ld + L.vOffset(h)), ld(L.ld) {}
 };
 
 /// D_i = rowsum(dO_i * O_i), which equals rowsum(dP_i * P_i) (the
@@ -91,16 +95,17 @@ struct BackwardHead {
 
 BackwardHead backwardHead(float *dqkv, const float *dout, const float *qkv,
                           const float *out, const float *lse, int64_t b,
-                          int64_t h, int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH, ld = 3 * C;
-  float *dq = dqkv + b * T * ld + h * hs;
-  return BackwardHead{Head(qkv, b, h, T, C, hs),
+                          int64_t h, int64_t T, int64_t NH,
+                          const QkvLayout &L) {
+  const int64_t hs = L.hs, C = L.C;
+  float *row = dqkv + b * T * L.ld;
+  return BackwardHead{Head(qkv, b, h, T, L),
                       dout + b * T * C + h * hs,
                       out + b * T * C + h * hs,
                       lse + (b * NH + h) * T,
-                      dq,
-                      dq + C,
-                      dq + 2 * C,
+                      row + h * hs,
+                      row + L.kOffset(h),
+                      row + L.vOffset(h),
                       C,
                       hs,
                       1.0f / std::sqrt(float(hs))};
@@ -405,9 +410,12 @@ FSDP_INLINE void backwardBlockPair(const BackwardHead &g,
 }
 
 /// One head's dq, dk and dv in one pass (FlashAttention-2's): key block
-/// by key block, each against every query block at or below it.
+/// by key block, each against every query block at or below it. dk and dv
+/// start from zero for the first head of a kv head's group (`first`) and
+/// accumulate onto the previous heads' for the others.
 template <int64_t Cap>
-FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T) {
+FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T,
+                                   bool first) {
   const int64_t ld = g.hd.ld, hs = g.hs;
   BackwardScratch<Cap> w;
   std::memset(w.spare, 0, sizeof w.spare);
@@ -417,7 +425,7 @@ FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T) {
     const int64_t nk = std::min(kBlock, T - j0);
     packPanel(w.kt, g.hd.k + j0 * ld, ld, nk, hs);
     packPanel(w.vt, g.hd.v + j0 * ld, ld, nk, hs);
-    for (int64_t j = j0; j < j0 + nk; ++j) {
+    for (int64_t j = j0; first && j < j0 + nk; ++j) {
       std::memset(g.dk + j * ld, 0, sizeof(float) * hs);
       std::memset(g.dv + j * ld, 0, sizeof(float) * hs);
     }
@@ -499,14 +507,14 @@ inline void recomputeProbs(const Head &hd, int64_t i, int64_t j0, int64_t n,
     p[c] = expApprox(p[c] - lse);
 }
 
-/// dk, dv of keys j0..j1 (zeroed first): every query row i >= j0 that sees
-/// them adds dv_j += p_ij dO_i and dk_j += scale dS_ij q_i, with
-/// dS_ij = p_ij (dO_i . v_j - D_i).
-void keyBlockBackward(const BackwardHead &g, int64_t j0, int64_t j1,
-                      int64_t T) {
+/// dk, dv of keys j0..j1 (zeroed first for the first head of a group):
+/// every query row i >= j0 that sees them adds dv_j += p_ij dO_i and
+/// dk_j += scale dS_ij q_i, with dS_ij = p_ij (dO_i . v_j - D_i).
+void keyBlockBackward(const BackwardHead &g, int64_t j0, int64_t j1, int64_t T,
+                      bool first) {
   const int64_t hs = g.hs, ld = g.hd.ld;
   float p[kBlock];
-  for (int64_t j = j0; j < j1; ++j) {
+  for (int64_t j = j0; first && j < j1; ++j) {
     std::memset(g.dk + j * ld, 0, sizeof(float) * hs);
     std::memset(g.dv + j * ld, 0, sizeof(float) * hs);
   }
@@ -556,27 +564,31 @@ void queryBlockBackward(const BackwardHead &g, int64_t i0, int64_t i1) {
   }
 }
 
-/// The two passes of the scalar backward: dk and dv per key block, then
-/// dq per query block.
+/// The two passes of the scalar backward: dk and dv per key block (of a
+/// kv head, over its group's query heads in order), then dq per query
+/// block.
 void backward(float *dqkv, const float *dout, const float *qkv,
               const float *out, const float *lse, int64_t B, int64_t T,
-              int64_t C, int64_t NH) {
-  const int64_t nb = (T + kBlock - 1) / kBlock;
+              int64_t NH, const QkvLayout &L) {
+  const int64_t nb = (T + kBlock - 1) / kBlock, KV = L.KV;
 #pragma omp parallel
   {
     // Longest tasks first in both passes.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < B * NH * nb; ++task) {
-      const int64_t bh = task / nb, j0 = (task % nb) * kBlock;
-      const BackwardHead g =
-          backwardHead(dqkv, dout, qkv, out, lse, bh / NH, bh % NH, T, C, NH);
-      keyBlockBackward(g, j0, std::min(j0 + kBlock, T), T);
+    for (int64_t task = 0; task < B * KV * nb; ++task) {
+      const int64_t bg = task / nb, j0 = (task % nb) * kBlock;
+      const int64_t h0 = bg % KV * L.group;
+      for (int64_t h = h0; h < h0 + L.group; ++h) {
+        const BackwardHead g =
+            backwardHead(dqkv, dout, qkv, out, lse, bg / KV, h, T, NH, L);
+        keyBlockBackward(g, j0, std::min(j0 + kBlock, T), T, h == h0);
+      }
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < B * NH * nb; ++task) {
       const int64_t bh = task / nb, i0 = (nb - 1 - task % nb) * kBlock;
       const BackwardHead g =
-          backwardHead(dqkv, dout, qkv, out, lse, bh / NH, bh % NH, T, C, NH);
+          backwardHead(dqkv, dout, qkv, out, lse, bh / NH, bh % NH, T, NH, L);
       queryBlockBackward(g, i0, std::min(i0 + kBlock, T));
     }
   }
@@ -604,38 +616,46 @@ FSDP_INLINE void forwardTask(const Head &hd, float *o, float *lse, int64_t i0,
 FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
                                              float *lse, const float *qkv,
                                              int64_t B, int64_t T, int64_t C,
-                                             int64_t NH) {
-  const int64_t hs = C / NH, nb = (T + kBlock - 1) / kBlock;
+                                             int64_t NH, int64_t KV) {
+  const QkvLayout L(C, NH, KV);
+  const int64_t hs = L.hs, nb = (T + kBlock - 1) / kBlock;
   const float scale = 1.0f / std::sqrt(float(hs));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t task = 0; task < B * NH * nb; ++task) {
     const int64_t bh = task / nb, i0 = (nb - 1 - task % nb) * kBlock;
     const int64_t b = bh / NH, h = bh % NH;
-    forwardTask(Head(qkv, b, h, T, C, hs), out + b * T * C + h * hs,
-                lse + bh * T, i0, std::min(i0 + kBlock, T), C, hs, scale);
+    forwardTask(Head(qkv, b, h, T, L), out + b * T * C + h * hs, lse + bh * T,
+                i0, std::min(i0 + kBlock, T), C, hs, scale);
   }
 }
 
-// Backward tasks are whole heads: a head's dq sums over its key blocks in
-// one pass, in key block order, so no two tasks write the same row.
+// Backward tasks are whole kv heads' groups of query heads (a whole head
+// without grouped-query attention): a head's dq sums over its key blocks
+// in one pass, in key block order, and the group's heads add into their
+// dk and dv in head order, so no two tasks write the same row.
 
 FSDP_CPU_KERNEL void
 blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
                          const float *qkv, const float *out, const float *lse,
-                         int64_t B, int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
+                         int64_t B, int64_t T, int64_t C, int64_t NH,
+                         int64_t KV) {
+  const QkvLayout L(C, NH, KV);
+  const int64_t hs = L.hs;
   if (hs > kMaxTiledHs) {
-    scalar::backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    scalar::backward(dqkv, dout, qkv, out, lse, B, T, NH, L);
     return;
   }
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t bh = 0; bh < B * NH; ++bh) {
-    const BackwardHead g =
-        backwardHead(dqkv, dout, qkv, out, lse, bh / NH, bh % NH, T, C, NH);
-    if (hs <= 64)
-      headBackwardTiled<64>(g, T);
-    else
-      headBackwardTiled<kMaxTiledHs>(g, T);
+  for (int64_t bg = 0; bg < B * KV; ++bg) {
+    const int64_t h0 = bg % KV * L.group;
+    for (int64_t h = h0; h < h0 + L.group; ++h) {
+      const BackwardHead g =
+          backwardHead(dqkv, dout, qkv, out, lse, bg / KV, h, T, NH, L);
+      if (hs <= 64)
+        headBackwardTiled<64>(g, T, h == h0);
+      else
+        headBackwardTiled<kMaxTiledHs>(g, T, h == h0);
+    }
   }
 }
 

@@ -81,19 +81,33 @@ void reluForward(float *out, const float *x, int64_t n);
 /// dx = dout where x > 0, else 0.
 void reluBackward(float *dx, const float *dout, const float *x, int64_t n);
 
-/// Causal self-attention. qkv is B x T x 3C with q, k, v side by side; NH
-/// heads of size hs = C / NH. probs (B x NH x T x T) receives softmax(q k^T
-/// / sqrt(hs)) with zeros above the diagonal; out (B x T x C) = probs v,
-/// heads concatenated.
+/// Where the heads of attention live in a row of qkv (B x T x (C + 2 KV
+/// hs)): query head h at h * hs, the k and v of its kv head (h / group) at
+/// kOffset(h) and vOffset(h); rows are ld apart.
+struct QkvLayout {
+  int64_t hs, ld, group, C, KV;
+  QkvLayout(int64_t C, int64_t NH, int64_t KV)
+      : hs(C / NH), ld(C + 2 * KV * (C / NH)), group(NH / KV), C(C), KV(KV) {}
+  int64_t kOffset(int64_t h) const { return C + h / group * hs; }
+  int64_t vOffset(int64_t h) const { return kOffset(h) + KV * hs; }
+};
+
+/// Causal self-attention. qkv is B x T x (C + 2 KV hs) with q (NH heads of
+/// size hs = C / NH), k and v (KV heads each) side by side: 3C when
+/// KV = NH. Query head h reads kv head h / (NH / KV) (grouped-query
+/// attention; KV divides NH). probs (B x NH x T x T) receives softmax(q
+/// k^T / sqrt(hs)) with zeros above the diagonal; out (B x T x C) = probs
+/// v, heads concatenated.
 void attentionForward(const Blas &blas, float *out, float *probs,
                       const float *qkv, int64_t B, int64_t T, int64_t C,
-                      int64_t NH);
+                      int64_t NH, int64_t KV);
 
-/// dqkv (B x T x 3C) from dout (B x T x C), qkv and the saved probs.
+/// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a
+/// kv head's dk and dv sum over the NH / KV query heads it serves.
 /// `scratch` holds B x NH x T x T floats for the gradient of the scores.
 void attentionBackward(const Blas &blas, float *dqkv, float *scratch,
                        const float *dout, const float *qkv, const float *probs,
-                       int64_t B, int64_t T, int64_t C, int64_t NH);
+                       int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV);
 
 /// Rows of keys per block in the blocked attention kernels: the k and v
 /// rows of a block (2 x 64 x hs floats) stay in cache while every query
@@ -111,19 +125,20 @@ constexpr int64_t kAttentionBlock = 64;
 /// (BlockedAttention.cpp).
 void blockedAttentionForward(const Blas &blas, float *out, float *lse,
                              const float *qkv, int64_t B, int64_t T, int64_t C,
-                             int64_t NH);
+                             int64_t NH, int64_t KV);
 
 /// attentionBackward's dqkv from dout, qkv, the forward's out and lse,
 /// recomputing the probabilities block by block, p_ij = exp(s_ij - lse_i):
 ///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
 ///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
 ///   dv_j = sum_i p_ij dO_i.
+/// With KV < NH, dk_j and dv_j also sum over the query heads of the group.
 /// No scratch; the sums run in a fixed order (no atomics), so the result
 /// does not depend on the thread count.
 void blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
                               const float *qkv, const float *out,
                               const float *lse, int64_t B, int64_t T, int64_t C,
-                              int64_t NH);
+                              int64_t NH, int64_t KV);
 
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]].
 void crossEntropyForward(float *loss, const float *logits,

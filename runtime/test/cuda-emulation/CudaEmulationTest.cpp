@@ -646,32 +646,41 @@ static void testCrossEntropy(int N, int V, float spread, unsigned seed) {
 }
 
 // ------------------------------------------------------------ attention
+// " KV=n" in a test's name when there are fewer kv heads than heads.
+static std::string kvName(int NH, int KV) {
+  return KV == NH ? std::string() : " KV=" + std::to_string(KV);
+}
+
 // In bf16 the GPU rounds the scores (and dP) where cuBLAS stores them in
 // the T x T buffers before the softmax reads them, which the CPU's widened
 // kernel does not: a few bf16 units apart (kAttentionUlps).
 constexpr double kAttentionUlps = 2;
+// KV kv heads (0: NH); with fewer, qkv is C + 2 KV hs wide. (The grouped
+// cases take seeds of their own: the others' stay as they were.)
 template <typename E = float>
-static void testAttention(int B, int T, int C, int NH, unsigned seed) {
+static void testAttention(int B, int T, int C, int NH, unsigned seed,
+                          int KV = 0) {
+  KV = KV ? KV : NH;
   char nm[128];
-  snprintf(nm, sizeof nm, "attention%s B=%d T=%d C=%d NH=%d",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH);
+  snprintf(nm, sizeof nm, "attention%s B=%d T=%d C=%d NH=%d%s",
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV).c_str());
   std::mt19937 rng(seed);
-  auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
+  auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
   roundTo<E>(qkv), roundTo<E>(dout);
   const size_t PT = size_t(B) * NH * T * T;
   std::vector<float> rout(size_t(B) * T * C), rprobs(PT, NAN);
   cp::attentionForward(*gBlas, rout.data(), rprobs.data(), qkv.data(), B, T, C,
-                       NH);
+                       NH, KV);
   roundTo<E>(rout), roundTo<E>(rprobs);
   std::vector<float> rdqkv(qkv.size()), rscr(PT, NAN);
   cp::attentionBackward(*gBlas, rdqkv.data(), rscr.data(), dout.data(),
-                        qkv.data(), rprobs.data(), B, T, C, NH);
+                        qkv.data(), rprobs.data(), B, T, C, NH, KV);
   roundTo<E>(rdqkv), roundTo<E>(rscr);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
     BufT<E> out(rout.size()), probs(PT), bq(qkv.size());
     bq.set(qkv);
-    cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH);
+    cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH, KV);
     checkCanary(nm, out), checkCanary(nm, probs);
     return {out.vec(), probs.vec()};
   });
@@ -691,7 +700,7 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
   o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
     BufT<E> dq(qkv.size()), scr(PT), bq(qkv.size()), bd(dout.size()), bp(PT);
     bq.set(qkv), bd.set(dout), bp.set(gprobs);
-    cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH);
+    cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH, KV);
     checkCanary(nm, dq), checkCanary(nm, scr);
     return {dq.vec(), scr.vec()};
   });
@@ -725,34 +734,37 @@ static void testAttention(int B, int T, int C, int NH, unsigned seed) {
 // In bf16 the backward reads the rounded out (a bf16 buffer in the plan),
 // so its references do too; the materialized reference keeps its probs in
 // float (no T x T buffer here), a few bf16 units from the blocked kernels.
+// KV kv heads (0: NH), as testAttention.
 template <typename E = float>
-static void testBlocked(int B, int T, int C, int NH, unsigned seed) {
+static void testBlocked(int B, int T, int C, int NH, unsigned seed,
+                        int KV = 0) {
+  KV = KV ? KV : NH;
   char nm[128];
-  snprintf(nm, sizeof nm, "blocked%s B=%d T=%d C=%d NH=%d",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH);
+  snprintf(nm, sizeof nm, "blocked%s B=%d T=%d C=%d NH=%d%s",
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV).c_str());
   std::mt19937 rng(seed);
-  auto qkv = randv(size_t(B) * T * 3 * C, rng, -2, 2),
+  auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
   roundTo<E>(qkv), roundTo<E>(dout);
   const size_t PT = size_t(B) * NH * T * T, L = size_t(B) * NH * T;
   std::vector<float> rout(size_t(B) * T * C), rlse(L), rdqkv(qkv.size());
   cp::blockedAttentionForward(*gBlas, rout.data(), rlse.data(), qkv.data(), B,
-                              T, C, NH);
+                              T, C, NH, KV);
   roundTo<E>(rout);
   cp::blockedAttentionBackward(*gBlas, rdqkv.data(), dout.data(), qkv.data(),
-                               rout.data(), rlse.data(), B, T, C, NH);
+                               rout.data(), rlse.data(), B, T, C, NH, KV);
   roundTo<E>(rdqkv);
   std::vector<float> mout(rout.size()), mprobs(PT), mdqkv(qkv.size()), mscr(PT);
   cp::attentionForward(*gBlas, mout.data(), mprobs.data(), qkv.data(), B, T, C,
-                       NH);
+                       NH, KV);
   cp::attentionBackward(*gBlas, mdqkv.data(), mscr.data(), dout.data(),
-                        qkv.data(), mprobs.data(), B, T, C, NH);
+                        qkv.data(), mprobs.data(), B, T, C, NH, KV);
   roundTo<E>(mout), roundTo<E>(mdqkv);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
     BufT<E> out(rout.size()), bq(qkv.size());
     Buf lse(L);
     bq.set(qkv);
-    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH);
+    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH, KV);
     checkCanary(nm, out), checkCanary(nm, lse);
     return {out.vec(), lse.vec()};
   });
@@ -767,8 +779,8 @@ static void testBlocked(int B, int T, int C, int NH, unsigned seed) {
     BufT<E> dq(qkv.size()), bq(qkv.size()), bd(dout.size()), bo(gout.size());
     Buf bl(L);
     bq.set(qkv), bd.set(dout), bo.set(gout), bl.set(glse);
-    cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C,
-                                 NH);
+    cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C, NH,
+                                 KV);
     checkCanary(nm, dq);
     return {dq.vec()};
   });
@@ -789,10 +801,10 @@ static void testBlockedErrors(int C, int NH) {
   for (int pass = 0; pass < 2; ++pass) {
     ++gChecks;
     if (pass == 0)
-      cu::blockedAttentionForward(ctx, out.p, lse.p, q.p, B, T, C, NH);
+      cu::blockedAttentionForward(ctx, out.p, lse.p, q.p, B, T, C, NH, NH);
     else
       cu::blockedAttentionBackward(ctx, dq.p, out.p, q.p, out.p, lse.p, B, T, C,
-                                   NH);
+                                   NH, NH);
     if (!cu::takeError(msg))
       fail(nm + ": no error recorded");
     else if (getenv("VERBOSE"))
@@ -1049,11 +1061,15 @@ static void testBF16() {
   testAttention<BF16>(1, 1, 4, 1, seed++);
   testAttention<BF16>(2, 33, 12, 3, seed++);
   testAttention<BF16>(1, 300, 8, 1, seed++);
+  testAttention<BF16>(2, 33, 16, 4, 901u, /*KV=*/2);
+  testAttention<BF16>(1, 300, 12, 3, 902u, /*KV=*/1);
   testBlocked<BF16>(1, 1, 4, 1, seed++);
   testBlocked<BF16>(2, 70, 36, 3, seed++);
   testBlocked<BF16>(1, 130, 64, 1, seed++);
   testBlocked<BF16>(1, 65, 256, 2, seed++);
   testBlocked<BF16>(2, 33, 66, 2, seed++);
+  testBlocked<BF16>(2, 70, 48, 4, 903u, /*KV=*/2);
+  testBlocked<BF16>(1, 65, 256, 4, 904u, /*KV=*/1);
   testLinear<BF16>(1, 3, 5, true, seed++);
   testLinear<BF16>(7, 9, 300, true, seed++);
   testLinear<BF16>(70, 16, 33, true, seed++);
@@ -1138,6 +1154,12 @@ int main(int argc, char **argv) {
     testAttention(1, 33, 64, 1, seed++);
     testAttention(1, 300, 8, 1, seed++);
     testAttention(1, 520, 4, 2, seed++);
+    // Grouped-query: kv heads of 2 and 3 query heads, multi-query (KV = 1),
+    // and two row blocks.
+    testAttention(2, 5, 8, 4, 905u, /*KV=*/2);
+    testAttention(2, 33, 24, 6, 906u, /*KV=*/2);
+    testAttention(1, 70, 12, 3, 907u, /*KV=*/1);
+    testAttention(1, 300, 16, 4, 908u, /*KV=*/2);
     printf("attention done (%d failures so far)\n", gFailures);
   }
 
@@ -1158,6 +1180,11 @@ int main(int argc, char **argv) {
     testBlocked(1, 300, 64, 1, seed++);  // ten tiles
     testBlocked(2, 129, 192, 3, seed++); // hs = 64, three heads
     testBlocked(1, 200, 384, 3, seed++); // hs = 128, thirteen tiles
+    // Grouped-query, each bucket: a key tile's dk, dv over 2, 3 or 4 heads.
+    testBlocked(2, 5, 16, 4, 909u, /*KV=*/2);    // hs = 4
+    testBlocked(1, 130, 384, 6, 910u, /*KV=*/2); // hs = 64
+    testBlocked(2, 70, 48, 4, 911u, /*KV=*/1);   // hs = 12
+    testBlocked(1, 65, 512, 4, 912u, /*KV=*/2);  // hs = 128
     {
       // Random shapes, on their own generator (the fuzz group's sequence
       // stays as it was).

@@ -64,3 +64,27 @@ func.func @wide_head(%qkv: tensor<1x4x768xf32>) -> tensor<1x4x256xf32> {
 }
 
 // BAD: fsdp-attention: impl must be auto, materialized or blocked, got 'flash'
+
+// -----
+
+// Grouped-query attention keeps kv_heads in both forms; its head size
+// (hs = 2) comes from heads + 2 kv_heads = 8 slots of qkv, not 3C.
+// AUTO-LABEL: func.func @grouped_query
+// AUTO: fsdp.attention %{{.*}} {heads = 4 : i64, impl = #fsdp.attention_impl<blocked>, kv_heads = 2 : i64} : (tensor<1x4x16xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x4xf32>)
+// MAT-LABEL: func.func @grouped_query
+// MAT: fsdp.attention %{{.*}} {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<1x4x16xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x4x4xf32>)
+func.func @grouped_query(%qkv: tensor<1x4x16xf32>) -> tensor<1x4x8xf32> {
+  %o, %p = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<1x4x16xf32>) -> (tensor<1x4x8xf32>, tensor<1x4x4x4xf32>)
+  return %o : tensor<1x4x8xf32>
+}
+
+// -----
+
+// One kv head of 256 (4 query heads of 256: qkv 6 x 256 wide) is past the
+// blocked kernels' widest tile: auto keeps the probabilities.
+// AUTO-LABEL: func.func @grouped_wide_head
+// AUTO: fsdp.attention %{{.*}} {heads = 4 : i64, kv_heads = 1 : i64} : (tensor<1x4x1536xf32>) -> (tensor<1x4x1024xf32>, tensor<1x4x4x4xf32>)
+func.func @grouped_wide_head(%qkv: tensor<1x4x1536xf32>) -> tensor<1x4x1024xf32> {
+  %o, %p = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 1 : i64} : (tensor<1x4x1536xf32>) -> (tensor<1x4x1024xf32>, tensor<1x4x4x4xf32>)
+  return %o : tensor<1x4x1024xf32>
+}

@@ -449,6 +449,46 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{kv_heads (3) must divide heads (4)}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 3 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x20xf32>) {
+  // expected-error @+1 {{qkv must be B x T x (heads + 2 kv_heads) hs = B x T x (8 hs), got 'tensor<2x4x20xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x20xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x4xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{saved log-sum-exp must have shape 2x4x4, got 'tensor<2x2x4xf32>'}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{attribute 'kv_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 0 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x4x24xf32>) {
   // expected-error @+1 {{attribute 'heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
   %0:2 = fsdp.attention %x {heads = 0 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
@@ -624,6 +664,22 @@ func.func @f(%g: tensor<4xf32>, %x: tensor<4xf32>) {
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x20xf32>, %p: tensor<2x2x4x4xf32>) {
   // expected-error @+1 {{qkv must be B x T x 3C, got 'tensor<2x4x20xf32>'}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x20xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x20xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4xf32>) {
+  // expected-error @+1 {{kv_heads (3) must divide heads (4)}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 4 : i64, kv_heads = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4xf32>) {
+  // expected-error @+1 {{result must have shape 2x4x16, got 'tensor<2x4x24xf32>'}}
+  %0 = fsdp.attention_backward %g, %qkv, %p {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x24xf32>
   return
 }
 

@@ -182,3 +182,18 @@ func.func @llama_ops(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>,
   %r1 = fsdp.rope %mha {heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
   return
 }
+
+// Grouped-query attention: 4 query heads of 2 channels, 2 kv heads (qkv
+// 8 + 2 * 2 * 2 = 16 wide), in both forms.
+// CHECK-LABEL: func.func @grouped_query
+func.func @grouped_query(%qkv: tensor<2x4x16xf32>, %dy: tensor<2x4x8xf32>) {
+  // CHECK: %{{.*}}, %[[P:.*]] = fsdp.attention %{{.*}} {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  %a, %p = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %[[P]] {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x16xf32>
+  %g = fsdp.attention_backward %dy, %qkv, %p {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x16xf32>
+  // CHECK: %[[O:.*]], %[[L:.*]] = fsdp.attention %{{.*}} {heads = 4 : i64, impl = #fsdp.attention_impl<blocked>, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  %o, %l = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %[[L]], %[[O]] {heads = 4 : i64, impl = #fsdp.attention_impl<blocked>, kv_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  %gb = fsdp.attention_backward %dy, %qkv, %l, %o {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  return
+}

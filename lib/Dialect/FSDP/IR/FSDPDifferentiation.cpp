@@ -104,7 +104,7 @@ LogicalResult AttentionOp::buildBackward(OpBuilder &builder,
   Value output = getImpl() == AttentionImpl::Blocked ? getResult() : Value();
   operandGrads.assign({AttentionBackwardOp::create(
       builder, getLoc(), getQkv().getType(), resultGrads[0], getQkv(),
-      getSaved(), output, getHeadsAttr(), getImplAttr())});
+      getSaved(), output, getHeadsAttr(), getImplAttr(), getKvHeadsAttr())});
   return success();
 }
 

@@ -334,10 +334,25 @@ LogicalResult LinearOp::verify() {
 }
 
 /// The fused qkv tensor of attention and its backward: B x T x 3C with
-/// `heads` dividing C. Returns {B, T, C} through `btc`.
+/// `heads` dividing C, or with fewer kv heads (grouped-query) B x T x
+/// (C + 2 kv_heads hs), hs = C / heads, kv_heads dividing heads. Returns
+/// {B, T, C} through `btc`.
 static LogicalResult verifyQkv(Operation *op, Value qkv, int64_t heads,
-                               SmallVectorImpl<int64_t> &btc) {
+                               int64_t kvHeads, SmallVectorImpl<int64_t> &btc) {
   ArrayRef<int64_t> shape = tensorOf(qkv).getShape();
+  if (kvHeads != heads) {
+    if (heads % kvHeads != 0)
+      return op->emitOpError() << "kv_heads (" << kvHeads
+                               << ") must divide heads (" << heads << ")";
+    // Each head size's worth of columns is one q, k or v head.
+    int64_t slots = heads + 2 * kvHeads;
+    if (shape.size() != 3 || shape[2] % slots != 0)
+      return op->emitOpError()
+             << "qkv must be B x T x (heads + 2 kv_heads) hs = B x T x ("
+             << slots << " hs), got " << qkv.getType();
+    btc.assign({shape[0], shape[1], shape[2] / slots * heads});
+    return success();
+  }
   if (shape.size() != 3 || shape[2] % 3 != 0)
     return op->emitOpError() << "qkv must be B x T x 3C, got " << qkv.getType();
   int64_t channels = shape[2] / 3;
@@ -371,7 +386,7 @@ LogicalResult AttentionOp::verify() {
   if (getImpl() == AttentionImpl::Materialized)
     floats.push_back(getSaved());
   if (failed(expectSameElementType(*this, floats)) ||
-      failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
+      failed(verifyQkv(*this, getQkv(), getHeads(), getKvHeadCount(), btc)) ||
       failed(expectShape(*this, "result", getResult(), btc)))
     return failure();
   return expectShape(*this, savedName(getImpl()), getSaved(),
@@ -504,7 +519,7 @@ LogicalResult AttentionBackwardOp::verify() {
   else
     floats.push_back(getSaved());
   if (failed(expectSameElementType(*this, floats)) ||
-      failed(verifyQkv(*this, getQkv(), getHeads(), btc)) ||
+      failed(verifyQkv(*this, getQkv(), getHeads(), getKvHeadCount(), btc)) ||
       failed(expectShape(*this, "grad", getGrad(), btc)) ||
       (blocked && failed(expectShape(*this, "output", getOutput(), btc))) ||
       failed(expectShape(*this, savedName(getImpl()), getSaved(),
@@ -968,10 +983,12 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
 namespace {
 double numElements(Value v) { return double(tensorOf(v).getNumElements()); }
 
-/// Q K^T and P V: 2 * 2 * B * H * T * T * hs = 4 * T * (B * T * C).
-double attentionFlops(Value qkv) {
-  RankedTensorType type = tensorOf(qkv);
-  return 4.0 * type.getDimSize(1) * double(type.getNumElements()) / 3.0;
+/// Q K^T and P V: 2 * 2 * B * H * T * T * hs = 4 * T * (B * T * C), from a
+/// B x T x C tensor (the output or its gradient): qkv is not 3C wide when
+/// there are fewer kv heads, and the products do not shrink with them.
+double attentionFlops(Value btc) {
+  RankedTensorType type = tensorOf(btc);
+  return 4.0 * type.getDimSize(1) * double(type.getNumElements());
 }
 } // namespace
 
@@ -985,12 +1002,12 @@ double LinearGradInputOp::getFlops() {
 double LinearGradWeightOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
 }
-double AttentionOp::getFlops() { return attentionFlops(getQkv()); }
+double AttentionOp::getFlops() { return attentionFlops(getResult()); }
 /// Twice the forward's products (dP = dO V^T, dV = P^T dO, dQ = dS K,
 /// dK = dS^T Q); the blocked form also recomputes S = Q K^T.
 double AttentionBackwardOp::getFlops() {
   return (getImpl() == AttentionImpl::Blocked ? 2.5 : 2.0) *
-         attentionFlops(getQkv());
+         attentionFlops(getGrad());
 }
 // Element-wise ops, reductions and gathers: charged by bytes moved.
 double EmbeddingOp::getFlops() { return 0.0; }
@@ -1048,7 +1065,7 @@ void CrossEntropyOp::getKernelScratch(
 /// Rebuilds `op` in form `impl`, with the saved result's type of that form.
 bool mlir::fsdp::hasBlockedKernels(AttentionOp op) {
   ArrayRef<int64_t> qkv = tensorOf(op.getQkv()).getShape();
-  int64_t headSize = qkv[2] / 3 / op.getHeads();
+  int64_t headSize = qkv[2] / (op.getHeads() + 2 * op.getKvHeadCount());
   return headSize <= 128 && qkv[1] <= int64_t(65535) * 16;
 }
 
@@ -1064,7 +1081,8 @@ void mlir::fsdp::setAttentionImpl(AttentionOp op, AttentionImpl impl) {
   auto rebuilt = AttentionOp::create(
       builder, op.getLoc(), op.getResult().getType(),
       RankedTensorType::get(saved, qkv.getElementType()), op.getQkv(),
-      op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl));
+      op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl),
+      op.getKvHeadsAttr());
   rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   op.getResult().replaceAllUsesWith(rebuilt.getResult());
   op.erase();

@@ -298,16 +298,16 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       kernel(O::ReluBackward, "relu_backward",
              {floats("grad"), floats("input")}, {result("result")}),
       kernel(O::Attention, "attention", {floats("qkv")},
-             {result("result"), result("probs")}, {"heads"}),
+             {result("result"), result("probs")}, {"heads", "kv_heads"}),
       kernel(O::AttentionBackward, "attention_backward",
              {floats("grad"), floats("qkv"), floats("probs")},
-             {result("result"), scratch("dprobs")}, {"heads"}),
+             {result("result"), scratch("dprobs")}, {"heads", "kv_heads"}),
       // Without the T x T matrix: one log-sum-exp per row instead.
       kernel(O::AttentionBlocked, "attention_blocked", {floats("qkv")},
-             {result("result"), statResult("lse")}, {"heads"}),
+             {result("result"), statResult("lse")}, {"heads", "kv_heads"}),
       kernel(O::AttentionBackwardBlocked, "attention_backward_blocked",
              {floats("grad"), floats("qkv"), stat("lse"), floats("output")},
-             {result("result")}, {"heads"}),
+             {result("result")}, {"heads", "kv_heads"}),
       // The mean loss, and per-row losses that a GPU reduces with many
       // blocks in a fixed order.
       kernel(O::CrossEntropy, "cross_entropy",

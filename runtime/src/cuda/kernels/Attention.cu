@@ -32,6 +32,16 @@
 // outputs of different heads interleave in memory (ldc > m) but never
 // overlap, which cuBLAS allows.
 //
+// Grouped-query attention (KV kv heads, each serving g = NH / KV query
+// heads): qkv's rows are ld = C + 2 KV hs wide, k starts at C and v at
+// C + KV hs. Every product above runs once per position j in a group,
+// batched over (b, kv head): the query head kh g + j, whose q, out and
+// probs are g hs and g T^2 apart from the next kv head's, and the kv
+// head's k, v, dk, dv, hs apart. dk and dv sum over the group: j = 0
+// writes them (beta = 0), the others add (beta = 1), in order on the
+// stream. With g = 1 these are the calls above. In bf16 the group's sum is
+// rounded once per query head.
+//
 // The softmax runs one warp per row of T scores, an online (max, sum of
 // exp) pass over the causal prefix, then a pass that writes the
 // probabilities and zeros over the rest of the row (including what the
@@ -113,24 +123,61 @@ unsigned rowBlocks(int64_t rows) {
   return unsigned((rows * 32 + kRowThreads - 1) / kRowThreads);
 }
 
+/// The qkv layout and the strides between kv heads of one group position.
+struct Layout {
+  int64_t hs, ld, TT, KV, g; // g query heads per kv head
+  Layout(int64_t C, int64_t T, int64_t NH, int64_t KV)
+      : hs(C / NH), ld(C + 2 * KV * (C / NH)), TT(T * T), KV(KV), g(NH / KV) {}
+};
+
+/// dq = scale dS k, dk = scale dS^T q and dv = P^T dO of causal row block
+/// i0..i1 for group position j (dk and dv written for j = 0, added to by
+/// the others).
+template <typename E>
+void backwardProducts(const Context &ctx, const Layout &L, E *dqkv, const E *dS,
+                      const E *dout, const E *qkv, const E *probs, int64_t B,
+                      int64_t T, int64_t C, int64_t NH, int64_t i0, int64_t i1,
+                      int64_t j, float scale) {
+  const int64_t hs = L.hs, ld = L.ld, TT = L.TT, g = L.g, KV = L.KV;
+  const int64_t q = j * hs, k = C, v = C + KV * hs, P = j * TT;
+  const float beta = j == 0 ? 0.0f : 1.0f;
+  // Rows i0..i1 of dq see columns 0..i1 of dS.
+  detail::rowGemmBatched(ctx, "attentionBackward (dS k)", false, false, i1 - i0,
+                         hs, i1, scale, dS + P + i0 * T, T, NH * TT, g * TT,
+                         qkv + k, ld, T * ld, hs, 0.0f, dqkv + q + i0 * ld, ld,
+                         T * ld, g * hs, B, KV);
+  // Rows i0..i1 of dk and dv (columns of dS and P) see the rows i0..T
+  // below the diagonal.
+  detail::rowGemmBatched(ctx, "attentionBackward (dS^T q)", true, false,
+                         i1 - i0, hs, T - i0, scale, dS + P + i0 * T + i0, T,
+                         NH * TT, g * TT, qkv + q + i0 * ld, ld, T * ld, g * hs,
+                         beta, dqkv + k + i0 * ld, ld, T * ld, hs, B, KV);
+  detail::rowGemmBatched(ctx, "attentionBackward (P^T dO)", true, false,
+                         i1 - i0, hs, T - i0, 1.0f, probs + P + i0 * T + i0, T,
+                         NH * TT, g * TT, dout + q + i0 * C, C, T * C, g * hs,
+                         beta, dqkv + v + i0 * ld, ld, T * ld, hs, B, KV);
+}
+
 } // namespace
 
 template <typename E>
 void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
-                      int64_t B, int64_t T, int64_t C, int64_t NH) {
-  if (B <= 0 || T <= 0 || NH <= 0)
+                      int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV) {
+  if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
+  const Layout L(C, T, NH, KV);
+  const int64_t hs = L.hs, ld = L.ld, TT = L.TT, g = L.g;
   const float scale = 1.0f / std::sqrt(float(hs));
-  const E *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
+  const E *k = qkv + C, *v = qkv + C + KV * hs;
 
   // S = scale q k^T into probs, for each row block up to the block's end.
   for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
     const int64_t i1 = blockEnd(i0, T);
-    detail::rowGemmBatched(ctx, "attentionForward (q k^T)", false, true,
-                           i1 - i0, i1, hs, scale, q + i0 * ld, ld, T * ld, hs,
-                           k, ld, T * ld, hs, 0.0f, probs + i0 * T, T, NH * TT,
-                           TT, B, NH);
+    for (int64_t j = 0; j < g; ++j)
+      detail::rowGemmBatched(
+          ctx, "attentionForward (q k^T)", false, true, i1 - i0, i1, hs, scale,
+          qkv + j * hs + i0 * ld, ld, T * ld, g * hs, k, ld, T * ld, hs, 0.0f,
+          probs + j * TT + i0 * T, T, NH * TT, g * TT, B, KV);
   }
 
   const int64_t rows = B * NH * T;
@@ -141,30 +188,33 @@ void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
   // out = P v, heads side by side.
   for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
     const int64_t i1 = blockEnd(i0, T);
-    detail::rowGemmBatched(ctx, "attentionForward (P v)", false, false, i1 - i0,
-                           hs, i1, 1.0f, probs + i0 * T, T, NH * TT, TT, v, ld,
-                           T * ld, hs, 0.0f, out + i0 * C, C, T * C, hs, B, NH);
+    for (int64_t j = 0; j < g; ++j)
+      detail::rowGemmBatched(ctx, "attentionForward (P v)", false, false,
+                             i1 - i0, hs, i1, 1.0f, probs + j * TT + i0 * T, T,
+                             NH * TT, g * TT, v, ld, T * ld, hs, 0.0f,
+                             out + j * hs + i0 * C, C, T * C, g * hs, B, KV);
   }
 }
 
 template <typename E>
 void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
                        const E *qkv, const E *probs, int64_t B, int64_t T,
-                       int64_t C, int64_t NH) {
-  if (B <= 0 || T <= 0 || NH <= 0)
+                       int64_t C, int64_t NH, int64_t KV) {
+  if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  const int64_t hs = C / NH, ld = 3 * C, TT = T * T;
+  const Layout L(C, T, NH, KV);
+  const int64_t hs = L.hs, ld = L.ld, TT = L.TT, g = L.g;
   const float scale = 1.0f / std::sqrt(float(hs));
-  const E *q = qkv, *k = qkv + C, *v = qkv + 2 * C;
-  E *dq = dqkv, *dk = dqkv + C, *dv = dqkv + 2 * C;
+  const E *v = qkv + C + KV * hs;
 
   // dP = dO v^T into scratch, row blocks as in the forward.
   for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
     const int64_t i1 = blockEnd(i0, T);
-    detail::rowGemmBatched(ctx, "attentionBackward (dO v^T)", false, true,
-                           i1 - i0, i1, hs, 1.0f, dout + i0 * C, C, T * C, hs,
-                           v, ld, T * ld, hs, 0.0f, scratch + i0 * T, T,
-                           NH * TT, TT, B, NH);
+    for (int64_t j = 0; j < g; ++j)
+      detail::rowGemmBatched(
+          ctx, "attentionBackward (dO v^T)", false, true, i1 - i0, i1, hs, 1.0f,
+          dout + j * hs + i0 * C, C, T * C, g * hs, v, ld, T * ld, hs, 0.0f,
+          scratch + j * TT + i0 * T, T, NH * TT, g * TT, B, KV);
   }
 
   // dS = P (dP - rowsum(dP P)) in place, zero above the diagonal.
@@ -173,35 +223,22 @@ void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
       scratch, probs, rows, T);
   detail::checkLaunch("attentionBackward (softmax)");
 
-  // dq = scale dS k, dk = scale dS^T q, dv = P^T dO. Every row of every
-  // head's dq, dk and dv is written once with beta = 0, which overwrites
-  // all of dqkv.
-  for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock) {
-    const int64_t i1 = blockEnd(i0, T);
-    // Rows i0..i1 of dq see columns 0..i1 of dS.
-    detail::rowGemmBatched(ctx, "attentionBackward (dS k)", false, false,
-                           i1 - i0, hs, i1, scale, scratch + i0 * T, T, NH * TT,
-                           TT, k, ld, T * ld, hs, 0.0f, dq + i0 * ld, ld,
-                           T * ld, hs, B, NH);
-    // Rows i0..i1 of dk and dv (columns of dS and P) see the rows i0..T
-    // below the diagonal.
-    detail::rowGemmBatched(ctx, "attentionBackward (dS^T q)", true, false,
-                           i1 - i0, hs, T - i0, scale, scratch + i0 * T + i0, T,
-                           NH * TT, TT, q + i0 * ld, ld, T * ld, hs, 0.0f,
-                           dk + i0 * ld, ld, T * ld, hs, B, NH);
-    detail::rowGemmBatched(ctx, "attentionBackward (P^T dO)", true, false,
-                           i1 - i0, hs, T - i0, 1.0f, probs + i0 * T + i0, T,
-                           NH * TT, TT, dout + i0 * C, C, T * C, hs, 0.0f,
-                           dv + i0 * ld, ld, T * ld, hs, B, NH);
-  }
+  // dq, dk, dv. Every row of every head's dq is written once with beta = 0,
+  // and every row of a kv head's dk and dv once with beta = 0 then added to
+  // by the rest of its group, which overwrites all of dqkv.
+  for (int64_t i0 = 0; i0 < T; i0 += kCausalBlock)
+    for (int64_t j = 0; j < g; ++j)
+      backwardProducts(ctx, L, dqkv, scratch, dout, qkv, probs, B, T, C, NH, i0,
+                       blockEnd(i0, T), j, scale);
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
   template void attentionForward<E>(const Context &, E *, E *, const E *,      \
-                                    int64_t, int64_t, int64_t, int64_t);       \
+                                    int64_t, int64_t, int64_t, int64_t,        \
+                                    int64_t);                                  \
   template void attentionBackward<E>(const Context &, E *, E *, const E *,     \
                                      const E *, const E *, int64_t, int64_t,   \
-                                     int64_t, int64_t);
+                                     int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

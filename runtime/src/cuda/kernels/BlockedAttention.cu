@@ -28,9 +28,13 @@
 // depend on the launch timing. That is why the backward makes two passes,
 // as on the CPU: dk and dv per key tile over the query tiles, then dq per
 // query tile over the key tiles, instead of FlashAttention-2's one pass
-// with atomic adds into dq. Nothing is allocated: accumulators live in
-// registers, tiles in shared memory. D_i = dO_i . O_i is recomputed in
-// both passes (there is no scratch to keep it in), by the same code.
+// with atomic adds into dq. With grouped-query attention (KV kv heads of
+// g = NH / KV query heads each) a thread block of the first pass owns a kv
+// head's key tile and runs the g query heads one after another, in head
+// order, into the same dk and dv accumulators. Nothing is allocated:
+// accumulators live in registers, tiles in shared memory. D_i = dO_i . O_i is
+// recomputed in both passes (there is no scratch to keep it in), by the same
+// code.
 //
 // Element types. The tiles are float whatever the element type E of qkv,
 // dout and out: bf16 is widened as a tile is loaded, everything after is
@@ -131,16 +135,26 @@ __device__ float rowD(const E *__restrict__ dO, const E *__restrict__ o,
   return groupSum<L::kGroup>(acc);
 }
 
-/// Where one (b, h) lives in the B x T x 3C and B x T x C layouts.
+/// Where query head h of batch b lives in the B x T x (C + 2 KV hs) and
+/// B x T x C layouts: q, its kv head's k (v is KV hs further on), the
+/// out/dout rows, the lse row; qkv rows are ld apart.
 struct HeadView {
-  int64_t qkv, bt; // offsets of head h of batch b: qkv rows, out/dout rows
-  int64_t bh;      // b * NH + h: the lse row
+  int64_t q, k, bt, bh, ld;
 };
 
-__device__ __forceinline__ HeadView headView(int64_t T, int64_t C, int64_t NH,
+__device__ __forceinline__ HeadView headView(int64_t b, int64_t h, int64_t T,
+                                             int64_t C, int64_t NH, int64_t KV,
                                              int hs) {
-  const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
-  return {b * T * 3 * C + h * hs, b * T * C + h * hs, bh};
+  const int64_t ld = C + 2 * KV * hs, row = b * T * ld;
+  return {row + h * hs, row + C + h / (NH / KV) * hs, b * T * C + h * hs,
+          b * NH + h, ld};
+}
+
+/// The query head of blockIdx.x = b NH + h.
+__device__ __forceinline__ HeadView queryHeadView(int64_t T, int64_t C,
+                                                  int64_t NH, int64_t KV,
+                                                  int hs) {
+  return headView(blockIdx.x / NH, blockIdx.x % NH, T, C, NH, KV, hs);
 }
 
 //===----------------------------------------------------------------------===//
@@ -210,22 +224,22 @@ template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
     blockedForwardKernel(E *__restrict__ out, float *__restrict__ lse,
                          const E *__restrict__ qkv, int64_t T, int64_t C,
-                         int64_t NH, int hs, float scale) {
+                         int64_t NH, int64_t KV, int hs, float scale) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
   __shared__ float Ks[L::kBlock][L::kLd];
   __shared__ float Vs[L::kBlock][L::kLd];
   __shared__ float Ps[L::kBlock][L::kBlock + 1];
-  const HeadView hv = headView(T, C, NH, hs);
+  const HeadView hv = queryHeadView(T, C, NH, KV, hs);
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * L::kBlock;
   const int r = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
-  const E *q = qkv + hv.qkv, *k = q + C, *v = q + 2 * C;
-  loadTile<HS>(Qs, q, 3 * C, i0, T, hs);
+  const E *q = qkv + hv.q, *k = qkv + hv.k, *v = k + KV * hs;
+  loadTile<HS>(Qs, q, hv.ld, i0, T, hs);
   RowState<HS> st;
   for (int64_t j0 = 0; j0 <= i0; j0 += L::kBlock) {
     __syncthreads(); // the previous step is done with Ks, Vs and Ps
-    loadTile<HS>(Ks, k, 3 * C, j0, T, hs);
-    loadTile<HS>(Vs, v, 3 * C, j0, T, hs);
+    loadTile<HS>(Ks, k, hv.ld, j0, T, hs);
+    loadTile<HS>(Vs, v, hv.ld, j0, T, hs);
     __syncthreads();
     forwardStep<HS>(Qs, Ks, Vs, Ps, r, part, i0 + r, j0, scale, st);
   }
@@ -287,35 +301,21 @@ keyStep(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
   }
 }
 
-/// One (b, h) per blockIdx.x, one key tile per blockIdx.y (the first
-/// tiles, which see the most queries, first), over query tiles i0 >= j0.
+/// Query head hv's contribution to the dk and dv of key tile j0: the
+/// query tiles i0 >= j0 one after another.
 template <int HS, typename E>
-__global__ void __launch_bounds__(kThreads)
-    blockedKeyPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
-                         const E *__restrict__ qkv, const E *__restrict__ out,
-                         const float *__restrict__ lse, int64_t T, int64_t C,
-                         int64_t NH, int hs, float scale) {
+__device__ void
+keyPassHead(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
+            float (*dSs)[Tile<HS>::kBlock + 1], float *lseS, float *DS,
+            const HeadView &hv, const E *dout, const E *qkv, const E *out,
+            const float *lse, int64_t j0, int64_t T, int64_t C, int hs,
+            float scale, float *dk, float *dv) {
   using L = Tile<HS>;
-  __shared__ float Qs[L::kBlock][L::kLd];
-  __shared__ float dOs[L::kBlock][L::kLd];
-  __shared__ float Ks[L::kBlock][L::kLd];
-  __shared__ float Vs[L::kBlock][L::kLd];
-  __shared__ float Ps[L::kBlock][L::kBlock + 1];
-  __shared__ float dSs[L::kBlock][L::kBlock + 1];
-  __shared__ float lseS[L::kBlock];
-  __shared__ float DS[L::kBlock];
-  const HeadView hv = headView(T, C, NH, hs);
-  const int64_t j0 = int64_t(blockIdx.y) * L::kBlock;
   const int row = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
-  const E *q = qkv + hv.qkv;
-  const BackwardTiles<HS> t{Qs, dOs, Ks, Vs};
-  loadTile<HS>(Ks, q + C, 3 * C, j0, T, hs);
-  loadTile<HS>(Vs, q + 2 * C, 3 * C, j0, T, hs);
-  float dk[L::kCols] = {}, dv[L::kCols] = {};
   for (int64_t i0 = j0; i0 < T; i0 += L::kBlock) {
     __syncthreads(); // the previous step is done with the query tiles
-    loadTile<HS>(Qs, q, 3 * C, i0, T, hs);
-    loadTile<HS>(dOs, dout + hv.bt, C, i0, T, hs);
+    loadTile<HS>(t.Qs, qkv + hv.q, hv.ld, i0, T, hs);
+    loadTile<HS>(t.dOs, dout + hv.bt, C, i0, T, hs);
     const float D =
         rowD<HS>(dout + hv.bt, out + hv.bt, i0 + row, T, C, hs, part);
     if (part == 0) {
@@ -325,12 +325,43 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     keyStep<HS>(t, Ps, dSs, lseS, DS, row, part, i0, j0, T, scale, dk, dv);
   }
+}
+
+/// One (b, kv head) per blockIdx.x, one key tile per blockIdx.y (the first
+/// tiles, which see the most queries, first), over the kv head's query
+/// heads in order and their query tiles i0 >= j0.
+template <int HS, typename E>
+__global__ void __launch_bounds__(kThreads)
+    blockedKeyPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
+                         const E *__restrict__ qkv, const E *__restrict__ out,
+                         const float *__restrict__ lse, int64_t T, int64_t C,
+                         int64_t NH, int64_t KV, int hs, float scale) {
+  using L = Tile<HS>;
+  __shared__ float Qs[L::kBlock][L::kLd];
+  __shared__ float dOs[L::kBlock][L::kLd];
+  __shared__ float Ks[L::kBlock][L::kLd];
+  __shared__ float Vs[L::kBlock][L::kLd];
+  __shared__ float Ps[L::kBlock][L::kBlock + 1];
+  __shared__ float dSs[L::kBlock][L::kBlock + 1];
+  __shared__ float lseS[L::kBlock];
+  __shared__ float DS[L::kBlock];
+  const int64_t b = blockIdx.x / KV, g = NH / KV, h0 = blockIdx.x % KV * g;
+  const int64_t j0 = int64_t(blockIdx.y) * L::kBlock;
+  const int row = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
+  const HeadView kv = headView(b, h0, T, C, NH, KV, hs);
+  const BackwardTiles<HS> t{Qs, dOs, Ks, Vs};
+  loadTile<HS>(Ks, qkv + kv.k, kv.ld, j0, T, hs);
+  loadTile<HS>(Vs, qkv + kv.k + KV * hs, kv.ld, j0, T, hs);
+  float dk[L::kCols] = {}, dv[L::kCols] = {};
+  for (int64_t h = h0; h < h0 + g; ++h)
+    keyPassHead<HS>(t, Ps, dSs, lseS, DS, headView(b, h, T, C, NH, KV, hs),
+                    dout, qkv, out, lse, j0, T, C, hs, scale, dk, dv);
   __syncthreads(); // Ks and Vs stage dk and dv
   putRow<HS>(Ks, row, part, dk, scale);
   putRow<HS>(Vs, row, part, dv, 1.0f);
   __syncthreads();
-  storeTile<HS>(dqkv + hv.qkv + C, 3 * C, Ks, j0, T, hs);
-  storeTile<HS>(dqkv + hv.qkv + 2 * C, 3 * C, Vs, j0, T, hs);
+  storeTile<HS>(dqkv + kv.k, kv.ld, Ks, j0, T, hs);
+  storeTile<HS>(dqkv + kv.k + KV * hs, kv.ld, Vs, j0, T, hs);
 }
 
 //===----------------------------------------------------------------------===//
@@ -371,41 +402,41 @@ __device__ void queryStep(const BackwardTiles<HS> &t,
 }
 
 /// One (b, h) per blockIdx.x, one query tile per blockIdx.y (the last
-/// first), over key tiles j0 <= i0.
+/// first), over key tiles j0 <= i0 of its kv head.
 template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
     blockedQueryPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
                            const E *__restrict__ qkv, const E *__restrict__ out,
                            const float *__restrict__ lse, int64_t T, int64_t C,
-                           int64_t NH, int hs, float scale) {
+                           int64_t NH, int64_t KV, int hs, float scale) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
   __shared__ float dOs[L::kBlock][L::kLd];
   __shared__ float Ks[L::kBlock][L::kLd];
   __shared__ float Vs[L::kBlock][L::kLd];
   __shared__ float dSs[L::kBlock][L::kBlock + 1];
-  const HeadView hv = headView(T, C, NH, hs);
+  const HeadView hv = queryHeadView(T, C, NH, KV, hs);
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * L::kBlock;
   const int r = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
   const int64_t i = i0 + r;
-  const E *q = qkv + hv.qkv;
+  const E *k = qkv + hv.k, *v = k + KV * hs;
   const BackwardTiles<HS> t{Qs, dOs, Ks, Vs};
-  loadTile<HS>(Qs, q, 3 * C, i0, T, hs);
+  loadTile<HS>(Qs, qkv + hv.q, hv.ld, i0, T, hs);
   loadTile<HS>(dOs, dout + hv.bt, C, i0, T, hs);
   const float D = rowD<HS>(dout + hv.bt, out + hv.bt, i, T, C, hs, part);
   const float lseI = i < T ? lse[hv.bh * T + i] : 0.0f;
   float dq[L::kCols] = {};
   for (int64_t j0 = 0; j0 <= i0; j0 += L::kBlock) {
     __syncthreads(); // the previous step is done with Ks, Vs and dSs
-    loadTile<HS>(Ks, q + C, 3 * C, j0, T, hs);
-    loadTile<HS>(Vs, q + 2 * C, 3 * C, j0, T, hs);
+    loadTile<HS>(Ks, k, hv.ld, j0, T, hs);
+    loadTile<HS>(Vs, v, hv.ld, j0, T, hs);
     __syncthreads();
     queryStep<HS>(t, dSs, r, part, i, j0, lseI, D, scale, dq);
   }
   __syncthreads(); // Qs stages dq
   putRow<HS>(Qs, r, part, dq, scale);
   __syncthreads();
-  storeTile<HS>(dqkv + hv.qkv, 3 * C, Qs, i0, T, hs);
+  storeTile<HS>(dqkv + hv.q, hv.ld, Qs, i0, T, hs);
 }
 
 //===----------------------------------------------------------------------===//
@@ -413,15 +444,22 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 
 /// hs rounded up to a compiled head size, or 0 (error recorded) when the
-/// shape cannot run: C not a multiple of NH, hs above kMaxHeadSize, or
-/// more tiles than a grid's y dimension holds.
-int headBucket(const char *where, int64_t B, int64_t T, int64_t C, int64_t NH) {
+/// shape cannot run: C not a multiple of NH, NH not of KV, hs above
+/// kMaxHeadSize, or more tiles than a grid's y dimension holds.
+int headBucket(const char *where, int64_t B, int64_t T, int64_t C, int64_t NH,
+               int64_t KV) {
   char what[160];
   const int64_t hs = C / NH;
   if (C % NH != 0 || hs <= 0 || hs > kMaxHeadSize) {
     std::snprintf(what, sizeof what,
                   "head size C / NH = %lld / %lld not an integer in 1..%d",
                   (long long)C, (long long)NH, kMaxHeadSize);
+    detail::recordError(where, what);
+    return 0;
+  }
+  if (NH % KV != 0) {
+    std::snprintf(what, sizeof what, "NH = %lld not a multiple of KV = %lld",
+                  (long long)NH, (long long)KV);
     detail::recordError(where, what);
     return 0;
   }
@@ -436,37 +474,39 @@ int headBucket(const char *where, int64_t B, int64_t T, int64_t C, int64_t NH) {
   return bucket;
 }
 
-/// (B * NH, tiles) blocks of kThreads.
-template <int HS> dim3 gridFor(int64_t B, int64_t T, int64_t NH) {
+/// (B * heads, tiles) blocks of kThreads: heads are query heads, or kv
+/// heads for the key pass.
+template <int HS> dim3 gridFor(int64_t B, int64_t T, int64_t heads) {
   const int64_t tiles = (T + Tile<HS>::kBlock - 1) / Tile<HS>::kBlock;
-  return dim3(unsigned(B * NH), unsigned(tiles));
+  return dim3(unsigned(B * heads), unsigned(tiles));
 }
 
 template <int HS, typename E>
 void launchForward(const Context &ctx, E *out, float *lse, const E *qkv,
-                   int64_t B, int64_t T, int64_t C, int64_t NH) {
+                   int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
   blockedForwardKernel<HS, E>
       <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(out, lse, qkv, T, C,
-                                                           NH, hs, scale);
+                                                           NH, KV, hs, scale);
   detail::checkLaunch("blockedAttentionForward");
 }
 
 template <int HS, typename E>
 void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
                     const E *out, const float *lse, int64_t B, int64_t T,
-                    int64_t C, int64_t NH) {
+                    int64_t C, int64_t NH, int64_t KV) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
-  const dim3 grid = gridFor<HS>(B, T, NH);
   // The passes write disjoint parts of dqkv (dk, dv; then dq): no order
   // between them is needed beyond the stream's.
-  blockedKeyPassKernel<HS, E><<<grid, kThreads, 0, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, T, C, NH, hs, scale);
+  blockedKeyPassKernel<HS, E>
+      <<<gridFor<HS>(B, T, KV), kThreads, 0, ctx.stream>>>(
+          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale);
   detail::checkLaunch("blockedAttentionBackward (dk, dv)");
-  blockedQueryPassKernel<HS, E><<<grid, kThreads, 0, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, T, C, NH, hs, scale);
+  blockedQueryPassKernel<HS, E>
+      <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(
+          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale);
   detail::checkLaunch("blockedAttentionBackward (dq)");
 }
 
@@ -475,16 +515,16 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,
-                             int64_t NH) {
-  if (B <= 0 || T <= 0 || NH <= 0)
+                             int64_t NH, int64_t KV) {
+  if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  switch (headBucket("blockedAttentionForward", B, T, C, NH)) {
+  switch (headBucket("blockedAttentionForward", B, T, C, NH, KV)) {
   case 32:
-    return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
   case 64:
-    return launchForward<64, E>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<64, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
   case 128:
-    return launchForward<128, E>(ctx, out, lse, qkv, B, T, C, NH);
+    return launchForward<128, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
   default:
     return; // error recorded
   }
@@ -493,16 +533,20 @@ void blockedAttentionForward(const Context &ctx, E *out, float *lse,
 template <typename E>
 void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
                               const E *qkv, const E *out, const float *lse,
-                              int64_t B, int64_t T, int64_t C, int64_t NH) {
-  if (B <= 0 || T <= 0 || NH <= 0)
+                              int64_t B, int64_t T, int64_t C, int64_t NH,
+                              int64_t KV) {
+  if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  switch (headBucket("blockedAttentionBackward", B, T, C, NH)) {
+  switch (headBucket("blockedAttentionBackward", B, T, C, NH, KV)) {
   case 32:
-    return launchBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
+                                 KV);
   case 64:
-    return launchBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
+                                 KV);
   case 128:
-    return launchBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return launchBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
+                                  KV);
   default:
     return; // error recorded
   }
@@ -511,10 +555,10 @@ void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
 #define FSDP_INSTANTIATE(E)                                                    \
   template void blockedAttentionForward<E>(const Context &, E *, float *,      \
                                            const E *, int64_t, int64_t,        \
-                                           int64_t, int64_t);                  \
+                                           int64_t, int64_t, int64_t);         \
   template void blockedAttentionBackward<E>(                                   \
       const Context &, E *, const E *, const E *, const E *, const float *,    \
-      int64_t, int64_t, int64_t, int64_t);
+      int64_t, int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

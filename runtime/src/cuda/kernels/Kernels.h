@@ -9,12 +9,12 @@
 // Element types. Each kernel is a template over E, the element type of its
 // activations, parameters and gradients (the plan's Float operands): float
 // or __nv_bfloat16, instantiated for both in the .cu files (callers name
-// E, or pass pointers that deduce it; T is the sequence length). A bf16 kernel computes what the CPU
-// backend computes for it (its fp32 kernel on widened copies, results
-// rounded to nearest even): it loads bf16, computes and accumulates in
-// float, and rounds once where it stores. Statistics (layer norm's mean
-// and rstd, attention's log-sum-exp), the loss and its per-row terms are
-// float always, and so is AdamW (fp32 master weights and moments).
+// E, or pass pointers that deduce it; T is the sequence length). A bf16 kernel
+// computes what the CPU backend computes for it (its fp32 kernel on widened
+// copies, results rounded to nearest even): it loads bf16, computes and
+// accumulates in float, and rounds once where it stores. Statistics (layer
+// norm's mean and rstd, attention's log-sum-exp), the loss and its per-row
+// terms are float always, and so is AdamW (fp32 master weights and moments).
 //
 // Errors are not reported by return value (a launch error would surface
 // only at the next synchronisation anyway): the first launch error, CUDA
@@ -124,23 +124,25 @@ template <typename E>
 void reluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
                   int64_t n);
 
-/// Causal self-attention; qkv is B x T x 3C (q | k | v), NH heads of
-/// hs = C / NH. probs (B x NH x T x T) = softmax(q k^T / sqrt(hs)) with exact
-/// zeros above the diagonal; out (B x T x C) = probs v, heads concatenated.
-/// In bf16 the scores are rounded where cuBLAS stores them into probs, and
-/// out is computed from the rounded probs (as PyTorch's autocast does; the
-/// CPU's widened kernel keeps both in float).
+/// Causal self-attention; qkv is B x T x (C + 2 KV hs) (q | k | v), NH
+/// query heads of hs = C / NH and KV key/value heads (KV divides NH; query
+/// head h reads kv head h / (NH / KV); 3C when KV = NH). probs (B x NH x T x T)
+/// = softmax(q k^T / sqrt(hs)) with exact zeros above the diagonal; out (B x T
+/// x C) = probs v, heads concatenated. In bf16 the scores are rounded where
+/// cuBLAS stores them into probs, and out is computed from the rounded probs
+/// (as PyTorch's autocast does; the CPU's widened kernel keeps both in float).
 template <typename E>
 void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
-                      int64_t B, int64_t T, int64_t C, int64_t NH);
+                      int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV);
 
-/// dqkv (B x T x 3C) from dout (B x T x C), qkv and the saved probs.
+/// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a kv
+/// head's dk and dv sum over its query heads.
 /// `scratch` holds B x NH x T x T elements (the gradient of the scores; in
 /// bf16, rounded there like the forward's scores).
 template <typename E>
 void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
                        const E *qkv, const E *probs, int64_t B, int64_t T,
-                       int64_t C, int64_t NH);
+                       int64_t C, int64_t NH, int64_t KV);
 
 /// The memory-efficient causal attention (FlashAttention-2), the twin of
 /// cpu::blockedAttentionForward: out as attentionForward's (same qkv and
@@ -157,9 +159,9 @@ void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,
-                             int64_t NH);
+                             int64_t NH, int64_t KV);
 
-/// attentionBackward's dqkv (B x T x 3C, every entry overwritten) from
+/// attentionBackward's dqkv (qkv's layout, every entry overwritten) from
 /// dout, qkv, and the blocked forward's out and lse, recomputing the
 /// probabilities tile by tile, p_ij = exp(s_ij - lse_i):
 ///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
@@ -171,7 +173,8 @@ void blockedAttentionForward(const Context &ctx, E *out, float *lse,
 template <typename E>
 void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
                               const E *qkv, const E *out, const float *lse,
-                              int64_t B, int64_t T, int64_t C, int64_t NH);
+                              int64_t B, int64_t T, int64_t C, int64_t NH,
+                              int64_t KV);
 
 /// *loss = mean over N rows of -log softmax(logits[row])[targets[row]],
 /// deterministic. Without `rowScratch` the whole loss is computed by ONE

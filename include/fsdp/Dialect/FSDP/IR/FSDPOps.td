@@ -277,10 +277,15 @@ def FSDP_CastOp : FSDP_DiffOp<"cast", "Cast"> {
 def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
   let summary = "causal multi-head self-attention from a fused qkv tensor";
   let description = [{
-    `qkv` is `B x T x 3C`, holding the queries, keys and values side by side
-    (as GPT-2's `c_attn` produces them); `heads` divides `C`. Returns the
-    attention output `B x T x C` and the activation its backward reads,
-    which `impl` decides:
+    `qkv` is `B x T x (C + 2 kv_heads hs)` with `hs = C / heads`, holding
+    the queries (`heads` heads), keys and values (`kv_heads` heads each)
+    side by side; `heads` divides `C`. Without `kv_heads` (it defaults to
+    `heads`) that is `B x T x 3C`, as GPT-2's `c_attn` produces it. With
+    fewer key/value heads (grouped-query attention), `kv_heads` divides
+    `heads` and kv head `g` serves the `heads / kv_heads` consecutive query
+    heads from `g * heads / kv_heads` on. Returns the attention output
+    `B x T x C` and the activation its backward reads, which `impl`
+    decides:
 
     - `materialized` (the default): the softmax probabilities
       `B x heads x T x T` (zero above the diagonal); the backward needs a
@@ -304,8 +309,13 @@ def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
   let arguments = (ins FSDP_FloatTensor:$qkv,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<FSDP_AttentionImplAttr,
-                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl);
+                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$saved);
+  let extraClassDeclaration = [{
+    /// The key/value head count: kv_heads, or heads when it is absent.
+    int64_t getKvHeadCount() { return getKvHeads().value_or(getHeads()); }
+  }];
 }
 
 def FSDP_CrossEntropyOp :
@@ -473,15 +483,22 @@ def FSDP_AttentionBackwardOp :
   let description = [{
     `saved` is what the forward of the same `impl` saved: the probabilities
     (`materialized`) or the log-sum-exp per row (`blocked`), whose backward
-    also reads the forward's `output`.
+    also reads the forward's `output`. `heads` and `kv_heads` are the
+    forward's; with grouped-query attention the gradient of a kv head sums
+    over the query heads it serves.
   }];
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
                        FSDP_FloatTensor:$saved,
                        Optional<FSDP_FloatTensor>:$output,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<FSDP_AttentionImplAttr,
-                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl);
+                           "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs FSDP_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// The key/value head count: kv_heads, or heads when it is absent.
+    int64_t getKvHeadCount() { return getKvHeads().value_or(getHeads()); }
+  }];
 }
 
 def FSDP_CrossEntropyBackwardOp :
