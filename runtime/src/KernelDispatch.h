@@ -122,9 +122,15 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
             decay ? float(param("weight_decay")) : 0.0f, step);
   };
   switch (inst.kernel->opcode) {
-  case Opcode::Embedding:
-    k.embeddingForward(O(0), ids(0), I(1), I(2), in(0).shape[0], in(0).shape[1],
-                       in(1).shape[1]);
+  case Opcode::Embedding: // no position table: the token embedding alone
+    k.embeddingForward(O(0), ids(0), I(1),
+                       inst.ins.size() == 3 ? I(2) : static_cast<T *>(nullptr),
+                       in(0).shape[0], in(0).shape[1], in(1).shape[1]);
+    return true;
+  case Opcode::TokenEmbeddingBackward:
+    k.embeddingBackward(O(0), static_cast<T *>(nullptr), I(0), ids(1),
+                        in(1).shape[0], in(1).shape[1], out(0).shape[1],
+                        out(0).shape[0], int64_t(0));
     return true;
   case Opcode::EmbeddingBackward:
     k.embeddingBackward(O(0), O(1), I(0), ids(1), in(1).shape[0],

@@ -729,9 +729,12 @@ static bool checkCrossEntropy(const KernelCheck &k, Vocabulary &v) {
 /// T), rows within an int; the forward's table size is noted in `v`.
 static bool checkEmbedding(const KernelCheck &k, Vocabulary &v) {
   if (k.info().opcode == plan::Opcode::Embedding) {
-    const BufferDesc &ids = k.in(0), &wte = k.in(1), &wpe = k.in(2);
+    // Without a position table (Llama's), the token table alone.
+    const BufferDesc &ids = k.in(0), &wte = k.in(1);
+    const BufferDesc &wpe = k.inst.ins.size() == 3 ? k.in(2) : wte;
+    bool positions = k.inst.ins.size() == 3;
     if (ids.shape.size() != 2 || wte.shape.size() != 2 ||
-        wpe.shape.size() != 2 || wpe.shape[0] < ids.shape[1] ||
+        wpe.shape.size() != 2 || (positions && wpe.shape[0] < ids.shape[1]) ||
         wte.shape[1] != wpe.shape[1] ||
         k.out(0).shape !=
             std::vector<int64_t>{ids.shape[0], ids.shape[1], wte.shape[1]})
@@ -744,9 +747,12 @@ static bool checkEmbedding(const KernelCheck &k, Vocabulary &v) {
     }
     return true;
   }
-  const BufferDesc &ids = k.in(1), &dwte = k.out(0), &dwpe = k.out(1);
+  // token_embedding_backward has no position table gradient.
+  bool positions = k.info().opcode == plan::Opcode::EmbeddingBackward;
+  const BufferDesc &ids = k.in(1), &dwte = k.out(0);
+  const BufferDesc &dwpe = positions ? k.out(1) : dwte;
   if (ids.shape.size() != 2 || dwte.shape.size() != 2 ||
-      dwpe.shape.size() != 2 || dwpe.shape[0] < ids.shape[1] ||
+      dwpe.shape.size() != 2 || (positions && dwpe.shape[0] < ids.shape[1]) ||
       k.in(0).shape !=
           std::vector<int64_t>{ids.shape[0], ids.shape[1], dwte.shape[1]} ||
       dwpe.shape[1] != dwte.shape[1])
@@ -864,6 +870,7 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
   switch (k.info().opcode) {
   case Opcode::Embedding:
   case Opcode::EmbeddingBackward:
+  case Opcode::TokenEmbeddingBackward:
     return checkEmbedding(k, vocabulary);
   case Opcode::LayerNorm:
   case Opcode::LayerNormBackward:

@@ -23,8 +23,12 @@ FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens,
 #pragma omp parallel for schedule(static)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const float *tok = wte + int64_t(tokens[bt]) * C;
-    const float *pos = wpe + (bt % T) * C;
     float *o = out + bt * C;
+    if (!wpe) { // a token embedding alone (Llama's)
+      std::memcpy(o, tok, sizeof(float) * C);
+      continue;
+    }
+    const float *pos = wpe + (bt % T) * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
       o[c] = tok[c] + pos[c];
@@ -35,9 +39,10 @@ FSDP_CPU_KERNEL void embeddingBackward(float *dwte, float *dwpe,
                                        const float *dout, const int32_t *tokens,
                                        int64_t B, int64_t T, int64_t C,
                                        int64_t V, int64_t Tmax) {
-  // dwpe[t] = sum over b of dout[b, t]: rows are independent.
+  // dwpe[t] = sum over b of dout[b, t]: rows are independent. No dwpe
+  // (Tmax 0) for a token embedding alone.
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < Tmax; ++t) {
+  for (int64_t t = 0; t < (dwpe ? Tmax : 0); ++t) {
     float *row = dwpe + t * C;
     if (t >= T || B == 0) {
       std::memset(row, 0, sizeof(float) * C);

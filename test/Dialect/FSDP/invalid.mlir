@@ -1198,3 +1198,11 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
   %0 = fsdp.rope %qkv {heads = 2 : i64, kv_heads = 0 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
+
+// -----
+
+func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{grad must have shape 2x4x8, got 'tensor<2x4x6xf32>'}}
+  %0 = fsdp.token_embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<11x8xf32>
+  return
+}

@@ -67,7 +67,7 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            "all_gather", "reduce_scatter", "adamw_shard", "copy",
            # Llama's ops (plan version 8)
            "rms_norm", "rms_norm_backward", "swiglu", "swiglu_backward",
-           "rope", "rope_backward",
+           "rope", "rope_backward", "token_embedding_backward",
            "cast", "wait"]
 
 # Field formats of each record kind, for packing edited values.

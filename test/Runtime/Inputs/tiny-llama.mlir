@@ -1,9 +1,8 @@
 // A one-block Llama-shaped model over bytes (RMSNorm, rope, attention,
 // SwiGLU, linears without bias, an untied head): C = 16, 2 heads of 8,
-// T = 8, B = 12; embedding with a zero position table, for want of a
-// token-only embedding yet. Inputs of Runtime/llama-ops-train.test.
+// T = 8, B = 12; a token embedding without positions (rope gives them).
+// Inputs of Runtime/llama-ops-train.test.
 fsdp.param @wte : tensor<256x16xf32> init <normal, std = 0.02>
-fsdp.param @wpe : tensor<8x16xf32> init <zeros> no_weight_decay
 fsdp.param @h.0.attn_norm.w : tensor<16xf32> init <ones> no_weight_decay
 fsdp.param @h.0.attn.qkv.w : tensor<48x16xf32> init <normal, std = 0.1>
 fsdp.param @h.0.attn.o.w : tensor<16x16xf32> init <normal, std = 0.1>
@@ -15,8 +14,7 @@ fsdp.param @norm.w : tensor<16xf32> init <ones> no_weight_decay
 fsdp.param @head.w : tensor<256x16xf32> init <normal, std = 0.02>
 func.func @forward(%tokens: tensor<12x8xi32>, %targets: tensor<12x8xi32>) -> tensor<f32> attributes {fsdp.forward} {
   %wte = fsdp.load @wte : tensor<256x16xf32>
-  %wpe = fsdp.load @wpe : tensor<8x16xf32>
-  %x = fsdp.embedding %tokens, %wte, %wpe : (tensor<12x8xi32>, tensor<256x16xf32>, tensor<8x16xf32>) -> tensor<12x8x16xf32>
+  %x = fsdp.embedding %tokens, %wte : (tensor<12x8xi32>, tensor<256x16xf32>) -> tensor<12x8x16xf32>
   %an = fsdp.load @h.0.attn_norm.w : tensor<16xf32>
   %n1, %r1 = fsdp.rms_norm %x, %an {epsilon = 1.0e-5 : f32} : (tensor<12x8x16xf32>, tensor<16xf32>) -> (tensor<12x8x16xf32>, tensor<12x8xf32>)
   %wqkv = fsdp.load @h.0.attn.qkv.w : tensor<48x16xf32>

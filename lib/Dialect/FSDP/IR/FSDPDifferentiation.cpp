@@ -30,6 +30,12 @@ static LogicalResult rejectGradsOn(Operation *op, ValueRange resultGrads,
 LogicalResult EmbeddingOp::buildBackward(OpBuilder &builder,
                                          ValueRange resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {
+  if (!getWpe()) {
+    operandGrads.assign({Value(), TokenEmbeddingBackwardOp::create(
+                                      builder, getLoc(), getWte().getType(),
+                                      resultGrads[0], getTokens())});
+    return success();
+  }
   auto backward = EmbeddingBackwardOp::create(
       builder, getLoc(), getWte().getType(), getWpe().getType(), resultGrads[0],
       getTokens());

@@ -276,19 +276,24 @@ LogicalResult EmbeddingOp::verify() {
   if (ids.size() != 2)
     return emitOpError() << "tokens must be a B x T tensor, got "
                          << getTokens().getType();
-  if (tensorOf(getWte()).getRank() != 2 || tensorOf(getWpe()).getRank() != 2)
+  Value wpe = getWpe();
+  if (tensorOf(getWte()).getRank() != 2 ||
+      (wpe && tensorOf(wpe).getRank() != 2))
     return emitOpError() << "token and position tables must be rank 2, got "
-                         << getWte().getType() << " and " << getWpe().getType();
+                         << getWte().getType()
+                         << (wpe ? " and " : " (no position table)")
+                         << (wpe ? wpe.getType() : Type());
   int64_t channels = tensorOf(getWte()).getDimSize(1);
-  if (failed(expectSameElementType(*this, {getWte(), getWpe(), getResult()})))
+  SmallVector<Value> floats = {getWte(), getResult()};
+  if (wpe)
+    floats.push_back(wpe);
+  if (failed(expectSameElementType(*this, floats)))
     return failure();
-  if (tensorOf(getWpe()).getDimSize(1) != channels)
-    return emitOpError() << "position table has "
-                         << tensorOf(getWpe()).getDimSize(1)
+  if (wpe && tensorOf(wpe).getDimSize(1) != channels)
+    return emitOpError() << "position table has " << tensorOf(wpe).getDimSize(1)
                          << " channels but token table has " << channels;
-  if (tensorOf(getWpe()).getDimSize(0) < ids[1])
-    return emitOpError() << "position table has "
-                         << tensorOf(getWpe()).getDimSize(0)
+  if (wpe && tensorOf(wpe).getDimSize(0) < ids[1])
+    return emitOpError() << "position table has " << tensorOf(wpe).getDimSize(0)
                          << " rows, fewer than the sequence length " << ids[1];
   return expectShape(*this, "result", getResult(), {ids[0], ids[1], channels});
 }
@@ -432,6 +437,19 @@ LogicalResult EmbeddingBackwardOp::verify() {
                             "sequence length "
                          << ids[1];
   return success();
+}
+
+LogicalResult TokenEmbeddingBackwardOp::verify() {
+  ArrayRef<int64_t> ids = getTokens().getType().getShape();
+  if (ids.size() != 2)
+    return emitOpError() << "tokens must be a B x T tensor, got "
+                         << getTokens().getType();
+  if (failed(expectSameElementType(*this, {getGrad(), getWteGrad()})))
+    return failure();
+  if (tensorOf(getWteGrad()).getRank() != 2)
+    return emitOpError() << "the token table gradient must be rank 2";
+  int64_t channels = tensorOf(getWteGrad()).getDimSize(1);
+  return expectShape(*this, "grad", getGrad(), {ids[0], ids[1], channels});
 }
 
 LogicalResult LayerNormBackwardOp::verify() {
@@ -1012,6 +1030,7 @@ double AttentionBackwardOp::getFlops() {
 // Element-wise ops, reductions and gathers: charged by bytes moved.
 double EmbeddingOp::getFlops() { return 0.0; }
 double EmbeddingBackwardOp::getFlops() { return 0.0; }
+double TokenEmbeddingBackwardOp::getFlops() { return 0.0; }
 double LayerNormOp::getFlops() { return 0.0; }
 double LayerNormBackwardOp::getFlops() { return 0.0; }
 double BiasGradOp::getFlops() { return 0.0; }

@@ -120,6 +120,7 @@ enum class Opcode : uint32_t {
   SwiGluBackward,
   Rope,
   RopeBackward,
+  TokenEmbeddingBackward,
   Cast,
   Wait, // the last: kNumOpcodes counts from it
 };
@@ -267,8 +268,9 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
   constexpr std::array<std::string_view, kMaxKernelParams> adamw = {
       "lr", "beta1", "beta2", "eps", "weight_decay"};
   return std::array<KernelInfo, kNumOpcodes>{{
+      // Without wpe: the token embedding alone (Llama's).
       kernel(O::Embedding, "embedding",
-             {tokenIds("tokens"), floats("wte"), floats("wpe")},
+             {tokenIds("tokens"), floats("wte"), optionalFloats("wpe")},
              {result("result")}),
       kernel(O::EmbeddingBackward, "embedding_backward",
              {floats("grad"), tokenIds("tokens")},
@@ -347,6 +349,8 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
              {"heads", "kv_heads", "theta"}),
       kernel(O::RopeBackward, "rope_backward", {floats("grad")},
              {result("result")}, {"heads", "kv_heads", "theta"}),
+      kernel(O::TokenEmbeddingBackward, "token_embedding_backward",
+             {floats("grad"), tokenIds("tokens")}, {result("wte_grad")}),
       // Element-wise conversion, rounding to nearest even when narrower.
       kernel(O::Cast, "cast", {anyFloats("source")}, {anyResult("result")}),
       // The started collective's input and output: read, so that their

@@ -40,23 +40,25 @@ embeddingForwardKernel(E *__restrict__ out, const int32_t *__restrict__ tokens,
     const int64_t C4 = C / 4;
     using Q = detail::Quad<E>;
     const Q *tok = reinterpret_cast<const Q *>(wte + token * C);
-    const Q *pos = reinterpret_cast<const Q *>(wpe + t * C);
+    // No position table: the token embedding alone (Llama's).
+    const Q *pos = wpe ? reinterpret_cast<const Q *>(wpe + t * C) : nullptr;
     Q *o = reinterpret_cast<Q *>(out + row * C);
     for (int64_t c = threadIdx.x; c < C4; c += blockDim.x) {
-      const Q a = tok[c], b = pos[c];
+      const Q a = tok[c];
       Q r;
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-        r.v[k] = detail::fromFloat<E>(detail::toFloat(a.v[k]) +
-                                      detail::toFloat(b.v[k]));
+        r.v[k] =
+            detail::fromFloat<E>(detail::toFloat(a.v[k]) +
+                                 (pos ? detail::toFloat(pos[c].v[k]) : 0.0f));
       o[c] = r;
     }
   } else {
-    const E *tok = wte + token * C, *pos = wpe + t * C;
+    const E *tok = wte + token * C, *pos = wpe ? wpe + t * C : nullptr;
     E *o = out + row * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
       o[c] = detail::fromFloat<E>(detail::toFloat(tok[c]) +
-                                  detail::toFloat(pos[c]));
+                                  (pos ? detail::toFloat(pos[c]) : 0.0f));
   }
 }
 

@@ -195,10 +195,12 @@ def FSDP_EmbeddingOp : FSDP_DiffOp<"embedding", "Embedding"> {
   let description = [{
     `out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]` for token ids of shape
     `B x T`, a token table `V x C` and a position table `Tmax x C` with
-    `Tmax >= T`. Result `B x T x C`.
+    `Tmax >= T`. Result `B x T x C`. Without `wpe` it is the token
+    embedding alone (Llama's: positions enter through `fsdp.rope`), and its
+    backward is `fsdp.token_embedding_backward`.
   }];
   let arguments = (ins FSDP_IdTensor:$tokens, FSDP_FloatTensor:$wte,
-                       FSDP_FloatTensor:$wpe);
+                       Optional<FSDP_FloatTensor>:$wpe);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
@@ -420,6 +422,18 @@ def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
+
+def FSDP_TokenEmbeddingBackwardOp :
+    FSDP_BackwardOp<"token_embedding_backward", "TokenEmbeddingBackward"> {
+  let summary = "gradient of the token table of an embedding without positions";
+  let description = [{
+    Scatter-adds `grad` (`B x T x C`) into a zero `V x C` token-table
+    gradient at the rows named by `tokens`: `fsdp.embedding_backward`
+    without the position table.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_IdTensor:$tokens);
+  let results = (outs FSDP_FloatTensor:$wte_grad);
+}
 
 def FSDP_EmbeddingBackwardOp :
     FSDP_BackwardOp<"embedding_backward", "EmbeddingBackward"> {
