@@ -279,6 +279,20 @@ static void testEmbedding(int B, int T, int C, int V, int Tmax, int offOut,
   });
   compare(std::string(nm) + " fwd", o[0].data(), ref.data(), ref.size(), 0);
 
+  // forward without a position table (Llama's token embedding)
+  cp::embeddingForward(ref.data(), tok.data(), wte.data(), nullptr, B, T, C);
+  roundTo<E>(ref);
+  o = runOrders(std::string(nm) + " fwd tokens", [&]() -> Outs {
+    BufT<E> out(size_t(B) * T * C, offOut), w1(wte.size(), offW);
+    w1.set(wte);
+    cu::embeddingForward(ctx, out.p, dtok, w1.p, static_cast<E *>(nullptr), B,
+                         T, C);
+    checkCanary(std::string(nm) + " fwd tokens", out);
+    return {out.vec()};
+  });
+  compare(std::string(nm) + " fwd tokens", o[0].data(), ref.data(), ref.size(),
+          0);
+
   // backward
   std::vector<float> rte(size_t(V) * C), rpe(size_t(Tmax) * C);
   cp::embeddingBackward(rte.data(), rpe.data(), dout.data(), tok.data(), B, T,
