@@ -19,15 +19,6 @@
 
 namespace fsdp_gen {
 
-/// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
-/// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
-struct LlamaConfig {
-  int64_t layers = 0, dim = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
-  int64_t seq = 0, batch = 1;
-  double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
-  bool tiedHead = false;
-};
-
 /// The parameters of a Llama: per block q and o (C x C), k and v
 /// (C x kv_heads * C / heads each), the MLP's gate, up and down (C x F
 /// each) and two RMSNorm gains (C each); the token table, the final

@@ -152,6 +152,66 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   return f.finish(loss);
 }
 
+OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
+                                           const LlamaConfig &c, Type element) {
+  ForwardBuilder f(context, element);
+  Type i32 = f.builder.getI32Type(), f32 = f.builder.getF32Type();
+  auto args = f.begin(
+      {f.tensor({c.batch, c.seq}, i32), f.tensor({c.batch, c.seq}, i32)});
+  // Hugging Face's initialisation: every weight normal(initializer_range),
+  // norm gains one. Names follow a checkpoint's (q, k and v fused).
+  InitAttr weight = f.normal(c.initStd);
+  int64_t C = c.dim, hs = c.dim / c.heads, qkvWidth = C + 2 * c.kvHeads * hs;
+  auto rmsNorm = [&](Value x, const std::string &name) {
+    Value w = f.param(name, {C}, f.ones());
+    auto xt = llvm::cast<RankedTensorType>(x.getType());
+    return RmsNormOp::create(f.builder, f.loc, xt,
+                             f.tensor(xt.getShape().drop_back(), f32), x, w,
+                             f.builder.getF32FloatAttr(float(c.normEps)))
+        .getResult();
+  };
+  auto proj = [&](Value x, const std::string &name, int64_t out, int64_t in) {
+    return f.linear(x, f.param(name, {out, in}, weight), Value());
+  };
+  IntegerAttr heads = f.builder.getI64IntegerAttr(c.heads);
+  IntegerAttr kvHeads = f.builder.getI64IntegerAttr(c.kvHeads);
+  Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
+  Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                                args[0], wte, Value());
+  for (int64_t l = 0; l < c.layers; ++l) {
+    std::string p = "layers." + std::to_string(l) + ".";
+    Value h = rmsNorm(x, p + "input_layernorm.w");
+    Value qkv = proj(h, p + "self_attn.qkv_proj.w", qkvWidth, C);
+    Value rotated =
+        RopeOp::create(f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
+                       f.builder.getF32FloatAttr(float(c.ropeTheta)));
+    Value attn =
+        AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                            f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
+                            heads, AttentionImplAttr(), kvHeads)
+            .getResult();
+    x = AddOp::create(f.builder, f.loc, x,
+                      proj(attn, p + "self_attn.o_proj.w", C, C));
+    h = rmsNorm(x, p + "post_attention_layernorm.w");
+    Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
+    Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);
+    Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);
+    x = AddOp::create(f.builder, f.loc, x,
+                      proj(act, p + "mlp.down_proj.w", C, c.ffn));
+  }
+  x = rmsNorm(x, "norm.w");
+  Value head =
+      c.tiedHead
+          ? LoadOp::create(f.builder, f.loc, wte.getType(),
+                           FlatSymbolRefAttr::get(&context, "embed_tokens.w"))
+                .getResult()
+          : f.param("lm_head.w", {c.vocab, C}, weight);
+  Value logits = f.linear(x, head, Value());
+  Value loss = CrossEntropyOp::create(
+      f.builder, f.loc, RankedTensorType::get({}, f32), logits, args[1]);
+  return f.finish(loss);
+}
+
 OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
                                          const MLPConfig &c, Type element) {
   ForwardBuilder f(context, element);

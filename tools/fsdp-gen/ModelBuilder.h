@@ -19,6 +19,15 @@ struct GPT2Config {
   int64_t positions = 0;
 };
 
+/// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
+/// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
+struct LlamaConfig {
+  int64_t layers = 0, dim = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
+  int64_t seq = 0, batch = 1;
+  double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
+  bool tiedHead = false;
+};
+
 /// A classifier: `layers` linear layers with ReLU between them.
 struct MLPConfig {
   int64_t layers = 3, width = 64, inFeatures = 64, classes = 10, batch = 8;
@@ -28,6 +37,12 @@ struct MLPConfig {
 mlir::OwningOpRef<mlir::ModuleOp> buildGPT2(mlir::MLIRContext &context,
                                             const GPT2Config &config,
                                             mlir::Type elementType);
+/// Llama as Hugging Face's LlamaForCausalLM: token embedding, pre-norm
+/// blocks of rotary grouped-query attention and a SwiGLU MLP, no biases,
+/// a final RMSNorm and an untied head (or tied).
+mlir::OwningOpRef<mlir::ModuleOp> buildLlama(mlir::MLIRContext &context,
+                                             const LlamaConfig &config,
+                                             mlir::Type elementType);
 mlir::OwningOpRef<mlir::ModuleOp> buildMLP(mlir::MLIRContext &context,
                                            const MLPConfig &config,
                                            mlir::Type elementType);

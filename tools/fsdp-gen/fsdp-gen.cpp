@@ -189,10 +189,37 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  if (m.modelType != "gpt2")
-    fail(configPath + ": model_type " + m.modelType +
-         " is read, but fsdp-gen cannot build it yet (its ops: RMSNorm, "
-         "rotary embeddings, SwiGLU; --describe prints it)");
+  if (m.modelType == "llama") {
+    fsdp_gen::LlamaConfig &c = m.llama;
+    int64_t positions = c.seq;
+    apply(seq, c.seq);
+    apply(batch, c.batch);
+    if (c.seq > positions)
+      fail("--seq " + llvm::Twine(c.seq) +
+           " exceeds the config's max_position_embeddings (" +
+           llvm::Twine(positions) + ")");
+    if ((c.dim / c.heads) % 2 != 0)
+      fail(configPath + ": the head size must be even for rotary embeddings");
+    // Every tensor's bytes must fit int64 (the dialect counts them so): the
+    // parameters, and the widest activations (B x T x the widest of V, F
+    // and qkv; the probabilities B x H x T x T).
+    auto fits = [&](std::initializer_list<int64_t> factors) {
+      int64_t product = elementBytes;
+      for (int64_t f : factors)
+        if (__builtin_mul_overflow(product, f, &product))
+          return false;
+      return true;
+    };
+    std::optional<int64_t> P = fsdp_gen::countParameters(c);
+    int64_t qkv;
+    if (!P || !fits({*P}) ||
+        __builtin_mul_overflow(c.kvHeads, 2 * (c.dim / c.heads), &qkv) ||
+        !fits({c.batch, c.seq, std::max({c.vocab, c.ffn, c.dim + qkv})}) ||
+        !fits({c.batch, c.heads, c.seq, c.seq}))
+      fail(configPath + ": the model's tensors would hold more bytes than "
+                        "int64 counts");
+    return fsdp_gen::buildLlama(context, c, element);
+  }
   fsdp_gen::GPT2Config &c = m.gpt2;
   apply(seq, c.seq);
   apply(batch, c.batch);
