@@ -11,6 +11,7 @@
 #include "Kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,10 @@ namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
 
+/// The most operands a kernel has, each widened at most once.
+constexpr size_t kMaxOperands =
+    plan::kMaxKernelInputs + plan::kMaxKernelOutputs;
+
 /// Calls fn(buffer, isResult) once for each distinct bf16 buffer that
 /// compute instruction `inst` reads or writes as a Float operand, inputs
 /// first: what the CPU widens around it. A buffer both read and written
@@ -34,11 +39,14 @@ void forEachWidened(const Plan &plan, const Instruction &inst, Fn fn) {
     return rule == plan::ElementRule::Float &&
            plan.buffers[id].dtype == plan::DType::BF16;
   };
-  std::vector<uint32_t> seen;
+  // Fixed space: this runs around every bf16 kernel of every step.
+  std::array<uint32_t, kMaxOperands> seen;
+  size_t count = 0;
   auto once = [&](uint32_t id) {
-    if (std::find(seen.begin(), seen.end(), id) != seen.end())
+    if (std::find(seen.begin(), seen.begin() + count, id) !=
+        seen.begin() + count)
       return false;
-    seen.push_back(id);
+    seen[count++] = id;
     return true;
   };
   auto written = [&](uint32_t id) {
@@ -333,30 +341,35 @@ bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
                             int64_t step) {
   if (widened.empty()) // a caller that skipped prepare(): take it now
     widened.resize(std::max<uint64_t>(wideningBytes(plan), 4) / 4);
-  std::map<uint32_t, float *> at; // bf16 buffer -> its widened copy
+  struct Copy {
+    uint32_t id;
+    float *at;
+    bool isResult;
+  };
+  std::array<Copy, kMaxOperands> copies; // no allocation per kernel
+  size_t count = 0;
   uint64_t used = 0;
-  std::vector<uint32_t> results;
   forEachWidened(plan, inst, [&](uint32_t id, bool isResult) {
     float *copy = widened.data() + used / 4;
     used += plan::cpuWideningBytes(plan.buffers[id].numElements());
     // Results too: a kernel that accumulates into its result reads it.
     widenBF16(copy, reinterpret_cast<const uint16_t *>(address(plan, id)),
               plan.buffers[id].numElements());
-    if (isResult)
-      results.push_back(id);
-    at.emplace(id, copy);
+    copies[count++] = {id, copy, isResult};
   });
   auto resolve = [&](uint32_t id) -> unsigned char * {
-    auto it = at.find(id);
-    return it != at.end() ? reinterpret_cast<unsigned char *>(it->second)
-                          : address(plan, id);
+    for (size_t k = 0; k < count; ++k)
+      if (copies[k].id == id)
+        return reinterpret_cast<unsigned char *>(copies[k].at);
+    return address(plan, id);
   };
   if (!runCompute<float>(kernels, plan, inst, resolve, params, step,
                          comm.rank(), comm.size()))
     return false;
-  for (uint32_t id : results)
-    roundToBF16(reinterpret_cast<uint16_t *>(address(plan, id)), at[id],
-                plan.buffers[id].numElements());
+  for (size_t k = 0; k < count; ++k)
+    if (copies[k].isResult)
+      roundToBF16(reinterpret_cast<uint16_t *>(address(plan, copies[k].id)),
+                  copies[k].at, plan.buffers[copies[k].id].numElements());
   return true;
 }
 } // namespace
