@@ -36,6 +36,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   FsdpWrapPassOptions wrap;
   wrap.policy = options.policy;
   wrap.thresholdBytes = options.thresholdBytes;
+  wrap.splitEnds = options.splitEnds;
   pm.addPass(createFsdpWrapPass(wrap));
 
   pm.addPass(createFsdpDataParallelPass());

@@ -30,8 +30,8 @@ struct Size {
   }
 
   std::optional<int64_t> value;
-  /// The options the size depends on (name without "--", value), in the
-  /// order they were first used.
+  /// The options the size depends on (name as the user wrote it, "--dim"
+  /// or a config.json key, and value), in the order they were first used.
   llvm::SmallVector<std::pair<llvm::StringRef, int64_t>, 4> options;
 };
 
@@ -74,7 +74,7 @@ public:
     for (auto [i, option] : llvm::enumerate(bytes.options)) {
       if (i > 0)
         names += i + 1 == bytes.options.size() ? " and " : ", ";
-      names += ("--" + option.first + " " + llvm::Twine(option.second)).str();
+      names += (option.first + " " + llvm::Twine(option.second)).str();
     }
     bool one = bytes.options.size() == 1;
     error = (names + (one ? " is too large: " : " are too large together: ") +
@@ -106,15 +106,15 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
                                                 int64_t eb) {
   if (auto error = checkLayers(c.layers, "blocks"))
     return error;
-  Size L = Size::option("layers", c.layers), C = Size::option("dim", c.dim),
-       H = Size::option("heads", c.heads), V = Size::option("vocab", c.vocab),
-       T = Size::option("seq", c.seq), B = Size::option("batch", c.batch);
+  Size L = Size::option("--layers", c.layers), C = Size::option("--dim", c.dim),
+       H = Size::option("--heads", c.heads), V = Size::option("--vocab", c.vocab),
+       T = Size::option("--seq", c.seq), B = Size::option("--batch", c.batch);
   Checker check;
   // Parameters; the others of a block (norms, biases, the C x C and
   // C x 4C projections) are no larger than the two weights checked.
   check.requireTensor("the token table wte (vocab x dim elements)", V * C, eb);
   Size positions = c.positions > c.seq
-                       ? Size::option("positions (n_positions)", c.positions)
+                       ? Size::option("n_positions", c.positions)
                        : T;
   check.requireTensor("the position table wpe (positions x dim elements)",
                       positions * C, eb);
@@ -156,10 +156,10 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
                                                 int64_t eb) {
   if (auto error = checkLayers(c.layers, "layers"))
     return error;
-  Size L = Size::option("layers", c.layers), W = Size::option("width", c.width),
-       I = Size::option("in-features", c.inFeatures),
-       K = Size::option("classes", c.classes),
-       B = Size::option("batch", c.batch);
+  Size L = Size::option("--layers", c.layers), W = Size::option("--width", c.width),
+       I = Size::option("--in-features", c.inFeatures),
+       K = Size::option("--classes", c.classes),
+       B = Size::option("--batch", c.batch);
   Checker check;
   Size params(0);
   if (c.layers == 1) {
@@ -190,6 +190,66 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
   if (c.layers > 1)
     activations = activations + Size(2) * (L + Size(-1)) * B * W;
   activations = activations * eb;
+  check.requireStep(state, activations);
+  return check.error;
+}
+
+std::optional<std::string> fsdp_gen::checkSizes(const LlamaConfig &c,
+                                                int64_t eb, bool configKeys) {
+  if (auto error = checkLayers(c.layers, "blocks"))
+    return error;
+  auto name = [&](const char *flag, const char *key) {
+    return configKeys ? key : flag;
+  };
+  Size L = Size::option(name("--layers", "num_hidden_layers"), c.layers),
+       C = Size::option(name("--dim", "hidden_size"), c.dim),
+       H = Size::option(name("--heads", "num_attention_heads"), c.heads),
+       K = Size::option(name("--kv-heads", "num_key_value_heads"), c.kvHeads),
+       F = Size::option(name("--ffn-dim", "intermediate_size"), c.ffn),
+       V = Size::option(name("--vocab", "vocab_size"), c.vocab),
+       T = Size::option("--seq", c.seq), B = Size::option("--batch", c.batch);
+  // The head size C / H is at most C, so K x C bounds the kv projections.
+  Size kv = K * Size(c.dim / c.heads);
+  Checker check;
+  check.requireTensor("the token table embed_tokens.w (vocab x dim elements)",
+                      V * C, eb);
+  check.requireTensor("a block's qkv_proj.w ((dim + 2 kv-heads x head size) "
+                      "x dim elements)",
+                      (C + Size(2) * kv) * C, eb);
+  check.requireTensor("a block's gate_proj.w (ffn-dim x dim elements)", F * C,
+                      eb);
+  check.requireTensor("the token ids (batch x seq i32 elements)", B * T, 4);
+  check.requireTensor("a block's MLP activations (batch x seq x ffn-dim "
+                      "elements)",
+                      B * T * F, eb);
+  check.requireTensor("a block's qkv (batch x seq x (dim + 2 kv-heads x head "
+                      "size) elements)",
+                      B * T * (C + Size(2) * kv), eb);
+  check.requireTensor("the attention probabilities (batch x heads x seq x "
+                      "seq elements)",
+                      B * H * T * T, eb);
+  check.requireTensor("the logits (batch x seq x vocab elements)", B * T * V,
+                      eb);
+  // Per block: q and o, k and v, gate, up and down, two norm gains; the
+  // table, the head (unless tied) and the final norm.
+  Size block = Size(2) * C * C + Size(2) * kv * C + Size(3) * C * F +
+               Size(2) * C;
+  Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
+  Size state = Size(4) * params * eb;
+  check.requireBytes("the parameters with their gradients and two AdamW "
+                     "moments",
+                     state);
+  // Every value of the forward: per block some 8 batch x seq x dim values
+  // (norms, attention, residuals), qkv twice (projected and rotated), the
+  // MLP's three ffn-wide values and the probabilities; f32 statistics; the
+  // embedding, the final norm and the logits.
+  Size BT = B * T, BTC = BT * C;
+  Size activations =
+      (BTC * Size(2) + BT * V +
+       L * (Size(8) * BTC + Size(2) * BT * (C + Size(2) * kv) +
+            Size(3) * BT * F + B * H * T * T)) *
+          eb +
+      (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
   return check.error;
 }

@@ -30,6 +30,11 @@ std::optional<std::string> checkSizes(const GPT2Config &config,
                                       int64_t elementBytes);
 std::optional<std::string> checkSizes(const MLPConfig &config,
                                       int64_t elementBytes);
+/// With `configKeys`, sizes are named by their config.json keys
+/// (`hidden_size 5120`) instead of fsdp-gen's options.
+std::optional<std::string> checkSizes(const LlamaConfig &config,
+                                      int64_t elementBytes,
+                                      bool configKeys = false);
 
 } // namespace fsdp_gen
 

@@ -2,12 +2,17 @@
 //
 //   fsdp-gen mlp --layers 3 --width 64 --batch 8
 //   fsdp-gen gpt2 --layers 2 --dim 64 --heads 4 --vocab 256 --seq 64 --batch 4
+//   fsdp-gen llama --layers 4 --dim 128 --heads 4 --kv-heads 2 --ffn-dim 344
+//                  --vocab 256 --seq 64 --batch 4 [--rope-theta] [--norm-eps]
 //   fsdp-gen --preset gpt2-124m [--batch 4 --seq 64]
+//   fsdp-gen --preset llama3-8b [--batch 1 --seq 2048]
 //   fsdp-gen --config config.json [--batch 4 --seq 64] [--describe]
 //
 // The model is built with the dialect's builders, wrapped into units by the
-// same fsdp-wrap pass fsdp-opt runs (one unit per block, the rest in @root),
-// verified, and only then written: bad options never leave a partial file.
+// same fsdp-wrap pass fsdp-opt runs (one unit per block, the rest in @root;
+// a Llama's embedding and head in units of their own, as torchtitan wraps
+// it), verified, and only then written: bad options never leave a partial
+// file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +33,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -36,24 +42,37 @@ namespace cl = llvm::cl;
 namespace {
 cl::OptionCategory genCategory("fsdp-gen options");
 
-cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2>"),
+cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2|llama>"),
                                cl::cat(genCategory));
 cl::opt<std::string> preset(
     "preset",
-    cl::desc("GPT-shaped preset: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
+    cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b; or "
+             "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
 cl::opt<int64_t> layers("layers",
-                        cl::desc("Number of blocks (gpt2) or linear "
+                        cl::desc("Number of blocks (gpt2, llama) or linear "
                                  "layers (mlp)"),
                         cl::cat(genCategory));
-cl::opt<int64_t> dim("dim", cl::desc("gpt2: model width C"),
+cl::opt<int64_t> dim("dim", cl::desc("gpt2, llama: model width C"),
                      cl::cat(genCategory));
-cl::opt<int64_t> heads("heads", cl::desc("gpt2: attention heads"),
+cl::opt<int64_t> heads("heads", cl::desc("gpt2, llama: attention heads"),
                        cl::cat(genCategory));
-cl::opt<int64_t> vocab("vocab", cl::desc("gpt2: vocabulary size"),
+cl::opt<int64_t> kvHeads("kv-heads",
+                         cl::desc("llama: key/value heads (default: --heads; "
+                                  "fewer is grouped-query attention)"),
+                         cl::cat(genCategory));
+cl::opt<int64_t> ffnDim("ffn-dim", cl::desc("llama: SwiGLU width"),
+                        cl::cat(genCategory));
+cl::opt<double> ropeTheta("rope-theta",
+                          cl::desc("llama: rotary base (default 10000)"),
+                          cl::cat(genCategory));
+cl::opt<double> normEps("norm-eps",
+                        cl::desc("llama: RMSNorm epsilon (default 1e-6)"),
+                        cl::cat(genCategory));
+cl::opt<int64_t> vocab("vocab", cl::desc("gpt2, llama: vocabulary size"),
                        cl::cat(genCategory));
-cl::opt<int64_t> seq("seq", cl::desc("gpt2: sequence length"),
+cl::opt<int64_t> seq("seq", cl::desc("gpt2, llama: sequence length"),
                      cl::cat(genCategory));
 cl::opt<int64_t> batch("batch", cl::desc("Global batch size"),
                        cl::cat(genCategory));
@@ -104,6 +123,26 @@ void rejectOptionsOf(StringRef kind, ArrayRef<cl::opt<int64_t> *> options) {
       fail("--" + option->ArgStr + " does not apply to " + kind + " models");
 }
 
+/// The published Llamas (their Hugging Face configs, which
+/// test/fsdp-gen/Inputs ships): seq is max_position_embeddings.
+std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
+  fsdp_gen::LlamaConfig c;
+  c.batch = 1;
+  if (name == "llama-13b") { // LLaMA 1 13B
+    c.layers = 40, c.dim = 5120, c.heads = c.kvHeads = 40, c.ffn = 13824;
+    c.vocab = 32000, c.seq = 2048, c.normEps = 1e-6;
+  } else if (name == "llama2-7b") {
+    c.layers = 32, c.dim = 4096, c.heads = c.kvHeads = 32, c.ffn = 11008;
+    c.vocab = 32000, c.seq = 4096, c.normEps = 1e-5;
+  } else if (name == "llama3-8b") {
+    c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 14336;
+    c.vocab = 128256, c.seq = 8192, c.normEps = 1e-5, c.ropeTheta = 500000;
+  } else {
+    return std::nullopt;
+  }
+  return c;
+}
+
 std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
   fsdp_gen::GPT2Config c;
   if (name == "gpt2-124m")
@@ -118,15 +157,80 @@ std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
   return c;
 }
 
+/// Rejects the Llama-only options for other models.
+void rejectLlamaOptions(StringRef kind) {
+  rejectOptionsOf(kind, {&kvHeads, &ffnDim});
+  for (cl::opt<double> *option : {&ropeTheta, &normEps})
+    if (option->getNumOccurrences())
+      fail("--" + option->ArgStr + " does not apply to " + kind + " models");
+}
+
+/// Shape rules of a Llama, whatever gave its sizes (`source` names it).
+void checkLlamaShape(const fsdp_gen::LlamaConfig &c, const Twine &source) {
+  if (c.dim % c.heads != 0)
+    fail(source + ": the heads (" + Twine(c.heads) +
+         ") must divide the width (" + Twine(c.dim) + ")");
+  if (c.heads % c.kvHeads != 0)
+    fail(source + ": the kv heads (" + Twine(c.kvHeads) +
+         ") must divide the heads (" + Twine(c.heads) + ")");
+  if ((c.dim / c.heads) % 2 != 0)
+    fail(source + ": the head size (" + Twine(c.dim / c.heads) +
+         ") must be even for rotary embeddings");
+}
+
+/// The Llama the preset and the size options describe, sizes checked.
+OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
+                                       int64_t elementBytes) {
+  rejectOptionsOf("llama", {&width, &inFeatures, &classes});
+  fsdp_gen::LlamaConfig c;
+  if (!preset.empty()) {
+    std::optional<fsdp_gen::LlamaConfig> fromPreset = llamaPreset(preset);
+    if (!fromPreset)
+      fail("unknown llama preset '" + preset +
+           "', expected llama-13b, llama2-7b or llama3-8b");
+    c = *fromPreset;
+  } else {
+    // A small Llama by default, like gpt2's defaults.
+    c.layers = 2, c.dim = 64, c.heads = c.kvHeads = 4, c.ffn = 172;
+    c.vocab = 256, c.seq = 64, c.batch = 4;
+  }
+  bool kvGiven = kvHeads.getNumOccurrences();
+  apply(layers, c.layers);
+  apply(dim, c.dim);
+  apply(heads, c.heads);
+  if (!kvGiven && heads.getNumOccurrences())
+    c.kvHeads = c.heads;
+  apply(kvHeads, c.kvHeads);
+  apply(ffnDim, c.ffn);
+  apply(vocab, c.vocab);
+  apply(seq, c.seq);
+  apply(batch, c.batch);
+  if (ropeTheta.getNumOccurrences()) {
+    if (!(ropeTheta > 0) || !std::isfinite(ropeTheta))
+      fail("--rope-theta must be positive and finite");
+    c.ropeTheta = ropeTheta;
+  }
+  if (normEps.getNumOccurrences()) {
+    if (!(normEps > 0) || !std::isfinite(normEps))
+      fail("--norm-eps must be positive and finite");
+    c.normEps = normEps;
+  }
+  checkLlamaShape(c, "llama");
+  if (std::optional<std::string> error = fsdp_gen::checkSizes(c, elementBytes))
+    fail(*error);
+  return fsdp_gen::buildLlama(context, c, element);
+}
+
 /// The GPT-2 the preset and the size options describe, sizes checked.
 OwningOpRef<ModuleOp> gpt2FromOptions(MLIRContext &context, Type element,
                                       int64_t elementBytes) {
   rejectOptionsOf("gpt2", {&width, &inFeatures, &classes});
+  rejectLlamaOptions("gpt2");
   fsdp_gen::GPT2Config config;
   if (!preset.empty()) {
     std::optional<fsdp_gen::GPT2Config> fromPreset = presetConfig(preset);
     if (!fromPreset)
-      fail("unknown preset '" + preset +
+      fail("unknown gpt2 preset '" + preset +
            "', expected gpt2-124m, llama-13b-shape or gpt3-175b-shape");
     config = *fromPreset;
   }
@@ -172,13 +276,15 @@ void describeModel(const fsdp_gen::HFModel &m) {
                << " parameters\n";
 }
 
-/// The model a config.json describes, --seq and --batch applied.
+/// The model a config.json describes, --seq and --batch applied; `isLlama`
+/// says which family it is.
 OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
-                                      int64_t elementBytes) {
+                                      int64_t elementBytes, bool &isLlama) {
   if (!preset.empty() || !modelKind.empty())
     fail("--config names the model: no model kind or --preset with it");
   rejectOptionsOf("--config", {&layers, &dim, &heads, &vocab, &width,
                                &inFeatures, &classes});
+  rejectLlamaOptions("--config");
   fsdp_gen::HFModel m;
   std::string error;
   if (!fsdp_gen::readHFConfig(configPath, m, error))
@@ -189,7 +295,8 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  if (m.modelType == "llama") {
+  isLlama = m.modelType == "llama";
+  if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;
     int64_t positions = c.seq;
     apply(seq, c.seq);
@@ -198,26 +305,10 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
       fail("--seq " + llvm::Twine(c.seq) +
            " exceeds the config's max_position_embeddings (" +
            llvm::Twine(positions) + ")");
-    if ((c.dim / c.heads) % 2 != 0)
-      fail(configPath + ": the head size must be even for rotary embeddings");
-    // Every tensor's bytes must fit int64 (the dialect counts them so): the
-    // parameters, and the widest activations (B x T x the widest of V, F
-    // and qkv; the probabilities B x H x T x T).
-    auto fits = [&](std::initializer_list<int64_t> factors) {
-      int64_t product = elementBytes;
-      for (int64_t f : factors)
-        if (__builtin_mul_overflow(product, f, &product))
-          return false;
-      return true;
-    };
-    std::optional<int64_t> P = fsdp_gen::countParameters(c);
-    int64_t qkv;
-    if (!P || !fits({*P}) ||
-        __builtin_mul_overflow(c.kvHeads, 2 * (c.dim / c.heads), &qkv) ||
-        !fits({c.batch, c.seq, std::max({c.vocab, c.ffn, c.dim + qkv})}) ||
-        !fits({c.batch, c.heads, c.seq, c.seq}))
-      fail(configPath + ": the model's tensors would hold more bytes than "
-                        "int64 counts");
+    checkLlamaShape(c, configPath);
+    if (std::optional<std::string> error =
+            fsdp_gen::checkSizes(c, elementBytes, /*configKeys=*/true))
+      fail(configPath + ": " + *error);
     return fsdp_gen::buildLlama(context, c, element);
   }
   fsdp_gen::GPT2Config &c = m.gpt2;
@@ -235,8 +326,9 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
 OwningOpRef<ModuleOp> mlpFromOptions(MLIRContext &context, Type element,
                                      int64_t elementBytes) {
   if (!preset.empty())
-    fail("--preset names GPT-shaped models and does not apply to mlp");
+    fail("--preset names transformers and does not apply to mlp");
   rejectOptionsOf("mlp", {&dim, &heads, &vocab, &seq});
+  rejectLlamaOptions("mlp");
   fsdp_gen::MLPConfig config;
   apply(layers, config.layers);
   apply(width, config.width);
@@ -272,15 +364,21 @@ int main(int argc, char **argv) {
                               "fsdp-gen: print models as fsdp-dialect MLIR\n");
 
   std::string kind = modelKind;
-  if (kind.empty() && !preset.empty())
-    kind = "gpt2";
+  if (kind.empty() && !preset.empty()) {
+    if (!llamaPreset(preset) && !presetConfig(preset))
+      fail("unknown preset '" + preset +
+           "', expected llama-13b, llama2-7b, llama3-8b, gpt2-124m, "
+           "llama-13b-shape or gpt3-175b-shape");
+    kind = llamaPreset(preset) ? "llama" : "gpt2";
+  }
   if (!configPath.empty())
     kind = "config";
   else if (describe)
     fail("--describe needs --config");
-  else if (kind != "mlp" && kind != "gpt2")
-    fail(kind.empty() ? llvm::Twine("name a model: mlp or gpt2 (or --preset)")
-                      : "unknown model '" + kind + "', expected mlp or gpt2");
+  else if (kind != "mlp" && kind != "gpt2" && kind != "llama")
+    fail(kind.empty()
+             ? llvm::Twine("name a model: mlp, gpt2 or llama (or --preset)")
+             : "unknown model '" + kind + "', expected mlp, gpt2 or llama");
 
   MLIRContext context;
   context.loadDialect<fsdp::FSDPDialect>();
@@ -292,13 +390,21 @@ int main(int argc, char **argv) {
     fail("unknown --dtype '" + dtype + "', expected f32 or bf16");
   int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
+  bool isLlama = kind == "llama";
   OwningOpRef<ModuleOp> module =
-      kind == "config" ? modelFromConfig(context, element, elementBytes)
-      : kind == "gpt2" ? gpt2FromOptions(context, element, elementBytes)
-                       : mlpFromOptions(context, element, elementBytes);
+      kind == "config"  ? modelFromConfig(context, element, elementBytes,
+                                          isLlama)
+      : kind == "gpt2"  ? gpt2FromOptions(context, element, elementBytes)
+      : kind == "llama" ? llamaFromOptions(context, element, elementBytes)
+                        : mlpFromOptions(context, element, elementBytes);
   if (!noUnits) {
+    // A Llama is wrapped as torchtitan wraps it: the token embedding and
+    // the final norm with the head in units of their own. GPT-2's head is
+    // tied to its token table, so its ends stay together in @root.
+    fsdp::FsdpWrapPassOptions wrap;
+    wrap.splitEnds = isLlama;
     PassManager pm(&context);
-    pm.addPass(fsdp::createFsdpWrapPass());
+    pm.addPass(fsdp::createFsdpWrapPass(wrap));
     if (failed(pm.run(*module)))
       fail("wrapping the generated model into units failed");
   }

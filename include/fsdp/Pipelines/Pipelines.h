@@ -19,8 +19,10 @@ namespace mlir::fsdp {
 /// Options of --fsdp-train-pipeline: one struct for every stage. Each
 /// option sets one pass's option of the same name, and its default is that
 /// pass's own default, read from the pass's generated options struct, so
-/// the two cannot drift apart; only `world-size` is the pipeline's own (it
-/// sets the mesh: --fsdp-mesh=shard=N).
+/// the two cannot drift apart. Two are the pipeline's own: `world-size`
+/// (it sets the mesh: --fsdp-mesh=shard=N) and `policy`'s default, `given`
+/// where --fsdp-wrap's is `per-block`, so that a wrapped input keeps its
+/// units.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{
       *this, "world-size",
@@ -82,9 +84,18 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Reduce-scatters of full-size gradients: f32 or bf16 "
                      "(see --fsdp-mixed-precision)"),
       llvm::cl::init(FsdpMixedPrecisionPassOptions().reduceDtype)};
-  Option<std::string> policy{*this, "policy",
-                             llvm::cl::desc("Wrap policy (see --fsdp-wrap)"),
-                             llvm::cl::init(FsdpWrapPassOptions().policy)};
+  // The pipeline keeps the units its input has (fsdp-gen's, or the
+  // author's); an explicit policy regroups.
+  Option<std::string> policy{
+      *this, "policy",
+      llvm::cl::desc("Wrap policy (see --fsdp-wrap); given keeps the "
+                     "input's units"),
+      llvm::cl::init("given")};
+  Option<bool> splitEnds{
+      *this, "split-ends",
+      llvm::cl::desc("Per-block: embedding and head in units of their own "
+                     "(see --fsdp-wrap)"),
+      llvm::cl::init(FsdpWrapPassOptions().splitEnds)};
   Option<int64_t> thresholdBytes{
       *this, "threshold-bytes",
       llvm::cl::desc("Smallest unit under policy=size-threshold"),

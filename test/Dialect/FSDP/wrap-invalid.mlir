@@ -1,9 +1,11 @@
 // RUN: fsdp-opt %s -split-input-file -verify-diagnostics --fsdp-wrap
 // RUN: not fsdp-opt %s --fsdp-wrap=policy=blocks 2>&1 | FileCheck %s --check-prefix=POLICY
 // RUN: not fsdp-opt %s --fsdp-wrap="policy=size-threshold threshold-bytes=0" 2>&1 | FileCheck %s --check-prefix=THRESHOLD
+// RUN: not fsdp-opt %s --fsdp-wrap="policy=none split-ends=true" 2>&1 | FileCheck %s --check-prefix=ENDS
 
-// POLICY: error: fsdp-wrap: unknown wrap policy 'blocks', expected per-block, size-threshold or none
+// POLICY: error: fsdp-wrap: unknown wrap policy 'blocks', expected per-block, size-threshold, none or given
 // THRESHOLD: error: fsdp-wrap: threshold-bytes must be positive, got 0
+// ENDS: error: fsdp-wrap: split-ends applies to policy=per-block, not 'none'
 
 fsdp.param @a.0.w : tensor<4x4xf32> init <normal, std = 0.02>
 fsdp.param @a.1.w : tensor<4x4xf32> init <normal, std = 0.02>

@@ -3,6 +3,13 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-wrap="policy=size-threshold threshold-bytes=600" | FileCheck %s --check-prefix=SIZE
 // Wrapping is idempotent: re-wrapping wrapped IR gives the same IR.
 // RUN: fsdp-opt %s -split-input-file --fsdp-wrap | fsdp-opt -split-input-file --fsdp-wrap | FileCheck %s --check-prefix=BLOCK
+// policy=given keeps the units an input has (here the size policy's) and
+// wraps an input without units per block.
+// RUN: fsdp-opt %s -split-input-file --fsdp-wrap="policy=size-threshold threshold-bytes=600" | fsdp-opt -split-input-file --fsdp-wrap=policy=given | FileCheck %s --check-prefix=SIZE
+// RUN: fsdp-opt %s -split-input-file --fsdp-wrap=policy=given | FileCheck %s --check-prefix=BLOCK
+// split-ends: the parameters outside blocks read only before the first
+// block form @embed, only after the last @head.
+// RUN: fsdp-opt %s -split-input-file --fsdp-wrap=split-ends=true | FileCheck %s --check-prefix=ENDS
 
 // A three-layer MLP without units, loads hoisted to the top.
 fsdp.param @layers.0.w : tensor<8x4xf32> init <normal, std = 0.5>
@@ -83,6 +90,12 @@ fsdp.param @h.0.proj.w : tensor<8x8xf32> init <normal, std = 0.02>
 // BLOCK:        fsdp.linear
 // BLOCK:      fsdp.cross_entropy %[[HEAD]]
 
+// The tied table is read at both ends: with split-ends it stays in @root
+// (with @wpe, which the embedding reads with it).
+// ENDS: fsdp.unit @root params [@wte, @wpe]
+// ENDS-NEXT: fsdp.unit @h.0 params [@h.0.fc.w, @h.0.proj.w]
+// ENDS-NOT: fsdp.unit
+
 // @wte and @wpe (read by one op, 640 bytes) close the first unit.
 // SIZE: fsdp.unit @unit0 params [@wte, @wpe]
 // SIZE: fsdp.unit @unit1 params [@h.0.fc.w, @h.0.proj.w]
@@ -105,12 +118,64 @@ func.func @forward(%tok: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> at
 // -----
 
 // Unit names never collide with other symbols: a parameter named "root".
+// Without blocks, split-ends has no ends to split.
 fsdp.param @root : tensor<4x4xf32> init <normal, std = 0.02>
 // BLOCK: fsdp.unit @root_0 params [@root]
 // NONE: fsdp.unit @root_0 params [@root]
+// ENDS: fsdp.unit @root_0 params [@root]
 func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attributes {fsdp.forward} {
   %w = fsdp.load @root : tensor<4x4xf32>
   %y = fsdp.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %l = fsdp.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
   return %l : tensor<f32>
+}
+
+// -----
+
+// A Llama-like skeleton, loads hoisted to the top: the token table is read
+// before the blocks, the final norm and the untied head after them, a gain
+// between the two blocks. With split-ends the ends get units of their own;
+// what is read between blocks stays in @root.
+fsdp.param @embed_tokens.w : tensor<16x8xf32> init <normal, std = 0.02>
+fsdp.param @layers.0.w : tensor<8x8xf32> init <normal, std = 0.02>
+fsdp.param @mid.w : tensor<8x8xf32> init <normal, std = 0.02>
+fsdp.param @layers.1.w : tensor<8x8xf32> init <normal, std = 0.02>
+fsdp.param @norm.w : tensor<8xf32> init <ones> no_weight_decay
+fsdp.param @lm_head.w : tensor<16x8xf32> init <normal, std = 0.02>
+
+// BLOCK: fsdp.unit @root params [@embed_tokens.w, @mid.w, @norm.w, @lm_head.w]
+// BLOCK-NEXT: fsdp.unit @layers.0
+// BLOCK-NEXT: fsdp.unit @layers.1
+
+// ENDS: fsdp.unit @embed params [@embed_tokens.w]
+// ENDS-NEXT: fsdp.unit @layers.0 params [@layers.0.w]
+// ENDS-NEXT: fsdp.unit @root params [@mid.w]
+// ENDS-NEXT: fsdp.unit @layers.1 params [@layers.1.w]
+// ENDS-NEXT: fsdp.unit @head params [@norm.w, @lm_head.w]
+// ENDS:      func.func @forward
+// ENDS:      %[[E:.*]] = fsdp.compute @embed forward
+// ENDS:        fsdp.embedding
+// ENDS:      fsdp.compute @layers.0 forward ins(%[[E]] : tensor<2x4x8xf32>)
+// ENDS:      fsdp.compute @root forward
+// ENDS:      fsdp.compute @layers.1 forward
+// ENDS:      %[[H:.*]] = fsdp.compute @head forward
+// ENDS:        fsdp.rms_norm
+// ENDS-NEXT:   fsdp.linear
+// ENDS-NEXT:   fsdp.yield
+// ENDS:      fsdp.cross_entropy %[[H]]
+func.func @forward(%tok: tensor<2x4xi32>, %t: tensor<2x4xi32>) -> tensor<f32> attributes {fsdp.forward} {
+  %wte = fsdp.load @embed_tokens.w : tensor<16x8xf32>
+  %w0 = fsdp.load @layers.0.w : tensor<8x8xf32>
+  %wm = fsdp.load @mid.w : tensor<8x8xf32>
+  %w1 = fsdp.load @layers.1.w : tensor<8x8xf32>
+  %g = fsdp.load @norm.w : tensor<8xf32>
+  %head = fsdp.load @lm_head.w : tensor<16x8xf32>
+  %x = fsdp.embedding %tok, %wte : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %h0 = fsdp.linear %x, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %hm = fsdp.linear %h0, %wm : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %h1 = fsdp.linear %hm, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %n, %rstd = fsdp.rms_norm %h1, %g : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+  %logits = fsdp.linear %n, %head : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = fsdp.cross_entropy %logits, %t : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
 }

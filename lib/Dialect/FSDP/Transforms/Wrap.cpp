@@ -35,9 +35,15 @@ private:
   /// Inlines the regions of the units the input has and erases the units, so
   /// that wrapping is also regrouping.
   LogicalResult dissolveUnits(ModuleOp module, ArrayRef<func::FuncOp> funcs);
-  /// The per-block policy: one unit per block prefix ("root" for none), in
-  /// the order the blocks are first used.
+  /// The per-block policy: one unit per block prefix ("root" for none, or
+  /// "embed" and "head" with split-ends), in the order the blocks are first
+  /// used.
   UnitAssignment assignPerBlock(ModuleOp module, ArrayRef<ParamOp> params);
+  /// With split-ends: the unit of each parameter outside any block, "embed"
+  /// when every op reading its group comes before the first op reading a
+  /// block's parameter, "head" when after the last, "root" otherwise.
+  llvm::DenseMap<Operation *, StringRef>
+  assignEnds(ModuleOp module, ArrayRef<ParamOp> params);
   /// The size-threshold policy: groups of parameters read together, closed
   /// into a unit once it reaches the threshold; `names` owns the unit names.
   UnitAssignment assignBySize(ModuleOp module, ArrayRef<ParamOp> params,
@@ -149,10 +155,15 @@ FsdpWrapPass::tagOps(Block &block,
 }
 
 LogicalResult FsdpWrapPass::checkOptions(ModuleOp module) {
-  if (policy != "per-block" && policy != "size-threshold" && policy != "none")
+  if (policy != "per-block" && policy != "size-threshold" &&
+      policy != "none" && policy != "given")
     return emitError(module.getLoc())
            << "fsdp-wrap: unknown wrap policy '" << policy
-           << "', expected per-block, size-threshold or none";
+           << "', expected per-block, size-threshold, none or given";
+  if (splitEnds && policy != "per-block" && policy != "given")
+    return emitError(module.getLoc())
+           << "fsdp-wrap: split-ends applies to policy=per-block, not '"
+           << policy << "'";
   if (thresholdBytes <= 0)
     return emitError(module.getLoc())
            << "fsdp-wrap: threshold-bytes must be positive, got "
@@ -186,17 +197,68 @@ LogicalResult FsdpWrapPass::dissolveUnits(ModuleOp module,
   return success();
 }
 
+llvm::DenseMap<Operation *, StringRef>
+FsdpWrapPass::assignEnds(ModuleOp module, ArrayRef<ParamOp> params) {
+  // Positions of the ops reading each parameter, in walk order (the order
+  // of the forward); loads may be hoisted, so their readers count.
+  SymbolTable symbols(module);
+  llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> span; // first, last
+  int64_t position = 0, firstBlock = -1, lastBlock = -1;
+  module.walk([&](Operation *op) {
+    ++position;
+    for (Value operand : op->getOperands()) {
+      auto load = operand.getDefiningOp<LoadOp>();
+      Operation *param = load ? symbols.lookup(load.getParam()) : nullptr;
+      if (!param)
+        continue;
+      auto [it, inserted] = span.try_emplace(param, position, position);
+      it->second.second = position;
+      if (!getBlockPrefix(llvm::cast<ParamOp>(param).getSymName()).empty()) {
+        if (firstBlock < 0)
+          firstBlock = position;
+        lastBlock = position;
+      }
+    }
+  });
+  // A group of parameters read by one op moves as one: it is at an end only
+  // when all of its readers are.
+  llvm::DenseMap<Operation *, StringRef> unitOf;
+  for (ArrayRef<ParamOp> group : groupParamsByOp(module, params)) {
+    bool before = firstBlock >= 0, after = firstBlock >= 0;
+    for (ParamOp param : group) {
+      if (!getBlockPrefix(param.getSymName()).empty())
+        continue;
+      auto it = span.find(param);
+      if (it == span.end()) {
+        before = after = false; // never read: nothing to place it by
+        continue;
+      }
+      before &= it->second.second < firstBlock;
+      after &= it->second.first > lastBlock;
+    }
+    StringRef unit = before ? "embed" : after ? "head" : "root";
+    for (ParamOp param : group)
+      unitOf[param] = unit;
+  }
+  return unitOf;
+}
+
 UnitAssignment FsdpWrapPass::assignPerBlock(ModuleOp module,
                                             ArrayRef<ParamOp> params) {
+  llvm::DenseMap<Operation *, StringRef> ends;
+  if (splitEnds)
+    ends = assignEnds(module, params);
+  auto unitOf = [&](ParamOp param) {
+    StringRef block = getBlockPrefix(param.getSymName());
+    if (!block.empty())
+      return block;
+    return splitEnds ? ends.lookup(param) : StringRef("root");
+  };
   UnitAssignment units;
-  for (ParamOp param : paramsInUseOrder(module, params)) {
-    StringRef block = getBlockPrefix(param.getSymName());
-    units[block.empty() ? StringRef("root") : block];
-  }
-  for (ParamOp param : params) {
-    StringRef block = getBlockPrefix(param.getSymName());
-    units[block.empty() ? StringRef("root") : block].push_back(param);
-  }
+  for (ParamOp param : paramsInUseOrder(module, params))
+    units[unitOf(param)];
+  for (ParamOp param : params)
+    units[unitOf(param)].push_back(param);
   return units;
 }
 
@@ -261,6 +323,9 @@ void FsdpWrapPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (failed(checkOptions(module)))
     return signalPassFailure();
+  // Under `given`, a wrapped input keeps its units (and its regions).
+  if (policy == "given" && !module.getOps<UnitOp>().empty())
+    return;
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   if (failed(dissolveUnits(module, funcs)))
     return signalPassFailure();
@@ -272,7 +337,7 @@ void FsdpWrapPass::runOnOperation() {
   // Assign parameters to units; the size policy's names live in `names`.
   llvm::StringSet<> names;
   UnitAssignment units;
-  if (policy == "per-block")
+  if (policy == "per-block" || policy == "given")
     units = assignPerBlock(module, params);
   else if (policy == "size-threshold")
     units = assignBySize(module, params, names);

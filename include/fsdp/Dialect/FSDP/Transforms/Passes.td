@@ -21,6 +21,15 @@ def FsdpWrapPass : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
       uses them and closes a unit as soon as it holds at least
       `threshold-bytes` (PyTorch's `size_based_auto_wrap_policy`).
     * `none`: one unit `@root` holding every parameter (no wrapping).
+    * `given`: the units the input has, untouched (the model's author, or
+      fsdp-gen, wrapped it); `per-block` when it has none. The training
+      pipeline's default, so that it keeps what fsdp-gen formed.
+
+    With `split-ends` (per-block only), the parameters outside any block
+    are split as torchtitan wraps Llama: those the forward reads only before
+    the first block form `@embed`, those it reads only after the last block
+    `@head`; parameters read on both sides (GPT-2's head tied to its token
+    table) or between blocks stay in `@root`. fsdp-gen sets it for Llama.
 
     An op belongs to the unit whose parameters it reads; a parameter-free op
     (attention, gelu) belongs to a unit when the ops just before and after
@@ -63,10 +72,13 @@ def FsdpWrapPass : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"per-block\"",
-           "Wrap policy: per-block, size-threshold or none">,
+           "Wrap policy: per-block, size-threshold, none or given">,
     Option<"thresholdBytes", "threshold-bytes", "int64_t",
            /*default=*/"100000000",
-           "Smallest unit, in bytes, under policy=size-threshold">
+           "Smallest unit, in bytes, under policy=size-threshold">,
+    Option<"splitEnds", "split-ends", "bool", /*default=*/"false",
+           "Under per-block, the parameters read only before the first "
+           "block form @embed, only after the last @head">
   ];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
