@@ -86,7 +86,9 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
       error);
 }
 
-uint64_t reportBytes(int64_t steps) { return 1200 + 24 * uint64_t(steps); }
+// Fixed fields and the schedule's description, then a loss and a rate of
+// at most 24 characters each per step.
+uint64_t reportBytes(int64_t steps) { return 1600 + 48 * uint64_t(steps); }
 
 bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
   auto quoted = [](const std::string &text) {
@@ -112,6 +114,12 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
           std::snprintf(number, sizeof(number), "%.9g", r.losses[i]);
           out << (i ? ", " : "")
               << (std::isfinite(r.losses[i]) ? number : "null");
+        }
+        out << "], \"lr_schedule\": " << quoted(r.lrSchedule)
+            << ", \"learning_rates\": [";
+        for (size_t i = 0; i < r.learningRates.size(); ++i) {
+          std::snprintf(number, sizeof(number), "%.9g", r.learningRates[i]);
+          out << (i ? ", " : "") << number;
         }
         out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
@@ -144,6 +152,8 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
   report.secondsPerStep = result.meanSeconds;
   report.tokensPerSecond = double(tokensPerStep) / result.meanSeconds;
   report.losses = result.losses;
+  report.learningRates = result.learningRates;
+  report.lrSchedule = result.lrSchedule;
   report.arenaPredicted = plan.arenaSize;
   report.arenaMeasured = result.highWaterMarkMax;
   report.peakPredicted = plan.peakBytes;

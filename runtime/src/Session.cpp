@@ -159,6 +159,16 @@ void Session::account(size_t index, int64_t step,
          seconds * 1e6, lane});
 }
 
+std::optional<double> Session::learningRate() const {
+  if (lrOverride)
+    return lrOverride;
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::AdamW ||
+        inst.kernel->opcode == plan::Opcode::AdamWShard)
+      return inst.params[plan::kAdamWLearningRate];
+  return std::nullopt;
+}
+
 float Session::run(int64_t step, bool optimizer) {
   using plan::Opcode;
   std::vector<double> params;

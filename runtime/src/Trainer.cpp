@@ -16,11 +16,16 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
       options.beforeStep(step);
   };
   result = TrainResult();
+  result.lrSchedule =
+      options.schedule ? options.schedule->describe() : "constant";
   double totalSeconds = 0.0, steadySeconds = 0.0;
   for (int64_t step = 1; step <= options.steps; ++step) {
     before(step);
     if (!feeder.feed(session, step, error))
       return false;
+    if (options.schedule)
+      session.overrideLearningRate(options.schedule->at(step));
+    double lr = session.learningRate().value_or(0.0);
     auto start = Clock::now();
     float local = session.step(step);
     // Each rank's loss is the mean over its rows; their mean is the global
@@ -40,12 +45,13 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     if (step == 1 && options.steps > 1)
       session.resetKernelTimes();
     result.losses.push_back(loss);
+    result.learningRates.push_back(lr);
     if (!std::isfinite(loss) && !options.lossesMeanNothing) {
       error = "the loss is " + std::to_string(loss) + " at step " +
               std::to_string(step) + "; training diverged";
       return false;
     }
-    onStep({step, loss, seconds});
+    onStep({step, loss, seconds, lr});
   }
   result.timedSteps = options.steps > 1 ? options.steps - 1 : 1;
   result.meanSeconds =

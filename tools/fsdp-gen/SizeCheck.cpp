@@ -107,15 +107,15 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
   if (auto error = checkLayers(c.layers, "blocks"))
     return error;
   Size L = Size::option("--layers", c.layers), C = Size::option("--dim", c.dim),
-       H = Size::option("--heads", c.heads), V = Size::option("--vocab", c.vocab),
-       T = Size::option("--seq", c.seq), B = Size::option("--batch", c.batch);
+       H = Size::option("--heads", c.heads),
+       V = Size::option("--vocab", c.vocab), T = Size::option("--seq", c.seq),
+       B = Size::option("--batch", c.batch);
   Checker check;
   // Parameters; the others of a block (norms, biases, the C x C and
   // C x 4C projections) are no larger than the two weights checked.
   check.requireTensor("the token table wte (vocab x dim elements)", V * C, eb);
-  Size positions = c.positions > c.seq
-                       ? Size::option("n_positions", c.positions)
-                       : T;
+  Size positions =
+      c.positions > c.seq ? Size::option("n_positions", c.positions) : T;
   check.requireTensor("the position table wpe (positions x dim elements)",
                       positions * C, eb);
   check.requireTensor("a block's weight attn.qkv.w (3 dim x dim elements)",
@@ -156,7 +156,8 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
                                                 int64_t eb) {
   if (auto error = checkLayers(c.layers, "layers"))
     return error;
-  Size L = Size::option("--layers", c.layers), W = Size::option("--width", c.width),
+  Size L = Size::option("--layers", c.layers),
+       W = Size::option("--width", c.width),
        I = Size::option("--in-features", c.inFeatures),
        K = Size::option("--classes", c.classes),
        B = Size::option("--batch", c.batch);
@@ -232,8 +233,8 @@ std::optional<std::string> fsdp_gen::checkSizes(const LlamaConfig &c,
                       eb);
   // Per block: q and o, k and v, gate, up and down, two norm gains; the
   // table, the head (unless tied) and the final norm.
-  Size block = Size(2) * C * C + Size(2) * kv * C + Size(3) * C * F +
-               Size(2) * C;
+  Size block =
+      Size(2) * C * C + Size(2) * kv * C + Size(3) * C * F + Size(2) * C;
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;
   check.requireBytes("the parameters with their gradients and two AdamW "
@@ -244,12 +245,11 @@ std::optional<std::string> fsdp_gen::checkSizes(const LlamaConfig &c,
   // MLP's three ffn-wide values and the probabilities; f32 statistics; the
   // embedding, the final norm and the logits.
   Size BT = B * T, BTC = BT * C;
-  Size activations =
-      (BTC * Size(2) + BT * V +
-       L * (Size(8) * BTC + Size(2) * BT * (C + Size(2) * kv) +
-            Size(3) * BT * F + B * H * T * T)) *
-          eb +
-      (L * Size(3) * BT + Size(2) * BT) * Size(4);
+  Size activations = (BTC * Size(2) + BT * V +
+                      L * (Size(8) * BTC + Size(2) * BT * (C + Size(2) * kv) +
+                           Size(3) * BT * F + B * H * T * T)) *
+                         eb +
+                     (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
   return check.error;
 }

@@ -392,8 +392,8 @@ int main(int argc, char **argv) {
 
   bool isLlama = kind == "llama";
   OwningOpRef<ModuleOp> module =
-      kind == "config"  ? modelFromConfig(context, element, elementBytes,
-                                          isLlama)
+      kind == "config"
+          ? modelFromConfig(context, element, elementBytes, isLlama)
       : kind == "gpt2"  ? gpt2FromOptions(context, element, elementBytes)
       : kind == "llama" ? llamaFromOptions(context, element, elementBytes)
                         : mlpFromOptions(context, element, elementBytes);

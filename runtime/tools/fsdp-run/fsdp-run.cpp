@@ -26,6 +26,7 @@
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/HeapMeter.h"
+#include "fsdp/runtime/LrSchedule.h"
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/ProcessMemory.h"
@@ -40,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -62,11 +64,18 @@ struct Options {
   double stallSeconds = 0.0;
   uint64_t seed = 1;
   double lr = -1.0;
+  /// --lr-schedule, --warmup-steps, --min-lr (-1: not given).
+  std::string lrScheduleName = "constant";
+  LrSchedule::Kind lrKind = LrSchedule::Kind::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = -1.0;
   bool profile = false, describe = false, heapBreakdown = false;
 };
 
 const char *const kUsage =
     "usage: fsdp-run PLAN [--steps N] [--data FILE] [--seed N] [--lr X]\n"
+    "                [--lr-schedule constant|cosine|linear]\n"
+    "                [--warmup-steps W] [--min-lr X]\n"
     "                [--data-format auto|bytes|tokens]\n"
     "                [--log-every N] [--backend cpu|cuda]\n"
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
@@ -152,6 +161,25 @@ bool parseTrainingOption(ArgCursor &c, Options &o) {
     o.lr = parseNonNegative(arg, c.value(), "a non-negative number");
   else if (arg == "--log-every")
     o.logEvery = parseInt(arg, c.value(), 1);
+  else
+    return false;
+  return true;
+}
+
+/// The learning-rate schedule's options. False when `c.arg` is none of
+/// them.
+bool parseScheduleOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--lr-schedule") {
+    o.lrScheduleName = c.value();
+    if (!parseLrScheduleKind(o.lrScheduleName, o.lrKind))
+      die("--lr-schedule expects constant, cosine or linear, got '" +
+              o.lrScheduleName + "'",
+          2);
+  } else if (arg == "--warmup-steps")
+    o.warmupSteps = parseInt(arg, c.value(), 0);
+  else if (arg == "--min-lr")
+    o.minLr = parseNonNegative(arg, c.value(), "a non-negative number");
   else
     return false;
   return true;
@@ -253,8 +281,9 @@ Options parseOptions(int argc, char **argv) {
   for (ArgCursor c{argc, argv}; c.i < argc; ++c.i) {
     c.arg = argv[c.i];
     const std::string &arg = c.arg;
-    if (parseTrainingOption(c, o) || parseBackendOption(c, o) ||
-        parseCollectiveOption(c, o) || parseOutputOption(c, o))
+    if (parseTrainingOption(c, o) || parseScheduleOption(c, o) ||
+        parseBackendOption(c, o) || parseCollectiveOption(c, o) ||
+        parseOutputOption(c, o))
       continue;
     if (arg == "--list-devices") {
       std::printf("%s\n", listCudaDevices().c_str());
@@ -271,6 +300,10 @@ Options parseOptions(int argc, char **argv) {
   }
   if (o.planPath.empty())
     die(std::string("no plan given\n") + kUsage, 2);
+  if (o.minLr >= 0.0 && o.lrKind == LrSchedule::Kind::Constant)
+    die("--min-lr is where cosine and linear schedules end; it does not "
+        "apply to --lr-schedule constant",
+        2);
   return o;
 }
 
@@ -282,11 +315,16 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
   std::snprintf(checksum, sizeof(checksum), "%08x", plan.checksum);
   char lr[32];
   std::snprintf(lr, sizeof(lr), "%.17g", o.lr);
+  char minLr[32];
+  std::snprintf(minLr, sizeof(minLr), "%.17g", o.minLr);
   std::vector<AgreedField> fields = {
       {"plan checksum", checksum},
       {"steps", std::to_string(o.steps)},
       {"seed", std::to_string(o.seed)},
       {"lr", o.lr >= 0.0 ? lr : "compiled"},
+      {"lr schedule", o.lrScheduleName + ", warmup " +
+                          std::to_string(o.warmupSteps) + ", min " +
+                          (o.minLr >= 0.0 ? minLr : "default")},
       {"backend", o.backend},
       {"skip collectives", o.skipCollectives ? "yes" : "no"},
       {"sync collectives", o.syncCollectives ? "yes" : "no"},
@@ -635,12 +673,39 @@ void printStart(const Options &o, const Plan &plan, const Backend &backend,
                 (long long)tokens->unusedTail(globalBatch, inputs.seq));
 }
 
+/// The schedule the options ask for, peaking at the session's rate (--lr
+/// or the compiled one); none for a constant rate without warmup.
+std::optional<LrSchedule> makeSchedule(const Options &o, const Plan &plan,
+                                       const Session &session) {
+  if (o.lrKind == LrSchedule::Kind::Constant && o.warmupSteps == 0)
+    return std::nullopt;
+  std::optional<double> peak = session.learningRate();
+  if (!peak)
+    die(plan.path + ": the plan has no optimizer; --lr-schedule and "
+                    "--warmup-steps set its learning rate");
+  LrSchedule schedule;
+  schedule.kind = o.lrKind;
+  schedule.peak = *peak;
+  schedule.warmup = o.warmupSteps;
+  schedule.minimum = o.minLr >= 0.0 ? o.minLr : 0.0;
+  schedule.steps = o.steps;
+  if (schedule.minimum > schedule.peak) {
+    char text[128];
+    std::snprintf(text, sizeof(text),
+                  "--min-lr %.6g is above the peak learning rate %.6g",
+                  schedule.minimum, *peak);
+    die(text, 2);
+  }
+  return schedule;
+}
+
 /// Trains for --steps steps, rank 0 printing a progress line for every
 /// logged step; `stall` runs before each.
 TrainResult train(const Options &o, Session &session, Communicator &comm,
-                  BatchFeeder &feeder,
+                  BatchFeeder &feeder, const std::optional<LrSchedule> &lr,
                   const std::function<void(int64_t)> &stall) {
   TrainOptions trainOptions;
+  trainOptions.schedule = lr;
   trainOptions.steps = o.steps;
   trainOptions.lossesMeanNothing = o.skipCollectives;
   trainOptions.beforeStep = stall;
@@ -653,8 +718,9 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
       [&](const StepResult &s) {
         if (lead &&
             (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps))
-          std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
-                      (long long)s.step, (long long)o.steps, s.loss,
+          std::printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | "
+                      "%9.0f tok/s\n",
+                      (long long)s.step, (long long)o.steps, s.loss, s.lr,
                       s.seconds * 1e3, tokensPerStep / s.seconds);
         std::fflush(stdout);
       },
@@ -776,7 +842,10 @@ int run(int argc, char **argv) {
   setupFigures.rssPeakRestarted = resetResidentPeak();
   setupFigures.afterSetup = heap::liveBytes();
   heap::resetPeak();
-  TrainResult result = train(options, session, *comm, feeder, stall);
+  std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
+  if (schedule && comm->rank() == 0)
+    std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
+  TrainResult result = train(options, session, *comm, feeder, schedule, stall);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs);

@@ -42,8 +42,8 @@ private:
   /// With split-ends: the unit of each parameter outside any block, "embed"
   /// when every op reading its group comes before the first op reading a
   /// block's parameter, "head" when after the last, "root" otherwise.
-  llvm::DenseMap<Operation *, StringRef>
-  assignEnds(ModuleOp module, ArrayRef<ParamOp> params);
+  llvm::DenseMap<Operation *, StringRef> assignEnds(ModuleOp module,
+                                                    ArrayRef<ParamOp> params);
   /// The size-threshold policy: groups of parameters read together, closed
   /// into a unit once it reaches the threshold; `names` owns the unit names.
   UnitAssignment assignBySize(ModuleOp module, ArrayRef<ParamOp> params,
@@ -155,8 +155,8 @@ FsdpWrapPass::tagOps(Block &block,
 }
 
 LogicalResult FsdpWrapPass::checkOptions(ModuleOp module) {
-  if (policy != "per-block" && policy != "size-threshold" &&
-      policy != "none" && policy != "given")
+  if (policy != "per-block" && policy != "size-threshold" && policy != "none" &&
+      policy != "given")
     return emitError(module.getLoc())
            << "fsdp-wrap: unknown wrap policy '" << policy
            << "', expected per-block, size-threshold, none or given";

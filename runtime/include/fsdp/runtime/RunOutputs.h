@@ -45,6 +45,9 @@ struct RunReport {
   bool skipCollectives = false;
   double secondsPerStep = 0.0, tokensPerSecond = 0.0;
   std::vector<float> losses;
+  /// Each step's learning rate, and the schedule that gave them.
+  std::vector<double> learningRates;
+  std::string lrSchedule;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
   /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
   /// after setup (the arena is part of it) and the high-water mark during

@@ -47,6 +47,10 @@ public:
 
   /// Uses `lr` for every AdamW instead of the compiled learning rate.
   void overrideLearningRate(double lr) { lrOverride = lr; }
+  /// The rate the next step's AdamW uses: the override, or the compiled
+  /// rate (the first AdamW's; the pipeline compiles one for all), or
+  /// nullopt for a plan without an optimizer.
+  std::optional<double> learningRate() const;
 
   std::vector<float> readBuffer(uint32_t buffer);
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);

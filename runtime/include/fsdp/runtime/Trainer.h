@@ -12,10 +12,12 @@
 #define FSDP_RUNTIME_TRAINER_H
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/LrSchedule.h"
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,8 @@ struct TrainOptions {
   /// A loss that is not finite is an error, except where collectives are
   /// skipped (the losses mean nothing then).
   bool lossesMeanNothing = false;
+  /// Each step's learning rate; none: the session's (--lr or compiled).
+  std::optional<LrSchedule> schedule;
   /// Called before step s (1..steps) and, with steps + 1, before the final
   /// collectives: where fault injection stalls a rank.
   std::function<void(int64_t step)> beforeStep;
@@ -35,10 +39,15 @@ struct StepResult {
   int64_t step;
   float loss;
   double seconds;
+  /// The step's learning rate (0 for a plan without an optimizer).
+  double lr;
 };
 
 struct TrainResult {
   std::vector<float> losses;
+  std::vector<double> learningRates;
+  /// The schedule that gave them (LrSchedule::describe), or "constant".
+  std::string lrSchedule;
   /// Mean seconds per step over steps 2.. (step 1 touches every page of
   /// the arena), or step 1's alone.
   double meanSeconds = 0.0;
