@@ -311,8 +311,11 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   r.read(plan.outsideArenaCpuMapped);
   r.read(plan.blasBytesPerThread);
   r.read(plan.outsideArenaCuda);
+  r.read(plan.modelFlops);
   if (r.failed())
     why = "the payload ends in the middle of a record";
+  else if (!(plan.modelFlops >= 0.0 && plan.modelFlops <= 1e30))
+    why = "invalid model FLOPs per step " + std::to_string(plan.modelFlops);
   else if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
     why = "invalid world size " + std::to_string(plan.worldSize);
   else if (plan.arenaSize > plan::kMaxArenaSize)
@@ -1115,7 +1118,8 @@ std::string describePlan(const Plan &plan) {
      << "  outside the arena (predicted): cpu " << plan.outsideArenaCpu
      << " bytes of heap, " << plan.outsideArenaCpuMapped << " mapped and "
      << plan.blasBytesPerThread << " per BLAS thread, cuda "
-     << plan.outsideArenaCuda << " bytes of device memory\n";
+     << plan.outsideArenaCuda << " bytes of device memory\n"
+     << "  model FLOPs per rank and step " << plan.modelFlops << "\n";
   for (const UnitDesc &u : plan.units)
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
        << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace fsdp::rt {
 
@@ -27,6 +29,23 @@ ResidentMemory residentMemory() {
   std::fclose(status);
   m.measured = found == 2;
   return m;
+}
+
+uint64_t residentBytesNow() {
+  // Not stdio: fopen allocates its FILE on the heap.
+  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char text[128];
+  ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0)
+    return 0;
+  text[n] = '\0';
+  unsigned long long size = 0, resident = 0;
+  if (std::sscanf(text, "%llu %llu", &size, &resident) != 2)
+    return 0;
+  return uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE));
 }
 
 bool resetResidentPeak() {

@@ -121,7 +121,16 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
           std::snprintf(number, sizeof(number), "%.9g", r.learningRates[i]);
           out << (i ? ", " : "") << number;
         }
-        out << "], \"arena_bytes_predicted\": " << r.arenaPredicted
+        std::snprintf(number, sizeof(number), "%.17g", r.modelFlops);
+        out << "], \"model_flops_per_step\": " << number;
+        if (r.peakFlops > 0.0 && r.secondsPerStep > 0.0) {
+          std::snprintf(number, sizeof(number), "%.6g", r.peakFlops);
+          out << ", \"peak_flops\": " << number;
+          std::snprintf(number, sizeof(number), "%.6f",
+                        r.modelFlops / r.secondsPerStep / r.peakFlops);
+          out << ", \"mfu\": " << number;
+        }
+        out << ", \"arena_bytes_predicted\": " << r.arenaPredicted
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
             << ", \"peak_bytes_predicted\": " << r.peakPredicted
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;

@@ -464,6 +464,26 @@ static void recordOutsideArena(ModuleOp module, func::FuncOp step,
                    builder.getDictionaryAttr(bytes));
 }
 
+/// The model FLOPs of one rank's step, as MFU counts them (PaLM's
+/// convention): the FLOPs of the forward's kernels times three (the
+/// backward's GEMMs are twice the forward's), where only matmuls and
+/// attention have FLOPs; what a backward region recomputes is not counted.
+/// Counted before the regions are inlined: their phases tell what is
+/// recomputed.
+static double countModelFlops(func::FuncOp step) {
+  double forward = 0.0;
+  step.walk([&](Operation *op) {
+    if (!llvm::isa<DifferentiableOpInterface>(op))
+      return;
+    auto region = op->getParentOfType<ComputeOp>();
+    if (region && region.getPhase() == Phase::Backward)
+      return; // recomputed: hardware FLOPs, not the model's
+    if (auto kernel = llvm::dyn_cast<KernelOpInterface>(op))
+      forward += kernel.getFlops();
+  });
+  return 3.0 * forward;
+}
+
 /// One input buffer per tensor argument of the step, tagged with its
 /// argument number so that the runtime knows what to load into it.
 static void bindInputs(Block &block, ProgramBuilder &lowering,
@@ -539,6 +559,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
     return signalPassFailure();
   }
   Block &block = step.getBody().front();
+  double modelFlops = countModelFlops(step);
   UnitTagMap tags;
   inlineComputeRegions(block, tags);
   llvm::DenseSet<Value> grads = findParamGradients(block);
@@ -548,6 +569,8 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   OpBuilder builder(step);
   func::FuncOp program = createProgram(builder, step, loss);
   recordOutsideArena(module, step, program);
+  program->setAttr(fsdprt::FSDPRuntimeDialect::kModelFlopsAttrName,
+                   builder.getF64FloatAttr(modelFlops));
   Block *body = &program.getBody().front();
   ProgramBuilder lowering(builder, tags, grads);
   bindInputs(block, lowering, builder);

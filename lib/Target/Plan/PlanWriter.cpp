@@ -100,6 +100,8 @@ private:
   DictionaryAttr peak;
   /// Bytes outside the arena per backend (--fsdp-lower-to-runtime).
   DictionaryAttr outside;
+  /// One rank's model FLOPs per step (--fsdp-lower-to-runtime).
+  FloatAttr modelFlops;
   PayloadWriter w;
   SmallVector<UnitOp> units;
   llvm::StringMap<uint32_t> unitIndex;
@@ -142,6 +144,13 @@ LogicalResult PlanBuilder::findProgram() {
            << "the step program has no '"
            << fsdprt::FSDPRuntimeDialect::kOutsideArenaAttrName
            << "' = {cpu, cuda} (--fsdp-lower-to-runtime records it)";
+  modelFlops = program->getAttrOfType<FloatAttr>(
+      fsdprt::FSDPRuntimeDialect::kModelFlopsAttrName);
+  if (!modelFlops || !(modelFlops.getValueAsDouble() >= 0.0))
+    return emitError(program.getLoc())
+           << "the step program has no '"
+           << fsdprt::FSDPRuntimeDialect::kModelFlopsAttrName
+           << "' (--fsdp-lower-to-runtime records it)";
   return success();
 }
 
@@ -190,6 +199,7 @@ void PlanBuilder::writeSummary() {
     w.put<uint64_t>(llvm::cast<IntegerAttr>(peak.get(row)).getInt());
   for (StringRef backend : kOutsideArenaBackends)
     w.put<uint64_t>(llvm::cast<IntegerAttr>(outside.get(backend)).getInt());
+  w.putF64(modelFlops.getValueAsDouble());
 }
 
 void PlanBuilder::writeBuffers() {

@@ -21,6 +21,7 @@
 
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/PeakFlops.h"
 
 #include "KernelDispatch.h"
 #include "Module.h"
@@ -80,6 +81,9 @@ public:
   void synchronize() override;
   uint64_t measureHighWaterMark() override;
   DeviceMemory deviceMemory() const override { return memory; }
+  double peakFlops(bool bf16) const override {
+    return knownPeakFlops(deviceName, bf16, tf32);
+  }
 
 private:
   /// Samples the device's memory in use into `memory`.
@@ -156,6 +160,7 @@ private:
   bool tf32;
   double timeout;
   std::string text;
+  std::string deviceName; ///< CUDA's name for the device
   cudaStream_t compute = nullptr;
   cudaStream_t streams[plan::kNumStreams] = {};
   std::unique_ptr<cuda::Nccl> nccl[plan::kNumStreams];
@@ -214,6 +219,7 @@ bool CudaBackend::initialize(std::string &error) {
   cudaRuntimeGetVersion(&runtimeVersion);
   cudaDriverGetVersion(&driverVersion);
   cublasGetVersion(blas, &blasVersion);
+  deviceName = prop.name;
   char line[512];
   std::snprintf(line, sizeof(line),
                 "cuda: device %d, %s (sm_%d%d, %d SMs, %.1f GiB); GEMM cuBLAS "

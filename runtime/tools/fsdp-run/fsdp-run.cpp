@@ -30,6 +30,7 @@
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/ProcessMemory.h"
+#include "fsdp/runtime/Progress.h"
 #include "fsdp/runtime/RunOutputs.h"
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
@@ -69,6 +70,8 @@ struct Options {
   LrSchedule::Kind lrKind = LrSchedule::Kind::Constant;
   int64_t warmupSteps = 0;
   double minLr = -1.0;
+  /// --peak-tflops: one rank's device peak, for MFU (0: detect).
+  double peakTflops = 0.0;
   bool profile = false, describe = false, heapBreakdown = false;
 };
 
@@ -82,7 +85,7 @@ const char *const kUsage =
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
-    "                [--profile] [--heap-breakdown]\n"
+    "                [--profile] [--heap-breakdown] [--peak-tflops X]\n"
     "                [--collective-timeout SECONDS]\n"
     "                [--flight-recorder DIR]\n"
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
@@ -269,6 +272,8 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
     o.profile = true;
   else if (arg == "--heap-breakdown")
     o.heapBreakdown = true;
+  else if (arg == "--peak-tflops")
+    o.peakTflops = parseNonNegative(arg, c.value(), "a non-negative number");
   else if (arg == "--describe")
     o.describe = true;
   else
@@ -521,13 +526,31 @@ void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
     printDevice(plan, h, ranks);
 }
 
+/// The model FLOPs and, where the peak is known, the utilisation.
+/// The tokens are the global batch's, the FLOPs one rank's share of it.
+void printFlops(const ProgressMeter &meter, double secondsPerStep, int ranks) {
+  double flops = meter.modelFlopsPerStep();
+  std::printf("summary: model FLOPs per rank and step %.4g (%.4g per "
+              "token), %.3f TFLOP/s per rank; ",
+              flops, flops * ranks / double(meter.tokensPerStep()),
+              flops / secondsPerStep / 1e12);
+  double mfu = meter.mfu(secondsPerStep);
+  if (mfu >= 0.0)
+    std::printf("MFU %.1f%% of %.1f TFLOP/s\n", 100.0 * mfu,
+                meter.peakFlops() / 1e12);
+  else
+    std::printf("MFU not known (no peak for this device: --peak-tflops)\n");
+}
+
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
-                  const HeapFigures &heap, int64_t tokensPerStep, int ranks) {
+                  const HeapFigures &heap, const ProgressMeter &meter,
+                  int ranks) {
   std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
               "tok/s (mean over steps %s)\n",
               (long long)o.steps, r.losses.front(), r.losses.back(),
-              r.meanSeconds * 1e3, tokensPerStep / r.meanSeconds,
+              r.meanSeconds * 1e3, meter.tokensPerStep() / r.meanSeconds,
               o.steps > 1 ? "2.." : "1");
+  printFlops(meter, r.meanSeconds, ranks);
   std::printf(
       "summary: arena high-water mark per rank %s measured (max "
       "over %d ranks), %s predicted (%s)\n",
@@ -699,10 +722,35 @@ std::optional<LrSchedule> makeSchedule(const Options &o, const Plan &plan,
   return schedule;
 }
 
+/// Whether the plan's GEMMs run in bf16 (the peak MFU divides by).
+bool gemmsInBf16(const Plan &plan) {
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::Linear)
+      return inst.elementType == plan::DType::BF16;
+  return false;
+}
+
+/// The progress line's constants: one rank's model FLOPs per step and its
+/// device's peak (--peak-tflops, or what the backend knows of it).
+ProgressMeter makeProgressMeter(const Options &o, const Plan &plan,
+                                const Backend &backend, int64_t tokensPerStep) {
+  double peak = o.peakTflops > 0.0 ? o.peakTflops * 1e12
+                                   : backend.peakFlops(gemmsInBf16(plan));
+  return ProgressMeter(o.steps, tokensPerStep, plan.modelFlops, peak);
+}
+
+/// The memory a progress line shows: the device's in use where the
+/// backend measures it, else this process's resident set.
+uint64_t memoryInUse(const Backend &backend) {
+  Backend::DeviceMemory device = backend.deviceMemory();
+  return device.measured ? device.peak : residentBytesNow();
+}
+
 /// Trains for --steps steps, rank 0 printing a progress line for every
 /// logged step; `stall` runs before each.
 TrainResult train(const Options &o, Session &session, Communicator &comm,
                   BatchFeeder &feeder, const std::optional<LrSchedule> &lr,
+                  ProgressMeter &meter, const Backend &backend,
                   const std::function<void(int64_t)> &stall) {
   TrainOptions trainOptions;
   trainOptions.schedule = lr;
@@ -713,15 +761,16 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
   TrainResult result;
   std::string error;
   bool lead = comm.rank() == 0;
-  int64_t tokensPerStep = feeder.tokensPerStep();
   bool trained = trainer.run(
       [&](const StepResult &s) {
+        meter.record(s.step, s.seconds);
         if (lead &&
-            (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps))
-          std::printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | "
-                      "%9.0f tok/s\n",
-                      (long long)s.step, (long long)o.steps, s.loss, s.lr,
-                      s.seconds * 1e3, tokensPerStep / s.seconds);
+            (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps)) {
+          char line[320];
+          meter.format(line, sizeof(line), s.step, s.loss, s.lr, -1.0,
+                       s.seconds, memoryInUse(backend));
+          std::printf("%s\n", line);
+        }
         std::fflush(stdout);
       },
       result, error);
@@ -735,15 +784,16 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
 void finish(const Options &o, const Plan &plan, Session &session,
             const Backend &backend, const Communicator &comm,
             const std::string &collectiveMode, const TrainResult &result,
-            const HeapFigures &heap, int64_t tokensPerStep,
+            const HeapFigures &heap, const ProgressMeter &meter,
             RunOutputFiles &outputs) {
+  int64_t tokensPerStep = meter.tokensPerStep();
   std::string error;
   bool lead = comm.rank() == 0;
   std::vector<std::vector<float>> finalParams;
   if (!o.savePath.empty())
     finalParams = session.gatherParams();
   if (lead)
-    printSummary(plan, o, result, heap, tokensPerStep, comm.size());
+    printSummary(plan, o, result, heap, meter, comm.size());
   if (o.profile && lead)
     printProfile(session.kernelTimes(), result.timedSteps);
   if (outputs.params.active() &&
@@ -766,6 +816,8 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;
+    report.modelFlops = meter.modelFlopsPerStep();
+    report.peakFlops = meter.peakFlops();
     if (!writeReport(report, outputs.report, error))
       die(error);
   }
@@ -845,10 +897,13 @@ int run(int argc, char **argv) {
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
-  TrainResult result = train(options, session, *comm, feeder, schedule, stall);
+  ProgressMeter meter =
+      makeProgressMeter(options, plan, *backend, feeder.tokensPerStep());
+  TrainResult result =
+      train(options, session, *comm, feeder, schedule, meter, *backend, stall);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
-         feeder.tokensPerStep(), outputs);
+         meter, outputs);
   return 0;
 }
 } // namespace

@@ -27,8 +27,11 @@ fsdp.unit @layers.0 params [@w, @b]
 // CHECK: fsdp.param @w
 // CHECK: fsdp.unit @layers.0
 // CHECK-NOT: func.func @forward
-// What the runtime will hold outside the arena, per backend, rides along.
-// CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = {{[0-9]+}} : i64, cpu_blas_thread = {{[0-9]+}} : i64, cpu_mapped = {{[0-9]+}} : i64, cuda = {{[0-9]+}} : i64}, fsdprt.program}
+// What the runtime will hold outside the arena, per backend, rides along,
+// and the model FLOPs of the step: three times the forward's one linear,
+// 3 x 2 x (2 x 3 x 4) = 144 (the backward's two GEMMs are not counted
+// again: they are the "three times").
+// CHECK-LABEL: func.func @train_step() -> memref<f32> attributes {fsdprt.model_flops = 1.440000e+02 : f64, fsdprt.outside_arena = {cpu = {{[0-9]+}} : i64, cpu_blas_thread = {{[0-9]+}} : i64, cpu_mapped = {{[0-9]+}} : i64, cuda = {{[0-9]+}} : i64}, fsdprt.program}
 // Inputs (the step number is not a buffer), then parameters.
 // CHECK-NEXT: %[[X:.*]] = fsdprt.buffer <input> input 0 : memref<2x4xf32>
 // CHECK-NEXT: %[[T:.*]] = fsdprt.buffer <input> input 1 : memref<2xi32>

@@ -53,8 +53,9 @@ SUMMARY_FIELDS = ["world_size", "arena_size", "peak_bytes", "peak_kernel",
                   "peak_params", "peak_grads", "peak_optimizer",
                   "peak_activations", "peak_scratch", "peak_gathered",
                   "peak_inputs", "outside_arena_cpu", "outside_arena_cpu_mapped",
-                  "blas_bytes_per_thread", "outside_arena_cuda"]
-SUMMARY = struct.Struct("<IQQQ11Q")
+                  "blas_bytes_per_thread", "outside_arena_cuda",
+                  "model_flops"]
+SUMMARY = struct.Struct("<IQQQ11Qd")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
@@ -120,7 +121,7 @@ def parse(data):
         raise PlanError("not a plan file")
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
-    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IQQQ11Q")))
+    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IQQQ11Qd")))
     plan["buffers"] = []
     for _ in range(c.take("I")):
         b = {"kind": c.take("I"), "dtype": c.take("I"),
@@ -178,8 +179,9 @@ def serialise(plan, fix_crc=True):
     def shape(dims):
         return pack("I", len(dims)) + b"".join(pack("q", d) for d in dims)
 
-    out = [SUMMARY.pack(*[plan["summary"][f] & ((1 << (32 if i == 0 else 64))
-                                               - 1)
+    out = [SUMMARY.pack(*[plan["summary"][f] if f == "model_flops" else
+                          plan["summary"][f] & ((1 << (32 if i == 0 else 64))
+                                                - 1)
                           for i, f in enumerate(SUMMARY_FIELDS)])]
     out.append(count("buffers", len(plan["buffers"])))
     for b in plan["buffers"]:
@@ -317,7 +319,9 @@ def apply_edits(plan, args):
             field = args[i + 1]
             if field not in SUMMARY_FIELDS:
                 raise PlanError("no summary field %s" % field)
-            plan["summary"][field] = int(args[i + 2], 0)
+            plan["summary"][field] = (float(args[i + 2])
+                                      if field == "model_flops"
+                                      else int(args[i + 2], 0))
             i += 3
         elif what == "program":
             if args[i + 1] != "loss_buffer":

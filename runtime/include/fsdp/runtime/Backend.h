@@ -89,6 +89,9 @@ public:
     uint64_t afterSetup = 0, peak = 0, total = 0;
   };
   virtual DeviceMemory deviceMemory() const { return {}; }
+  /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as
+  /// the backend runs them), 0 when unknown (PeakFlops.h).
+  virtual double peakFlops(bool bf16) const { return 0.0; }
 };
 
 class Communicator;

@@ -84,6 +84,9 @@ struct Plan {
   /// CUDA, device memory (the libraries').
   uint64_t outsideArenaCpu = 0, outsideArenaCpuMapped = 0;
   uint64_t blasBytesPerThread = 0, outsideArenaCuda = 0;
+  /// The compiler's model FLOPs of one rank's step (three times the
+  /// forward's matmul and attention FLOPs), which MFU divides.
+  double modelFlops = 0.0;
   /// The resident set the compiler's figures predict with `threads` BLAS
   /// threads: the arena, the heap beyond it and the mapped memory.
   uint64_t predictedResident(int threads) const {

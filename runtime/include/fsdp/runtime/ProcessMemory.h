@@ -25,6 +25,11 @@ struct ResidentMemory {
 /// /proc/self/status cannot be read.
 ResidentMemory residentMemory();
 
+/// The resident set now, in bytes, from /proc/self/statm, read without
+/// allocating (a progress line may call it inside the training loop); 0
+/// where it cannot be read.
+uint64_t residentBytesNow();
+
 /// Restarts the resident high-water mark at the current resident size;
 /// false where the kernel does not allow it (the peak then counts from
 /// the process's start).

@@ -48,6 +48,9 @@ struct RunReport {
   /// Each step's learning rate, and the schedule that gave them.
   std::vector<double> learningRates;
   std::string lrSchedule;
+  /// One rank's model FLOPs per step (the plan's) and its device's peak
+  /// FLOP/s (0: unknown); MFU is their ratio at secondsPerStep.
+  double modelFlops = 0.0, peakFlops = 0.0;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
   /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
   /// after setup (the arena is part of it) and the high-water mark during

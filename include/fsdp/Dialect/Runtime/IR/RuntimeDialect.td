@@ -33,6 +33,11 @@ def FSDPRuntime_Dialect : Dialect {
     /// not heap), "cpu_blas_thread" (that per BLAS thread), "cuda" (device).
     static constexpr ::llvm::StringLiteral kOutsideArenaAttrName =
         "fsdprt.outside_arena";
+    /// Set by --fsdp-lower-to-runtime on the program: the model FLOPs of
+    /// one rank's step (three times its forward's matmul and attention
+    /// FLOPs, recomputation not counted), from which fsdp-run derives MFU.
+    static constexpr ::llvm::StringLiteral kModelFlopsAttrName =
+        "fsdprt.model_flops";
   }];
 }
 
