@@ -14,12 +14,30 @@
 #                   (param-dtype=bf16 reduce-dtype=f32: FSDP2's
 #                   MixedPrecisionPolicy; fp32 master weights and AdamW)
 #   tokens.bin      random GPT-2 token ids in llm.c's format (fixed seed)
+#   tiny-llama.plan, tiny-llama-bf16.plan  a Llama of 2 layers, dim 64, 4
+#                   heads, 2 kv heads, ffn 172, byte vocabulary, seq 64,
+#                   batch 8 (fp32; mixed precision)
+#   llama-124m.plan, llama-124m-bf16.plan  a GPT-2-124M-sized Llama: 12
+#                   layers, dim 768, 12 heads, 4 kv heads, ffn 2048, vocab
+#                   32000, batch 4 x 1024 (124,668,672 parameters); fp32 and
+#                   mixed precision (torch_llama.py trains the same shapes)
+#   llama-tokens.bin  random token ids below 32000 (fixed seed)
+#   llama-124m-params.json  the fsdp.param lines of llama-124m (name, shape,
+#                   init, no_weight_decay), rope theta and RMSNorm epsilon,
+#                   which torch_llama.py checks its model against
+#   (and it checks bench/gpu/llama_forward_check.py: the pure-Python
+#   forward of the Llama torch_llama.py writes, against the CPU backend)
 #   reference.json  CPU losses: tiny for 30 steps on data/corpus.txt (fp32
 #                   and, where the bf16 plan compiled and ran, bf16),
-#                   gpt2-124m for 3 steps on tokens.bin; the model shapes
+#                   gpt2-124m for 3 steps on tokens.bin; tiny-llama (fp32,
+#                   bf16) for 30 steps on data/corpus.txt, llama-124m for 2
+#                   steps on llama-tokens.bin; the model shapes and the
+#                   Llama's parameter count as the plan reports it
 # Usage: bench/gpu/prepare.sh [OUT_DIR]   (default bench/gpu/plans, which
 # git ignores; carry it to the GPU machine). Takes a few minutes (three
-# gpt2-124m steps on the CPU).
+# gpt2-124m steps and two llama-124m steps on the CPU). A compiler or CPU
+# backend that cannot build or run the Llama leaves its files out with a
+# warning; check.sh then skips the Llama rows with a line saying so.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-$root/bench/gpu/plans}"
@@ -73,9 +91,96 @@ PY
   --report-json "$out/tiny-cpu.json" > /dev/null
 "$bin/fsdp-run" "$out/gpt2-124m.plan" --steps 3 --data "$out/tokens.bin" \
   --report-json "$out/gpt2-124m-cpu.json"
-python3 - "$out" <<'PY'
-import json, os, sys
+# The Llama: a tiny one for the GPU's losses against the CPU's, and one of
+# GPT-2 124M's size for the timing against PyTorch (torch_llama.py).
+tiny_llama=(llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 172
+            --vocab 256 --seq 64 --batch 8)
+llama_124m=(llama --layers 12 --dim 768 --heads 12 --kv-heads 4 --ffn-dim 2048
+            --vocab 32000 --seq 1024 --batch 4)
+rm -f "$out"/tiny-llama*.plan "$out"/llama-124m*.plan "$out"/tiny-llama*-cpu.json \
+  "$out/llama-124m-cpu.json" "$out/llama-124m-params.json" \
+  "$out/llama-124m-describe.txt" "$out/llama-tokens.bin"
+llama_ok=1
+"$bin/fsdp-gen" "${llama_124m[@]}" > "$out/llama-124m.mlir" \
+  && "$bin/fsdp-opt" "$out/llama-124m.mlir" --fsdp-train-pipeline \
+       -o "$out/llama-124m.plan" \
+  && "$bin/fsdp-gen" "${tiny_llama[@]}" \
+     | "$bin/fsdp-opt" --fsdp-train-pipeline="lr=1e-3" -o "$out/tiny-llama.plan" \
+  && "$bin/fsdp-run" "$out/llama-124m.plan" --describe \
+       > "$out/llama-124m-describe.txt" \
+  || llama_ok=0
+if (( llama_ok )); then
+  # The Llama that torch_llama.py writes down, forward in pure Python,
+  # against the CPU backend on a micro Llama: a mismatch stops here,
+  # before any device time is spent on a baseline that is not ours.
+  python3 "$root/bench/gpu/llama_forward_check.py" "$bin" "$root/data/corpus.txt"
+  python3 - "$out/llama-124m.mlir" "$out/llama-124m-params.json" \
+    "${llama_124m[@]}" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+# fsdp-gen's options as the model's shape: --kv-heads 4 -> kv_heads: 4.
+flags = sys.argv[4:]
+shape = {flags[i][2:].replace("-", "_"): int(flags[i + 1])
+         for i in range(0, len(flags), 2)}
+param = re.compile(r"fsdp\.param @([\w.]+) : tensor<([0-9x]+)x(\w+)> "
+                   r"init <(\w+)(?:, std = ([^>]+))?>( no_weight_decay)?")
+params = []
+for name, dims, dtype, kind, std, nwd in param.findall(text):
+    init = "normal(%g)" % float(std) if kind == "normal" else kind
+    params.append([name, [int(d) for d in dims.split("x")], init, bool(nwd)])
+def attr(op, key, default):
+    values = {float(v) for v in re.findall(
+        r"fsdp\.%s [^{\n]*\{[^}]*%s = ([-+.0-9eE]+)" % (op, key), text)}
+    if len(values) > 1:
+        sys.exit("prepare: the %s ops disagree on %s: %s" % (op, key, values))
+    return values.pop() if values else default
+json.dump({"source": "fsdp-gen " + " ".join(sys.argv[3:]),
+           "shape": shape,
+           "params": params,
+           # fsdp.rope's and fsdp.rms_norm's defaults when not printed
+           # (include/fsdp/Dialect/FSDP/IR/FSDPOps.td).
+           "rope_theta": attr("rope", "theta", 10000.0),
+           "norm_eps": attr("rms_norm", "epsilon", 1e-6)},
+          open(sys.argv[2], "w"), indent=1)
+PY
+  python3 - "$out/llama-tokens.bin" <<'PY'
+import random, struct, sys
+rng = random.Random(1234)
+count = 200_000
+header = struct.pack("<256i", 20240520, 1, count, *([0] * 253))
+tokens = struct.pack(f"<{count}H", *(rng.randrange(32000) for _ in range(count)))
+open(sys.argv[1], "wb").write(header + tokens)
+PY
+  "$bin/fsdp-run" "$out/tiny-llama.plan" --steps 30 --log-every 100 \
+    --data "$root/data/corpus.txt" --report-json "$out/tiny-llama-cpu.json" \
+    > /dev/null
+  "$bin/fsdp-run" "$out/llama-124m.plan" --steps 2 --data "$out/llama-tokens.bin" \
+    --report-json "$out/llama-124m-cpu.json" > /dev/null
+  if "$bin/fsdp-opt" "$out/llama-124m.mlir" --fsdp-train-pipeline="$mixed" \
+       -o "$out/llama-124m-bf16.plan" \
+     && "$bin/fsdp-gen" "${tiny_llama[@]}" \
+       | "$bin/fsdp-opt" --fsdp-train-pipeline="lr=1e-3 $mixed" \
+         -o "$out/tiny-llama-bf16.plan"; then
+    "$bin/fsdp-run" "$out/tiny-llama-bf16.plan" --steps 30 --log-every 100 \
+      --data "$root/data/corpus.txt" --report-json "$out/tiny-llama-bf16-cpu.json" \
+      > /dev/null \
+      || echo "prepare: warning: the CPU backend could not train tiny-llama-bf16.plan: no bf16 reference" >&2
+  else
+    rm -f "$out/llama-124m-bf16.plan" "$out/tiny-llama-bf16.plan"
+    echo "prepare: warning: fsdp-opt did not compile the bf16 Llama plans: check.sh skips them" >&2
+  fi
+else
+  rm -f "$out"/tiny-llama*.plan "$out"/llama-124m*.plan "$out/llama-124m-describe.txt"
+  echo "prepare: warning: fsdp-gen/fsdp-opt did not build the Llama plans: check.sh skips the Llama rows" >&2
+fi
+rm -f "$out/llama-124m.mlir"
+python3 - "$out" "${tiny_llama[@]}" <<'PY'
+import json, os, re, sys
 out = sys.argv[1]
+# The tiny Llama's fsdp-gen options as its shape: --kv-heads 2 -> kv_heads.
+flags = sys.argv[3:]
+tiny_llama_shape = {flags[i][2:].replace("-", "_"): int(flags[i + 1])
+                    for i in range(0, len(flags), 2)}
 ref = {
     "tiny": json.load(open(os.path.join(out, "tiny-cpu.json"))),
     "gpt2-124m": json.load(open(os.path.join(out, "gpt2-124m-cpu.json"))),
@@ -86,6 +191,30 @@ ref = {
 bf16 = os.path.join(out, "tiny-bf16-cpu.json")
 if os.path.exists(bf16):
     ref["tiny-bf16"] = json.load(open(bf16))
+for name in ("tiny-llama", "tiny-llama-bf16", "llama-124m"):
+    path = os.path.join(out, name + "-cpu.json")
+    if os.path.exists(path):
+        ref[name] = json.load(open(path))
+if "tiny-llama" in ref:
+    # What torch_llama.py --equivalence needs to train the same tiny Llama
+    # from the same initial values on the same batches: the plan's lr
+    # (fsdp-train-pipeline lr=1e-3), fsdp-run's default --seed, the data
+    # file (relative to the repository root), fsdp-gen llama's defaults.
+    ref["tiny-llama-shape"] = dict(tiny_llama_shape, lr=1e-3, seed=1,
+                                   data="data/corpus.txt", rope_theta=10000.0,
+                                   norm_eps=1e-6)
+describe = os.path.join(out, "llama-124m-describe.txt")
+if os.path.exists(describe):
+    # fsdp-run --describe: "N parameters (E elements)", E the plan's count.
+    m = re.search(r"(\d+) parameters \((\d+) elements\)", open(describe).read())
+    if not m:
+        sys.exit("prepare: no parameter count in " + describe)
+    manifest = json.load(open(os.path.join(out, "llama-124m-params.json")))
+    ref["llama-124m-shape"] = dict(manifest["shape"],
+                                   rope_theta=manifest["rope_theta"],
+                                   norm_eps=manifest["norm_eps"],
+                                   param_tensors=int(m.group(1)),
+                                   params=int(m.group(2)))
 json.dump(ref, open(os.path.join(out, "reference.json"), "w"), indent=1)
 PY
 echo "prepare: plans and CPU reference losses in $out"

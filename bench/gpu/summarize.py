@@ -17,13 +17,27 @@ losses against our fp32 ones over the same steps (a sanity bound: mixed
 precision must train like fp32 over a few steps). Exits 1 when a check
 fails, 0 otherwise; whether our step time beats PyTorch's is reported, not
 enforced.
+
+Then, where prepare.sh compiled the Llama (reference.json has
+"llama-124m-shape"), a second table: llama-124m (a GPT-2-124M-sized Llama)
+on our CUDA backend, TF32 and bf16, against bench/gpu/torch_llama.py
+(PyTorch eager, manual and sdpa attention, TF32 and autocast bf16, and
+torch.compile where it ran in time), MFU by 6 (N - V C) + 12 L H hs T
+FLOPs per token (the token embedding is a lookup); and its checks: the
+tiny Llama's GPU losses against the CPU's (fp32, bf16), llama-124m's fp32
+losses against the CPU's, our bf16 losses against our TF32 ones, the
+PyTorch Llama's losses from our initial values against the CPU's
+(torch_llama.py --equivalence), and PyTorch's parameter count against the
+plan's. A plans directory without
+the Llama prints one SKIP line instead and fails nothing.
 """
 import json
 import os
 import re
 import sys
 
-LOSS_TOL = {"tiny": 5e-3, "gpt2-124m": 2e-3, "tiny-bf16": 3e-2}
+LOSS_TOL = {"tiny": 5e-3, "gpt2-124m": 2e-3, "tiny-bf16": 3e-2,
+            "tiny-llama": 5e-3, "llama-124m": 2e-3, "tiny-llama-bf16": 3e-2}
 # bf16 against fp32, the same plan and data: the largest relative
 # difference of a step's loss.
 MIXED_TOL = 5e-2
@@ -45,6 +59,14 @@ def flops_per_step(shape):
                                         "batch"))
     n = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
     return (6 * n + 12 * L * C * T) * B * T
+
+
+def llama_flops_per_step(shape):
+    # 6 N' + 12 L H hs T per token, N' = all parameters less the token
+    # embedding (torch_llama.py's flops_per_token).
+    L, C, H, V, T, B = (shape[k] for k in ("layers", "dim", "heads", "vocab",
+                                           "seq", "batch"))
+    return (6 * (shape["params"] - V * C) + 12 * L * C * T) * B * T
 
 
 def compare(name, ours, ref, tol=None, what="GPU vs CPU"):
@@ -117,6 +139,98 @@ def targets(ours, ours_bf16, torch):
                   f"{'met' if ratio <= 1 else 'NOT met'} ({ratio:.2f}x)")
 
 
+LLAMA_TORCH = (("manual", "PyTorch eager, manual attention (TF32)"),
+               ("sdpa", "PyTorch eager, sdpa attention (TF32)"),
+               ("manual-bf16", "PyTorch eager, manual attention (autocast bf16)"),
+               ("sdpa-bf16", "PyTorch eager, sdpa attention (autocast bf16)"),
+               ("compile-bf16", "torch.compile, sdpa attention (autocast bf16)"))
+
+
+def llama_section(ref, out):
+    """Prints the Llama's table; returns its checks and target lines."""
+    shape = ref.get("llama-124m-shape")
+    if not shape:
+        print("\nSKIP llama-124m: reference.json has no \"llama-124m-shape\" "
+              "(prepare.sh predates the Llama or could not compile it)")
+        return [], []
+    flops = llama_flops_per_step(shape)
+    ours = load(os.path.join(out, "llama-124m-tf32.json"))
+    ours_bf16 = load(os.path.join(out, "llama-124m-bf16.json"))
+    torch = {n: load(os.path.join(out, f"torch-llama-{n}.json"))
+             for n, _ in LLAMA_TORCH}
+    peak = next((torch[n]["peak_tflops"] for n in ("manual", "sdpa")
+                 if torch[n]), 494.7)
+    peak_bf16 = next((torch[n]["peak_tflops"] for n, _ in LLAMA_TORCH[2:]
+                      if torch[n]), PEAK_BF16)
+    rows = []
+    if ours:
+        rows.append(our_row("fsdp-run --backend cuda (TF32)", ours, flops,
+                            peak))
+    rows += [torch_row(label, torch[n], flops) for n, label in LLAMA_TORCH[:2]
+             if torch[n]]
+    if ours_bf16:
+        rows.append(our_row("fsdp-run --backend cuda (bf16 params, f32 "
+                            "reduce)", ours_bf16, flops, peak_bf16))
+    rows += [torch_row(label, torch[n], flops) for n, label in LLAMA_TORCH[2:]
+             if torch[n]]
+    print(f"\nllama-124m ({shape['layers']} layers, dim {shape['dim']}, "
+          f"{shape['heads']} heads, {shape['kv_heads']} kv heads, ffn "
+          f"{shape['ffn_dim']}, vocab {shape['vocab']}, untied head; "
+          f"{shape['params']:,} parameters), batch {shape['batch']} x "
+          f"{shape['seq']} tokens, one GPU; MFU as above, FLOPs 6 (N - V C) "
+          f"+ 12 L H hs T per token; {flops / 1e12:.2f} TFLOP/step")
+    print("| run | ms/step | tokens/s | MFU | peak device memory | compiler's prediction |")
+    print("|---|---|---|---|---|---|")
+    for name, ms, tps, mfu, mem, pred in rows:
+        print(f"| {name} | {ms:.1f} | {tps:,.0f} | {100 * mfu:.1f}% | {mem} | {pred} |")
+
+    checks = []
+    for name in ("tiny-llama", "tiny-llama-bf16"):
+        if name in ref:
+            checks.append(compare(name, load(os.path.join(
+                out, f"{name}-cuda.json")), ref[name]))
+    checks.append(compare("llama-124m",
+                          load(os.path.join(out, "llama-124m-fp32.json")),
+                          ref.get("llama-124m")))
+    if "tiny-llama-bf16" in ref:
+        checks.append(compare("tiny-llama bf16 vs fp32",
+                              load(os.path.join(out, "tiny-llama-bf16-cuda.json")),
+                              load(os.path.join(out, "tiny-llama-cuda.json")),
+                              MIXED_TOL, "GPU bf16 vs GPU fp32"))
+    checks.append(compare("llama-124m bf16 vs TF32", ours_bf16, ours,
+                          MIXED_TOL, "GPU bf16 vs GPU TF32"))
+    if "tiny-llama-shape" in ref:
+        eq = load(os.path.join(out, "torch-llama-equivalence.json"))
+        checks.append((bool(eq) and eq["ok"],
+                       "tiny-llama PyTorch (our initial values, our batches, "
+                       "fp32) vs CPU: " + (
+                           f"{len(eq['losses'])} steps, loss max rel diff "
+                           f"{eq['max_rel_diff']:.2e} (tolerance "
+                           f"{eq['tolerance']:.0e}; step 1 "
+                           f"{eq['step1_rel_diff']:.2e})" if eq else
+                           "missing run")))
+    counts = {t["params"] for t in torch.values() if t}
+    if counts:
+        checks.append((counts == {shape["params"]},
+                       f"llama-124m parameters: PyTorch {sorted(counts)}, "
+                       f"the plan {shape['params']}"))
+    else:
+        checks.append((False, "llama-124m parameters: no PyTorch run"))
+    pairs = [("TF32", ours, "manual", "PyTorch eager"),
+             ("TF32", ours, "sdpa", "PyTorch eager sdpa"),
+             ("bf16", ours_bf16, "manual-bf16", "PyTorch eager autocast"),
+             ("bf16", ours_bf16, "sdpa-bf16", "PyTorch eager autocast sdpa"),
+             ("bf16", ours_bf16, "compile-bf16", "torch.compile autocast")]
+    targets = []
+    for kind, mine, name, label in pairs:
+        if mine and torch.get(name):
+            ratio = mine["ms_per_step"] / torch[name]["ms_per_step_median"]
+            targets.append(f"llama target ({kind} step time at or below "
+                           f"{label}'s): {'met' if ratio <= 1 else 'NOT met'} "
+                           f"({ratio:.2f}x)")
+    return checks, targets
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -155,11 +269,14 @@ def main():
                           MIXED_TOL, "GPU bf16 vs GPU fp32"))
     checks.append(compare("gpt2-124m bf16 vs TF32", ours_bf16, ours,
                           MIXED_TOL, "GPU bf16 vs GPU TF32"))
+    llama_checks, llama_targets = llama_section(ref, out)
     print()
-    for ok, text in checks:
+    for ok, text in checks + llama_checks:
         print(("PASS " if ok else "FAIL ") + text)
     targets(ours, ours_bf16, torch)
-    sys.exit(0 if all(ok for ok, _ in checks) else 1)
+    for line in llama_targets:
+        print(line)
+    sys.exit(0 if all(ok for ok, _ in checks + llama_checks) else 1)
 
 
 if __name__ == "__main__":
