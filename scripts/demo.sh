@@ -3,8 +3,10 @@
 # two ranks (fsdp-opt --fsdp-train-pipeline="world-size=2": units, batch
 # split, autodiff, sharding, verification, lowering, memory plan), prints
 # the compiler's memory report, then trains it with FSDP on two CPU ranks
-# (mpirun, one process per rank) on a small English text (data/corpus.txt): one progress
-# line every 25 steps and a summary at the end. Without MPI it trains the
+# (mpirun, one process per rank) on a small English text (data/corpus.txt),
+# the learning rate warming up over 20 steps and then following a cosine to
+# a tenth of the peak: one progress line every 25 steps and a summary at
+# the end. Without MPI it trains the
 # same model on one rank.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,7 @@ echo "=== fsdp-gen gpt2 (4 layers, dim 128, 4 heads, byte vocabulary, seq 64, gl
 echo "=== fsdp-opt --fsdp-train-pipeline=\"world-size=$ranks\" -o model.plan"
 "$bin/fsdp-opt" "$out/model.mlir" --fsdp-train-pipeline="world-size=$ranks lr=2e-3" \
   --fsdp-plan-memory=report -o "$out/model.plan"
-echo "=== ${launch[*]} fsdp-run model.plan --steps 300"
+echo "=== ${launch[*]} fsdp-run model.plan --steps 300 --lr-schedule cosine --warmup-steps 20 --min-lr 2e-4"
 "${launch[@]}" "$bin/fsdp-run" "$out/model.plan" --steps 300 --log-every 25 \
+  --lr-schedule cosine --warmup-steps 20 --min-lr 2e-4 \
   --threads "$threads" --data "$root/data/corpus.txt"
