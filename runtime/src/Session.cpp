@@ -1,13 +1,15 @@
 //===- Session.cpp - a plan running on a backend --------------------------===//
 
 #include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/Weights.h"
 
 #include <algorithm>
 #include <chrono>
 
 namespace fsdp::rt {
 
-bool Session::initialize(uint64_t seed, std::string &error) {
+bool Session::initialize(uint64_t seed, std::string &error,
+                         const InitialWeights *weights) {
   if (!backend.allocateArena(plan.arenaSize, error) ||
       !backend.prepare(plan, error))
     return false;
@@ -19,7 +21,12 @@ bool Session::initialize(uint64_t seed, std::string &error) {
     forEachShardSegment(
         plan, uint32_t(u), comm.rank(), comm.size(),
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
-          initializeParam(param, seed, begin, begin + count, host.data() + at);
+          if (weights)
+            weights->read(uint32_t(&param - plan.params.data()), begin, count,
+                          host.data() + at);
+          else
+            initializeParam(param, seed, begin, begin + count,
+                            host.data() + at);
         });
     backend.write(buffer.offset, host.data(), buffer.size);
   }

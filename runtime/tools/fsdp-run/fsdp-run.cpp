@@ -4,16 +4,19 @@
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off]
+//            [--init-from FILE] [--export FILE] [--export-names hf|ours]
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
 //
 // Loads and validates the plan, checks and reserves every output, makes
 // the ranks agree on everything that changes numbers, allocates the arena
-// once, initialises the parameters from their initializers, and trains:
+// once, initialises the parameters from their initializers (or from
+// --init-from's safetensors file, each rank reading its shard), and trains:
 // one progress line per step (step, loss, ms/step, tokens/s), then a
 // summary with the measured arena high-water mark next to the compiler's
-// prediction. Every collective goes through the flight recorder and its
+// prediction; --export writes the trained weights as safetensors. Every
+// collective goes through the flight recorder and its
 // watchdog (docs/runtime.md). The pieces live in the runtime library
 // (Session, Trainer, StepInputs, RunOutputs, FlightRecorder, Agreement);
 // this file parses options and reports.
@@ -33,6 +36,7 @@
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
 #include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/Weights.h"
 
 #include <cerrno>
 #include <chrono>
@@ -50,9 +54,10 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, tracePath, reportPath,
-      flightRecorderDir, blas = "openblas", backend = "cpu",
-                         collectiveThreads = "auto", dataFormatName = "auto";
+  std::string planPath, dataPath, savePath, tracePath, reportPath, initFromPath,
+      exportPath, exportNames, flightRecorderDir,
+      blas = "openblas", backend = "cpu", collectiveThreads = "auto",
+      dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
@@ -72,6 +77,8 @@ const char *const kUsage =
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
+    "                [--init-from FILE] [--export FILE]\n"
+    "                [--export-names hf|ours]\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--heap-breakdown]\n"
     "                [--collective-timeout SECONDS]\n"
@@ -152,6 +159,8 @@ bool parseTrainingOption(ArgCursor &c, Options &o) {
     o.lr = parseNonNegative(arg, c.value(), "a non-negative number");
   else if (arg == "--log-every")
     o.logEvery = parseInt(arg, c.value(), 1);
+  else if (arg == "--init-from")
+    o.initFromPath = c.value();
   else
     return false;
   return true;
@@ -235,7 +244,13 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
     o.reportPath = c.value();
   else if (arg == "--save")
     o.savePath = c.value();
-  else if (arg == "--trace")
+  else if (arg == "--export")
+    o.exportPath = c.value();
+  else if (arg == "--export-names") {
+    o.exportNames = c.value();
+    if (o.exportNames != "hf" && o.exportNames != "ours")
+      die("--export-names expects hf or ours, got '" + o.exportNames + "'", 2);
+  } else if (arg == "--trace")
     o.tracePath = c.value();
   else if (arg == "--profile")
     o.profile = true;
@@ -271,13 +286,22 @@ Options parseOptions(int argc, char **argv) {
   }
   if (o.planPath.empty())
     die(std::string("no plan given\n") + kUsage, 2);
+  if (!o.exportNames.empty() && o.exportPath.empty())
+    die("--export-names needs --export FILE", 2);
+  for (const auto &[flag, path] :
+       {std::pair{"--init-from", &o.initFromPath}, {"--export", &o.exportPath}})
+    if (!path->empty() && !safeTensorsAvailable())
+      die(std::string(flag) + " " + *path + ": " +
+          safeTensorsUnavailableReason());
   return o;
 }
 
 /// Whatever changes the numbers of a run, and everything that decides
 /// which collectives a rank issues: ranks must agree on all of it.
 std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
-                                      const TokenData *tokens, int threads) {
+                                      const TokenData *tokens,
+                                      const InitialWeights *weights,
+                                      int threads) {
   char checksum[16];
   std::snprintf(checksum, sizeof(checksum), "%08x", plan.checksum);
   char lr[32];
@@ -292,7 +316,15 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"sync collectives", o.syncCollectives ? "yes" : "no"},
       {"collective threads", o.collectiveThreads},
       {"save", o.savePath.empty() ? "no" : "yes"},
+      {"export", o.exportPath.empty() ? "no" : "yes"},
   };
+  // The weights' file by its header and size (reading the data to hash it
+  // would read the whole file on every rank).
+  char fingerprint[48] = "no";
+  if (weights)
+    std::snprintf(fingerprint, sizeof(fingerprint), "header hash %016llx",
+                  (unsigned long long)weights->fingerprint());
+  fields.push_back({"init from", fingerprint});
   // OpenMP threads and the GEMM library decide the CPU's summation order;
   // TF32 the GPU's GEMM precision.
   fields.push_back({"threads", std::to_string(threads)});
@@ -559,11 +591,11 @@ void stallAt(const Options &o, int rank, int64_t step) {
 /// The ranks compare everything that changes numbers; false, each rank
 /// having said why on its own, when they differ.
 bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
-                const TokenData *tokens) {
+                const TokenData *tokens, const InitialWeights *weights) {
   int threads = runThreads(o);
   RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
   std::string disagreement =
-      checkRanksAgree(comm, agreedFields(o, plan, tokens, threads));
+      checkRanksAgree(comm, agreedFields(o, plan, tokens, weights, threads));
   if (disagreement.empty())
     return true;
   // Every rank knows the same: each refuses and exits on its own.
@@ -595,13 +627,13 @@ std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
 }
 
 /// The session set up as the options say, its parameters initialised.
-void startSession(Session &session, const Options &o,
-                  FlightRecorder &recorder) {
+void startSession(Session &session, const Options &o, FlightRecorder &recorder,
+                  const InitialWeights *weights) {
   std::string error;
   session.setFlightRecorder(&recorder);
   session.setSkipCollectives(o.skipCollectives);
   session.setSynchronousCollectives(o.syncCollectives);
-  if (!session.initialize(o.seed, error))
+  if (!session.initialize(o.seed, error, weights))
     die(error);
   if (o.lr >= 0.0)
     session.overrideLearningRate(o.lr);
@@ -670,11 +702,11 @@ void finish(const Options &o, const Plan &plan, Session &session,
             const Backend &backend, const Communicator &comm,
             const std::string &collectiveMode, const TrainResult &result,
             const HeapFigures &heap, int64_t tokensPerStep,
-            RunOutputFiles &outputs) {
+            RunOutputFiles &outputs, WeightNaming naming) {
   std::string error;
   bool lead = comm.rank() == 0;
   std::vector<std::vector<float>> finalParams;
-  if (!o.savePath.empty())
+  if (!o.savePath.empty() || !o.exportPath.empty())
     finalParams = session.gatherParams();
   if (lead)
     printSummary(plan, o, result, heap, tokensPerStep, comm.size());
@@ -683,6 +715,13 @@ void finish(const Options &o, const Plan &plan, Session &session,
   if (outputs.params.active() &&
       !writeParams(plan, finalParams, outputs.params, error))
     die(error);
+  if (outputs.weights.active()) {
+    if (!writeWeights(plan, naming, finalParams, outputs.weights, error))
+      die(error);
+    std::printf("fsdp-run: exported %zu parameters to %s (%s names)\n",
+                plan.params.size(), o.exportPath.c_str(),
+                naming == WeightNaming::Ours ? "our" : "Hugging Face");
+  }
   if (outputs.report.active()) {
     RunReport report =
         makeRunReport(plan, result, tokensPerStep, backend.description(),
@@ -706,6 +745,31 @@ void finish(const Options &o, const Plan &plan, Session &session,
   if (outputs.trace.active() &&
       !writeTrace(plan, session, comm.rank(), outputs.trace, error))
     die(error);
+}
+
+/// --init-from's file, mapped and matched to the plan (null without it).
+std::unique_ptr<InitialWeights> openWeights(const Options &o,
+                                            const Plan &plan) {
+  if (o.initFromPath.empty())
+    return nullptr;
+  auto weights = std::make_unique<InitialWeights>();
+  std::string error;
+  if (!weights->open(plan, o.initFromPath, error))
+    die(error);
+  return weights;
+}
+
+/// Rank 0's lines on where the weights come from and go to.
+void printWeightLines(const Options &o, const Plan &plan,
+                      const InitialWeights *weights, WeightNaming naming) {
+  if (weights)
+    std::printf("fsdp-run: --init-from %s: %s\n", o.initFromPath.c_str(),
+                weights->summary().c_str());
+  if (!o.exportPath.empty() && o.exportNames.empty() &&
+      naming == WeightNaming::Ours)
+    std::printf("fsdp-run: --export %s: our names (a %s model has no Hugging "
+                "Face names)\n",
+                o.exportPath.c_str(), familyName(detectFamily(plan)));
 }
 
 int run(int argc, char **argv) {
@@ -743,16 +807,22 @@ int run(int argc, char **argv) {
   const TokenData *data =
       loadInputs(options, plan, comm->size(), inputs, tokens);
   gHeapMarks.mark("data");
+  std::unique_ptr<InitialWeights> weights = openWeights(options, plan);
+  gHeapMarks.mark("--init-from file (mapped)");
   // Every output is checked and reserved now, not after the last step.
   RunOutputFiles outputs;
-  if (!reserveRunOutputs(
-          plan, {options.savePath, options.tracePath, options.reportPath},
-          options.steps, comm->rank(), comm->size(), outputs, error))
+  RunOutputPaths paths{options.savePath, options.tracePath, options.reportPath,
+                       options.exportPath};
+  if (!options.exportPath.empty() &&
+      !chooseExportNaming(plan, options.exportNames, paths.weightNames, error))
+    die(error, 2);
+  if (!reserveRunOutputs(plan, paths, options.steps, comm->rank(), comm->size(),
+                         outputs, error))
     die(error);
 
   auto stall = [&](int64_t step) { stallAt(options, comm->rank(), step); };
   stall(0);
-  if (!ranksAgree(options, plan, *comm, data))
+  if (!ranksAgree(options, plan, *comm, data, weights.get()))
     return 1;
   // Every rank of the node has attached by now: the board's name can go.
   if (comm->localRank() == 0)
@@ -761,12 +831,16 @@ int run(int argc, char **argv) {
   std::unique_ptr<Backend> backend = startBackend(options, *comm);
   gHeapMarks.mark("backend (BLAS, thread pools)");
   Session session(plan, *backend, *comm);
-  startSession(session, options, recorder);
+  startSession(session, options, recorder, weights.get());
+  if (weights)
+    weights->close(); // its mapped pages are no part of training
   std::string collectiveMode = options.syncCollectives
                                    ? "synchronously (--sync-collectives)"
                                    : backend->collectiveMode();
-  if (comm->rank() == 0)
+  if (comm->rank() == 0) {
     printStart(options, plan, *backend, *comm, collectiveMode, inputs, data);
+    printWeightLines(options, plan, weights.get(), paths.weightNames);
+  }
   BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
   // Setup is over: from here on, whatever the heap gains is what a step
   // allocates outside the arena.
@@ -779,7 +853,7 @@ int run(int argc, char **argv) {
   TrainResult result = train(options, session, *comm, feeder, stall);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
-         feeder.tokensPerStep(), outputs);
+         feeder.tokensPerStep(), outputs, paths.weightNames);
   return 0;
 }
 } // namespace
