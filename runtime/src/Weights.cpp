@@ -148,8 +148,7 @@ bool InitialWeights::open(const Plan &plan, const std::string &path,
   note = std::to_string(file.tensors().size()) + " tensors, " +
          namingText(naming, family) + conversions(file);
   if (!problems.skipped.empty())
-    note += "; skipped " + listed(problems.skipped, "that are no parameters") +
-            ": attention masks, rope frequencies, a tied head";
+    note += "; skipped " + listed(problems.skipped, "non-parameter tensors");
   return true;
 }
 

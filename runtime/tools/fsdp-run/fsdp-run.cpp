@@ -767,9 +767,11 @@ void printWeightLines(const Options &o, const Plan &plan,
                 weights->summary().c_str());
   if (!o.exportPath.empty() && o.exportNames.empty() &&
       naming == WeightNaming::Ours)
-    std::printf("fsdp-run: --export %s: our names (a %s model has no Hugging "
-                "Face names)\n",
-                o.exportPath.c_str(), familyName(detectFamily(plan)));
+    std::printf("fsdp-run: --export %s: our names (only fsdp-gen's GPT-2 "
+                "and Llama have Hugging Face names; this is %s)\n",
+                o.exportPath.c_str(),
+                detectFamily(plan) == ModelFamily::MLP ? "an MLP"
+                                                       : "another model");
 }
 
 int run(int argc, char **argv) {
