@@ -14,22 +14,25 @@ bool Session::initialize(uint64_t seed, std::string &error,
       !backend.prepare(plan, error))
     return false;
   std::vector<float> host;
-  for (size_t u = 0; u < plan.units.size(); ++u) {
+  bool read = true;
+  for (size_t u = 0; u < plan.units.size() && read; ++u) {
     const UnitDesc &unit = plan.units[u];
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
     host.assign(buffer.numElements(), 0.0f);
     forEachShardSegment(
         plan, uint32_t(u), comm.rank(), comm.size(),
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
-          if (weights)
-            weights->read(uint32_t(&param - plan.params.data()), begin, count,
-                          host.data() + at);
-          else
+          if (!weights)
             initializeParam(param, seed, begin, begin + count,
                             host.data() + at);
+          else if (read)
+            read = weights->read(uint32_t(&param - plan.params.data()), begin,
+                                 count, host.data() + at, error);
         });
     backend.write(buffer.offset, host.data(), buffer.size);
   }
+  if (!read)
+    return false;
   for (const BufferDesc &buffer : plan.buffers)
     if (buffer.kind == plan::BufferKind::AdamM ||
         buffer.kind == plan::BufferKind::AdamV) {

@@ -5,6 +5,7 @@
 #include "WeightNames.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -139,6 +140,9 @@ bool InitialWeights::open(const Plan &plan, const std::string &path,
     return false;
   }
   sources.assign(plan.params.size(), {});
+  paramNames.clear();
+  for (const ParamDesc &p : plan.params)
+    paramNames.push_back(p.name);
   for (size_t i = 0; i < want.size(); ++i) {
     const ParamDesc &p = plan.params[want[i].param];
     int64_t rows = p.shape.empty() ? 1 : p.shape[0];
@@ -152,8 +156,29 @@ bool InitialWeights::open(const Plan &plan, const std::string &path,
   return true;
 }
 
-void InitialWeights::read(uint32_t param, int64_t begin, int64_t count,
-                          float *out) const {
+bool InitialWeights::reportNonFinite(uint32_t param, int64_t begin,
+                                     int64_t count, const float *values,
+                                     std::string &error) const {
+  for (int64_t i = 0; i < count; ++i) {
+    if (std::isfinite(values[i]))
+      continue;
+    const int64_t element = begin + i;
+    std::string tensor;
+    for (const Source &s : sources[param])
+      if (element >= s.view.rowBegin * s.columns &&
+          element < (s.view.rowBegin + s.view.rows) * s.columns)
+        tensor = s.tensor->name;
+    error = file.path() + ": tensor '" + tensor + "' holds " +
+            (std::isnan(values[i]) ? "a NaN" : "an infinity") + " (element " +
+            std::to_string(element) + " of parameter '" + paramNames[param] +
+            "'): a corrupt file, or the weights of a diverged run";
+    return false;
+  }
+  return true;
+}
+
+bool InitialWeights::read(uint32_t param, int64_t begin, int64_t count,
+                          float *out, std::string &error) const {
   for (const Source &s : sources[param]) {
     const int64_t cols = s.columns, first = s.view.rowBegin * cols;
     const int64_t lo = std::max(begin, first);
@@ -173,6 +198,7 @@ void InitialWeights::read(uint32_t param, int64_t begin, int64_t count,
                       c1 - c0, s.view.rows, out + (r * cols + c0 - begin));
     }
   }
+  return reportNonFinite(param, begin, count, out, error);
 }
 
 void InitialWeights::close() {

@@ -111,6 +111,11 @@ BREAKS = {
     "misshaped": lambda t, m: st.encode(
         retyped(t, 0, shape=list(reversed(t[0][2]))), m),
     "int-dtype": lambda t, m: st.encode(retyped(t, 0, dtype="I32"), m),
+    "nan": lambda t, m: st.encode(retyped(
+        t, 2, raw=t[2][3][:4] + struct.pack("<f", float("nan")) +
+        t[2][3][8:]), m),
+    "infinity": lambda t, m: st.encode(retyped(
+        t, 5, raw=t[5][3][:-4] + struct.pack("<f", float("-inf"))), m),
 }
 
 

@@ -65,14 +65,20 @@ public:
   const std::string &summary() const { return note; }
   uint64_t fingerprint() const { return file.fingerprint(); }
   /// Elements [begin, begin + count) of parameter `param` (plan order),
-  /// read from the file (only their bytes).
-  void read(uint32_t param, int64_t begin, int64_t count, float *out) const;
+  /// read from the file (only their bytes). False with `error` when one
+  /// is a NaN or an infinity (a corrupt file, or a diverged run's
+  /// weights: nothing to train from).
+  bool read(uint32_t param, int64_t begin, int64_t count, float *out,
+            std::string &error) const;
   /// Unmaps the file (its pages would count in the resident set).
   void close();
 
 private:
   struct Source;
+  bool reportNonFinite(uint32_t param, int64_t begin, int64_t count,
+                       const float *values, std::string &error) const;
   SafeTensorsReader file;
+  std::vector<std::string> paramNames;
   /// Per parameter, the file's tensors that hold its elements.
   std::vector<std::vector<Source>> sources;
   std::string note;
