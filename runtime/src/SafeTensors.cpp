@@ -124,7 +124,7 @@ bool checkTiling(std::vector<TensorInfo> &tensors, uint64_t dataBytes,
     if (t.begin < at) {
       why = "tensor '" + t.name + "' overlaps '" + tensors[i - 1].name +
             "' (bytes " + std::to_string(t.begin) + " to " +
-            std::to_string(at) + " of the data)";
+            std::to_string(std::min(at, t.end)) + " of the data)";
       return false;
     }
     if (t.begin > at) {

@@ -57,6 +57,13 @@ def overlap(tensors):
                                                         e0 - 4 + len(raw)]})
 
 
+def inside(tensors):
+    """The second tensor's offsets inside the first's bytes."""
+    name, dtype, shape, raw = tensors[1]
+    return entry_override(tensors, 1, {"dtype": dtype, "shape": shape,
+                                       "data_offsets": [4, 4 + len(raw)]})
+
+
 def gap(tensors):
     """Four unclaimed bytes between the first two tensors."""
     name, dtype, shape, raw = tensors[0]
@@ -100,6 +107,7 @@ BREAKS = {
     "size-mismatch": lambda t, m: set_entry(t, 0, shape=[t[0][2][0] + 1]),
     "overflow": lambda t, m: set_entry(t, 0, shape=[1 << 62, 8]),
     "overlap": lambda t, m: overlap(t),
+    "inside": lambda t, m: inside(t),
     "gap": lambda t, m: gap(t),
     "trailing": lambda t, m: st.encode(t, m) + b"\0" * 8,
     "unknown-key": lambda t, m: set_entry(t, 0, offset=0),
