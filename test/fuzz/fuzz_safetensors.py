@@ -10,7 +10,8 @@ data_offsets set to an extreme or another JSON type (0, -1, 2^31, 2^63,
 duplicated or given an unknown key, the metadata made odd, the header
 nested thousands deep; the header length set to extremes (0, 1, the file
 size, 2^63, 2^64 - 1, off by one), the file cut short anywhere, bytes
-appended or flipped. Each mutant starts a run of its plan with
+appended or flipped; bits of the data alone flipped (a file that loads,
+with NaNs, infinities or huge weights). Each mutant starts a run of its plan with
 `fsdp-run --init-from FILE --steps 1`. A run must succeed or reject
 cleanly (fuzzlib.py) and a rejection must name the weights file on its
 `error:` line (or be a run that diverged: flipped bits in the data are
@@ -124,9 +125,22 @@ def mutate_json(rng, data):
         text = json.dumps(header).encode()
     except ValueError:
         return data
-    if rng.random() < 0.3:  # a repeated key, which json.dumps cannot write
+    if rng.random() < 0.05:  # a repeated key, which json.dumps cannot write
         text = text[:-1] + b"," + text[1:]
     return join(text, body)
+
+
+def mutate_data(rng, data):
+    """Bits of the tensors' data flipped (the header intact: the file
+    loads, with odd weights: NaNs, infinities, huge values)."""
+    parts = split(data)
+    if parts is None or not parts[1]:
+        return data
+    text, body = parts
+    body = bytearray(body)
+    for _ in range(rng.choice([1, 4, 64])):
+        body[rng.randrange(len(body))] ^= 1 << rng.randrange(8)
+    return join(text, bytes(body))
 
 
 def mutate_bytes(rng, data):
@@ -211,8 +225,8 @@ def main():
         rng = random.Random(args.seed * 1000003 + i)
         plan, data = rng.choice(seeds)
         for _ in range(rng.randint(1, 3)):
-            data = (mutate_json if rng.random() < 0.6 else mutate_bytes)(
-                rng, data)
+            data = rng.choice([mutate_json] * 5 + [mutate_bytes] * 3 +
+                              [mutate_data] * 2)(rng, data)
         path = os.path.join(work, "case-%d.st" % i)
         with open(path, "wb") as f:
             f.write(data)

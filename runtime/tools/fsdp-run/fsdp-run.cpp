@@ -810,7 +810,8 @@ int run(int argc, char **argv) {
       loadInputs(options, plan, comm->size(), inputs, tokens);
   gHeapMarks.mark("data");
   std::unique_ptr<InitialWeights> weights = openWeights(options, plan);
-  gHeapMarks.mark("--init-from file (mapped)");
+  if (weights)
+    gHeapMarks.mark("--init-from file (mapped, matched)");
   // Every output is checked and reserved now, not after the last step.
   RunOutputFiles outputs;
   RunOutputPaths paths{options.savePath, options.tracePath, options.reportPath,
