@@ -8,6 +8,8 @@
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
+//            [--checkpoint-dir DIR [--checkpoint-every K] [--keep-last M]]
+//            [--resume DIR]
 //
 // Loads and validates the plan, checks and reserves every output, makes
 // the ranks agree on everything that changes numbers, allocates the arena
@@ -25,6 +27,7 @@
 
 #include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
@@ -40,6 +43,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,13 +59,14 @@ using namespace fsdp::rt;
 namespace {
 struct Options {
   std::string planPath, dataPath, savePath, tracePath, reportPath, initFromPath,
-      exportPath, exportNames, flightRecorderDir,
+      exportPath, exportNames, flightRecorderDir, checkpointDir, resumeDir,
       blas = "openblas", backend = "cpu", collectiveThreads = "auto",
       dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
+  int64_t checkpointEvery = 0, keepLast = 0;
   double collectiveTimeout = 300.0;
   int64_t stallRank = -1, stallStep = 1;
   double stallSeconds = 0.0;
@@ -84,6 +89,8 @@ const char *const kUsage =
     "                [--collective-timeout SECONDS]\n"
     "                [--flight-recorder DIR]\n"
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
+    "                [--checkpoint-dir DIR] [--checkpoint-every K]\n"
+    "                [--keep-last M] [--resume DIR]\n"
     "       fsdp-run --list-devices\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
@@ -263,13 +270,42 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
   return true;
 }
 
+/// The options of checkpoints and resuming (docs/runtime.md). False when
+/// `c.arg` is none of them.
+bool parseCheckpointOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--checkpoint-dir")
+    o.checkpointDir = c.value();
+  else if (arg == "--checkpoint-every")
+    o.checkpointEvery = parseInt(arg, c.value(), 1);
+  else if (arg == "--keep-last")
+    o.keepLast = parseInt(arg, c.value(), 1);
+  else if (arg == "--resume")
+    o.resumeDir = c.value();
+  else
+    return false;
+  return true;
+}
+
+/// What the checkpoint options need of each other and of the build.
+void checkCheckpointOptions(const Options &o) {
+  if ((o.checkpointEvery || o.keepLast) && o.checkpointDir.empty())
+    die("--checkpoint-every and --keep-last need --checkpoint-dir DIR", 2);
+  if (!o.resumeDir.empty() && !o.initFromPath.empty())
+    die("--resume continues a run; --init-from starts one: give one", 2);
+  for (const std::string *dir : {&o.checkpointDir, &o.resumeDir})
+    if (!dir->empty() && !checkpointsAvailable())
+      die(*dir + ": checkpoints: " + safeTensorsUnavailableReason());
+}
+
 Options parseOptions(int argc, char **argv) {
   Options o;
   for (ArgCursor c{argc, argv}; c.i < argc; ++c.i) {
     c.arg = argv[c.i];
     const std::string &arg = c.arg;
     if (parseTrainingOption(c, o) || parseBackendOption(c, o) ||
-        parseCollectiveOption(c, o) || parseOutputOption(c, o))
+        parseCollectiveOption(c, o) || parseOutputOption(c, o) ||
+        parseCheckpointOption(c, o))
       continue;
     if (arg == "--list-devices") {
       std::printf("%s\n", listCudaDevices().c_str());
@@ -286,6 +322,7 @@ Options parseOptions(int argc, char **argv) {
   }
   if (o.planPath.empty())
     die(std::string("no plan given\n") + kUsage, 2);
+  checkCheckpointOptions(o);
   if (!o.exportNames.empty() && o.exportPath.empty())
     die("--export-names needs --export FILE", 2);
   for (const auto &[flag, path] :
@@ -317,6 +354,9 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"collective threads", o.collectiveThreads},
       {"save", o.savePath.empty() ? "no" : "yes"},
       {"export", o.exportPath.empty() ? "no" : "yes"},
+      {"checkpoint every",
+       o.checkpointDir.empty() ? "no" : std::to_string(o.checkpointEvery)},
+      {"resume", o.resumeDir.empty() ? "no" : "yes"},
   };
   // The weights' file by its header and size (reading the data to hash it
   // would read the whole file on every rank).
@@ -667,24 +707,100 @@ void printStart(const Options &o, const Plan &plan, const Backend &backend,
                 (long long)tokens->unusedTail(globalBatch, inputs.seq));
 }
 
-/// Trains for --steps steps, rank 0 printing a progress line for every
-/// logged step; `stall` runs before each.
+/// What a checkpoint records of this run, and --resume checks.
+RunIdentity runIdentity(const Options &o, const StepInputs &inputs,
+                        const TokenData *data, int ranks) {
+  RunIdentity run;
+  run.seed = o.seed;
+  if (data) {
+    run.dataKind = "tokens";
+    run.dataSource = data->source();
+    run.dataFingerprint = data->fingerprint();
+    run.dataTokens = data->size();
+  }
+  run.globalBatch = inputs.batch * ranks;
+  run.seq = inputs.kind == InputKind::Tokens ? inputs.seq : inputs.features;
+  char lr[32];
+  std::snprintf(lr, sizeof(lr), "%.17g", o.lr);
+  run.lr = o.lr >= 0.0 ? lr : "compiled";
+  run.steps = o.steps;
+  run.threads = runThreads(o);
+  return run;
+}
+
+/// --resume: the newest complete checkpoint loaded into the session.
+/// Returns the first step to run (1 without --resume).
+int64_t resume(const Options &o, const Plan &plan, Communicator &comm,
+               Session &session, const RunIdentity &run) {
+  if (o.resumeDir.empty())
+    return 1;
+  ResumePoint point;
+  std::string error;
+  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error) ||
+      !loadCheckpoint(point, plan, session, comm, error))
+    die(error);
+  if (comm.rank() == 0) {
+    for (const std::string &note : point.notes)
+      std::printf("fsdp-run: --resume: %s\n", note.c_str());
+    std::printf("fsdp-run: resuming from %s: steps %lld..%lld\n",
+                point.stepDir.c_str(), (long long)point.manifest.step + 1,
+                (long long)o.steps);
+  }
+  return point.manifest.step + 1;
+}
+
+/// A run that a signal stopped: rank 0's line; the exit code.
+int reportStop(const Options &o, const Communicator &comm, int64_t step,
+               int signal) {
+  removeTemporaryFiles();
+  if (comm.rank() != 0)
+    return kStoppedExitCode;
+  const char *name = signal == SIGINT    ? "SIGINT"
+                     : signal == SIGTERM ? "SIGTERM"
+                                         : "a signal";
+  if (o.checkpointDir.empty())
+    std::printf("fsdp-run: %s at step %lld: stopped (no --checkpoint-dir: "
+                "nothing saved)\n",
+                name, (long long)step);
+  else
+    std::printf("fsdp-run: %s at step %lld: checkpoint %s written; resume "
+                "with --resume %s\n",
+                name, (long long)step,
+                stepDirectory(o.checkpointDir, step).c_str(),
+                o.checkpointDir.c_str());
+  std::fflush(stdout);
+  return kStoppedExitCode;
+}
+
+/// Trains steps `first`..--steps, rank 0 printing a progress line for
+/// every logged step; `stall` runs before each, `control` after each.
 TrainResult train(const Options &o, Session &session, Communicator &comm,
                   BatchFeeder &feeder,
-                  const std::function<void(int64_t)> &stall) {
+                  const std::function<void(int64_t)> &stall, int64_t first,
+                  StepControl &control) {
   TrainOptions trainOptions;
   trainOptions.steps = o.steps;
   trainOptions.lossesMeanNothing = o.skipCollectives;
   trainOptions.beforeStep = stall;
+  trainOptions.firstStep = first;
+  bool lead = comm.rank() == 0;
+  trainOptions.afterStep = [&](int64_t step, bool &stop, std::string &error) {
+    Checkpointer *c = control.checkpointer;
+    int64_t before = c ? c->lastWritten() : -1;
+    if (!control.afterStep(step, comm, stop, error))
+      return false;
+    if (lead && c && c->lastWritten() != before)
+      std::printf("fsdp-run: %s\n", c->lastNote().c_str());
+    return true;
+  };
   Trainer trainer(session, comm, feeder, trainOptions);
   TrainResult result;
   std::string error;
-  bool lead = comm.rank() == 0;
   int64_t tokensPerStep = feeder.tokensPerStep();
   bool trained = trainer.run(
       [&](const StepResult &s) {
         if (lead &&
-            (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps))
+            (s.step % o.logEvery == 0 || s.step == first || s.step == o.steps))
           std::printf("step %5lld/%lld | loss %.6f | %8.2f ms | %9.0f tok/s\n",
                       (long long)s.step, (long long)o.steps, s.loss,
                       s.seconds * 1e3, tokensPerStep / s.seconds);
@@ -853,7 +969,25 @@ int run(int argc, char **argv) {
   setupFigures.rssPeakRestarted = resetResidentPeak();
   setupFigures.afterSetup = heap::liveBytes();
   heap::resetPeak();
-  TrainResult result = train(options, session, *comm, feeder, stall);
+  RunIdentity identity = runIdentity(options, inputs, data, comm->size());
+  int64_t first = resume(options, plan, *comm, session, identity);
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!options.checkpointDir.empty()) {
+    checkpointer = std::make_unique<Checkpointer>(
+        plan, session, *comm,
+        CheckpointOptions{options.checkpointDir, options.checkpointEvery,
+                          options.keepLast},
+        identity);
+    if (!checkpointer->prepare(error))
+      die(error);
+  }
+  StepControl control{checkpointer.get(), options.steps};
+  installStopSignals(); // a signal now stops after the step
+  TrainResult result =
+      train(options, session, *comm, feeder, stall, first, control);
+  installOutputCleanup();
+  if (result.stopped)
+    return reportStop(options, *comm, result.lastStep, control.stoppedBy);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
          feeder.tokensPerStep(), outputs, paths.weightNames);
