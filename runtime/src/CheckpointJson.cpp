@@ -125,7 +125,7 @@ bool readRun(Reader &r, const json &j, RunIdentity &run) {
 
 bool readShape(Reader &r, const json &p, std::vector<int64_t> &shape,
                const std::string &where) {
-  const json *dims;
+  const json *dims = nullptr;
   if (!r.array(p, "shape", dims, where))
     return false;
   for (const json &d : *dims) {
@@ -137,7 +137,7 @@ bool readShape(Reader &r, const json &p, std::vector<int64_t> &shape,
 }
 
 bool readUnits(Reader &r, const json &j, std::vector<ManifestUnit> &units) {
-  const json *list;
+  const json *list = nullptr;
   if (!r.array(j, "units", list, ""))
     return false;
   for (const json &u : *list) {
@@ -145,7 +145,7 @@ bool readUnits(Reader &r, const json &j, std::vector<ManifestUnit> &units) {
     if (!u.is_object())
       return r.fail(where, "an object");
     ManifestUnit &unit = units.emplace_back();
-    const json *params;
+    const json *params = nullptr;
     if (!r.string(u, "name", unit.name, where) ||
         !r.integer(u, "flat_size", unit.flatSize, where) ||
         !r.array(u, "params", params, where))
@@ -166,7 +166,7 @@ bool readUnits(Reader &r, const json &j, std::vector<ManifestUnit> &units) {
 }
 
 bool readFiles(Reader &r, const json &j, std::vector<ManifestFile> &files) {
-  const json *list;
+  const json *list = nullptr;
   if (!r.array(j, "files", list, ""))
     return false;
   for (const json &f : *list) {
