@@ -116,9 +116,9 @@ def main():
     parser.add_argument("--signal", default="TERM")
     parser.add_argument("--twice", action="store_true")
     parser.add_argument("--timeout", type=float, default=120.0)
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    split = sys.argv.index("--")
+    args = parser.parse_args(sys.argv[1:split])
+    command = sys.argv[split + 1:]
     return send_signal(args, command)
 
 
