@@ -24,9 +24,9 @@ if ldd "$build/bin/fsdp-run" | grep -q -E 'libLLVM|libMLIR'; then
   exit 1
 fi
 "$build/bin/fsdp-run" --help > /dev/null
-# Without nlohmann-json the weights options fail with the reason, not the
-# build.
-for option in --init-from --export; do
+# Without nlohmann-json the weights and checkpoint options fail with the
+# reason, not the build.
+for option in --init-from --export --checkpoint-dir --resume; do
   if "$build/bin/fsdp-run" none.plan "$option" w.safetensors \
       > "$build.weights.log" 2>&1 ||
     ! grep -q "built without nlohmann-json" "$build.weights.log"; then

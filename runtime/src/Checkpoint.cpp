@@ -200,6 +200,11 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   ManifestFile file;
   bool ok = makeDirectory(stepDir, error) &&
             writeRankFile(stepDir, step, file, error);
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  };
+  double fileSeconds = since(start);
   checkpointFault("rank-file-renamed", step, rank);
   if (!agree(ok, error)) {
     unlink((stepDir + "/" + rankFileName(rank, comm.size())).c_str());
@@ -224,14 +229,12 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   uint64_t total = 0;
   for (const ManifestFile &f : files)
     total += f.bytes;
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  char text[256];
+  char text[320];
   std::snprintf(text, sizeof(text),
-                "checkpoint %s written: %d rank files, %.2f MiB, %.3f s",
+                "checkpoint %s written: %d rank files, %.2f MiB, %.3f s "
+                "(rank 0's file %.3f s)",
                 stepDir.c_str(), comm.size(), double(total) / (1 << 20),
-                seconds);
+                since(start), fileSeconds);
   note = text;
   return true;
 }

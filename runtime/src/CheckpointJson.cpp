@@ -115,8 +115,8 @@ bool readRun(Reader &r, const json &j, RunIdentity &run) {
        !r.integer(data, "tokens", tokens, "data.")))
     return false;
   run.dataTokens = uint64_t(tokens);
-  if (!r.integer(j, "seed", seed, "") ||
-      !r.string(j, "lr", run.lr, "") || !r.integer(j, "steps", run.steps, "") ||
+  if (!r.integer(j, "seed", seed, "") || !r.string(j, "lr", run.lr, "") ||
+      !r.integer(j, "steps", run.steps, "") ||
       !r.integer(j, "threads", run.threads, ""))
     return false;
   run.seed = uint64_t(seed);

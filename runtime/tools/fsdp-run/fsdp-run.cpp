@@ -736,15 +736,22 @@ int64_t resume(const Options &o, const Plan &plan, Communicator &comm,
     return 1;
   ResumePoint point;
   std::string error;
-  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error) ||
-      !loadCheckpoint(point, plan, session, comm, error))
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error))
     die(error);
+  auto found = Clock::now();
+  if (!loadCheckpoint(point, plan, session, comm, error))
+    die(error);
+  std::chrono::duration<double> checked = found - start,
+                                loaded = Clock::now() - found;
   if (comm.rank() == 0) {
     for (const std::string &note : point.notes)
       std::printf("fsdp-run: --resume: %s\n", note.c_str());
-    std::printf("fsdp-run: resuming from %s: steps %lld..%lld\n",
+    std::printf("fsdp-run: resuming from %s: steps %lld..%lld (checked in "
+                "%.3f s, rank 0's shards loaded in %.3f s)\n",
                 point.stepDir.c_str(), (long long)point.manifest.step + 1,
-                (long long)o.steps);
+                (long long)o.steps, checked.count(), loaded.count());
   }
   return point.manifest.step + 1;
 }
