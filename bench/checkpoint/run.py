@@ -9,8 +9,8 @@ For each world size, in the same run:
     DONTNEED after their fsync) and fsdp-run --resume runs: rank 0 reads
     every file once to check its size and CRC-32 (a cold sequential read),
     then each rank loads its shards through the mapped files;
-  * the baseline: one file of the same bytes as a rank's file, written
-    sequentially in 1 MiB chunks and fsynced, dropped from the cache and
+  * the baseline: one file of the same bytes as a rank's file, held in
+    memory, written sequentially in 1 MiB chunks and fsynced, dropped from the cache and
     read back in 1 MiB chunks.
 Prints one table (GB/s = 1e9 bytes per second).
 
@@ -47,12 +47,14 @@ def drop_cache(path):
 def baseline(tmp, size):
     """(write GB/s, read GB/s) of one plain file of `size` bytes."""
     path = os.path.join(tmp, "baseline.bin")
-    block = os.urandom(CHUNK)
+    # The bytes in memory first, as a rank's shards are (not one cached
+    # block written over and over).
+    data = memoryview((os.urandom(CHUNK) * (size // CHUNK + 1))[:size])
     start = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    left = size
-    while left > 0:
-        left -= os.write(fd, block[:min(left, CHUNK)])
+    at = 0
+    while at < size:
+        at += os.write(fd, data[at:at + CHUNK])
     os.fsync(fd)
     os.close(fd)
     write = size / (time.perf_counter() - start) / 1e9

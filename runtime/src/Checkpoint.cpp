@@ -116,7 +116,7 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
                                  ManifestFile &file, std::string &error) {
   int rank = comm.rank(), ranks = comm.size();
   std::vector<TensorToWrite> tensors;
-  std::vector<std::vector<float>> values;
+  std::vector<FileChunk> data;
   TensorMetadata meta = {{"format", "fsdp-checkpoint"},
                          {"version", std::to_string(kCheckpointVersion)},
                          {"step", std::to_string(step)},
@@ -129,8 +129,12 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
         {plan.units[u].name + "/range",
          std::to_string(range.begin) + ":" + std::to_string(range.end)});
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
-      values.push_back(session.readBuffer(buffer));
-      values.back().resize(size_t(range.end - range.begin));
+      int64_t count = range.end - range.begin;
+      data.push_back({nullptr, size_t(count) * sizeof(float),
+                      [this, buffer = buffer, count](void *out) {
+                        session.readBuffer(buffer, static_cast<float *>(out),
+                                           count);
+                      }});
       tensors.push_back({shardTensorName(plan.units[u].name, part),
                          TensorDType::F32,
                          {range.end - range.begin},
@@ -143,8 +147,7 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
   std::vector<FileChunk> chunks = {{length, 8}, {header.data(), header.size()}};
-  for (const std::vector<float> &v : values)
-    chunks.push_back({v.data(), v.size() * sizeof(float)});
+  chunks.insert(chunks.end(), data.begin(), data.end());
   file.name = rankFileName(rank, ranks);
   file.rank = rank;
   FaultPoints faults{"mid-rank-file", "rank-file-written", step, rank};

@@ -7,6 +7,7 @@
 #include "fsdp/runtime/PlanFormat.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,11 +17,46 @@
 #include <unistd.h>
 
 namespace fsdp::rt {
+
+uint32_t fastCrc32(const void *data, size_t size, uint32_t previous) {
+  // Slicing by 8 (Intel's): eight tables, eight bytes a step; the same
+  // CRC as plan::crc32's byte at a time, several times faster.
+  static const auto tables = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (int k = 1; k < 8; ++k)
+        t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+    return t;
+  }();
+  uint32_t crc = previous ^ 0xFFFFFFFFu;
+  auto *p = static_cast<const unsigned char *>(data);
+  for (; size >= 8; size -= 8, p += 8) {
+    uint32_t lo = crc ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 |
+                         uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
+    uint32_t hi = uint32_t(p[4]) | uint32_t(p[5]) << 8 | uint32_t(p[6]) << 16 |
+                  uint32_t(p[7]) << 24;
+    crc = tables[7][lo & 0xFF] ^ tables[6][(lo >> 8) & 0xFF] ^
+          tables[5][(lo >> 16) & 0xFF] ^ tables[4][lo >> 24] ^
+          tables[3][hi & 0xFF] ^ tables[2][(hi >> 8) & 0xFF] ^
+          tables[1][(hi >> 16) & 0xFF] ^ tables[0][hi >> 24];
+  }
+  for (; size > 0; --size, ++p)
+    crc = tables[0][(crc ^ *p) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
 namespace {
 /// Writes all of [data, data + n); 0 or the errno of the failure.
 int writeAll(int fd, const char *data, size_t n) {
   while (n > 0) {
-    ssize_t done = ::write(fd, data, n);
+    // 1 MiB a call: large writes stall the page cache for longer.
+    ssize_t done = ::write(fd, data, std::min<size_t>(n, size_t(1) << 20));
     if (done < 0 && errno == EINTR)
       continue;
     if (done <= 0)
@@ -40,22 +76,28 @@ int writeChunks(int fd, const std::vector<FileChunk> &chunks,
     total += c.bytes;
   bytes = 0;
   crc = 0;
+  std::vector<char> staging;
   for (const FileChunk &c : chunks) {
     const char *p = static_cast<const char *>(c.data);
     size_t n = c.bytes;
+    if (c.fill) {
+      staging.resize(std::max(staging.size(), n));
+      c.fill(staging.data());
+      p = staging.data();
+    }
     if (bytes < total / 2 && bytes + n >= total / 2) {
       size_t first = size_t(total / 2 - bytes);
       if (int failed = writeAll(fd, p, first))
         return failed;
       checkpointFault(faults.mid, faults.step, faults.rank);
-      crc = plan::crc32(p, first, crc);
+      crc = fastCrc32(p, first, crc);
       bytes += first;
       p += first;
       n -= first;
     }
     if (int failed = writeAll(fd, p, n))
       return failed;
-    crc = plan::crc32(p, n, crc);
+    crc = fastCrc32(p, n, crc);
     bytes += n;
   }
   return 0;
@@ -122,7 +164,7 @@ bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc) {
       close(fd);
       return n == 0;
     }
-    crc = plan::crc32(buffer.data(), size_t(n), crc);
+    crc = fastCrc32(buffer.data(), size_t(n), crc);
     bytes += uint64_t(n);
   }
 }

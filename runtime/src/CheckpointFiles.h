@@ -12,14 +12,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace fsdp::rt {
 
+/// `bytes` bytes at `data`, or, where `fill` is set, what it writes into
+/// a staging buffer of that size (one buffer for all: a rank file's
+/// tensors go from the arena to the file without a copy of them all).
 struct FileChunk {
   const void *data;
   size_t bytes;
+  std::function<void(void *)> fill = nullptr;
 };
 
 /// The fault points inside one file's write: `mid` after half its bytes,
@@ -29,6 +34,9 @@ struct FaultPoints {
   int64_t step;
   int rank;
 };
+
+/// CRC-32 as plan::crc32 (zlib's), eight bytes at a time.
+uint32_t fastCrc32(const void *data, size_t size, uint32_t previous = 0);
 
 /// Writes `chunks` to PATH.tmp, fsyncs it, renames it over PATH and fsyncs
 /// the directory; `bytes` and `crc` are the file's. On failure PATH.tmp is

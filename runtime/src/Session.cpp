@@ -225,6 +225,12 @@ std::vector<float> Session::readBuffer(uint32_t id) {
   return values;
 }
 
+void Session::readBuffer(uint32_t id, float *out, int64_t count) {
+  const BufferDesc &buffer = plan.buffers[id];
+  backend.read(buffer.offset, out,
+               std::min<uint64_t>(buffer.size, uint64_t(count) * 4));
+}
+
 void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {
   const BufferDesc &buffer = plan.buffers[id];
   backend.write(buffer.offset, values.data(),

@@ -8,6 +8,8 @@
   checkpoint_tool.py join-logs OUT LOG...
       the step lines of the logs in order, into OUT (a run and its resumed
       continuation, for compare_runs.py)
+  checkpoint_tool.py check-manifest STEPDIR
+      every file the manifest lists has its size and CRC-32 (zlib's)
   checkpoint_tool.py flip FILE OFFSET
       flips the bits of the byte at OFFSET (negative: from the end)
   checkpoint_tool.py signal [--rank R] [--after REGEX] [--delay S]
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 
 def suffix_losses(full_path, part_path):
@@ -42,6 +45,17 @@ def join_logs(out, logs):
             for line in open(log):
                 if re.match(r"^step +\d+/", line):
                     f.write(line)
+
+
+def check_manifest(step_dir):
+    manifest = json.load(open(os.path.join(step_dir, "manifest.json")))
+    for f in manifest["files"]:
+        data = open(os.path.join(step_dir, f["name"]), "rb").read()
+        crc = f"{zlib.crc32(data):08x}"
+        if len(data) != f["bytes"] or crc != f["crc32"]:
+            sys.exit(f"{f['name']}: {len(data)} bytes, CRC-32 {crc}; the "
+                     f"manifest says {f['bytes']}, {f['crc32']}")
+    print(f"manifest ok: {len(manifest['files'])} files")
 
 
 def flip(path, offset):
@@ -106,6 +120,8 @@ def main():
         return suffix_losses(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "join-logs":
         return join_logs(sys.argv[2], sys.argv[3:])
+    if sys.argv[1] == "check-manifest":
+        return check_manifest(sys.argv[2])
     if sys.argv[1] == "flip":
         return flip(sys.argv[2], int(sys.argv[3]))
     parser = argparse.ArgumentParser()

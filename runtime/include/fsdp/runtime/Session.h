@@ -53,6 +53,8 @@ public:
   void overrideLearningRate(double lr) { lrOverride = lr; }
 
   std::vector<float> readBuffer(uint32_t buffer);
+  /// The first `count` elements of an f32 buffer, into `out`.
+  void readBuffer(uint32_t buffer, float *out, int64_t count);
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);
   /// The buffer the AdamW of unit `unit` reads its gradient shard from.
   std::optional<uint32_t> gradientShard(uint32_t unit) const;
