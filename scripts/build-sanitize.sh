@@ -78,6 +78,7 @@ python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
@@ -88,4 +89,6 @@ python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_CONFIG_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_SAFETENSORS_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_CHECKPOINT_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 echo "sanitizers: all clean"
