@@ -157,17 +157,17 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
 
 /// The barrier after every rank's file: every rank learns whether all
 /// wrote theirs, and the error of the highest failing rank.
-bool Checkpointer::agree(bool ok, std::string &error) {
+bool Checkpointer::agree(int64_t step, bool ok, std::string &error) {
   uint64_t failed;
   {
-    RecordScope scope(CollectiveLabel{0, -1, "checkpoint barrier"});
+    RecordScope scope(CollectiveLabel{step, -1, "checkpoint barrier"});
     failed = comm.allReduceMax(ok ? 0 : uint64_t(comm.rank()) + 1);
   }
   if (!failed)
     return true;
   char text[1024] = {};
   std::snprintf(text, sizeof(text), "%s", error.c_str());
-  RecordScope scope(CollectiveLabel{0, -1, "checkpoint error broadcast"});
+  RecordScope scope(CollectiveLabel{step, -1, "checkpoint error broadcast"});
   comm.broadcast(text, sizeof(text), int(failed - 1));
   error = text;
   return false;
@@ -209,7 +209,7 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   };
   double fileSeconds = since(start);
   checkpointFault("rank-file-renamed", step, rank);
-  if (!agree(ok, error)) {
+  if (!agree(step, ok, error)) {
     unlink((stepDir + "/" + rankFileName(rank, comm.size())).c_str());
     return false;
   }
@@ -217,14 +217,14 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   std::vector<ManifestFile> files(comm.size());
   for (int r = 0; r < comm.size(); ++r) {
     uint64_t fields[2] = {file.bytes, file.crc32};
-    RecordScope scope(CollectiveLabel{0, -1, "checkpoint file sizes"});
+    RecordScope scope(CollectiveLabel{step, -1, "checkpoint file sizes"});
     comm.broadcast(fields, sizeof(fields), r);
     files[r] = {rankFileName(r, comm.size()), r, fields[0],
                 uint32_t(fields[1])};
   }
   checkpointFault("before-manifest", step, rank);
   ok = rank != 0 || writeManifest(stepDir, step, files, error);
-  if (!agree(ok, error))
+  if (!agree(step, ok, error))
     return false;
   written = step;
   if (rank == 0 && options.keepLast > 0)

@@ -120,7 +120,7 @@ public:
 private:
   bool writeRankFile(const std::string &stepDir, int64_t step,
                      ManifestFile &file, std::string &error);
-  bool agree(bool ok, std::string &error);
+  bool agree(int64_t step, bool ok, std::string &error);
   bool writeManifest(const std::string &stepDir, int64_t step,
                      std::vector<ManifestFile> files, std::string &error);
   void pruneOld(int64_t step);
