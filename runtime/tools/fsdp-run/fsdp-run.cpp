@@ -17,7 +17,9 @@
 // --init-from's safetensors file, each rank reading its shard), and trains:
 // one progress line per step (step, loss, ms/step, tokens/s), then a
 // summary with the measured arena high-water mark next to the compiler's
-// prediction; --export writes the trained weights as safetensors. Every
+// prediction; --export writes the trained weights as safetensors;
+// --checkpoint-dir writes sharded checkpoints, --resume continues from the
+// newest, SIGTERM/SIGINT stop after a step with one. Every
 // collective goes through the flight recorder and its
 // watchdog (docs/runtime.md). The pieces live in the runtime library
 // (Session, Trainer, StepInputs, RunOutputs, FlightRecorder, Agreement);
