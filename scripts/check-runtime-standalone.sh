@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Proves that runtime/ builds on its own, with no LLVM or MLIR anywhere, and
-# with neither CUDA nor MPI (the smallest runtime: CPU backend, one rank):
+# with neither CUDA nor MPI nor nlohmann-json (the smallest runtime: CPU
+# backend, one rank, no safetensors; what a GPU machine without the JSON
+# package builds):
 # configures and builds it alone (CMake + a C++ compiler + its backends'
 # libraries), then checks that no compile command names an LLVM/MLIR include
 # path and that fsdp-run links neither libLLVM nor libMLIR, and runs it.
@@ -10,7 +12,8 @@ build="${1:-$root/build/runtime-standalone}"
 
 cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-  -DFSDP_ENABLE_CUDA=OFF -DFSDP_ENABLE_MPI=OFF > "$build.configure.log"
+  -DFSDP_ENABLE_CUDA=OFF -DFSDP_ENABLE_MPI=OFF -DFSDP_ENABLE_JSON=OFF \
+  > "$build.configure.log"
 ninja -C "$build" > "$build.build.log"
 if grep -q -E 'llvm|mlir' "$build/compile_commands.json"; then
   echo "runtime-standalone: a compile command mentions LLVM or MLIR" >&2
@@ -21,4 +24,15 @@ if ldd "$build/bin/fsdp-run" | grep -q -E 'libLLVM|libMLIR'; then
   exit 1
 fi
 "$build/bin/fsdp-run" --help > /dev/null
+# Without nlohmann-json the weights and checkpoint options fail with the
+# reason, not the build.
+for option in --init-from --export --checkpoint-dir --resume; do
+  if "$build/bin/fsdp-run" none.plan "$option" w.safetensors \
+      > "$build.weights.log" 2>&1 ||
+    ! grep -q "built without nlohmann-json" "$build.weights.log"; then
+    echo "runtime-standalone: fsdp-run $option without nlohmann-json:" >&2
+    cat "$build.weights.log" >&2
+    exit 1
+  fi
+done
 echo "runtime-standalone: built alone, no LLVM or MLIR"

@@ -59,6 +59,14 @@ if shutil.which("valgrind") and not _sanitized(
 if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
     config.available_features.add("heap-counter")
 
+# The tests that compute a reference in numpy (an independent GPT-2
+# forward) run where the interpreter that runs lit has it
+# (scripts/setup.sh installs python3-numpy); elsewhere they are reported
+# UNSUPPORTED.
+import importlib.util
+if importlib.util.find_spec("numpy") is not None:
+    config.available_features.add("numpy")
+
 # A build with CUDA has the backend as a module that fsdp-run loads.
 if config.fsdp_have_cuda_module:
     config.available_features.add("cuda-module")

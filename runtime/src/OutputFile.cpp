@@ -65,6 +65,20 @@ private:
   std::vector<char> buffer;
   int error = 0;
 };
+/// Best effort: the rename itself reaches the disk (a crash after it
+/// cannot bring the old file back). A filesystem that cannot sync a
+/// directory still has the whole new file under the name.
+void syncDirectory(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0               ? "/"
+                                               : path.substr(0, slash);
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
 } // namespace
 
 void registerTemporaryFile(const std::string &path) {
@@ -157,6 +171,7 @@ bool OutputFile::write(const std::function<void(std::ostream &)> &fill,
     return false;
   }
   forgetTemporaryFile(tmp);
+  syncDirectory(path);
   return true;
 }
 

@@ -177,6 +177,13 @@ bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
       !files.params.reserve(paths.params, "parameters", paramsFileBytes(plan),
                             error))
     return false;
+  if (!paths.weights.empty() && lead &&
+      !files.weights.reserve(
+          paths.weights, "weights",
+          safeTensorsFileBytes(exportTensors(plan, paths.weightNames, nullptr),
+                               exportMetadata(plan, paths.weightNames)),
+          error))
+    return false;
   if (!paths.trace.empty() &&
       !files.trace.reserve(traceFileFor(paths.trace, rank, ranks), "trace",
                            traceBytes(plan, steps), error))

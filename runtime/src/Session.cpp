@@ -1,28 +1,38 @@
 //===- Session.cpp - a plan running on a backend --------------------------===//
 
 #include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/Weights.h"
 
 #include <algorithm>
 #include <chrono>
 
 namespace fsdp::rt {
 
-bool Session::initialize(uint64_t seed, std::string &error) {
+bool Session::initialize(uint64_t seed, std::string &error,
+                         const InitialWeights *weights) {
   if (!backend.allocateArena(plan.arenaSize, error) ||
       !backend.prepare(plan, error))
     return false;
   std::vector<float> host;
-  for (size_t u = 0; u < plan.units.size(); ++u) {
+  bool read = true;
+  for (size_t u = 0; u < plan.units.size() && read; ++u) {
     const UnitDesc &unit = plan.units[u];
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
     host.assign(buffer.numElements(), 0.0f);
     forEachShardSegment(
         plan, uint32_t(u), comm.rank(), comm.size(),
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
-          initializeParam(param, seed, begin, begin + count, host.data() + at);
+          if (!weights)
+            initializeParam(param, seed, begin, begin + count,
+                            host.data() + at);
+          else if (read)
+            read = weights->read(uint32_t(&param - plan.params.data()), begin,
+                                 count, host.data() + at, error);
         });
     backend.write(buffer.offset, host.data(), buffer.size);
   }
+  if (!read)
+    return false;
   for (const BufferDesc &buffer : plan.buffers)
     if (buffer.kind == plan::BufferKind::AdamM ||
         buffer.kind == plan::BufferKind::AdamV) {
@@ -223,6 +233,12 @@ std::vector<float> Session::readBuffer(uint32_t id) {
   std::vector<float> values(buffer.numElements());
   backend.read(buffer.offset, values.data(), buffer.size);
   return values;
+}
+
+void Session::readBuffer(uint32_t id, float *out, int64_t count) {
+  const BufferDesc &buffer = plan.buffers[id];
+  backend.read(buffer.offset, out,
+               std::min<uint64_t>(buffer.size, uint64_t(count) * 4));
 }
 
 void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {

@@ -19,7 +19,8 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
   result.lrSchedule =
       options.schedule ? options.schedule->describe() : "constant";
   double totalSeconds = 0.0, steadySeconds = 0.0;
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  const int64_t first = options.firstStep;
+  for (int64_t step = first; step <= options.steps; ++step) {
     before(step);
     if (!feeder.feed(session, step, error))
       return false;
@@ -38,11 +39,11 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
-    if (step > 1)
+    if (step > first)
       steadySeconds += seconds;
     // The first step touches every page of the arena; the profile, like
     // the mean time per step, covers the steps after it.
-    if (step == 1 && options.steps > 1)
+    if (step == first && options.steps > first)
       session.resetKernelTimes();
     result.losses.push_back(loss);
     result.learningRates.push_back(lr);
@@ -52,10 +53,17 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
       return false;
     }
     onStep({step, loss, seconds, lr});
+    result.lastStep = step;
+    bool stop = false;
+    if (options.afterStep && !options.afterStep(step, stop, error))
+      return false;
+    if ((result.stopped = stop))
+      break;
   }
-  result.timedSteps = options.steps > 1 ? options.steps - 1 : 1;
+  int64_t run = result.lastStep - first + 1;
+  result.timedSteps = run > 1 ? run - 1 : 1;
   result.meanSeconds =
-      options.steps > 1 ? steadySeconds / result.timedSteps : totalSeconds;
+      run > 1 ? steadySeconds / result.timedSteps : totalSeconds;
   before(options.steps + 1);
   result.highWaterMark = session.measureHighWaterMark();
   RecordScope scope(CollectiveLabel{0, -1, "high-water-mark all-reduce"});

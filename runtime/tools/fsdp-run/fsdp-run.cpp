@@ -4,16 +4,23 @@
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off]
+//            [--init-from FILE] [--export FILE] [--export-names hf|ours]
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
+//            [--checkpoint-dir DIR [--checkpoint-every K] [--keep-last M]]
+//            [--resume DIR]
 //
 // Loads and validates the plan, checks and reserves every output, makes
 // the ranks agree on everything that changes numbers, allocates the arena
-// once, initialises the parameters from their initializers, and trains:
+// once, initialises the parameters from their initializers (or from
+// --init-from's safetensors file, each rank reading its shard), and trains:
 // one progress line per step (step, loss, ms/step, tokens/s), then a
 // summary with the measured arena high-water mark next to the compiler's
-// prediction. Every collective goes through the flight recorder and its
+// prediction; --export writes the trained weights as safetensors;
+// --checkpoint-dir writes sharded checkpoints, --resume continues from the
+// newest, SIGTERM/SIGINT stop after a step with one. Every
+// collective goes through the flight recorder and its
 // watchdog (docs/runtime.md). The pieces live in the runtime library
 // (Session, Trainer, StepInputs, RunOutputs, FlightRecorder, Agreement);
 // this file parses options and reports.
@@ -22,6 +29,7 @@
 
 #include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
@@ -35,9 +43,11 @@
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
 #include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/Weights.h"
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,13 +63,15 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, tracePath, reportPath,
-      flightRecorderDir, blas = "openblas", backend = "cpu",
-                         collectiveThreads = "auto", dataFormatName = "auto";
+  std::string planPath, dataPath, savePath, tracePath, reportPath, initFromPath,
+      exportPath, exportNames, flightRecorderDir, checkpointDir, resumeDir,
+      blas = "openblas", backend = "cpu", collectiveThreads = "auto",
+      dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
+  int64_t checkpointEvery = 0, keepLast = 0;
   double collectiveTimeout = 300.0;
   int64_t stallRank = -1, stallStep = 1;
   double stallSeconds = 0.0;
@@ -84,11 +96,15 @@ const char *const kUsage =
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
+    "                [--init-from FILE] [--export FILE]\n"
+    "                [--export-names hf|ours]\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--heap-breakdown] [--peak-tflops X]\n"
     "                [--collective-timeout SECONDS]\n"
     "                [--flight-recorder DIR]\n"
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
+    "                [--checkpoint-dir DIR] [--checkpoint-every K]\n"
+    "                [--keep-last M] [--resume DIR]\n"
     "       fsdp-run --list-devices\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
@@ -164,6 +180,8 @@ bool parseTrainingOption(ArgCursor &c, Options &o) {
     o.lr = parseNonNegative(arg, c.value(), "a non-negative number");
   else if (arg == "--log-every")
     o.logEvery = parseInt(arg, c.value(), 1);
+  else if (arg == "--init-from")
+    o.initFromPath = c.value();
   else
     return false;
   return true;
@@ -266,7 +284,13 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
     o.reportPath = c.value();
   else if (arg == "--save")
     o.savePath = c.value();
-  else if (arg == "--trace")
+  else if (arg == "--export")
+    o.exportPath = c.value();
+  else if (arg == "--export-names") {
+    o.exportNames = c.value();
+    if (o.exportNames != "hf" && o.exportNames != "ours")
+      die("--export-names expects hf or ours, got '" + o.exportNames + "'", 2);
+  } else if (arg == "--trace")
     o.tracePath = c.value();
   else if (arg == "--profile")
     o.profile = true;
@@ -281,6 +305,34 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
   return true;
 }
 
+/// The options of checkpoints and resuming (docs/runtime.md). False when
+/// `c.arg` is none of them.
+bool parseCheckpointOption(ArgCursor &c, Options &o) {
+  const std::string &arg = c.arg;
+  if (arg == "--checkpoint-dir")
+    o.checkpointDir = c.value();
+  else if (arg == "--checkpoint-every")
+    o.checkpointEvery = parseInt(arg, c.value(), 1);
+  else if (arg == "--keep-last")
+    o.keepLast = parseInt(arg, c.value(), 1);
+  else if (arg == "--resume")
+    o.resumeDir = c.value();
+  else
+    return false;
+  return true;
+}
+
+/// What the checkpoint options need of each other and of the build.
+void checkCheckpointOptions(const Options &o) {
+  if ((o.checkpointEvery || o.keepLast) && o.checkpointDir.empty())
+    die("--checkpoint-every and --keep-last need --checkpoint-dir DIR", 2);
+  if (!o.resumeDir.empty() && !o.initFromPath.empty())
+    die("--resume continues a run; --init-from starts one: give one", 2);
+  for (const std::string *dir : {&o.checkpointDir, &o.resumeDir})
+    if (!dir->empty() && !checkpointsAvailable())
+      die(*dir + ": checkpoints: " + safeTensorsUnavailableReason());
+}
+
 Options parseOptions(int argc, char **argv) {
   Options o;
   for (ArgCursor c{argc, argv}; c.i < argc; ++c.i) {
@@ -288,7 +340,7 @@ Options parseOptions(int argc, char **argv) {
     const std::string &arg = c.arg;
     if (parseTrainingOption(c, o) || parseScheduleOption(c, o) ||
         parseBackendOption(c, o) || parseCollectiveOption(c, o) ||
-        parseOutputOption(c, o))
+        parseOutputOption(c, o) || parseCheckpointOption(c, o))
       continue;
     if (arg == "--list-devices") {
       std::printf("%s\n", listCudaDevices().c_str());
@@ -309,13 +361,23 @@ Options parseOptions(int argc, char **argv) {
     die("--min-lr is where cosine and linear schedules end; it does not "
         "apply to --lr-schedule constant",
         2);
+  checkCheckpointOptions(o);
+  if (!o.exportNames.empty() && o.exportPath.empty())
+    die("--export-names needs --export FILE", 2);
+  for (const auto &[flag, path] :
+       {std::pair{"--init-from", &o.initFromPath}, {"--export", &o.exportPath}})
+    if (!path->empty() && !safeTensorsAvailable())
+      die(std::string(flag) + " " + *path + ": " +
+          safeTensorsUnavailableReason());
   return o;
 }
 
 /// Whatever changes the numbers of a run, and everything that decides
 /// which collectives a rank issues: ranks must agree on all of it.
 std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
-                                      const TokenData *tokens, int threads) {
+                                      const TokenData *tokens,
+                                      const InitialWeights *weights,
+                                      int threads) {
   char checksum[16];
   std::snprintf(checksum, sizeof(checksum), "%08x", plan.checksum);
   char lr[32];
@@ -335,7 +397,18 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"sync collectives", o.syncCollectives ? "yes" : "no"},
       {"collective threads", o.collectiveThreads},
       {"save", o.savePath.empty() ? "no" : "yes"},
+      {"export", o.exportPath.empty() ? "no" : "yes"},
+      {"checkpoint every",
+       o.checkpointDir.empty() ? "no" : std::to_string(o.checkpointEvery)},
+      {"resume", o.resumeDir.empty() ? "no" : "yes"},
   };
+  // The weights' file by its header and size (reading the data to hash it
+  // would read the whole file on every rank).
+  char fingerprint[48] = "no";
+  if (weights)
+    std::snprintf(fingerprint, sizeof(fingerprint), "header hash %016llx",
+                  (unsigned long long)weights->fingerprint());
+  fields.push_back({"init from", fingerprint});
   // OpenMP threads and the GEMM library decide the CPU's summation order;
   // TF32 the GPU's GEMM precision.
   fields.push_back({"threads", std::to_string(threads)});
@@ -620,11 +693,11 @@ void stallAt(const Options &o, int rank, int64_t step) {
 /// The ranks compare everything that changes numbers; false, each rank
 /// having said why on its own, when they differ.
 bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
-                const TokenData *tokens) {
+                const TokenData *tokens, const InitialWeights *weights) {
   int threads = runThreads(o);
   RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
   std::string disagreement =
-      checkRanksAgree(comm, agreedFields(o, plan, tokens, threads));
+      checkRanksAgree(comm, agreedFields(o, plan, tokens, weights, threads));
   if (disagreement.empty())
     return true;
   // Every rank knows the same: each refuses and exits on its own.
@@ -656,13 +729,13 @@ std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
 }
 
 /// The session set up as the options say, its parameters initialised.
-void startSession(Session &session, const Options &o,
-                  FlightRecorder &recorder) {
+void startSession(Session &session, const Options &o, FlightRecorder &recorder,
+                  const InitialWeights *weights) {
   std::string error;
   session.setFlightRecorder(&recorder);
   session.setSkipCollectives(o.skipCollectives);
   session.setSynchronousCollectives(o.syncCollectives);
-  if (!session.initialize(o.seed, error))
+  if (!session.initialize(o.seed, error, weights))
     die(error);
   if (o.lr >= 0.0)
     session.overrideLearningRate(o.lr);
@@ -746,26 +819,117 @@ uint64_t memoryInUse(const Backend &backend) {
   return device.measured ? device.peak : residentBytesNow();
 }
 
-/// Trains for --steps steps, rank 0 printing a progress line for every
-/// logged step; `stall` runs before each.
+/// What a checkpoint records of this run, and --resume checks.
+RunIdentity runIdentity(const Options &o, const StepInputs &inputs,
+                        const TokenData *data, int ranks) {
+  RunIdentity run;
+  run.seed = o.seed;
+  if (data) {
+    run.dataKind = "tokens";
+    run.dataSource = data->source();
+    run.dataFingerprint = data->fingerprint();
+    run.dataTokens = data->size();
+  }
+  run.globalBatch = inputs.batch * ranks;
+  run.seq = inputs.kind == InputKind::Tokens ? inputs.seq : inputs.features;
+  char lr[32];
+  std::snprintf(lr, sizeof(lr), "%.17g", o.lr);
+  run.lr = o.lr >= 0.0 ? lr : "compiled";
+  // A decaying schedule is a function of --steps too.
+  run.lrSchedule =
+      o.lrScheduleName + ", warmup " + std::to_string(o.warmupSteps);
+  if (o.lrKind != LrSchedule::Kind::Constant) {
+    std::snprintf(lr, sizeof(lr), "%.17g", o.minLr >= 0.0 ? o.minLr : 0.0);
+    run.lrSchedule += std::string(", min ") + lr + ", over " +
+                      std::to_string(o.steps) + " steps";
+  }
+  run.steps = o.steps;
+  run.threads = runThreads(o);
+  return run;
+}
+
+/// --resume: the newest complete checkpoint loaded into the session.
+/// Returns the first step to run (1 without --resume).
+int64_t resume(const Options &o, const Plan &plan, Communicator &comm,
+               Session &session, const RunIdentity &run) {
+  if (o.resumeDir.empty())
+    return 1;
+  ResumePoint point;
+  std::string error;
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error))
+    die(error);
+  auto found = Clock::now();
+  if (!loadCheckpoint(point, plan, session, comm, error))
+    die(error);
+  std::chrono::duration<double> checked = found - start,
+                                loaded = Clock::now() - found;
+  if (comm.rank() == 0) {
+    for (const std::string &note : point.notes)
+      std::printf("fsdp-run: --resume: %s\n", note.c_str());
+    std::printf("fsdp-run: resuming from %s: steps %lld..%lld (checked in "
+                "%.3f s, rank 0's shards loaded in %.3f s)\n",
+                point.stepDir.c_str(), (long long)point.manifest.step + 1,
+                (long long)o.steps, checked.count(), loaded.count());
+  }
+  return point.manifest.step + 1;
+}
+
+/// A run that a signal stopped: rank 0's line; the exit code.
+int reportStop(const Options &o, const Communicator &comm, int64_t step,
+               int signal) {
+  removeTemporaryFiles();
+  if (comm.rank() != 0)
+    return kStoppedExitCode;
+  const char *name = signal == SIGINT    ? "SIGINT"
+                     : signal == SIGTERM ? "SIGTERM"
+                                         : "a signal";
+  if (o.checkpointDir.empty())
+    std::printf("fsdp-run: %s at step %lld: stopped (no --checkpoint-dir: "
+                "nothing saved)\n",
+                name, (long long)step);
+  else
+    std::printf("fsdp-run: %s at step %lld: checkpoint %s written; resume "
+                "with --resume %s\n",
+                name, (long long)step,
+                stepDirectory(o.checkpointDir, step).c_str(),
+                o.checkpointDir.c_str());
+  std::fflush(stdout);
+  return kStoppedExitCode;
+}
+
+/// Trains steps `first`..--steps, rank 0 printing a progress line for
+/// every logged step; `stall` runs before each, `control` after each.
 TrainResult train(const Options &o, Session &session, Communicator &comm,
                   BatchFeeder &feeder, const std::optional<LrSchedule> &lr,
                   ProgressMeter &meter, const Backend &backend,
-                  const std::function<void(int64_t)> &stall) {
+                  const std::function<void(int64_t)> &stall, int64_t first,
+                  StepControl &control) {
   TrainOptions trainOptions;
   trainOptions.schedule = lr;
   trainOptions.steps = o.steps;
   trainOptions.lossesMeanNothing = o.skipCollectives;
   trainOptions.beforeStep = stall;
+  trainOptions.firstStep = first;
+  bool lead = comm.rank() == 0;
+  trainOptions.afterStep = [&](int64_t step, bool &stop, std::string &error) {
+    Checkpointer *c = control.checkpointer;
+    int64_t before = c ? c->lastWritten() : -1;
+    if (!control.afterStep(step, comm, stop, error))
+      return false;
+    if (lead && c && c->lastWritten() != before)
+      std::printf("fsdp-run: %s\n", c->lastNote().c_str());
+    return true;
+  };
   Trainer trainer(session, comm, feeder, trainOptions);
   TrainResult result;
   std::string error;
-  bool lead = comm.rank() == 0;
   bool trained = trainer.run(
       [&](const StepResult &s) {
         meter.record(s.step, s.seconds);
-        if (lead &&
-            (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps)) {
+        if (lead && (s.step % o.logEvery == 0 || s.step == first ||
+                     s.step == o.steps)) {
           char line[320];
           meter.format(line, sizeof(line), s.step, s.loss, s.lr, -1.0,
                        s.seconds, memoryInUse(backend));
@@ -785,12 +949,12 @@ void finish(const Options &o, const Plan &plan, Session &session,
             const Backend &backend, const Communicator &comm,
             const std::string &collectiveMode, const TrainResult &result,
             const HeapFigures &heap, const ProgressMeter &meter,
-            RunOutputFiles &outputs) {
+            RunOutputFiles &outputs, WeightNaming naming) {
   int64_t tokensPerStep = meter.tokensPerStep();
   std::string error;
   bool lead = comm.rank() == 0;
   std::vector<std::vector<float>> finalParams;
-  if (!o.savePath.empty())
+  if (!o.savePath.empty() || !o.exportPath.empty())
     finalParams = session.gatherParams();
   if (lead)
     printSummary(plan, o, result, heap, meter, comm.size());
@@ -799,6 +963,13 @@ void finish(const Options &o, const Plan &plan, Session &session,
   if (outputs.params.active() &&
       !writeParams(plan, finalParams, outputs.params, error))
     die(error);
+  if (outputs.weights.active()) {
+    if (!writeWeights(plan, naming, finalParams, outputs.weights, error))
+      die(error);
+    std::printf("fsdp-run: exported %zu parameters to %s (%s names)\n",
+                plan.params.size(), o.exportPath.c_str(),
+                naming == WeightNaming::Ours ? "our" : "Hugging Face");
+  }
   if (outputs.report.active()) {
     RunReport report =
         makeRunReport(plan, result, tokensPerStep, backend.description(),
@@ -824,6 +995,33 @@ void finish(const Options &o, const Plan &plan, Session &session,
   if (outputs.trace.active() &&
       !writeTrace(plan, session, comm.rank(), outputs.trace, error))
     die(error);
+}
+
+/// --init-from's file, mapped and matched to the plan (null without it).
+std::unique_ptr<InitialWeights> openWeights(const Options &o,
+                                            const Plan &plan) {
+  if (o.initFromPath.empty())
+    return nullptr;
+  auto weights = std::make_unique<InitialWeights>();
+  std::string error;
+  if (!weights->open(plan, o.initFromPath, error))
+    die(error);
+  return weights;
+}
+
+/// Rank 0's lines on where the weights come from and go to.
+void printWeightLines(const Options &o, const Plan &plan,
+                      const InitialWeights *weights, WeightNaming naming) {
+  if (weights)
+    std::printf("fsdp-run: --init-from %s: %s\n", o.initFromPath.c_str(),
+                weights->summary().c_str());
+  if (!o.exportPath.empty() && o.exportNames.empty() &&
+      naming == WeightNaming::Ours)
+    std::printf("fsdp-run: --export %s: our names (only fsdp-gen's GPT-2 "
+                "and Llama have Hugging Face names; this is %s)\n",
+                o.exportPath.c_str(),
+                detectFamily(plan) == ModelFamily::MLP ? "an MLP"
+                                                       : "another model");
 }
 
 int run(int argc, char **argv) {
@@ -861,16 +1059,23 @@ int run(int argc, char **argv) {
   const TokenData *data =
       loadInputs(options, plan, comm->size(), inputs, tokens);
   gHeapMarks.mark("data");
+  std::unique_ptr<InitialWeights> weights = openWeights(options, plan);
+  if (weights)
+    gHeapMarks.mark("--init-from file (mapped, matched)");
   // Every output is checked and reserved now, not after the last step.
   RunOutputFiles outputs;
-  if (!reserveRunOutputs(
-          plan, {options.savePath, options.tracePath, options.reportPath},
-          options.steps, comm->rank(), comm->size(), outputs, error))
+  RunOutputPaths paths{options.savePath, options.tracePath, options.reportPath,
+                       options.exportPath};
+  if (!options.exportPath.empty() &&
+      !chooseExportNaming(plan, options.exportNames, paths.weightNames, error))
+    die(error, 2);
+  if (!reserveRunOutputs(plan, paths, options.steps, comm->rank(), comm->size(),
+                         outputs, error))
     die(error);
 
   auto stall = [&](int64_t step) { stallAt(options, comm->rank(), step); };
   stall(0);
-  if (!ranksAgree(options, plan, *comm, data))
+  if (!ranksAgree(options, plan, *comm, data, weights.get()))
     return 1;
   // Every rank of the node has attached by now: the board's name can go.
   if (comm->localRank() == 0)
@@ -879,12 +1084,16 @@ int run(int argc, char **argv) {
   std::unique_ptr<Backend> backend = startBackend(options, *comm);
   gHeapMarks.mark("backend (BLAS, thread pools)");
   Session session(plan, *backend, *comm);
-  startSession(session, options, recorder);
+  startSession(session, options, recorder, weights.get());
+  if (weights)
+    weights->close(); // its mapped pages are no part of training
   std::string collectiveMode = options.syncCollectives
                                    ? "synchronously (--sync-collectives)"
                                    : backend->collectiveMode();
-  if (comm->rank() == 0)
+  if (comm->rank() == 0) {
     printStart(options, plan, *backend, *comm, collectiveMode, inputs, data);
+    printWeightLines(options, plan, weights.get(), paths.weightNames);
+  }
   BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
   // Setup is over: from here on, whatever the heap gains is what a step
   // allocates outside the arena.
@@ -897,13 +1106,30 @@ int run(int argc, char **argv) {
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
+  RunIdentity identity = runIdentity(options, inputs, data, comm->size());
+  int64_t first = resume(options, plan, *comm, session, identity);
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!options.checkpointDir.empty()) {
+    checkpointer = std::make_unique<Checkpointer>(
+        plan, session, *comm,
+        CheckpointOptions{options.checkpointDir, options.checkpointEvery,
+                          options.keepLast},
+        identity);
+    if (!checkpointer->prepare(error))
+      die(error);
+  }
+  StepControl control{checkpointer.get(), options.steps};
   ProgressMeter meter =
       makeProgressMeter(options, plan, *backend, feeder.tokensPerStep());
-  TrainResult result =
-      train(options, session, *comm, feeder, schedule, meter, *backend, stall);
+  installStopSignals(); // a signal now stops after the step
+  TrainResult result = train(options, session, *comm, feeder, schedule, meter,
+                             *backend, stall, first, control);
+  installOutputCleanup();
+  if (result.stopped)
+    return reportStop(options, *comm, result.lastStep, control.stoppedBy);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
-         meter, outputs);
+         meter, outputs, paths.weightNames);
   return 0;
 }
 } // namespace

@@ -14,6 +14,7 @@
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/Weights.h"
 
 #include <string>
 #include <vector>
@@ -83,14 +84,17 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
 /// Where a run's outputs go (an empty path: not written) and their files,
 /// reserved before the first step.
 struct RunOutputPaths {
-  std::string params, trace, report;
+  std::string params, trace, report, weights;
+  /// The names --export writes the weights by.
+  WeightNaming weightNames = WeightNaming::HuggingFace;
 };
 struct RunOutputFiles {
-  OutputFile params, trace, report;
+  OutputFile params, trace, report, weights;
 };
 /// Checks and reserves every output of a run of `steps` steps: the
-/// parameters and the report on rank 0, the trace on every rank (its own
-/// file). On failure returns false with `error` from the first that fails.
+/// parameters, the weights and the report on rank 0, the trace on every
+/// rank (its own file). On failure returns false with `error` from the first
+/// that fails.
 bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
                        int64_t steps, int rank, int ranks,
                        RunOutputFiles &files, std::string &error);

@@ -17,6 +17,8 @@
 
 namespace fsdp::rt {
 
+class InitialWeights;
+
 /// Wall time spent in each kernel kind over all steps so far.
 struct KernelTimes {
   std::array<double, plan::kKernels.size()> seconds{};
@@ -31,9 +33,11 @@ public:
   /// Allocates the arena and initialises this rank's shard of every unit
   /// from the parameters' initializers and `seed` (deterministically:
   /// element i of a parameter depends only on the seed, the parameter's
-  /// name and i, so every world size starts from the same model) and every
-  /// optimizer moment to zero.
-  bool initialize(uint64_t seed, std::string &error);
+  /// name and i, so every world size starts from the same model), or from
+  /// `weights` (--init-from: the rank reads its shard's elements), and
+  /// every optimizer moment to zero.
+  bool initialize(uint64_t seed, std::string &error,
+                  const InitialWeights *weights = nullptr);
 
   /// Copies the step input at `position` (token ids, targets, features).
   void setInput(uint32_t position, const void *data, uint64_t bytes);
@@ -53,6 +57,8 @@ public:
   std::optional<double> learningRate() const;
 
   std::vector<float> readBuffer(uint32_t buffer);
+  /// The first `count` elements of an f32 buffer, into `out`.
+  void readBuffer(uint32_t buffer, float *out, int64_t count);
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);
   /// The buffer the AdamW of unit `unit` reads its gradient shard from.
   std::optional<uint32_t> gradientShard(uint32_t unit) const;

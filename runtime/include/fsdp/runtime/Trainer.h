@@ -33,6 +33,11 @@ struct TrainOptions {
   /// Called before step s (1..steps) and, with steps + 1, before the final
   /// collectives: where fault injection stalls a rank.
   std::function<void(int64_t step)> beforeStep;
+  /// The first step (a resumed run's: the checkpoint's step + 1).
+  int64_t firstStep = 1;
+  /// Called after each step (and its onStep): checkpoints, stop signals.
+  /// False with `error` ends the run; `stop` ends the loop after it.
+  std::function<bool(int64_t step, bool &stop, std::string &error)> afterStep;
 };
 
 struct StepResult {
@@ -44,10 +49,13 @@ struct StepResult {
 };
 
 struct TrainResult {
-  std::vector<float> losses;
+  std::vector<float> losses; ///< of steps firstStep.. (those run)
   std::vector<double> learningRates;
   /// The schedule that gave them (LrSchedule::describe), or "constant".
   std::string lrSchedule;
+  /// The last step run: --steps, or where a stop signal ended the run.
+  int64_t lastStep = 0;
+  bool stopped = false;
   /// Mean seconds per step over steps 2.. (step 1 touches every page of
   /// the arena), or step 1's alone.
   double meanSeconds = 0.0;

@@ -1,0 +1,67 @@
+//===- CheckpointFiles.h - the files of a checkpoint ------------*- C++ -*-===//
+//
+// The file-system half of checkpoints: atomic writes with their CRC-32 and
+// fault points, the step directories, their removal.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_CHECKPOINTFILES_H
+#define FSDP_RUNTIME_CHECKPOINTFILES_H
+
+#include "fsdp/runtime/Plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// `bytes` bytes at `data`, or, where `fill` is set, what it writes into
+/// a staging buffer of that size (one buffer for all: a rank file's
+/// tensors go from the arena to the file without a copy of them all).
+struct FileChunk {
+  const void *data;
+  size_t bytes;
+  std::function<void(void *)> fill = nullptr;
+};
+
+/// The fault points inside one file's write: `mid` after half its bytes,
+/// `written` once it is whole and fsynced, before its rename.
+struct FaultPoints {
+  const char *mid, *written;
+  int64_t step;
+  int rank;
+};
+
+/// CRC-32 as plan::crc32 (zlib's), eight bytes at a time.
+uint32_t fastCrc32(const void *data, size_t size, uint32_t previous = 0);
+
+/// Writes `chunks` to PATH.tmp, fsyncs it, renames it over PATH and fsyncs
+/// the directory; `bytes` and `crc` are the file's. On failure PATH.tmp is
+/// gone and `error` names PATH and the reason.
+bool writeFileAtomic(const std::string &path,
+                     const std::vector<FileChunk> &chunks,
+                     const FaultPoints &faults, uint64_t &bytes, uint32_t &crc,
+                     std::string &error);
+/// The size and CRC-32 of a file, read through; false when it cannot be read.
+bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc);
+
+/// Per unit, the buffers a rank file holds and their parts: its shard
+/// ("param") and AdamW's moments ("adam_m", "adam_v").
+std::vector<std::pair<const char *, uint32_t>>
+unitShardBuffers(const Plan &plan, uint32_t unit);
+
+/// mkdir that accepts an existing directory.
+bool makeDirectory(const std::string &path, std::string &error);
+/// A directory this process can create files in (a probe file, removed).
+bool checkWritableDirectory(const std::string &path, std::string &error);
+/// The k of every D/step-<k> directory, ascending.
+std::vector<int64_t> listCheckpointSteps(const std::string &dir);
+/// Removes a step directory: its manifest first, then the rest.
+void removeCheckpoint(const std::string &stepDir);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_CHECKPOINTFILES_H

@@ -1,0 +1,293 @@
+//===- CheckpointResume.cpp - the newest complete checkpoint, loaded ------===//
+//
+// Rank 0 walks D/step-* from the newest: a checkpoint counts when its
+// manifest parses and every rank file it lists has its size and CRC-32.
+// The ranks take rank 0's choice, each checks it against its own run
+// (the same checks on every rank: the same error), and loads its shards:
+// of unit u, new rank k of N' owns [floor(kP/N'), floor((k+1)P/N')), and
+// reads from each old rank file the part of that range the old rank owned
+// (the same arithmetic at the old world size), through the mapped file.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/runtime/Checkpoint.h"
+#include "fsdp/runtime/FlightRecorder.h"
+#include "fsdp/runtime/SafeTensors.h"
+
+#include "CheckpointFiles.h"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+namespace fsdp::rt {
+namespace {
+bool readText(const std::string &path, std::string &text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::ostringstream all;
+  all << in.rdbuf();
+  text = all.str();
+  return bool(in) || in.eof();
+}
+
+std::string hex(uint64_t value, int digits) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "%0*llx", digits,
+                (unsigned long long)value);
+  return text;
+}
+
+/// Why checkpoint `stepDir` is not complete ("" when it is).
+std::string incompleteReason(const std::string &stepDir, int64_t step,
+                             Manifest &manifest) {
+  std::string text, why;
+  if (!readText(stepDir + "/manifest.json", text))
+    return "no manifest (an interrupted checkpoint)";
+  if (!parseManifest(text, manifest, why))
+    return "manifest.json: " + why;
+  if (manifest.step != step)
+    return "manifest.json is of step " + std::to_string(manifest.step);
+  if (manifest.files.size() != size_t(manifest.worldSize))
+    return "the manifest lists " + std::to_string(manifest.files.size()) +
+           " files for " + std::to_string(manifest.worldSize) + " ranks";
+  for (const ManifestFile &f : manifest.files) {
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    if (f.name != rankFileName(int(f.rank), int(manifest.worldSize)) ||
+        &f != &manifest.files[size_t(f.rank)])
+      return "the manifest lists '" + f.name + "' out of place";
+    if (!fileCrc32(stepDir + "/" + f.name, bytes, crc))
+      return f.name + ": cannot be read";
+    if (bytes != f.bytes)
+      return f.name + ": " + std::to_string(bytes) +
+             " bytes, the manifest "
+             "says " +
+             std::to_string(f.bytes);
+    if (crc != f.crc32)
+      return f.name + ": CRC-32 " + hex(crc, 8) + ", the manifest says " +
+             hex(f.crc32, 8);
+  }
+  return "";
+}
+
+/// Rank 0: the newest complete checkpoint's step, -1 when none; the ones
+/// skipped go into `notes`.
+int64_t chooseStep(const std::string &dir, std::vector<std::string> &notes) {
+  std::vector<int64_t> steps = listCheckpointSteps(dir);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    Manifest manifest;
+    std::string stepDir = stepDirectory(dir, *it);
+    std::string why = incompleteReason(stepDir, *it, manifest);
+    if (why.empty())
+      return *it;
+    notes.push_back(stepDir + ": skipped: " + why);
+  }
+  return -1;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// The first difference between the checkpoint's layout and the plan's.
+std::string layoutDifference(const std::vector<ManifestUnit> &saved,
+                             const std::vector<ManifestUnit> &plan) {
+  if (saved.size() != plan.size())
+    return std::to_string(saved.size()) + " units in the checkpoint, " +
+           std::to_string(plan.size()) + " in the plan";
+  for (size_t u = 0; u < saved.size(); ++u) {
+    const ManifestUnit &a = saved[u], &b = plan[u];
+    std::string where = "unit " + std::to_string(u) + ": ";
+    if (a.name != b.name || a.flatSize != b.flatSize)
+      return where + "'" + a.name + "' of " + std::to_string(a.flatSize) +
+             " elements in the checkpoint, '" + b.name + "' of " +
+             std::to_string(b.flatSize) + " in the plan";
+    if (a.params.size() != b.params.size())
+      return where + "'" + a.name + "' has " + std::to_string(a.params.size()) +
+             " parameters in the "
+             "checkpoint, " +
+             std::to_string(b.params.size()) + " in the plan";
+    for (size_t p = 0; p < a.params.size(); ++p) {
+      const ManifestParam &x = a.params[p], &y = b.params[p];
+      if (x.name != y.name || x.shape != y.shape || x.offset != y.offset)
+        return where + "parameter " + std::to_string(p) + ": '" + x.name +
+               "' " + shapeText(x.shape) + " at " + std::to_string(x.offset) +
+               " in the checkpoint, '" + y.name + "' " + shapeText(y.shape) +
+               " at " + std::to_string(y.offset) + " in the plan";
+    }
+  }
+  return "";
+}
+
+std::string describeData(const RunIdentity &r) {
+  std::string text = r.dataKind == "tokens"
+                         ? r.dataSource + " (" + std::to_string(r.dataTokens) +
+                               " tokens, hash " + hex(r.dataFingerprint, 16) +
+                               ")"
+                         : std::string("the synthetic teacher");
+  return text + ", global batch " + std::to_string(r.globalBatch) + " x " +
+         std::to_string(r.seq);
+}
+
+/// What differs between the run that wrote the checkpoint and this one
+/// in a way that changes its numbers ("" when nothing).
+std::string runDifference(const RunIdentity &a, const RunIdentity &b) {
+  bool sameData = a.dataKind == b.dataKind &&
+                  a.dataFingerprint == b.dataFingerprint &&
+                  a.dataTokens == b.dataTokens &&
+                  a.globalBatch == b.globalBatch && a.seq == b.seq;
+  if (!sameData)
+    return "the data differs: the checkpoint trained on " + describeData(a) +
+           ", this run on " + describeData(b);
+  if (a.seed != b.seed)
+    return "the seed differs: " + std::to_string(a.seed) +
+           " in the checkpoint, --seed " + std::to_string(b.seed) + " here";
+  if (a.lr != b.lr)
+    return "the learning rate differs: " + a.lr + " in the checkpoint, " +
+           b.lr + " here (--lr)";
+  if (a.lrSchedule != b.lrSchedule)
+    return "the learning-rate schedule differs: " + a.lrSchedule +
+           " in the checkpoint, " + b.lrSchedule +
+           " here (--lr-schedule, --warmup-steps, --min-lr, --steps)";
+  return "";
+}
+
+/// The checks of a chosen checkpoint against this run; `notes` gets what
+/// differs harmlessly.
+bool checkCompatible(const ResumePoint &point, const Plan &plan,
+                     const RunIdentity &run, int ranks, std::string &error,
+                     std::vector<std::string> &notes) {
+  const Manifest &m = point.manifest;
+  auto fail = [&](const std::string &why) {
+    error = "--resume " + point.stepDir + ": " + why;
+    return false;
+  };
+  std::string layout = layoutDifference(m.units, planLayout(plan));
+  if (!layout.empty())
+    return fail("the layout differs from " + plan.path + "'s: " + layout);
+  if (m.worldSize == ranks && m.planChecksum != plan.checksum)
+    return fail("written by plan " + hex(m.planChecksum, 8) + ", " + plan.path +
+                " is " + hex(plan.checksum, 8) + " at the same world size (" +
+                std::to_string(ranks) + "): another plan");
+  std::string differs = runDifference(m.run, run);
+  if (!differs.empty())
+    return fail(differs);
+  if (m.step >= run.steps)
+    return fail("the checkpoint is at step " + std::to_string(m.step) +
+                "; --steps " + std::to_string(run.steps) +
+                " leaves nothing to train");
+  if (m.worldSize != ranks)
+    notes.push_back("written by " + std::to_string(m.worldSize) +
+                    " ranks, resumed by " + std::to_string(ranks) +
+                    ": shards re-split (not bitwise: the sums run in another "
+                    "order)");
+  if (m.run.threads != run.threads)
+    notes.push_back("written with " + std::to_string(m.run.threads) +
+                    " threads, resumed with " + std::to_string(run.threads) +
+                    " (not bitwise)");
+  return true;
+}
+} // namespace
+
+bool findResumePoint(const std::string &dir, const Plan &plan,
+                     const RunIdentity &run, Communicator &comm,
+                     ResumePoint &point, std::string &error) {
+  if (!checkpointsAvailable()) {
+    error = "--resume " + dir + ": " + safeTensorsUnavailableReason();
+    return false;
+  }
+  point.dir = dir;
+  int64_t step = comm.rank() == 0 ? chooseStep(dir, point.notes) : -1;
+  {
+    RecordScope scope(CollectiveLabel{0, -1, "resume step broadcast"});
+    comm.broadcast(&step, sizeof(step), 0);
+  }
+  if (step < 0) {
+    error = "--resume " + dir + ": no complete checkpoint";
+    for (const std::string &n : point.notes)
+      error += "; " + n;
+    return false;
+  }
+  point.stepDir = stepDirectory(dir, step);
+  std::string text, why;
+  if (!readText(point.stepDir + "/manifest.json", text) ||
+      !parseManifest(text, point.manifest, why)) {
+    error = point.stepDir + "/manifest.json: " +
+            (why.empty() ? "cannot be read on this rank" : why);
+    return false;
+  }
+  return checkCompatible(point, plan, run, comm.size(), error, point.notes);
+}
+
+namespace {
+/// The rank files of a checkpoint, opened when first read.
+struct OldFiles {
+  const ResumePoint &point;
+  std::vector<std::unique_ptr<SafeTensorsReader>> readers;
+  SafeTensorsReader *get(int rank, std::string &error) {
+    if (readers.empty())
+      readers.resize(size_t(point.manifest.worldSize));
+    if (!readers[rank]) {
+      auto reader = std::make_unique<SafeTensorsReader>();
+      if (!reader->open(point.stepDir + "/" +
+                            point.manifest.files[size_t(rank)].name,
+                        error))
+        return nullptr;
+      readers[rank] = std::move(reader);
+    }
+    return readers[rank].get();
+  }
+};
+
+/// Fills `out` (this rank's shard of unit `unit`, part `part`) from every
+/// old rank whose shard overlaps it.
+bool loadPart(OldFiles &files, const UnitDesc &unit, const char *part,
+              plan::ShardRange mine, float *out, std::string &error) {
+  int64_t oldRanks = files.point.manifest.worldSize;
+  std::string name = shardTensorName(unit.name, part);
+  for (int64_t r = 0; r < oldRanks; ++r) {
+    plan::ShardRange old = plan::shardRange(unit.flatSize, r, oldRanks);
+    int64_t lo = std::max(old.begin, mine.begin),
+            hi = std::min(old.end, mine.end);
+    if (lo >= hi)
+      continue;
+    SafeTensorsReader *reader = files.get(int(r), error);
+    if (!reader)
+      return false;
+    const TensorInfo *t = reader->find(name);
+    if (!t || t->dtype != TensorDType::F32 ||
+        t->shape != std::vector<int64_t>{old.end - old.begin}) {
+      error = reader->path() + ": no F32 tensor '" + name + "' of " +
+              std::to_string(old.end - old.begin) + " elements";
+      return false;
+    }
+    reader->readFloats(*t, lo - old.begin, hi - lo, 1, out + (lo - mine.begin));
+  }
+  return true;
+}
+} // namespace
+
+bool loadCheckpoint(const ResumePoint &point, const Plan &plan,
+                    Session &session, Communicator &comm, std::string &error) {
+  OldFiles files{point, {}};
+  for (uint32_t u = 0; u < plan.units.size(); ++u) {
+    const UnitDesc &unit = plan.units[u];
+    plan::ShardRange mine =
+        plan::shardRange(unit.flatSize, comm.rank(), comm.size());
+    for (auto [part, buffer] : unitShardBuffers(plan, u)) {
+      std::vector<float> host(plan.buffers[buffer].numElements(), 0.0f);
+      if (!loadPart(files, unit, part, mine, host.data(), error))
+        return false;
+      session.writeBuffer(buffer, host);
+    }
+  }
+  return true;
+}
+
+} // namespace fsdp::rt
