@@ -66,6 +66,10 @@ if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
 import importlib.util
 if importlib.util.find_spec("numpy") is not None:
     config.available_features.add("numpy")
+    # The reference safetensors library (PyPI), where installed, reads
+    # what --export writes.
+    if importlib.util.find_spec("safetensors") is not None:
+        config.available_features.add("safetensors-py")
 
 # A build with CUDA has the backend as a module that fsdp-run loads.
 if config.fsdp_have_cuda_module:
