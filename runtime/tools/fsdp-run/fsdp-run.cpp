@@ -716,11 +716,15 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
   int64_t tokensPerStep = feeder.tokensPerStep();
   bool trained = trainer.run(
       [&](const StepResult &s) {
+        // A plan that clips its gradients reports their global norm.
+        char norm[48] = "";
+        if (s.gradNorm)
+          std::snprintf(norm, sizeof(norm), "grad norm %.4f | ", *s.gradNorm);
         if (lead &&
             (s.step % o.logEvery == 0 || s.step == 1 || s.step == o.steps))
-          std::printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.2f ms | "
+          std::printf("step %5lld/%lld | loss %.6f | lr %.3e | %s%8.2f ms | "
                       "%9.0f tok/s\n",
-                      (long long)s.step, (long long)o.steps, s.loss, s.lr,
+                      (long long)s.step, (long long)o.steps, s.loss, s.lr, norm,
                       s.seconds * 1e3, tokensPerStep / s.seconds);
         std::fflush(stdout);
       },
@@ -845,6 +849,11 @@ int run(int argc, char **argv) {
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
+  if (std::optional<double> clip = session.maxGradNorm();
+      clip && comm->rank() == 0)
+    std::printf("fsdp-run: gradient clipping: global norm at most %g (in "
+                "the compiled step)\n",
+                *clip);
   TrainResult result = train(options, session, *comm, feeder, schedule, stall);
   HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
   finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,

@@ -15,6 +15,7 @@
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/Trainer.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct RunReport {
   /// Each step's learning rate, and the schedule that gave them.
   std::vector<double> learningRates;
   std::string lrSchedule;
+  /// Each step's global gradient norm, and the norm they are clipped to,
+  /// for a plan that clips its gradients (else empty, and no clip).
+  std::vector<double> gradNorms;
+  std::optional<double> gradClip;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
   /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
   /// after setup (the arena is part of it) and the high-water mark during

@@ -52,6 +52,15 @@ public:
   /// nullopt for a plan without an optimizer.
   std::optional<double> learningRate() const;
 
+  /// The global gradient norm of the last step (or forward-backward) of a
+  /// plan that clips its gradients: the square root of their sum of
+  /// squares over every rank's shards, which the step all-reduced (the
+  /// same on every rank); nullopt for a plan that does not clip.
+  std::optional<double> gradNorm();
+  /// The norm a plan clips its gradients to (its clip_coefficient's
+  /// max_norm), or nullopt.
+  std::optional<double> maxGradNorm() const;
+
   std::vector<float> readBuffer(uint32_t buffer);
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);
   /// The buffer the AdamW of unit `unit` reads its gradient shard from.

@@ -41,11 +41,16 @@ struct StepResult {
   double seconds;
   /// The step's learning rate (0 for a plan without an optimizer).
   double lr;
+  /// The global gradient norm before clipping, for a plan that clips.
+  std::optional<double> gradNorm;
 };
 
 struct TrainResult {
   std::vector<float> losses;
   std::vector<double> learningRates;
+  /// Each step's global gradient norm (empty for a plan that does not
+  /// clip its gradients).
+  std::vector<double> gradNorms;
   /// The schedule that gave them (LrSchedule::describe), or "constant".
   std::string lrSchedule;
   /// Mean seconds per step over steps 2.. (step 1 touches every page of
