@@ -13,6 +13,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCLIPGRADPASS
@@ -97,9 +98,10 @@ static FailureOr<SmallVector<Update>> collectUpdates(Block &block) {
 void FsdpClipGradPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (!(maxNorm > 0.0) || std::isinf(maxNorm)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", double(maxNorm));
     emitError(module.getLoc())
-        << "fsdp-clip-grad: max-norm must be positive and finite, got "
-        << maxNorm;
+        << "fsdp-clip-grad: max-norm must be positive and finite, got " << text;
     return signalPassFailure();
   }
   func::FuncOp step = findStepToClip(module);

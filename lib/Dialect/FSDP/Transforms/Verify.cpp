@@ -209,8 +209,8 @@ static Operation *scatterOf(Value v) {
 /// grad_sq_sum of its unit's reduce-scattered shard, and no unit is summed
 /// twice. Returns the units summed.
 static llvm::DenseSet<Attribute> checkSumChain(StepCheck &check, Value sum) {
-  llvm::DenseMap<Attribute, GradSqSumOp> summed;
-  while (sum) {
+  SmallVector<GradSqSumOp> chain; // from the end
+  for (; sum; sum = chain.back().getAcc()) {
     auto link = sum.getDefiningOp<GradSqSumOp>();
     if (!link) {
       check.fail(sum.getDefiningOp() ? sum.getDefiningOp()
@@ -219,6 +219,10 @@ static llvm::DenseSet<Attribute> checkSumChain(StepCheck &check, Value sum) {
              "norm would not be the gradients'";
       break;
     }
+    chain.push_back(link);
+  }
+  llvm::DenseMap<Attribute, GradSqSumOp> summed;
+  for (GradSqSumOp link : llvm::reverse(chain)) {
     Operation *scatter = scatterOf(link.getGrad());
     if (!scatter || getCollectiveUnit(scatter) != link.getUnitAttr())
       check.fail(link) << "sums the squares of a tensor that is not unit "
@@ -230,7 +234,6 @@ static llvm::DenseSet<Attribute> checkSumChain(StepCheck &check, Value sum) {
                                 << link.getUnitAttr() << "'s gradient twice";
       diag.attachNote(it->second.getLoc()) << "also summed here";
     }
-    sum = link.getAcc();
   }
   llvm::DenseSet<Attribute> units;
   for (auto &entry : summed)
