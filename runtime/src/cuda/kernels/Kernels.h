@@ -207,12 +207,12 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *gradScale = nullptr);
 
 /// Gradient clipping, as cpu::gradSqSum and cpu::clipCoefficient. The sum
-/// of squares is in double and in an order fixed by n alone:
-/// kGradSqSumBlocks blocks of kGradSqSumThreads threads stride over grad,
-/// each block leaves its sum in `partials` (one double per block, which is
-/// plan::kGradSqSumScratch floats), and one block adds them, with *acc
-/// (when given), into *out. The coefficient is computed on the device:
-/// nothing waits for the host.
+/// of squares is in double and in an order fixed by n alone: up to
+/// kGradSqSumBlocks blocks of kGradSqSumThreads threads (one per that many
+/// elements) stride over grad, each block leaves its sum in `partials`
+/// (one double per block: at most plan::kGradSqSumScratch floats), and one
+/// block adds them, with *acc (when given), into *out. The coefficient is
+/// computed on the device: nothing waits for the host.
 inline constexpr int kGradSqSumBlocks = 256, kGradSqSumThreads = 256;
 inline constexpr double kClipEpsilon = 1e-6;
 template <typename E>
