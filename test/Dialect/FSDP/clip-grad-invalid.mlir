@@ -1,12 +1,17 @@
 // Every error of --fsdp-clip-grad, one case each.
 // RUN: fsdp-opt %s -split-input-file -verify-diagnostics --fsdp-clip-grad
-// A norm that is not positive and finite, also through the pipeline:
+// A norm that is not a positive, finite f32 (the coefficient's attribute),
+// also through the pipeline:
 // RUN: not fsdp-opt %s -split-input-file --fsdp-clip-grad=max-norm=-1 2>&1 | FileCheck %s --check-prefix=NORM
 // RUN: not fsdp-opt %s -split-input-file --fsdp-clip-grad=max-norm=inf 2>&1 | FileCheck %s --check-prefix=INF
 // RUN: fsdp-gen mlp --layers 1 --width 4 --in-features 4 --classes 2 --batch 2 | not fsdp-opt --fsdp-train-pipeline=grad-clip=-0.5 2>&1 | FileCheck %s --check-prefix=PIPELINE
-// NORM: error: fsdp-clip-grad: max-norm must be positive and finite, got -1
-// INF: error: fsdp-clip-grad: max-norm must be positive and finite, got inf
-// PIPELINE: error: fsdp-clip-grad: max-norm must be positive and finite, got -0.5
+// RUN: not fsdp-opt %s -split-input-file --fsdp-clip-grad=max-norm=1e39 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not fsdp-opt %s -split-input-file --fsdp-clip-grad=max-norm=1e-50 2>&1 | FileCheck %s --check-prefix=TINY
+// HUGE: error: fsdp-clip-grad: max-norm must be a positive, finite f32, got 1e+39
+// TINY: error: fsdp-clip-grad: max-norm must be a positive, finite f32, got 1e-50
+// NORM: error: fsdp-clip-grad: max-norm must be a positive, finite f32, got -1
+// INF: error: fsdp-clip-grad: max-norm must be a positive, finite f32, got inf
+// PIPELINE: error: fsdp-clip-grad: max-norm must be a positive, finite f32, got -0.5
 
 // An unsharded step: there are no shards to sum over.
 // expected-error @+1 {{fsdp-clip-grad: no sharded function marked fsdp.train_step (run --fsdp-shard first)}}

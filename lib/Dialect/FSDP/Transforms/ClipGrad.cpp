@@ -97,11 +97,13 @@ static FailureOr<SmallVector<Update>> collectUpdates(Block &block) {
 
 void FsdpClipGradPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (!(maxNorm > 0.0) || std::isinf(maxNorm)) {
+  // The coefficient's attribute is an f32: the norm must be one too.
+  if (float norm = float(maxNorm); !(norm > 0.0f) || std::isinf(norm)) {
     char text[32];
     std::snprintf(text, sizeof(text), "%g", double(maxNorm));
     emitError(module.getLoc())
-        << "fsdp-clip-grad: max-norm must be positive and finite, got " << text;
+        << "fsdp-clip-grad: max-norm must be a positive, finite f32, got "
+        << text;
     return signalPassFailure();
   }
   func::FuncOp step = findStepToClip(module);

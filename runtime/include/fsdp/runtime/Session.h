@@ -75,7 +75,9 @@ public:
 
   /// Skips every collective and wait: the compute of the same plan alone,
   /// for measuring how much communication a schedule hides. Losses are
-  /// then meaningless (gathered buffers hold stale values).
+  /// then meaningless (gathered buffers hold stale values). Gradient
+  /// clipping's scalar all-reduce still runs (one latency), so that the
+  /// coefficient is computed from a sum, not from what its buffer held.
   void setSkipCollectives(bool skip) { skipCollectives = skip; }
   /// Runs every started collective where it starts, on this thread, and
   /// skips the waits: the same plan without overlap, for comparison.

@@ -498,7 +498,8 @@ def FsdpClipGradPass : Pass<"fsdp-clip-grad", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
-           "The largest global gradient norm AdamW sees (positive)">
+           "The largest global gradient norm AdamW sees (a positive, "
+           "finite f32)">
   ];
 }
 
