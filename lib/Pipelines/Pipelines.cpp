@@ -49,6 +49,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   fit.attention = options.attention;
   fit.paramDtype = options.paramDtype;
   fit.reduceDtype = options.reduceDtype;
+  fit.gradClip = options.gradClip;
   pm.addPass(createFsdpFitMemoryPass(fit));
 
   if (options.memoryBudget == 0) {
@@ -78,6 +79,13 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   precision.reduceDtype = options.reduceDtype;
   pm.addPass(createFsdpMixedPrecisionPass(precision));
 
+  // 0 is off; a negative norm reaches the pass, which rejects it.
+  if (options.gradClip != 0.0) {
+    FsdpClipGradPassOptions clip;
+    clip.maxNorm = options.gradClip;
+    pm.addPass(createFsdpClipGradPass(clip));
+  }
+
   pm.addPass(createFsdpSchedulePass(
       scheduleOptions<FsdpSchedulePassOptions>(options)));
   pm.addPass(createFsdpVerifyPass());
@@ -92,7 +100,7 @@ void mlir::fsdp::registerTrainPipeline() {
       "Turn a model into a runtime step program: set the mesh, wrap into "
       "units, split the batch, choose attention's form, autodiff (forward, "
       "backward, AdamW), shard over world-size ranks, set the mixed "
-      "precision, schedule collectives, verify, lower to buffers and kernels, "
-      "plan memory",
+      "precision, clip gradients by their global norm (grad-clip), schedule "
+      "collectives, verify, lower to buffers and kernels, plan memory",
       buildTrainPipeline);
 }

@@ -20,8 +20,8 @@
 
 /// The kernels runCompute calls by name, for a backend to bind with an
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
-/// the rest. crossEntropyForward (which takes a per-row scratch only the
-/// GPU uses) and copy are bound by hand; casts are the backends' own.
+/// the rest. crossEntropyForward and gradSqSum (which take a scratch only
+/// the GPU uses) and copy are bound by hand; casts are the backends' own.
 #define FSDP_RUNTIME_GEMM_KERNELS(X)                                           \
   X(linearForward)                                                             \
   X(linearGradInput)                                                           \
@@ -49,7 +49,8 @@
   X(swigluForward)                                                             \
   X(swigluBackward)                                                            \
   X(ropeForward)                                                               \
-  X(ropeBackward)
+  X(ropeBackward)                                                              \
+  X(clipCoefficient)
 
 namespace fsdp::rt {
 
@@ -61,7 +62,7 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
   using plan::Opcode;
   return opcode != Opcode::Cast && opcode != Opcode::Copy &&
          opcode != Opcode::AllGather && opcode != Opcode::ReduceScatter &&
-         opcode != Opcode::Wait;
+         opcode != Opcode::AllReduceSum && opcode != Opcode::Wait;
 }
 
 /// Runs compute instruction `inst` through `k`; returns false, doing
@@ -72,7 +73,7 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
 /// is where buffer `id` lies for the kernel: the arena, or where the
 /// backend widened it. `params` overrides the instruction's parameters;
 /// `step` is AdamW's step; `rank` of `worldSize` picks a sharded AdamW's
-/// parameter segments.
+/// parameter segments and a grad_sq_sum's elements of its shard.
 template <typename T, typename Kernels, typename Address>
 bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
                 Address address, const double *params, int64_t step, int rank,
@@ -115,11 +116,17 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
       std::abort();
     return params[index];
   };
+  // A sharded AdamW's optional second input scales its gradient
+  // (gradient clipping's coefficient, a scalar where the kernel runs).
+  const float *scale =
+      inst.kernel->opcode == Opcode::AdamWShard && inst.ins.size() == 2
+          ? SI(1)
+          : nullptr;
   auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
                    bool decay) {
     k.adamw(p, m, v, g, n, float(param("lr")), float(param("beta1")),
             float(param("beta2")), float(param("eps")),
-            decay ? float(param("weight_decay")) : 0.0f, step);
+            decay ? float(param("weight_decay")) : 0.0f, step, scale);
   };
   switch (inst.kernel->opcode) {
   case Opcode::Embedding: // no position table: the token embedding alone
@@ -263,9 +270,21 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
       k.ropeBackward(O(0), I(0), s[0], s[1], heads, kv, hs, theta);
     return true;
   }
+  case Opcode::GradSqSum: {
+    // This rank's elements of the shard; a shorter shard's last is padding.
+    plan::ShardRange range =
+        plan::shardRange(int64_t(param("flat_size")), rank, worldSize);
+    k.gradSqSum(SO(0), I(0), inst.ins.size() == 2 ? SI(1) : nullptr,
+                range.end - range.begin, SO(1));
+    return true;
+  }
+  case Opcode::ClipCoefficient:
+    k.clipCoefficient(SO(0), SI(0), param("max_norm"));
+    return true;
   case Opcode::Cast:
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
+  case Opcode::AllReduceSum:
   case Opcode::Wait:
     return false;
   }

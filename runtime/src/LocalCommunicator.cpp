@@ -20,6 +20,7 @@ public:
     std::memmove(shard, full, uint64_t(total) * plan::dtypeSize(type));
   }
   double allReduceMean(double value) override { return value; }
+  double allReduceSum(double value) override { return value; }
   uint64_t allReduceMax(uint64_t value) override { return value; }
   void broadcast(void *, uint64_t, int) override {}
   int localRank() const override { return 0; }

@@ -117,6 +117,13 @@ public:
     return sum / size_;
   }
 
+  double allReduceSum(double value) override {
+    double sum = 0.0;
+    check(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm),
+          "MPI_Allreduce");
+    return sum;
+  }
+
   void broadcast(void *data, uint64_t bytes, int root) override {
     check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm), "MPI_Bcast");
   }

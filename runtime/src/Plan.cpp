@@ -184,6 +184,13 @@ constexpr int64_t kIntMax = INT32_MAX;
 const char *const kTooManyRows =
     "has more rows than the 2^31 - 1 that CUDA grids and BLAS index";
 
+/// A parameter as errors print it.
+std::string text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 int64_t last(const BufferDesc &b) {
   return b.shape.empty() ? int64_t(1) : b.shape.back();
 }
@@ -399,12 +406,13 @@ static bool readParams(Reader &r, Plan &plan, StringIds &ids,
   return true;
 }
 
-/// The loss buffer and the program: opcodes, operand and parameter lists
-/// (units as string ids).
+/// The loss buffer, the gradients' sum of squares buffer and the program:
+/// opcodes, operand and parameter lists (units as string ids).
 static bool readProgram(Reader &r, Plan &plan, StringIds &ids,
                         std::string &why) {
   uint32_t count = 0;
-  if (!r.read(plan.lossBuffer) || !r.readCount(count, kMinKernel)) {
+  if (!r.read(plan.lossBuffer) || !r.read(plan.gradSqBuffer) ||
+      !r.readCount(count, kMinKernel)) {
     why = "malformed program";
     return false;
   }
@@ -542,6 +550,12 @@ static bool resolveNames(Plan &plan, const StringIds &ids,
       plan.buffers[plan.lossBuffer].numElements() != 1 ||
       plan.buffers[plan.lossBuffer].dtype != plan::DType::F32)
     return fail("the loss buffer is not a scalar f32 buffer");
+  if (plan.gradSqBuffer != plan::kNone &&
+      (plan.gradSqBuffer >= plan.buffers.size() ||
+       plan.buffers[plan.gradSqBuffer].numElements() != 1 ||
+       plan.buffers[plan.gradSqBuffer].dtype != plan::DType::F32))
+    return fail("the gradients' sum of squares buffer is not a scalar f32 "
+                "buffer");
   for (size_t i = 0; i < plan.program.size(); ++i) {
     uint32_t unit = ids.kernelUnits[i];
     if (unit == plan::kNone)
@@ -861,8 +875,48 @@ static bool checkSharded(const KernelCheck &k) {
             plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
                                plan.worldSize))
       return k.bad("does not update a unit's shard and its moments");
+    if (k.inst.ins.size() == 2 && k.in(1).numElements() != 1)
+      return k.bad("scales its gradient by a buffer that is not a scalar");
     return true;
   }
+}
+
+/// Gradient clipping: a grad_sq_sum of a gradient shard of the unit it
+/// names, with that unit's flat size (each rank counts its own elements
+/// of the shard by it), into a scalar, its scratch the GPU's per-block
+/// partial sums; all_reduce_sum and clip_coefficient on scalars, with a
+/// positive finite max_norm.
+static bool checkClipping(const KernelCheck &k) {
+  using plan::Opcode;
+  const Plan &plan = k.plan;
+  auto scalar = [](const BufferDesc &b) { return b.numElements() == 1; };
+  if (k.info().opcode == Opcode::GradSqSum) {
+    double flat =
+        k.inst.params[plan::paramIndex(Opcode::GradSqSum, "flat_size")];
+    auto unit = std::find_if(
+        plan.units.begin(), plan.units.end(), [&](const UnitDesc &u) {
+          return !k.inst.unit.empty() && u.name == k.inst.unit;
+        });
+    if (unit == plan.units.end() || double(unit->flatSize) != flat)
+      return k.bad("flat_size " + text(flat) +
+                   " is not the flat size of its unit '" + k.inst.unit + "'");
+    if (k.in(0).numElements() !=
+        plan::maxShardSize(unit->flatSize, plan.worldSize))
+      return k.bad("the gradient is not a shard of unit '" + unit->name + "'");
+    if ((k.inst.ins.size() == 2 && !scalar(k.in(1))) || !scalar(k.out(0)) ||
+        k.out(1).numElements() != plan::kGradSqSumScratch)
+      return k.bad("inconsistent shapes");
+    return true;
+  }
+  if (!scalar(k.in(0)) || !scalar(k.out(0)))
+    return k.bad("inconsistent shapes");
+  if (k.info().opcode == Opcode::ClipCoefficient) {
+    double maxNorm =
+        k.inst.params[plan::paramIndex(Opcode::ClipCoefficient, "max_norm")];
+    if (!(maxNorm > 0.0) || std::isinf(maxNorm))
+      return k.bad("has a max_norm that is not positive and finite");
+  }
+  return true;
 }
 
 /// The shapes each kernel assumes, by opcode: no width a kernel divides by
@@ -941,6 +995,10 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
     return true;
   case Opcode::Wait:
     return true; // validateStreams matches it with its start
+  case Opcode::GradSqSum:
+  case Opcode::AllReduceSum:
+  case Opcode::ClipCoefficient:
+    return checkClipping(k);
   }
   return k.bad("has an unknown opcode"); // findKernel allowed no other
 }
@@ -962,6 +1020,20 @@ static bool checkVocabulary(Plan &plan, const Vocabulary &v, std::string &why) {
   return true;
 }
 
+/// The gradients' sum of squares buffer is what a clip_coefficient reads:
+/// the runtime reports its square root as the gradient norm.
+static bool checkGradSqBuffer(const Plan &plan, std::string &why) {
+  if (plan.gradSqBuffer == plan::kNone)
+    return true;
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::ClipCoefficient &&
+        inst.ins[0] == plan.gradSqBuffer)
+      return true;
+  why = "the gradients' sum of squares buffer is not what a "
+        "clip_coefficient reads";
+  return false;
+}
+
 /// Every kernel's operands: counts, ids, element types and shapes, as the
 /// CPU and CUDA kernels assume them; token ids come from a step input and
 /// index tables that hold the vocabulary; collectives and sharded updates
@@ -975,7 +1047,8 @@ static bool validateKernels(Plan &plan, std::string &why) {
         !checkShapes(k, vocabulary))
       return false;
   }
-  return checkVocabulary(plan, vocabulary, why) && validateStreams(plan, why);
+  return checkVocabulary(plan, vocabulary, why) && validateStreams(plan, why) &&
+         checkGradSqBuffer(plan, why);
 }
 
 /// True when buffers a and b share an arena byte.
@@ -991,11 +1064,6 @@ struct Started {
 };
 using InFlight = std::map<int64_t, Started>;
 
-std::string text(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 bool isCount(double v, double limit) {
   return v >= 0 && v < limit && v == double(int64_t(v));
 }

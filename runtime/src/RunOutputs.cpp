@@ -88,7 +88,18 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 
 // Fixed fields and the schedule's description, then a loss and a rate of
 // at most 24 characters each per step.
-uint64_t reportBytes(int64_t steps) { return 1600 + 48 * uint64_t(steps); }
+uint64_t reportBytes(int64_t steps) { return 1600 + 72 * uint64_t(steps); }
+
+/// `values` as a JSON list of %.9g numbers.
+static void writeNumbers(std::ostream &out, const std::vector<double> &values) {
+  char number[64];
+  out << "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::snprintf(number, sizeof(number), "%.9g", values[i]);
+    out << (i ? ", " : "") << (std::isfinite(values[i]) ? number : "null");
+  }
+  out << "]";
+}
 
 bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
   auto quoted = [](const std::string &text) {
@@ -116,13 +127,16 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
               << (std::isfinite(r.losses[i]) ? number : "null");
         }
         out << "], \"lr_schedule\": " << quoted(r.lrSchedule)
-            << ", \"learning_rates\": [";
-        for (size_t i = 0; i < r.learningRates.size(); ++i) {
-          std::snprintf(number, sizeof(number), "%.9g", r.learningRates[i]);
-          out << (i ? ", " : "") << number;
+            << ", \"learning_rates\": ";
+        writeNumbers(out, r.learningRates);
+        out << ", \"grad_norms\": ";
+        writeNumbers(out, r.gradNorms);
+        if (r.gradClip) {
+          std::snprintf(number, sizeof(number), "%.9g", *r.gradClip);
+          out << ", \"grad_clip\": " << number;
         }
         std::snprintf(number, sizeof(number), "%.17g", r.modelFlops);
-        out << "], \"model_flops_per_step\": " << number;
+        out << ", \"model_flops_per_step\": " << number;
         if (r.peakFlops > 0.0 && r.secondsPerStep > 0.0) {
           std::snprintf(number, sizeof(number), "%.6g", r.peakFlops);
           out << ", \"peak_flops\": " << number;
@@ -163,6 +177,11 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
   report.losses = result.losses;
   report.learningRates = result.learningRates;
   report.lrSchedule = result.lrSchedule;
+  report.gradNorms = result.gradNorms;
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::ClipCoefficient)
+      report.gradClip = inst.params[plan::paramIndex(
+          plan::Opcode::ClipCoefficient, "max_norm")];
   report.arenaPredicted = plan.arenaSize;
   report.arenaMeasured = result.highWaterMarkMax;
   report.peakPredicted = plan.peakBytes;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace fsdp::rt {
 
@@ -65,7 +66,9 @@ static bool isCollective(plan::Opcode opcode) {
 
 /// Whether this run leaves `inst` out: AdamW in a forward-backward, every
 /// collective and wait with skipped collectives, the waits of synchronous
-/// ones (their collectives ran where they started).
+/// ones (their collectives ran where they started). Gradient clipping's
+/// scalar all-reduce always runs: it costs a latency, and without it the
+/// clipping coefficient would come from whatever its buffer held.
 bool Session::skips(const Instruction &inst, bool optimizer) const {
   plan::Opcode opcode = inst.kernel->opcode;
   bool adamw =
@@ -138,10 +141,12 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
   plan::Opcode opcode = inst.kernel->opcode;
   uint64_t id = 0;
   uint32_t lane = 0;
-  if (isCollective(opcode)) {
+  if (isCollective(opcode) || opcode == plan::Opcode::AllReduceSum) {
     id = issueRecord(index, step);
-    lane = opcode == plan::Opcode::AllGather ? plan::kGatherStream
-                                             : plan::kScatterStream;
+    // The all-reduce runs on the compute stream: lane 0.
+    lane = opcode == plan::Opcode::AllGather       ? plan::kGatherStream
+           : opcode == plan::Opcode::ReduceScatter ? plan::kScatterStream
+                                                   : 0;
   }
   {
     RecordScope scope(std::vector<uint64_t>{id});
@@ -177,6 +182,22 @@ std::optional<double> Session::learningRate() const {
         inst.kernel->opcode == plan::Opcode::AdamWShard)
       return inst.params[plan::kAdamWLearningRate];
   return std::nullopt;
+}
+
+std::optional<double> Session::maxGradNorm() const {
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::ClipCoefficient)
+      return inst
+          .params[plan::paramIndex(plan::Opcode::ClipCoefficient, "max_norm")];
+  return std::nullopt;
+}
+
+std::optional<double> Session::gradNorm() {
+  if (plan.gradSqBuffer == plan::kNone)
+    return std::nullopt;
+  float sumSq = 0.0f;
+  backend.read(plan.buffers[plan.gradSqBuffer].offset, &sumSq, sizeof(sumSq));
+  return std::sqrt(double(sumSq));
 }
 
 float Session::run(int64_t step, bool optimizer) {

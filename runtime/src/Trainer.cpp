@@ -47,12 +47,16 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
       session.resetKernelTimes();
     result.losses.push_back(loss);
     result.learningRates.push_back(lr);
+    // Read once the step is done (the loss's read waited for it).
+    std::optional<double> norm = session.gradNorm();
+    if (norm)
+      result.gradNorms.push_back(*norm);
     if (!std::isfinite(loss) && !options.lossesMeanNothing) {
       error = "the loss is " + std::to_string(loss) + " at step " +
               std::to_string(step) + "; training diverged";
       return false;
     }
-    onStep({step, loss, seconds, lr});
+    onStep({step, loss, seconds, lr, norm});
     result.lastStep = step;
     bool stop = false;
     if (options.afterStep && !options.afterStep(step, stop, error))

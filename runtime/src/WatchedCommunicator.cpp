@@ -45,6 +45,12 @@ public:
             [&] { result = inner->allReduceMean(value); });
     return result;
   }
+  double allReduceSum(double value) override {
+    double result = 0.0;
+    watched("all_reduce", sizeof(double),
+            [&] { result = inner->allReduceSum(value); });
+    return result;
+  }
   uint64_t allReduceMax(uint64_t value) override {
     uint64_t result = 0;
     watched("all_reduce", sizeof(uint64_t),

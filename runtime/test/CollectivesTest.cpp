@@ -26,7 +26,7 @@
 //   hand-built plan (an f32 shard gathered into bf16, a bf16 gradient
 //   reduce-scattered), run in place and started on stream threads: the
 //   jobs it builds from the buffers' element types;
-// * allReduceMean, allReduceMax, broadcast from every root;
+// * allReduceMean, allReduceSum, allReduceMax, broadcast from every root;
 // * duplicate(): two duplicates running on CollectiveStreams (a thread
 //   each) at once, one a group of all-gathers issued as one job under
 //   several tokens (a bucket), the other a group of reduce-scatters, while
@@ -429,6 +429,11 @@ void checkScalars(Communicator &comm) {
   double mean = comm.allReduceMean(double(k) * 2.0 + 1.0);
   expect(std::fabs(mean - double(N)) < 1e-12,
          "allReduceMean: got " + std::to_string(mean));
+  // Gradient clipping's sum of squares: exact sums of exact values, the
+  // same on every rank.
+  double sum = comm.allReduceSum(0.25 * double(k + 1));
+  expect(sum == 0.125 * double(N) * double(N + 1),
+         "allReduceSum: got " + std::to_string(sum));
   uint64_t max = comm.allReduceMax(uint64_t(1000 + 7 * ((k + 2) % N)));
   uint64_t wantMax = 0;
   for (int r = 0; r < N; ++r)

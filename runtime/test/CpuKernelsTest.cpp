@@ -8,7 +8,10 @@
 //     that reference, L = sum(dout * forward(x)), taken in double so that
 //     the differences are exact to ~1e-8 and the tolerances only have to
 //     absorb the kernels' float rounding;
-//   - AdamW against a naive loop over three steps; the embedding backward
+//   - AdamW against a naive loop over three steps, and with gradient
+//     clipping's scale against AdamW on the scaled gradient; gradient
+//     clipping's sum of squares against a double loop (and for thread
+//     counts) and its coefficient at its edges; the embedding backward
 //     with repeated tokens; the attention's causal mask;
 //   - that outputs are overwritten (they start as NaN), and that the
 //     kernels that reduce over rows give bit-identical results for one
@@ -996,6 +999,74 @@ void testAdamW() {
   }
 }
 
+/// AdamW with gradient clipping's scale is AdamW on the scaled gradient,
+/// bit for bit, and a scale of 1 is no scale at all.
+void testAdamWScale() {
+  Rng rng(14);
+  const int64_t n = 70001;
+  auto param = randomVector(rng, n), grad = randomVector(rng, n, 0.1f);
+  for (float scale : {0.37f, 1.0f}) {
+    std::vector<float> scaled(grad), p1(param), p2(param);
+    for (float &g : scaled)
+      g *= scale;
+    std::vector<float> m1(n, 0.1f), v1(n, 0.2f), m2(m1), v2(v1);
+    adamw(p1.data(), m1.data(), v1.data(), grad.data(), n, 1e-2f, 0.9f, 0.95f,
+          1e-8f, 0.1f, 2, &scale);
+    adamw(p2.data(), m2.data(), v2.data(), scaled.data(), n, 1e-2f, 0.9f, 0.95f,
+          1e-8f, 0.1f, 2);
+    CHECK_MSG(sameBits(p1, p2) && sameBits(m1, m2) && sameBits(v1, v2),
+              "adamw with scale " + std::to_string(scale) +
+                  " is not adamw on the scaled gradient");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient clipping
+//===----------------------------------------------------------------------===//
+
+void testGradClip() {
+  Rng rng(15);
+  // Empty, shorter than the 8 lanes, not a multiple of them or of the
+  // parts, and large enough for the threads.
+  for (int64_t n : {int64_t(0), int64_t(5), int64_t(1001), int64_t(300007)}) {
+    auto grad = randomVector(rng, n, 3.0f);
+    double want = 0.0;
+    for (float g : grad)
+      want += double(g) * double(g);
+    float got = NAN, acc = 2.5f, withAcc = NAN;
+    gradSqSum(&got, grad.data(), nullptr, n);
+    gradSqSum(&withAcc, grad.data(), &acc, n);
+    const std::string at = " (n=" + std::to_string(n) + ")";
+    CHECK_CLOSE("grad_sq_sum" + at, &got, &want, 1, 0.0, 1e-7);
+    double wantAcc = want + 2.5;
+    CHECK_CLOSE("grad_sq_sum with acc" + at, &withAcc, &wantAcc, 1, 0.0, 1e-7);
+    // The same bits on one thread as on all of them.
+    float single = NAN;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    gradSqSum(&single, grad.data(), nullptr, n);
+    omp_set_num_threads(threads);
+    CHECK_MSG(std::memcmp(&single, &got, sizeof(float)) == 0,
+              "grad_sq_sum differs between 1 and " + std::to_string(threads) +
+                  " threads" + at);
+  }
+  // PyTorch's coefficient: max / (norm + 1e-6) below 1, exactly 1 above
+  // (sum 4: norm 2), 0 for an infinite sum, NaN for a NaN one.
+  auto coefficient = [](float sumSq, double maxNorm) {
+    float coef = -1.0f;
+    clipCoefficient(&coef, &sumSq, maxNorm);
+    return coef;
+  };
+  CHECK(coefficient(4.0f, 1.0) == float(1.0 / (2.0 + 1e-6)));
+  CHECK(coefficient(4.0f, 1.999) == float(1.999 / (2.0 + 1e-6)));
+  CHECK(coefficient(4.0f, 2.0) == float(2.0 / (2.0 + 1e-6)));
+  CHECK(coefficient(4.0f, 2.001) == 1.0f);
+  CHECK(coefficient(4.0f, 1e9) == 1.0f);
+  CHECK(coefficient(0.0f, 1.0) == 1.0f);
+  CHECK(coefficient(INFINITY, 1.0) == 0.0f);
+  CHECK(std::isnan(coefficient(NAN, 1.0)));
+}
+
 //===----------------------------------------------------------------------===//
 // Llama's ops: RMSNorm, SwiGLU, rotary embeddings
 //===----------------------------------------------------------------------===//
@@ -1218,6 +1289,8 @@ int main(int argc, char **argv) {
     testBlockedAttention(*blas);
   testCrossEntropy();
   testAdamW();
+  testAdamWScale();
+  testGradClip();
   testRmsNorm();
   testSwiGlu();
   testRope();

@@ -612,6 +612,47 @@ void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
   CHECK_NO_ERROR(label("adamw", s));
 }
 
+/// Gradient clipping on the GPU against the CPU: the sum of squares (both
+/// in double, in different fixed orders: to f32 rounding), a second run's
+/// bits (the fixed grid), the coefficient, AdamW with the device scale.
+void testGradClip(Gpu &g, uint64_t seed) {
+  Rng rng(seed);
+  for (int64_t n :
+       {int64_t(0), int64_t(37), int64_t(70001), int64_t(3) << 20}) {
+    auto grad = randomVector(rng, n, 3.0f);
+    float acc = 2.5f, want = 0.0f;
+    cpu::gradSqSum(&want, grad.data(), &acc, n);
+    DevF dG(grad, 1), dAcc(std::vector<float>{acc}), dOut(1),
+        dParts(2 * gpu::kGradSqSumBlocks);
+    gpu::gradSqSum(g.ctx(), dOut.get(), dG.get(), dAcc.get(), n, dParts.get());
+    std::vector<float> first = dOut.download();
+    gpu::gradSqSum(g.ctx(), dOut.get(), dG.get(), dAcc.get(), n, dParts.get());
+    const std::string at = " [n=" + std::to_string(n) + "]";
+    CHECK_REL("gradSqSum" + at, first, std::vector<float>{want}, 1e-6);
+    CHECK_REL("gradSqSum again (bits)" + at, dOut.download(), first, 0.0);
+  }
+  for (float sum : {0.0f, 4.0f, 1e6f}) {
+    float want = 0.0f;
+    cpu::clipCoefficient(&want, &sum, 2.001);
+    DevF dSum(std::vector<float>{sum}), dCoef(1);
+    gpu::clipCoefficient(g.ctx(), dCoef.get(), dSum.get(), 2.001);
+    CHECK_REL("clipCoefficient", dCoef.download(), std::vector<float>{want},
+              0.0);
+  }
+  const int64_t n = 70001;
+  auto param = randomVector(rng, n), grad = randomVector(rng, n);
+  std::vector<float> m(n, 0.01f), v(n, 0.001f);
+  float scale = 0.3f;
+  DevF dP(param), dM(m), dV(v), dG(grad), dScale(std::vector<float>{scale});
+  cpu::adamw(param.data(), m.data(), v.data(), grad.data(), n, 1e-3f, 0.9f,
+             0.95f, 1e-8f, 0.1f, 2, &scale);
+  gpu::adamw(g.ctx(), dP, dM, dV, dG, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 2,
+             dScale.get());
+  CHECK_REL("adamw with a scale param", dP.download(), param, kTolFp32);
+  CHECK_REL("adamw with a scale m", dM.download(), m, kTolFp32);
+  CHECK_NO_ERROR("gradient clipping");
+}
+
 void testErrorRecording(Gpu &g) {
   std::string message;
   CHECK_MSG(!gpu::takeError(message), "takeError: no error recorded");
@@ -1284,6 +1325,7 @@ int main() {
                 error.c_str());
 
   testErrorRecording(g);
+  testGradClip(g, 900);
   uint64_t seed = 1;
   for (const Shape &s : kShapes) {
     testEmbedding(g, s, seed++);

@@ -3,6 +3,7 @@
 //   [mpirun -np N] fsdp-step-check PLAN [--steps S] [--seed N]
 //       --lr X --beta1 X --beta2 X --eps X --weight-decay X
 //       [--no-decay NAME,NAME,...] [--dump-grads FILE]
+//       [--max-norm X] [--poison-transients]
 //
 // Runs the real plan through the runtime (Session on the CPU backend, the
 // collectives over MPI under mpirun) and checks every step against a
@@ -33,6 +34,15 @@
 // comparing world sizes (test/Runtime/Inputs/compare_grads.py); without
 // the hyperparameters that is all it does.
 //
+// --max-norm X checks gradient clipping (a plan compiled with
+// grad-clip=X): the global norm the step reports (Session::gradNorm) is
+// the norm of the full gradients computed here in double, and the update
+// is AdamW on gradient x min(1, X / (norm + 1e-6)). --poison-transients
+// fills every buffer that does not persist between steps with 1000 before
+// each forward-backward and each step: a kernel that read one before
+// writing it, or a sum of squares that counted a shorter shard's unused
+// last element, would show.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
@@ -43,6 +53,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -87,6 +98,8 @@ struct Options {
   double lr = -1, beta1 = -1, beta2 = -1, eps = -1, weightDecay = -1;
   std::set<std::string> noDecay;
   bool checkAdamW = true; ///< else only dump step 1's gradients
+  double maxNorm = 0;     ///< > 0: the plan clips to it
+  bool poison = false;
 };
 
 Options parse(int argc, char **argv) {
@@ -120,6 +133,10 @@ Options parse(int argc, char **argv) {
           o.noDecay.insert(name);
     } else if (arg == "--dump-grads")
       o.dumpPath = value();
+    else if (arg == "--max-norm")
+      o.maxNorm = std::stod(value());
+    else if (arg == "--poison-transients")
+      o.poison = true;
     else if (arg[0] == '-')
       die("unknown option '" + arg + "'");
     else
@@ -133,7 +150,8 @@ Options parse(int argc, char **argv) {
       (!check && o.dumpPath.empty()))
     die("usage: fsdp-step-check PLAN --lr X --beta1 X --beta2 X --eps X "
         "--weight-decay X [--no-decay A,B] [--steps S] [--seed N] "
-        "[--dump-grads FILE]\n  or: fsdp-step-check PLAN --dump-grads FILE "
+        "[--dump-grads FILE] [--max-norm X] [--poison-transients]\n  or: "
+        "fsdp-step-check PLAN --dump-grads FILE "
         "[--seed N] (step 1's gradients only)");
   o.checkAdamW = check;
   return o;
@@ -170,6 +188,24 @@ byParam(const Plan &plan, const std::vector<std::vector<float>> &units) {
                      flat.begin() + p.unitOffset + p.numElements());
   }
   return out;
+}
+
+/// Every buffer that does not live from one step to the next, set to 1000
+/// (in bf16 buffers, whatever those bytes are).
+void poisonTransients(const Plan &plan, Session &session) {
+  for (uint32_t id = 0; id < plan.buffers.size(); ++id)
+    if (!plan::isPersistent(plan.buffers[id].kind))
+      session.writeBuffer(
+          id, std::vector<float>(plan.buffers[id].numElements(), 1000.0f));
+}
+
+/// The global norm of the full gradients, in double.
+double globalNorm(const std::vector<std::vector<float>> &grads) {
+  double sum = 0.0;
+  for (const std::vector<float> &g : grads)
+    for (float x : g)
+      sum += double(x) * double(x);
+  return std::sqrt(sum);
 }
 
 /// Random inputs of step `step`: each rank writes its rows of a global
@@ -260,11 +296,24 @@ int main(int argc, char **argv) {
         break;
       }
     }
+  // Units whose shards differ by one element: a shorter one leaves the
+  // last element of its shard buffer unused.
+  std::string uneven;
+  for (const UnitDesc &u : plan.units)
+    if (u.flatSize % N != 0)
+      uneven += " " + u.name;
   if (lead)
     std::printf("step-check: %s, %d rank%s\nstep-check: split by a shard "
-                "boundary: decay [%s ], no-decay [%s ]\n",
+                "boundary: decay [%s ], no-decay [%s ]\nstep-check: units "
+                "whose shards differ by one element: [%s ]\n",
                 o.planPath.c_str(), N, N == 1 ? "" : "s", straddleDecay.c_str(),
-                straddleNoDecay.c_str());
+                straddleNoDecay.c_str(), uneven.c_str());
+  std::optional<double> clip = session.maxGradNorm();
+  if (o.checkAdamW && (clip.has_value() != (o.maxNorm > 0) ||
+                       (clip && float(*clip) != float(o.maxNorm))))
+    fail("the plan clips to " + (clip ? std::to_string(*clip) : "nothing") +
+         ", the test expects " +
+         (o.maxNorm > 0 ? std::to_string(o.maxNorm) : "nothing"));
 
   // Every parameter to values of its name and index alone.
   for (uint32_t u = 0; u < plan.units.size(); ++u) {
@@ -307,8 +356,11 @@ int main(int argc, char **argv) {
   for (int64_t t = 1; t <= o.steps; ++t) {
     feed(plan, session, *comm, o.seed, t);
     std::vector<std::vector<float>> before = gatherAll(0);
+    if (o.poison)
+      poisonTransients(plan, session);
     float localLoss = session.forwardBackward();
     std::vector<std::vector<float>> grads = gatherAll(1);
+    std::optional<double> reported = session.gradNorm();
     double loss = comm->allReduceMean(localLoss);
     if (t == 1 && !o.dumpPath.empty() && lead) {
       FILE *f = std::fopen(o.dumpPath.c_str(), "w");
@@ -326,10 +378,29 @@ int main(int argc, char **argv) {
     }
     if (!o.checkAdamW)
       break;
+    // Clipping: the reported norm is the full gradients', and AdamW sees
+    // them scaled by PyTorch's coefficient.
+    double norm = globalNorm(grads), coef = 1.0;
+    if (o.maxNorm > 0) {
+      coef = std::min(1.0, o.maxNorm / (norm + 1e-6));
+      if (lead)
+        std::printf("step-check: step %lld grad norm %.7g, reference %.7g, "
+                    "clip coefficient %.7g\n",
+                    (long long)t, reported.value_or(-1.0), norm, coef);
+      if (!reported || !(std::fabs(*reported - norm) <= 2e-6 * norm))
+        fail("step " + std::to_string(t) + ": grad norm " +
+             std::to_string(reported.value_or(-1.0)) + ", reference " +
+             std::to_string(norm));
+    }
+    if (o.poison)
+      poisonTransients(plan, session);
     float stepLoss = session.step(t);
     if (stepLoss != localLoss)
       fail("step " + std::to_string(t) +
            ": the step's loss differs from its forward's");
+    if (session.gradNorm() != reported)
+      fail("step " + std::to_string(t) +
+           ": the step's grad norm differs from its forward-backward's");
     std::vector<std::vector<float>> after = gatherAll(0), ms = gatherAll(2),
                                     vs = gatherAll(3);
     const double c1 = 1.0 - std::pow(o.beta1, double(t)),
@@ -338,7 +409,7 @@ int main(int argc, char **argv) {
       const ParamDesc &param = plan.params[p];
       double wd = o.noDecay.count(param.name) ? 0.0 : o.weightDecay;
       for (size_t i = 0; i < grads[p].size(); ++i) {
-        double g = grads[p][i], x = before[p][i];
+        double g = grads[p][i] * coef, x = before[p][i];
         m[p][i] = o.beta1 * m[p][i] + (1.0 - o.beta1) * g;
         v[p][i] = o.beta2 * v[p][i] + (1.0 - o.beta2) * g * g;
         double want =

@@ -45,6 +45,11 @@ SEEDS = [
     ("gpt2", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
               "--vocab", "256", "--seq", "4", "--batch", "2"],
      "--fsdp-train-pipeline"),
+    # Gradient clipping: sums of squares (chained), the scalar all-reduce,
+    # the coefficient, AdamW's scale, the norm buffer.
+    ("mlp2-clip", ["mlp", "--layers", "2", "--width", "4", "--in-features",
+                   "4", "--classes", "2", "--batch", "2"],
+     "--fsdp-train-pipeline=world-size=2 grad-clip=1.0"),
     # Mixed precision: bf16 buffers, casts, f32-to-bf16 gathers.
     ("gpt2-bf16", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
                    "--vocab", "256", "--seq", "4", "--batch", "2"],

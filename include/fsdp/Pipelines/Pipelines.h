@@ -84,6 +84,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Reduce-scatters of full-size gradients: f32 or bf16 "
                      "(see --fsdp-mixed-precision)"),
       llvm::cl::init(FsdpMixedPrecisionPassOptions().reduceDtype)};
+  Option<double> gradClip{
+      *this, "grad-clip",
+      llvm::cl::desc("Clip the gradients to this global norm (0: no "
+                     "clipping; see --fsdp-clip-grad)"),
+      llvm::cl::init(FsdpFitMemoryPassOptions().gradClip)};
   // The pipeline keeps the units its input has (fsdp-gen's, or the
   // author's); an explicit policy regroups.
   Option<std::string> policy{
@@ -115,7 +120,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 };
 
 /// Adds the training pipeline to `pm`: mesh, wrap, data-parallel, autodiff,
-/// shard, schedule, verify, lower to the runtime, plan memory.
+/// shard, mixed precision, gradient clipping (grad-clip > 0), schedule,
+/// verify, lower to the runtime, plan memory.
 void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers --fsdp-train-pipeline.

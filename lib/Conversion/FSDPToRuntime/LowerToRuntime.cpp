@@ -47,6 +47,7 @@ static_assert(namesKernel<AdamWOp>(Opcode::AdamW) &&
               namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
               namesKernel<AllGatherOp>(Opcode::AllGather) &&
               namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
+              namesKernel<AllReduceSumOp>(Opcode::AllReduceSum) &&
               namesKernel<WaitOp>(Opcode::Wait));
 
 /// Whether fsdp op `OpT` lowers as the generic case below requires: an op
@@ -58,7 +59,7 @@ template <typename OpT> constexpr bool lowersByInterface() {
   if (std::is_base_of_v<KernelOpInterface::Trait<OpT>, OpT>)
     return true;
   if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp, ReduceScatterOp,
-                      WaitOp>::value)
+                      AllReduceSumOp, WaitOp>::value)
     return true;
   for (const plan::KernelInfo &info : plan::kKernels)
     if (namesKernel(OpT::getOperationName(), info.name))
@@ -172,10 +173,13 @@ public:
     }
   }
 
-  /// The local shard buffers of a sharded unit: parameter, AdamW moments.
-  void bindUnit(UnitOp unit, int64_t shardSize, Type elementType) {
+  /// The local shard buffers of a sharded unit of `flatSize` elements:
+  /// parameter, AdamW moments.
+  void bindUnit(UnitOp unit, int64_t flatSize, int64_t shardSize,
+                Type elementType) {
     auto ref = FlatSymbolRefAttr::get(unit.getSymNameAttr());
     auto type = MemRefType::get({shardSize}, elementType);
+    flatSizes[ref] = flatSize;
     Location loc = unit.getLoc();
     unitBuffers[ref] = {buffer(loc, BufferKind::Param, type, ref),
                         buffer(loc, BufferKind::AdamM, type, ref),
@@ -275,6 +279,11 @@ private:
   /// A pack: copies into the full-size gradient the operands that were not
   /// produced in place.
   LogicalResult lowerPack(PackOp pack);
+  /// A unit's gradient sum of squares: its kernel takes the unit's flat
+  /// size (each rank counts its own elements of the shard).
+  LogicalResult lowerGradSqSum(GradSqSumOp op);
+  /// The shard's AdamW, with the clipping scale when it has one.
+  LogicalResult lowerAdamWShard(AdamWShardOp op);
   /// Any other op: its KernelOpInterface names the kernel and its scratch.
   LogicalResult lowerByInterface(Operation *op);
 
@@ -286,6 +295,7 @@ private:
   llvm::DenseMap<Attribute, std::pair<Value, Value>> moments;
   llvm::DenseMap<Value, std::pair<PackOp, int64_t>> packSlots;
   llvm::DenseMap<Attribute, std::array<Value, 3>> unitBuffers;
+  llvm::DenseMap<Attribute, int64_t> flatSizes; ///< unit -> elements
   /// Started collectives by token value: their plan token and buffers.
   struct Started {
     int64_t token = 0;
@@ -333,14 +343,48 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   }
   if (llvm::isa<FreeOp>(op))
     return success(); // lifetimes end at the last use; the planner sees it
-  if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op)) {
-    auto &shards = unitBuffers[adamw.getUnitAttr()];
-    kernel(op, Opcode::AdamWShard, of(adamw.getGrad()),
-           {shards[0], shards[1], shards[2]},
-           paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
+  if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op))
+    return lowerAdamWShard(adamw);
+  if (auto reduce = llvm::dyn_cast<AllReduceSumOp>(op)) {
+    // Synchronous: it runs where it stands, on the compute stream.
+    kernel(op, Opcode::AllReduceSum, of(reduce.getValue()),
+           resultBuffer(reduce.getResult()), {});
     return success();
   }
+  if (auto sum = llvm::dyn_cast<GradSqSumOp>(op))
+    return lowerGradSqSum(sum);
   return lowerByInterface(op);
+}
+
+LogicalResult ProgramBuilder::lowerAdamWShard(AdamWShardOp adamw) {
+  Operation *op = adamw;
+  auto &shards = unitBuffers[adamw.getUnitAttr()];
+  SmallVector<Value> ins = {of(adamw.getGrad())};
+  if (Value scale = adamw.getScale())
+    ins.push_back(of(scale));
+  kernel(op, Opcode::AdamWShard, ins, {shards[0], shards[1], shards[2]},
+         paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
+  return success();
+}
+
+LogicalResult ProgramBuilder::lowerGradSqSum(GradSqSumOp sum) {
+  Operation *op = sum;
+  auto flat = flatSizes.find(sum.getUnitAttr());
+  if (flat == flatSizes.end())
+    return op->emitOpError() << "sums the gradient of " << sum.getUnitAttr()
+                             << ", which is no sharded unit of the step";
+  SmallVector<Value> ins = {of(sum.getGrad())};
+  if (Value acc = sum.getAcc())
+    ins.push_back(of(acc));
+  SmallVector<RankedTensorType> scratch;
+  sum.getKernelScratch(scratch);
+  SmallVector<Value> outs = {resultBuffer(sum.getResult())};
+  for (RankedTensorType type : scratch)
+    outs.push_back(buffer(op->getLoc(), BufferKind::Scratch, toMemRef(type)));
+  std::array<double, 1> params = {double(flat->second)};
+  kernel(op, Opcode::GradSqSum, ins, outs,
+         integerParams(Opcode::GradSqSum, params));
+  return success();
 }
 
 LogicalResult ProgramBuilder::lowerConstant(arith::ConstantOp constant) {
@@ -430,13 +474,29 @@ struct FsdpLowerToRuntimePass
 };
 } // namespace
 
-/// The runtime program's function, returning the loss's buffer, with the
-/// builder at the start of its body.
+/// What the runtime program returns: the loss, and where the step clips
+/// its gradients the global sum of their squares (the input of its
+/// fsdp.clip_coefficient), which the runtime reports as the gradient norm.
+/// Returned, so that the memory planner keeps them until the step's end.
+static SmallVector<Value> programResults(Block &block) {
+  SmallVector<Value> results = {block.getTerminator()->getOperand(0)};
+  for (auto clip : block.getOps<ClipCoefficientOp>()) {
+    results.push_back(clip.getSumSq());
+    break;
+  }
+  return results;
+}
+
+/// The runtime program's function, returning the buffers of `results`,
+/// with the builder at the start of its body.
 static func::FuncOp createProgram(OpBuilder &builder, func::FuncOp step,
-                                  Value loss) {
-  auto program = func::FuncOp::create(
-      builder, step.getLoc(), "__fsdprt_train_step",
-      builder.getFunctionType({}, {toMemRef(loss.getType())}));
+                                  ValueRange results) {
+  SmallVector<Type> types;
+  for (Value v : results)
+    types.push_back(toMemRef(v.getType()));
+  auto program =
+      func::FuncOp::create(builder, step.getLoc(), "__fsdprt_train_step",
+                           builder.getFunctionType({}, types));
   program->setAttr(fsdprt::FSDPRuntimeDialect::kProgramAttrName,
                    builder.getUnitAttr());
   Block *body = program.addEntryBlock();
@@ -513,7 +573,7 @@ static void bindUnitShards(ModuleOp module, ProgramBuilder &lowering) {
       size += param.getNumElements();
       element = param.getTensorType().getElementType();
     }
-    lowering.bindUnit(unit, getMaxShardSize(size, world), element);
+    lowering.bindUnit(unit, size, getMaxShardSize(size, world), element);
   }
 }
 
@@ -564,10 +624,10 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   inlineComputeRegions(block, tags);
   llvm::DenseSet<Value> grads = findParamGradients(block);
   auto ret = llvm::cast<func::ReturnOp>(block.getTerminator());
-  Value loss = ret.getOperand(0);
+  SmallVector<Value> results = programResults(block);
 
   OpBuilder builder(step);
-  func::FuncOp program = createProgram(builder, step, loss);
+  func::FuncOp program = createProgram(builder, step, results);
   recordOutsideArena(module, step, program);
   program->setAttr(fsdprt::FSDPRuntimeDialect::kModelFlopsAttrName,
                    builder.getF64FloatAttr(modelFlops));
@@ -584,7 +644,10 @@ void FsdpLowerToRuntimePass::runOnOperation() {
   for (Operation &op : block.without_terminator())
     if (failed(lowering.lower(&op)))
       return signalPassFailure();
-  func::ReturnOp::create(builder, ret.getLoc(), lowering.of(loss));
+  SmallVector<Value> returned;
+  for (Value v : results)
+    returned.push_back(lowering.of(v));
+  func::ReturnOp::create(builder, ret.getLoc(), returned);
 
   // Declarations first, then the kernels in program order.
   hoistDeclarations(body);

@@ -281,8 +281,12 @@ LogicalResult PlanBuilder::writeParams() {
 
 void PlanBuilder::writeProgram() {
   Block &body = program.getBody().front();
-  Value loss = body.getTerminator()->getOperand(0);
-  w.put<uint32_t>(bufferIds.lookup(loss));
+  Operation *ret = body.getTerminator();
+  w.put<uint32_t>(bufferIds.lookup(ret->getOperand(0))); // the loss
+  // The global sum of squares of the gradients, where the step clips.
+  w.put<uint32_t>(ret->getNumOperands() > 1
+                      ? bufferIds.lookup(ret->getOperand(1))
+                      : plan::kNone);
   w.put<uint32_t>(kernels.size());
   for (fsdprt::KernelOp kernel : kernels) {
     const plan::KernelInfo *info = plan::findKernel(kernel.getName().str());

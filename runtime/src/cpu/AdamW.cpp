@@ -48,7 +48,9 @@ inline void sqrtInPlace(float *x, int64_t n) {
 
 FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
                            int64_t n, float lr, float beta1, float beta2,
-                           float eps, float weightDecay, int64_t step) {
+                           float eps, float weightDecay, int64_t step,
+                           const float *gradScale) {
+  const float scale = gradScale ? *gradScale : 1.0f;
   const float corr1 = float(1.0 - std::pow(double(beta1), double(step)));
   const float corr2 = float(1.0 - std::pow(double(beta2), double(step)));
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -60,8 +62,9 @@ FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
     float root[kChunk]; // sqrt(vhat)
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
-      const float mj = beta1 * mc[j] + (1.0f - beta1) * g[j];
-      const float vj = beta2 * vc[j] + (1.0f - beta2) * g[j] * g[j];
+      const float gj = g[j] * scale;
+      const float mj = beta1 * mc[j] + (1.0f - beta1) * gj;
+      const float vj = beta2 * vc[j] + (1.0f - beta2) * gj * gj;
       mc[j] = mj;
       vc[j] = vj;
       root[j] = vj / corr2;

@@ -98,6 +98,11 @@ struct CpuKernels {
   void copy(float *out, const float *in, uint64_t bytes) {
     std::memmove(out, in, bytes);
   }
+  /// Summed in the kernel in a fixed order; no per-block partials.
+  void gradSqSum(float *out, const float *grad, const float *acc, int64_t n,
+                 float * /*partials*/) {
+    cpu::gradSqSum(out, grad, acc, n);
+  }
 };
 
 class CpuBackend : public Backend {
@@ -228,8 +233,9 @@ public:
   std::string collectiveMode() const override { return mode; }
 
 private:
-  /// The all-gather or reduce-scatter `inst` as a job for a communicator,
-  /// in its buffers' element types. An all-gather converts this rank's
+  /// The all-gather, reduce-scatter or all-reduce `inst` as a job for a
+  /// communicator, in its buffers' element types (an all-reduce's f32
+  /// scalar is summed in double). An all-gather converts this rank's
   /// range of the shard into its own slot of the gathered buffer (rounded
   /// to nearest even when that is bf16 and the shard f32), then gathers in
   /// place (Communicator::allGatherFrom): the wire moves the gathered
@@ -240,6 +246,13 @@ private:
   CollectiveStreams::Job collective(const Plan &plan, const Instruction &inst) {
     unsigned char *in = address(plan, inst.ins[0]);
     unsigned char *out = address(plan, inst.outs[0]);
+    if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
+      return [=](Communicator &c) {
+        float value;
+        std::memcpy(&value, in, sizeof(value));
+        value = float(c.allReduceSum(double(value)));
+        std::memcpy(out, &value, sizeof(value));
+      };
     plan::DType from = plan.buffers[inst.ins[0]].dtype;
     plan::DType to = plan.buffers[inst.outs[0]].dtype;
     if (inst.kernel->opcode == plan::Opcode::AllGather) {

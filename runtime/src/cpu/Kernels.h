@@ -153,9 +153,25 @@ void crossEntropyBackward(float *dlogits, const float *dloss,
 ///   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 ///   mhat = m / (1 - b1^t);  vhat = v / (1 - b2^t)
 ///   p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+/// with g = grad[i] * *gradScale where gradScale is given (gradient
+/// clipping's coefficient), grad[i] otherwise (the same operations with a
+/// scale of 1: x * 1 is x, bit for bit).
 void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
-           int64_t step);
+           int64_t step, const float *gradScale = nullptr);
+
+/// Gradient clipping's sum of squares: *out = acc + sum over i < n of
+/// grad[i]^2 (acc = *acc, or 0 without one), in double, rounded to f32
+/// once. The order is fixed by n alone (kGradSqSumParts parts, each
+/// summed in 8 lanes, then the parts in order), not by the thread count.
+inline constexpr int64_t kGradSqSumParts = 64;
+void gradSqSum(float *out, const float *grad, const float *acc, int64_t n);
+
+/// Gradient clipping's coefficient (PyTorch's clip_grad_norm_): *coef =
+/// min(1, maxNorm / (sqrt(*sumSq) + plan::kClipEpsilon)), in double,
+/// rounded to f32; exactly 1 where the norm is below maxNorm, NaN for a
+/// NaN sum.
+void clipCoefficient(float *coef, const float *sumSq, double maxNorm);
 
 /// out[i] = value for n elements.
 void fill(float *out, int64_t n, float value);

@@ -42,6 +42,11 @@
 namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
+// The kernels' header does not see the plan format's.
+static_assert(cuda::kGradSqSumBlocks == plan::kGradSqSumBlocks &&
+                  2 * cuda::kGradSqSumBlocks == plan::kGradSqSumScratch &&
+                  cuda::kClipEpsilon == plan::kClipEpsilon,
+              "the CUDA kernels' gradient clipping constants are the plan's");
 
 std::string cudaText(cudaError_t code) {
   return std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code);
@@ -111,6 +116,7 @@ private:
     FSDP_RUNTIME_OTHER_KERNELS(FSDP_KERNEL)
     FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)
     FSDP_KERNEL(crossEntropyForward)
+    FSDP_KERNEL(gradSqSum)
 #undef FSDP_KERNEL
     void copy(void *out, const void *in, uint64_t bytes) {
       backend.check(
@@ -359,7 +365,11 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
   const BufferDesc &out = plan.buffers[inst.outs[0]];
   void *to = address(plan, inst.outs[0]);
   bool ok;
-  if (inst.kernel->opcode == plan::Opcode::ReduceScatter)
+  if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
+    ok = nccl.allReduceSum(
+        reinterpret_cast<const float *>(address(plan, inst.ins[0])),
+        static_cast<float *>(to), stream, error);
+  else if (inst.kernel->opcode == plan::Opcode::ReduceScatter)
     ok = nccl.reduceScatterMean(address(plan, inst.ins[0]), to, in.dtype,
                                 in.numElements(), stream, error);
   else if (in.dtype != out.dtype) // castIntoSlot put the shard in place
@@ -368,8 +378,9 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
     ok = nccl.allGather(address(plan, inst.ins[0]), to, out.dtype,
                         out.numElements(), stream, error);
   if (!ok)
-    fail(std::string(inst.kernel->name) + " of unit '" + inst.unit +
-         "': " + error);
+    fail(std::string(inst.kernel->name) +
+         (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") + ": " +
+         error);
 }
 
 void CudaBackend::castKernel(const Plan &plan, const Instruction &inst) {

@@ -95,6 +95,12 @@ bool Nccl::reduceScatterMean(const void *full, void *shard, plan::DType dtype,
   return ok(ncclGroupEnd(), "ncclGroupEnd", error);
 }
 
+bool Nccl::allReduceSum(const float *in, float *out, cudaStream_t stream,
+                        std::string &error) {
+  return ok(ncclAllReduce(in, out, 1, ncclFloat32, ncclSum, comm, stream),
+            "ncclAllReduce", error);
+}
+
 ncclResult_t Nccl::asyncError() {
   ncclResult_t state = ncclSuccess;
   ncclResult_t result = ncclCommGetAsyncError(comm, &state);

@@ -56,6 +56,10 @@ public:
   bool reduceScatterMean(const void *full, void *shard, plan::DType type,
                          int64_t total, cudaStream_t stream,
                          std::string &error);
+  /// `out` receives the sum over ranks of the f32 scalar `in` (gradient
+  /// clipping's sum of squares): ncclAllReduce, the same on every rank.
+  bool allReduceSum(const float *in, float *out, cudaStream_t stream,
+                    std::string &error);
   int rankId() const { return rank; }
   int worldSize() const { return size; }
   /// ncclSuccess, or the error NCCL found while collectives ran.

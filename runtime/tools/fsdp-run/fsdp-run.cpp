@@ -930,9 +930,11 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
         meter.record(s.step, s.seconds);
         if (lead && (s.step % o.logEvery == 0 || s.step == first ||
                      s.step == o.steps)) {
+          // A plan that clips its gradients reports their global norm.
           char line[320];
-          meter.format(line, sizeof(line), s.step, s.loss, s.lr, -1.0,
-                       s.seconds, memoryInUse(backend));
+          meter.format(line, sizeof(line), s.step, s.loss, s.lr,
+                       s.gradNorm ? *s.gradNorm : -1.0, s.seconds,
+                       memoryInUse(backend));
           std::printf("%s\n", line);
         }
         std::fflush(stdout);
@@ -1106,6 +1108,11 @@ int run(int argc, char **argv) {
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
+  if (std::optional<double> clip = session.maxGradNorm();
+      clip && comm->rank() == 0)
+    std::printf("fsdp-run: gradient clipping: global norm at most %g (in "
+                "the compiled step)\n",
+                *clip);
   RunIdentity identity = runIdentity(options, inputs, data, comm->size());
   int64_t first = resume(options, plan, *comm, session, identity);
   std::unique_ptr<Checkpointer> checkpointer;

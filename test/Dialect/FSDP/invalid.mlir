@@ -908,6 +908,93 @@ func.func @f(%g: tensor<5xf32>, %s: i64) {
 
 // -----
 
+// adamw_shard's clipping scale is an f32 scalar.
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%g: tensor<12xf32>, %s: i64, %c: tensor<f16>) {
+  // expected-error @+1 {{operand #2 must be 0D tensor of 32-bit float values, but got 'tensor<f16>'}}
+  "fsdp.adamw_shard"(%g, %s, %c) {unit = @u, lr = 1.0 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : (tensor<12xf32>, i64, tensor<f16>) -> ()
+  return
+}
+
+// -----
+
+// grad_sq_sum: a shard of the unit it names.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 5]>} {
+  fsdp.param @w : tensor<3x4xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @f(%g: tensor<6xf32>) {
+    // expected-error @+1 {{gradient has 6 elements, expected 3 (the largest shard, ceil(flat size / world size))}}
+    %0 = fsdp.grad_sq_sum @u, %g : tensor<6xf32>
+    return
+  }
+}
+
+// -----
+
+func.func @f(%g: tensor<6xf32>) {
+  // expected-error @+1 {{refers to unknown unit @nowhere}}
+  %0 = fsdp.grad_sq_sum @nowhere, %g : tensor<6xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%g: tensor<12xf32>, %acc: tensor<2xf32>) {
+  // expected-error @+1 {{operand #1 must be 0D tensor of 32-bit float values, but got 'tensor<2xf32>'}}
+  %0 = "fsdp.grad_sq_sum"(%g, %acc) {unit = @u} : (tensor<12xf32>, tensor<2xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// The sum of squares is f32 also of a bf16 shard.
+fsdp.param @w : tensor<3x4xf32> init <zeros>
+fsdp.unit @u params [@w]
+func.func @f(%g: tensor<12xbf16>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float values, but got 'tensor<bf16>'}}
+  %0 = "fsdp.grad_sq_sum"(%g) {unit = @u} : (tensor<12xbf16>) -> tensor<bf16>
+  return
+}
+
+// -----
+
+// all_reduce_sum: an f32 scalar in, the same out.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{operand #0 must be 0D tensor of 32-bit float values, but got 'tensor<4xf32>'}}
+  %0 = "fsdp.all_reduce_sum"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// clip_coefficient: a positive, finite max_norm.
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be positive and finite, got 0}}
+  %0 = fsdp.clip_coefficient %x {max_norm = 0.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be positive and finite, got -1}}
+  %0 = fsdp.clip_coefficient %x {max_norm = -1.0 : f32}
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be positive and finite, got INF}}
+  %0 = fsdp.clip_coefficient %x {max_norm = 0x7F800000 : f32}
+  return
+}
+
+// -----
+
 func.func @f(%p: tensor<12xf32>) {
   // expected-error @+1 {{elements 8 .. 13 lie outside the source's 12 elements}}
   %0 = fsdp.view %p[8] : tensor<12xf32> -> tensor<2x3xf32>

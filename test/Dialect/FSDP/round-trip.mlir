@@ -123,6 +123,18 @@ func.func @sharding_ops(%step: i64) {
   fsdp.free %g : tensor<160xf32>
   // CHECK: fsdp.adamw_shard @root, %[[S]], %{{.*}} {beta1
   fsdp.adamw_shard @root, %s, %step {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<160xf32>
+  // Gradient clipping: sums of squares chained, all-reduced, the
+  // coefficient, AdamW scaled by it.
+  // CHECK: %[[Q0:.*]] = fsdp.grad_sq_sum @root, %[[S]] : tensor<160xf32>
+  %q0 = fsdp.grad_sq_sum @root, %s : tensor<160xf32>
+  // CHECK: %[[Q1:.*]] = fsdp.grad_sq_sum @root, %[[S]], %[[Q0]] : tensor<160xf32>
+  %q1 = fsdp.grad_sq_sum @root, %s, %q0 : tensor<160xf32>
+  // CHECK: %[[R:.*]] = fsdp.all_reduce_sum %[[Q1]] : tensor<f32>
+  %r = fsdp.all_reduce_sum %q1 : tensor<f32>
+  // CHECK: %[[C:.*]] = fsdp.clip_coefficient %[[R]] {max_norm = 1.000000e+00 : f32}
+  %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+  // CHECK: fsdp.adamw_shard @root, %[[S]], %{{.*}} scale %[[C]] {beta1
+  fsdp.adamw_shard @root, %s, %step scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32} : tensor<160xf32>
   return
 }
 

@@ -277,3 +277,240 @@ module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Gradient clipping by the global norm passes: every unit's shard summed once, all-reduced, one coefficient for every AdamW.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    %qv = fsdp.grad_sq_sum @v, %sv, %qu : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qv : tensor<f32>
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// An AdamW without the scale the others have would not be clipped.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    %qv = fsdp.grad_sq_sum @v, %sv, %qu : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qv : tensor<f32>
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    // expected-note @+1 {{scaled here}}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    // expected-error @+1 {{updates unit @v without the clipping scale of unit @u}}
+    fsdp.adamw_shard @v, %sv, %s {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A scale that is no clip coefficient.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64, %k: tensor<f32>) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    // expected-error @+1 {{scales its gradient by a value that is no fsdp.clip_coefficient}}
+    fsdp.adamw_shard @u, %su, %s scale %k {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %k {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A coefficient of each rank's own sum of squares.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    %qv = fsdp.grad_sq_sum @v, %sv, %qu : tensor<1xf32>
+    // expected-error @+1 {{clips by a sum of squares that is not all-reduced over the ranks: each rank would clip by its own norm}}
+    %c = fsdp.clip_coefficient %qv {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A norm without unit @v's gradient.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qu : tensor<f32>
+    // expected-error @+1 {{clips by a norm that leaves out unit @v's gradient}}
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A unit summed twice (and one left out).
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    // expected-note @+1 {{also summed here}}
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    // expected-error @+1 {{sums the squares of unit @u's gradient twice}}
+    %qv = fsdp.grad_sq_sum @u, %su, %qu : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qv : tensor<f32>
+    // expected-error @+1 {{clips by a norm that leaves out unit @v's gradient}}
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A sum of the wrong unit's shard.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    %qu = fsdp.grad_sq_sum @u, %su : tensor<1xf32>
+    // expected-error @+1 {{sums the squares of a tensor that is not unit @v's reduce-scattered shard}}
+    %qv = fsdp.grad_sq_sum @v, %su, %qu : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qv : tensor<f32>
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A chain that does not start from the gradients.
+module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
+  fsdp.param @a : tensor<2xf32> init <zeros>
+  fsdp.param @b : tensor<2xf32> init <zeros>
+  fsdp.unit @u params [@a]
+  fsdp.unit @v params [@b]
+  func.func @train_step(%x: tensor<2xf32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {
+    %g = fsdp.all_gather @u : tensor<2xf32>
+    fsdp.free %g : tensor<2xf32>
+    %t = arith.constant dense<0> : tensor<i32>
+    %l = fsdp.cross_entropy %x, %t : (tensor<2xf32>, tensor<i32>) -> tensor<f32>
+    %fu = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %su = fsdp.reduce_scatter %fu @u : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fu : tensor<2xf32>
+    %fv = fsdp.pack %x : (tensor<2xf32>) -> tensor<2xf32>
+    %sv = fsdp.reduce_scatter %fv @v : tensor<2xf32> -> tensor<1xf32>
+    fsdp.free %fv : tensor<2xf32>
+    // expected-error @+1 {{is part of a gradient norm but is no fsdp.grad_sq_sum: the norm would not be the gradients'}}
+    %z = arith.constant dense<0.0> : tensor<f32>
+    %qu = fsdp.grad_sq_sum @u, %su, %z : tensor<1xf32>
+    %qv = fsdp.grad_sq_sum @v, %sv, %qu : tensor<1xf32>
+    %r = fsdp.all_reduce_sum %qv : tensor<f32>
+    %c = fsdp.clip_coefficient %r {max_norm = 1.0 : f32}
+    fsdp.adamw_shard @u, %su, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    fsdp.adamw_shard @v, %sv, %s scale %c {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<1xf32>
+    return %l : tensor<f32>
+  }
+}

@@ -9,7 +9,7 @@ record, `TABLE FIELD VALUE`:
 
     header  FIELD VALUE     version flags payload_size crc reserved0..2
     summary FIELD VALUE     world_size arena_size peak_bytes peak_kernel
-    program FIELD VALUE     loss_buffer
+    program FIELD VALUE     loss_buffer grad_sq_buffer (`none`: 0xFFFFFFFF)
     count   TABLE VALUE     the record count written for buffers, units,
                             params, kernels or strings (records unchanged)
     buffer  SEL FIELD VALUE kind dtype offset size shape unit input
@@ -25,7 +25,8 @@ element types and opcodes by name or number, strings as text.
 
 Selectors: a record's index, `last` (a table's last record), for kernels
 `@NAME` / `@NAME.N` (the first / N-th kernel of that opcode); for buffers
-also `loss`, `input.K` (step input K), `shard.U` (unit U's shard buffer)
+also `loss`, `grad_sq` (the gradients' sum of squares, where the plan
+clips), `input.K` (step input K), `shard.U` (unit U's shard buffer)
 and `@NAME[.N].in.J` / `@NAME[.N].out.J` (a kernel's operand).
 
 The CRC is recomputed unless --keep-crc is given (or the edit sets it),
@@ -69,7 +70,10 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            # Llama's ops (plan version 8)
            "rms_norm", "rms_norm_backward", "swiglu", "swiglu_backward",
            "rope", "rope_backward", "token_embedding_backward",
-           "cast", "wait"]
+           "cast", "wait",
+           # Gradient clipping (plan version 9)
+           "grad_sq_sum", "all_reduce_sum", "clip_coefficient"]
+NONE = 0xFFFFFFFF
 
 # Field formats of each record kind, for packing edited values.
 BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",
@@ -139,6 +143,7 @@ def parse(data):
                       "unit_offset"], c.take("IdIIq")))
         plan["params"].append(p)
     plan["loss_buffer"] = c.take("I")
+    plan["grad_sq_buffer"] = c.take("I")
     plan["kernels"] = []
     for _ in range(c.take("I")):
         k = {"opcode": c.take("I"), "unit": c.take("I")}
@@ -199,6 +204,7 @@ def serialise(plan, fix_crc=True):
                 pack("I", p["no_weight_decay"]), pack("I", p["unit"]),
                 pack("q", p["unit_offset"])]
     out.append(pack("I", plan["loss_buffer"]))
+    out.append(pack("I", plan["grad_sq_buffer"]))
     out.append(count("kernels", len(plan["kernels"])))
     for k in plan["kernels"]:
         out += [pack("I", k["opcode"]), pack("I", k["unit"])]
@@ -251,6 +257,8 @@ def select(plan, table, sel):
     if table == "buffers":
         if sel == "loss":
             return plan["loss_buffer"]
+        if sel == "grad_sq":
+            return plan["grad_sq_buffer"]
         if sel.startswith("input."):
             k = int(sel.split(".")[1])
             return next(i for i, b in enumerate(plan["buffers"])
@@ -324,9 +332,10 @@ def apply_edits(plan, args):
                                       else int(args[i + 2], 0))
             i += 3
         elif what == "program":
-            if args[i + 1] != "loss_buffer":
+            if args[i + 1] not in ("loss_buffer", "grad_sq_buffer"):
                 raise PlanError("no program field %s" % args[i + 1])
-            plan["loss_buffer"] = select(plan, "buffers", args[i + 2])
+            plan[args[i + 1]] = NONE if args[i + 2] == "none" else \
+                select(plan, "buffers", args[i + 2])
             i += 3
         elif what == "count":
             if args[i + 1] not in TABLES:
@@ -384,7 +393,9 @@ def dump(plan):
             i, plan["strings"][p["name"]].decode(),
             "x".join(map(str, p["shape"])) or "-", p["unit"],
             p["unit_offset"]))
-    print("program loss_buffer=%d" % plan["loss_buffer"])
+    print("program loss_buffer=%d grad_sq_buffer=%s" % (
+        plan["loss_buffer"], "none" if plan["grad_sq_buffer"] == NONE
+        else plan["grad_sq_buffer"]))
     for i, k in enumerate(plan["kernels"]):
         print("kernel %d %s ins=%s outs=%s params=%s" % (
             i, OPCODES[k["opcode"]], ",".join(map(str, k["ins"])) or "-",

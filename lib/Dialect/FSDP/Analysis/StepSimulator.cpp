@@ -47,8 +47,9 @@ void StepSimulator::collective(Operation *op, int stream, double bytes,
   double end =
       start + commTime(bytes) - (op->hasAttr("grouped") ? hw.latency : 0.0);
   freeAt[stream] = end;
-  std::string name = op->getName().stripDialect().str() + " @" +
-                     getCollectiveUnit(op).getValue().str();
+  std::string name = op->getName().stripDialect().str();
+  if (FlatSymbolRefAttr unit = getCollectiveUnit(op))
+    name += " @" + unit.getValue().str();
   events.push_back({name, stream, start, end - start});
   if (token)
     doneAt[token] = end;
@@ -85,6 +86,12 @@ LogicalResult StepSimulator::visit(Operation *op) {
   }
   if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
     collective(op, 2, bytesOf(scatter.getSource()), Value());
+    return success();
+  }
+  // Gradient clipping's scalar all-reduce runs on the compute stream, where
+  // it stands: an all-reduce moves 2 (N - 1) / N of its bytes.
+  if (auto reduce = llvm::dyn_cast<AllReduceSumOp>(op)) {
+    collective(op, 0, 2.0 * bytesOf(reduce.getValue()), Value());
     return success();
   }
   if (auto wait = llvm::dyn_cast<WaitOp>(op)) {

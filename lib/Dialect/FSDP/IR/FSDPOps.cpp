@@ -807,6 +807,26 @@ AdamWShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                      getGrad());
 }
 
+LogicalResult
+GradSqSumOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShard(*this, symbolTable, getUnitAttr(), Value(), "gradient",
+                     getGrad());
+}
+
+void GradSqSumOp::getKernelScratch(SmallVectorImpl<RankedTensorType> &types) {
+  // The GPU's per-block partial sums, a double each (the CPU needs none).
+  types.push_back(RankedTensorType::get({::fsdp::plan::kGradSqSumScratch},
+                                        Float32Type::get(getContext())));
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  double maxNorm = getMaxNorm().convertToDouble();
+  if (!(maxNorm > 0.0) || std::isinf(maxNorm))
+    return emitOpError() << "max_norm must be positive and finite, got "
+                         << maxNorm;
+  return success();
+}
+
 LogicalResult ViewOp::verify() {
   if (failed(expectSameElementType(*this, {getSource(), getResult()})))
     return failure();
@@ -1039,6 +1059,8 @@ double GeluOp::getFlops() { return 0.0; }
 double GeluBackwardOp::getFlops() { return 0.0; }
 double ReluOp::getFlops() { return 0.0; }
 double ReluBackwardOp::getFlops() { return 0.0; }
+double GradSqSumOp::getFlops() { return 0.0; }
+double ClipCoefficientOp::getFlops() { return 0.0; }
 double CrossEntropyOp::getFlops() { return 0.0; }
 double CrossEntropyBackwardOp::getFlops() { return 0.0; }
 double CastOp::getFlops() { return 0.0; }

@@ -199,6 +199,11 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   precision.paramDtype = paramDtype;
   precision.reduceDtype = reduceDtype;
   pm.addPass(createFsdpMixedPrecisionPass(precision));
+  if (gradClip != 0.0) {
+    FsdpClipGradPassOptions clip;
+    clip.maxNorm = gradClip;
+    pm.addPass(createFsdpClipGradPass(clip));
+  }
   FsdpSchedulePassOptions schedule;
   schedule.forwardPrefetch = rung.knobs.forwardPrefetch;
   schedule.backwardPrefetch = rung.knobs.backwardPrefetch;

@@ -83,11 +83,25 @@ void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
   }
 }
 
+/// The first op of `block` that reads a shard of `bucket` before `until`,
+/// or `until`.
+Operation *firstShardRead(Block &block, ArrayRef<ReduceScatterStartOp> bucket,
+                          Operation *until) {
+  for (ReduceScatterStartOp member : bucket)
+    for (Operation *user : member.getResult().getUsers())
+      if (Operation *top = block.findAncestorOpInBlock(*user);
+          top && top->isBeforeInBlock(until))
+        until = top;
+  return until;
+}
+
 /// Buckets of consecutive reduce-scatters of up to `limit` bytes of
 /// full-size gradient: the members start together where the last one
 /// started (every gradient is complete there), grouped, and are awaited
-/// together where the last one was; each full-size gradient is freed
-/// after its own wait.
+/// together where the last one was, or before, where a shard of the
+/// bucket is read first (gradient clipping's sums of squares read the
+/// shards of the earlier members before the last one's); each full-size
+/// gradient is freed after its own wait.
 void bucketScatters(Block &block, int64_t limit) {
   SmallVector<ReduceScatterStartOp> scatters(
       block.getOps<ReduceScatterStartOp>());
@@ -97,6 +111,9 @@ void bucketScatters(Block &block, int64_t limit) {
   auto close = [&](ArrayRef<ReduceScatterStartOp> bucket) {
     ReduceScatterStartOp last = bucket.back();
     WaitOp lastWait = waitOf(last);
+    if (Operation *read = firstShardRead(block, bucket, lastWait);
+        read != lastWait.getOperation() && last->isBeforeInBlock(read))
+      lastWait->moveBefore(read);
     for (ReduceScatterStartOp member : bucket.drop_back()) {
       member->moveBefore(last);
       WaitOp wait = waitOf(member);

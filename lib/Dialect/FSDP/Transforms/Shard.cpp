@@ -240,8 +240,8 @@ LogicalResult FsdpShardPass::shardOptimizer() {
     AdamWShardOp::create(
         builder, first.getLoc(),
         FlatSymbolRefAttr::get(unit.getContext(), llvm::cast<StringAttr>(unit)),
-        shard, first.getStep(), first.getLrAttr(), first.getBeta1Attr(),
-        first.getBeta2Attr(), first.getEpsAttr(),
+        shard, first.getStep(), /*scale=*/Value(), first.getLrAttr(),
+        first.getBeta1Attr(), first.getBeta2Attr(), first.getEpsAttr(),
         builder.getF32FloatAttr(*decay));
     for (AdamWOp op : ops)
       op.erase();

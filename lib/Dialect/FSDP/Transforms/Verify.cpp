@@ -72,7 +72,8 @@ static void checkFreed(StepCheck &check, Operation *def, Value value) {
 static void checkTopLevel(StepCheck &check, func::FuncOp step) {
   step.walk([&](Operation *op) {
     if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
-                  ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp>(op) &&
+                  ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp,
+                  AllReduceSumOp>(op) &&
         op->getBlock() != &check.block)
       check.fail(op)
           << "is nested in a region; inside control flow it could run a "
@@ -196,6 +197,88 @@ static void checkScatters(StepCheck &check) {
   }
 }
 
+/// The reduce-scatter shard `v` is (through a cast), or null.
+static Operation *scatterOf(Value v) {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getSource();
+  Operation *def = v.getDefiningOp();
+  return getScatteredShard(def) ? def : nullptr;
+}
+
+/// The chain of sums of squares that ends in `sum`: every link is a
+/// grad_sq_sum of its unit's reduce-scattered shard, and no unit is summed
+/// twice. Returns the units summed.
+static llvm::DenseSet<Attribute> checkSumChain(StepCheck &check, Value sum) {
+  SmallVector<GradSqSumOp> chain; // from the end
+  for (; sum; sum = chain.back().getAcc()) {
+    auto link = sum.getDefiningOp<GradSqSumOp>();
+    if (!link) {
+      check.fail(sum.getDefiningOp() ? sum.getDefiningOp()
+                                     : check.block.getParentOp())
+          << "is part of a gradient norm but is no fsdp.grad_sq_sum: the "
+             "norm would not be the gradients'";
+      break;
+    }
+    chain.push_back(link);
+  }
+  llvm::DenseMap<Attribute, GradSqSumOp> summed;
+  for (GradSqSumOp link : llvm::reverse(chain)) {
+    Operation *scatter = scatterOf(link.getGrad());
+    if (!scatter || getCollectiveUnit(scatter) != link.getUnitAttr())
+      check.fail(link) << "sums the squares of a tensor that is not unit "
+                       << link.getUnitAttr() << "'s reduce-scattered shard";
+    auto [it, fresh] = summed.try_emplace(link.getUnitAttr(), link);
+    if (!fresh) {
+      InFlightDiagnostic diag = check.fail(link)
+                                << "sums the squares of unit "
+                                << link.getUnitAttr() << "'s gradient twice";
+      diag.attachNote(it->second.getLoc()) << "also summed here";
+    }
+  }
+  llvm::DenseSet<Attribute> units;
+  for (auto &entry : summed)
+    units.insert(entry.first);
+  return units;
+}
+
+/// Gradient clipping: where one AdamW scales its gradient, every AdamW
+/// scales it by the one coefficient, computed from the all-reduced sum of
+/// squares of every unit's shard, so that every rank clips every unit by
+/// the global norm.
+static void checkClipping(StepCheck &check) {
+  SmallVector<AdamWShardOp> adamws(check.block.getOps<AdamWShardOp>());
+  auto scaled =
+      llvm::find_if(adamws, [](AdamWShardOp a) { return bool(a.getScale()); });
+  if (scaled == adamws.end())
+    return;
+  Value scale = scaled->getScale();
+  for (AdamWShardOp adamw : adamws)
+    if (adamw.getScale() != scale) {
+      InFlightDiagnostic diag = check.fail(adamw)
+                                << "updates unit " << adamw.getUnitAttr()
+                                << " without the clipping scale of unit "
+                                << scaled->getUnitAttr();
+      diag.attachNote(scaled->getLoc()) << "scaled here";
+    }
+  auto clip = scale.getDefiningOp<ClipCoefficientOp>();
+  if (!clip) {
+    check.fail(*scaled) << "scales its gradient by a value that is no "
+                           "fsdp.clip_coefficient";
+    return;
+  }
+  auto reduce = clip.getSumSq().getDefiningOp<AllReduceSumOp>();
+  if (!reduce) {
+    check.fail(clip) << "clips by a sum of squares that is not all-reduced "
+                        "over the ranks: each rank would clip by its own norm";
+    return;
+  }
+  llvm::DenseSet<Attribute> summed = checkSumChain(check, reduce.getValue());
+  for (AdamWShardOp adamw : adamws)
+    if (!summed.contains(adamw.getUnitAttr()))
+      check.fail(clip) << "clips by a norm that leaves out unit "
+                       << adamw.getUnitAttr() << "'s gradient";
+}
+
 LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   StepCheck check{step.getBody().front()};
   checkTopLevel(check, step);
@@ -209,6 +292,7 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   checkWaits(check);
   checkInflightLimit(check, step);
   checkScatters(check);
+  checkClipping(check);
   return success(check.ok);
 }
 

@@ -56,6 +56,9 @@ public:
     allGatherFrom(shard, plan::DType::F32, full, plan::DType::F32, total);
   }
   virtual double allReduceMean(double value) = 0;
+  /// The sum over ranks of `value` (MPI_SUM in double), the same on every
+  /// rank: gradient clipping's global sum of squares.
+  virtual double allReduceSum(double value) = 0;
   /// Copies `bytes` bytes from rank `root` to every rank.
   virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
   /// This rank's index among the ranks on its node (picks its GPU), and

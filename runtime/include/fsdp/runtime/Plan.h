@@ -98,6 +98,10 @@ struct Plan {
   std::vector<ParamDesc> params;
   std::vector<uint32_t> inputs; ///< buffer of each step input, by position
   uint32_t lossBuffer = 0;
+  /// Where the step clips its gradients (plan version 9): the buffer of
+  /// their global sum of squares, what its clip_coefficient reads and the
+  /// runtime reports the square root of; plan::kNone without clipping.
+  uint32_t gradSqBuffer = plan::kNone;
   std::vector<Instruction> program;
   /// Token and class ids below this are safe for every kernel that reads
   /// ids (the cross-entropies' vocabulary, which every embedding table

@@ -122,9 +122,22 @@ enum class Opcode : uint32_t {
   RopeBackward,
   TokenEmbeddingBackward,
   Cast,
-  Wait, // the last: kNumOpcodes counts from it
+  Wait,
+  // Gradient clipping by global norm (plan version 9).
+  GradSqSum,
+  AllReduceSum,
+  ClipCoefficient, // the last: kNumOpcodes counts from it
 };
-inline constexpr size_t kNumOpcodes = size_t(Opcode::Wait) + 1;
+inline constexpr size_t kNumOpcodes = size_t(Opcode::ClipCoefficient) + 1;
+
+/// The blocks of a GPU's grad_sq_sum (a fixed count, so that its sum is
+/// the same for every device): each leaves one double partial sum in the
+/// kernel's scratch, which holds two f32 elements per block.
+inline constexpr int64_t kGradSqSumBlocks = 256;
+inline constexpr int64_t kGradSqSumScratch = 2 * kGradSqSumBlocks;
+/// The epsilon of PyTorch's clip_grad_norm_: the coefficient is
+/// min(1, max_norm / (norm + kClipEpsilon)).
+inline constexpr double kClipEpsilon = 1e-6;
 
 /// A collective with stream 0 runs where it stands in the program. One with
 /// stream s >= 1 is started there on stream s (collectives of one stream
@@ -233,6 +246,9 @@ constexpr OperandInfo updated(std::string_view name) {
 constexpr OperandInfo stat(std::string_view name) {
   return {name, ElementRule::F32, OperandRole::Input, false};
 }
+constexpr OperandInfo optionalStat(std::string_view name) {
+  return {name, ElementRule::F32, OperandRole::Input, true};
+}
 constexpr OperandInfo statResult(std::string_view name) {
   return {name, ElementRule::F32, OperandRole::Result, false};
 }
@@ -329,7 +345,10 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       // A full flat gradient into the local shard of its mean.
       kernel(O::ReduceScatter, "reduce_scatter", {floats("grad")},
              {result("shard")}, {"stream", "token", "group"}),
-      kernel(O::AdamWShard, "adamw_shard", {stat("grad")},
+      // With `scale` (a scalar: gradient clipping's coefficient), AdamW on
+      // grad x scale.
+      kernel(O::AdamWShard, "adamw_shard",
+             {stat("grad"), optionalStat("scale")},
              {updated("param"), updated("m"), updated("v")}, adamw),
       kernel(O::Copy, "copy", {floats("source")}, {result("result")}),
       // Llama's ops. RMSNorm saves one f32 rstd per row; rope rotates the
@@ -357,6 +376,19 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       // lifetimes reach the wait.
       kernel(O::Wait, "wait", {anyFloats("source"), anyFloats("result")}, {},
              {"token"}),
+      // Gradient clipping. grad_sq_sum: the sum of squares (in double) of
+      // this rank's elements of a unit's gradient shard (of the unit of
+      // `flat_size` elements; a shorter shard's last element is not one),
+      // plus `acc`; the GPU's blocks leave their partial sums in
+      // `partials`. all_reduce_sum: the sum over ranks, synchronous (it
+      // runs where it stands, on the compute stream). clip_coefficient:
+      // min(1, max_norm / (sqrt(sum_sq) + kClipEpsilon)).
+      kernel(O::GradSqSum, "grad_sq_sum", {floats("grad"), optionalStat("acc")},
+             {statResult("sum"), statScratch("partials")}, {"flat_size"}),
+      kernel(O::AllReduceSum, "all_reduce_sum", {stat("value")},
+             {statResult("sum")}),
+      kernel(O::ClipCoefficient, "clip_coefficient", {stat("sum_sq")},
+             {statResult("coefficient")}, {"max_norm"}),
   }};
 }();
 

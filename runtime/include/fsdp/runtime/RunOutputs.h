@@ -16,6 +16,7 @@
 #include "fsdp/runtime/Trainer.h"
 #include "fsdp/runtime/Weights.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct RunReport {
   /// One rank's model FLOPs per step (the plan's) and its device's peak
   /// FLOP/s (0: unknown); MFU is their ratio at secondsPerStep.
   double modelFlops = 0.0, peakFlops = 0.0;
+  /// Each step's global gradient norm, and the norm they are clipped to,
+  /// for a plan that clips its gradients (else empty, and no clip).
+  std::vector<double> gradNorms;
+  std::optional<double> gradClip;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
   /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
   /// after setup (the arena is part of it) and the high-water mark during

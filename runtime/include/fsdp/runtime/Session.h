@@ -56,6 +56,15 @@ public:
   /// nullopt for a plan without an optimizer.
   std::optional<double> learningRate() const;
 
+  /// The global gradient norm of the last step (or forward-backward) of a
+  /// plan that clips its gradients: the square root of their sum of
+  /// squares over every rank's shards, which the step all-reduced (the
+  /// same on every rank); nullopt for a plan that does not clip.
+  std::optional<double> gradNorm();
+  /// The norm a plan clips its gradients to (its clip_coefficient's
+  /// max_norm), or nullopt.
+  std::optional<double> maxGradNorm() const;
+
   std::vector<float> readBuffer(uint32_t buffer);
   /// The first `count` elements of an f32 buffer, into `out`.
   void readBuffer(uint32_t buffer, float *out, int64_t count);
@@ -72,7 +81,9 @@ public:
 
   /// Skips every collective and wait: the compute of the same plan alone,
   /// for measuring how much communication a schedule hides. Losses are
-  /// then meaningless (gathered buffers hold stale values).
+  /// then meaningless (gathered buffers hold stale values). Gradient
+  /// clipping's scalar all-reduce still runs (one latency), so that the
+  /// coefficient is computed from a sum, not from what its buffer held.
   void setSkipCollectives(bool skip) { skipCollectives = skip; }
   /// Runs every started collective where it starts, on this thread, and
   /// skips the waits: the same plan without overlap, for comparison.

@@ -46,11 +46,16 @@ struct StepResult {
   double seconds;
   /// The step's learning rate (0 for a plan without an optimizer).
   double lr;
+  /// The global gradient norm before clipping, for a plan that clips.
+  std::optional<double> gradNorm;
 };
 
 struct TrainResult {
   std::vector<float> losses; ///< of steps firstStep.. (those run)
   std::vector<double> learningRates;
+  /// Each step's global gradient norm (empty for a plan that does not
+  /// clip its gradients).
+  std::vector<double> gradNorms;
   /// The schedule that gave them (LrSchedule::describe), or "constant".
   std::string lrSchedule;
   /// The last step run: --steps, or where a stop signal ended the run.

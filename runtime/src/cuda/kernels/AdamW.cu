@@ -33,7 +33,10 @@ __device__ __forceinline__ void adamwOne(float &p, float &m, float &v, float g,
 __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
                             float *__restrict__ v,
                             const float *__restrict__ grad, int64_t n,
-                            AdamWParams a, bool vec) {
+                            AdamWParams a, bool vec,
+                            const float *__restrict__ gradScale) {
+  // x * 1 is x: without a scale, the same operations as with one of 1.
+  const float s = gradScale ? *gradScale : 1.0f;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t done = 0;
@@ -46,10 +49,10 @@ __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
     for (int64_t i = tid; i < n4; i += stride) {
       float4 p = p4[i], mm = m4[i], vv = v4[i];
       const float4 g = g4[i];
-      adamwOne(p.x, mm.x, vv.x, g.x, a);
-      adamwOne(p.y, mm.y, vv.y, g.y, a);
-      adamwOne(p.z, mm.z, vv.z, g.z, a);
-      adamwOne(p.w, mm.w, vv.w, g.w, a);
+      adamwOne(p.x, mm.x, vv.x, g.x * s, a);
+      adamwOne(p.y, mm.y, vv.y, g.y * s, a);
+      adamwOne(p.z, mm.z, vv.z, g.z * s, a);
+      adamwOne(p.w, mm.w, vv.w, g.w * s, a);
       p4[i] = p;
       m4[i] = mm;
       v4[i] = vv;
@@ -57,14 +60,14 @@ __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
     done = n4 * 4;
   }
   for (int64_t i = done + tid; i < n; i += stride)
-    adamwOne(param[i], m[i], v[i], grad[i], a);
+    adamwOne(param[i], m[i], v[i], grad[i] * s, a);
 }
 
 } // namespace
 
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
-           float eps, float weightDecay, int64_t step) {
+           float eps, float weightDecay, int64_t step, const float *gradScale) {
   if (n <= 0)
     return;
   AdamWParams a;
@@ -79,7 +82,8 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
                    detail::aligned16(v) && detail::aligned16(grad);
   const int threads = 256;
   const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
-  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a, vec);
+  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a, vec,
+                                                  gradScale);
   detail::checkLaunch("adamw");
 }
 

@@ -199,10 +199,27 @@ void crossEntropyBackward(const Context &ctx, E *dlogits, const float *dloss,
 
 /// AdamW step t >= 1, the update of cpu::adamw up to fused multiply-adds
 /// (bias corrections computed on the host from `step`). fp32 only: the
-/// master weights, their gradient shard and the moments.
+/// master weights, their gradient shard and the moments. With `gradScale`
+/// (a device scalar, gradient clipping's coefficient) on grad x scale.
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
-           float eps, float weightDecay, int64_t step);
+           float eps, float weightDecay, int64_t step,
+           const float *gradScale = nullptr);
+
+/// Gradient clipping, as cpu::gradSqSum and cpu::clipCoefficient. The sum
+/// of squares is in double and in an order fixed by n alone: up to
+/// kGradSqSumBlocks blocks of kGradSqSumThreads threads (one per that many
+/// elements) stride over grad, each block leaves its sum in `partials`
+/// (one double per block: at most plan::kGradSqSumScratch floats), and one
+/// block adds them, with *acc (when given), into *out. The coefficient is
+/// computed on the device: nothing waits for the host.
+inline constexpr int kGradSqSumBlocks = 256, kGradSqSumThreads = 256;
+inline constexpr double kClipEpsilon = 1e-6;
+template <typename E>
+void gradSqSum(const Context &ctx, float *out, const E *grad, const float *acc,
+               int64_t n, float *partials);
+void clipCoefficient(const Context &ctx, float *coef, const float *sumSq,
+                     double maxNorm);
 
 /// out[i] = value (rounded to E) for n elements.
 template <typename E>

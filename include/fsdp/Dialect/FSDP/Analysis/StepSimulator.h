@@ -62,7 +62,8 @@ private:
   double commTime(double bytes) const {
     return hw.latency + bytes * (N - 1) / N / hw.busBytes;
   }
-  /// A collective on `stream`: started under `token`, or synchronous.
+  /// A collective on `stream`: started under `token`, or synchronous (on
+  /// stream 0: the compute stream's own, gradient clipping's all-reduce).
   void collective(Operation *op, int stream, double bytes, Value token);
   /// A compute op on stream 0; fails after reporting an op with no cost.
   LogicalResult compute(Operation *op);

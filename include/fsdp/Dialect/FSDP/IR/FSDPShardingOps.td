@@ -93,6 +93,11 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
   }];
 }
 
+/// The f32 scalars of gradient clipping (sums of squares, the coefficient),
+/// which the assembly formats leave implicit.
+def FSDP_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+
 def FSDP_FreeOp : FSDP_Op<"free", [
     MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
   let summary = "ends the life of a gathered parameter or a full gradient";
@@ -114,20 +119,106 @@ def FSDP_AdamWShardOp : FSDP_Op<"adamw_shard", [
     Updates this rank's shard of unit `unit` (and the optimizer moments
     aligned with it) from its gradient shard. Elements that belong to a
     `no_weight_decay` parameter get no decay, including where such a
-    parameter's range is split across ranks.
+    parameter's range is split across ranks. With `scale` (a scalar, the
+    coefficient of `fsdp.clip_coefficient`), the update is AdamW's on the
+    gradient times `scale`: the moments see the clipped gradient.
 
     ```mlir
     fsdp.adamw_shard @h.0, %g, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32,
         beta2 = 0.95 : f32, eps = 1.0e-8 : f32, weight_decay = 0.1 : f32}
         : tensor<1771968xf32>
+    fsdp.adamw_shard @h.0, %g, %step scale %coef {...} : tensor<1771968xf32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, 1DTensorOf<[AnyFloat]>:$grad,
-                       I64:$step, F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2,
+                       I64:$step, Optional<FSDP_F32Scalar>:$scale,
+                       F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2,
                        F32Attr:$eps, F32Attr:$weight_decay);
   let assemblyFormat = [{
-    $unit `,` $grad `,` $step attr-dict `:` type($grad)
+    $unit `,` $grad `,` $step (`scale` $scale^)? attr-dict `:` type($grad)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient clipping by global norm (--fsdp-clip-grad)
+//===----------------------------------------------------------------------===//
+
+def FSDP_GradSqSumOp : FSDP_KernelOp<"grad_sq_sum", "GradSqSum", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>],
+    ["getKernelScratch"]> {
+  let summary = "the sum of squares of this rank's part of a gradient shard";
+  let description = [{
+    The sum of the squares of this rank's elements of unit `unit`'s
+    gradient shard `grad` (a reduce-scatter's result: rank k's elements
+    floor(k P / N) .. floor((k + 1) P / N) - 1 of the unit's P; the
+    shard has the largest shard's size, ceil(P / N), and a rank whose
+    shard is one element shorter leaves its last one out), accumulated in
+    double and added to `acc` when given, so that the sums of a step's
+    units chain into one scalar. Every rank computes its own part; an
+    `fsdp.all_reduce_sum` of the chain's end is the global one.
+
+    ```mlir
+    %s0 = fsdp.grad_sq_sum @h.1, %g1 : tensor<1771968xf32>
+    %s1 = fsdp.grad_sq_sum @h.0, %g0, %s0 : tensor<1771968xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, 1DTensorOf<[AnyFloat]>:$grad,
+                       Optional<FSDP_F32Scalar>:$acc);
+  let results = (outs FSDP_F32Scalar:$result);
+  let assemblyFormat = [{
+    $unit `,` $grad (`,` $acc^)? attr-dict `:` type($grad)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::FlatSymbolRefAttr":$unit,
+                                 "::mlir::Value":$grad, "::mlir::Value":$acc), [{
+    build($_builder, $_state,
+          ::mlir::RankedTensorType::get({}, $_builder.getF32Type()), unit, grad,
+          acc);
+  }]>];
+}
+
+def FSDP_AllReduceSumOp : FSDP_Op<"all_reduce_sum", [
+    SameOperandsAndResultType,
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "sums a scalar over the ranks of the shard axis";
+  let description = [{
+    Every rank contributes `value` and receives the sum over all ranks of
+    the mesh's shard axis (the same on every rank). A collective: on the
+    collective resource, it is never reordered with the other collectives,
+    removed or duplicated. It runs where it stands (synchronously, on the
+    compute stream): one scalar costs the collective's latency, and what
+    follows it needs its result.
+
+    ```mlir
+    %global = fsdp.all_reduce_sum %local : tensor<f32>
+    ```
+  }];
+  let arguments = (ins FSDP_F32Scalar:$value);
+  let results = (outs FSDP_F32Scalar:$result);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def FSDP_ClipCoefficientOp : FSDP_KernelOp<"clip_coefficient",
+    "ClipCoefficient", [Pure]> {
+  let summary = "the scale that clips gradients to a global norm";
+  let description = [{
+    PyTorch's `clip_grad_norm_` coefficient from the global sum of squares
+    of the gradients: `min(1, max_norm / (sqrt(sum_sq) + 1e-6))` (computed
+    in double, rounded to f32). With a `max_norm` above the norm it is
+    exactly 1, and scaling by it changes nothing. As PyTorch's, an
+    infinite sum gives 0 and a NaN one NaN.
+
+    ```mlir
+    %coef = fsdp.clip_coefficient %global {max_norm = 1.0 : f32}
+    ```
+  }];
+  let arguments = (ins FSDP_F32Scalar:$sum_sq, F32Attr:$max_norm);
+  let results = (outs FSDP_F32Scalar:$result);
+  let assemblyFormat = "$sum_sq attr-dict";
+  let builders = [OpBuilder<(ins "::mlir::Value":$sumSq,
+                                 "::mlir::FloatAttr":$maxNorm), [{
+    build($_builder, $_state, sumSq.getType(), sumSq, maxNorm);
+  }]>];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

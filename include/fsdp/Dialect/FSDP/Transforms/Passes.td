@@ -445,6 +445,64 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def FsdpClipGradPass : Pass<"fsdp-clip-grad", "::mlir::ModuleOp"> {
+  let summary = "Clip the gradients by their global norm, in the step";
+  let description = [{
+    PyTorch's `clip_grad_norm_(max_norm)` on the sharded `@train_step`
+    (after `--fsdp-shard` and `--fsdp-mixed-precision`, before
+    `--fsdp-schedule`). The norm is over every gradient element of every
+    rank, while each rank holds only its shards, so it takes one
+    collective, which the step itself carries:
+
+    * per unit, in the order their reduce-scatters run, `fsdp.grad_sq_sum`
+      adds the squares of this rank's elements of the unit's gradient
+      shard (in double; a shorter shard's unused last element left out)
+      to the sum so far: one f32 scalar per rank;
+    * `fsdp.all_reduce_sum` sums it over the ranks (one scalar, on the
+      collective resource like the other collectives; it stays
+      synchronous: the optimizer needs it at once);
+    * `fsdp.clip_coefficient` turns the global sum of squares into
+      min(1, max-norm / (norm + 1e-6));
+    * every `fsdp.adamw_shard` takes it as its `scale` and moves after
+      it, with the cast of a bf16-reduced shard that feeds it: AdamW runs
+      on gradient x coefficient.
+
+    The sums read each shard where AdamW read it, after its
+    reduce-scatter: the schedule still waits for each reduce-scatter as
+    late as before, and the sums of the units reduced first run while the
+    last reduce-scatter is in flight. The runtime reports the global norm
+    (the square root of the all-reduced sum) after each step. With a
+    `max-norm` above every norm the coefficient is exactly 1 and the
+    losses are the unclipped step's, bit for bit.
+
+    Before (two units, world size 2):
+    ```mlir
+    %s0 = fsdp.reduce_scatter %f0 @l0 : tensor<40xf32> -> tensor<20xf32>
+    ...
+    %s1 = fsdp.reduce_scatter %f1 @l1 : tensor<27xf32> -> tensor<14xf32>
+    ...
+    fsdp.adamw_shard @l0, %s0, %step {...} : tensor<20xf32>
+    fsdp.adamw_shard @l1, %s1, %step {...} : tensor<14xf32>
+    return %loss : tensor<f32>
+    ```
+    After (`max-norm=1.0`; @l1 is reduced first):
+    ```mlir
+    %q1 = fsdp.grad_sq_sum @l1, %s1 : tensor<14xf32>
+    %q0 = fsdp.grad_sq_sum @l0, %s0, %q1 : tensor<20xf32>
+    %sum = fsdp.all_reduce_sum %q0 : tensor<f32>
+    %coef = fsdp.clip_coefficient %sum {max_norm = 1.000000e+00 : f32}
+    fsdp.adamw_shard @l0, %s0, %step scale %coef {...} : tensor<20xf32>
+    fsdp.adamw_shard @l1, %s1, %step scale %coef {...} : tensor<14xf32>
+    return %loss : tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
+           "The largest global gradient norm AdamW sees (a positive, "
+           "finite f32)">
+  ];
+}
+
 def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
   let summary = "Choose attention's form and per-unit recomputation to fit a "
                 "memory budget";
@@ -452,8 +510,9 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     Makes `memory-budget` a goal. On the model before autodiff (after
     `--fsdp-data-parallel`), it compiles trial schedules on copies of the
     module, each through `--fsdp-attention`, `--fsdp-autodiff`,
-    `--fsdp-remat`, `--fsdp-shard`, `--fsdp-mixed-precision` and
-    `--fsdp-schedule` with this pass's schedule and precision options, and
+    `--fsdp-remat`, `--fsdp-shard`, `--fsdp-mixed-precision`,
+    `--fsdp-clip-grad` (with `grad-clip` > 0) and `--fsdp-schedule` with
+    this pass's schedule, precision and clipping options, and
     measures each one's exact peak per rank (the
     memory profile plus the `runtime`'s share outside the arena, what the
     schedule's budget counts) and its simulated step time (the
@@ -504,7 +563,9 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"",
            "As --fsdp-mixed-precision's">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
-           /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">
+           /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0",
+           "As --fsdp-clip-grad's max-norm (0: no clipping)">
   ];
 }
 
@@ -549,6 +610,12 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
       plan's tables on the host; `cuda`: the CUDA context, cuBLAS's
       workspace and NCCL's buffers on the device; `none`: the peak alone),
       the figures `--fsdp-memory-report` lists line by line.
+
+    Gradient clipping's `fsdp.all_reduce_sum` (`--fsdp-clip-grad`) stays
+    synchronous, where it is: one scalar, which the optimizer needs at once.
+    The reduce-scatters' waits come before the first read of their shards,
+    the clipping's sums of squares among them, so they stay as late as
+    without clipping.
 
     Prefetching moves starts only: it never changes what is computed, so
     the losses are the unscheduled plan's, bit for bit.
@@ -609,7 +676,10 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     reduce-scatters in issue order, each taking latency + bytes x (N - 1) /
     N / bus bandwidth (nccl-tests' bus bandwidth, bytes being the full flat
     tensor); a collective starts when it is issued and its stream is free,
-    and `fsdp.wait` holds the compute stream until it ends. Prints the
+    and `fsdp.wait` holds the compute stream until it ends. Gradient
+    clipping's `fsdp.all_reduce_sum` (one scalar) runs on the compute
+    stream where it stands, taking latency + 2 x bytes x (N - 1) / N / bus
+    bandwidth (an all-reduce's bus bytes). Prints the
     predicted step time, compute time, exposed communication (step time
     not covered by compute) and the per-rank peak memory, and with
     `trace=<file>` writes the timeline as a Chrome trace (JSON; opens in
@@ -693,7 +763,13 @@ def FsdpVerifyPass : Pass<"fsdp-verify", "::mlir::ModuleOp"> {
       twice;
     * a collective nested in a region: inside control flow it could run a
       different number of times on different ranks, and a collective
-      sequence that differs between ranks hangs the job.
+      sequence that differs between ranks hangs the job;
+    * gradient clipping (`--fsdp-clip-grad`) that is not by the global
+      norm: an AdamW without the scale the others have, a scale that is no
+      `fsdp.clip_coefficient`, a coefficient of a sum of squares that is
+      not all-reduced (each rank would clip by its own norm), or a chain of
+      `fsdp.grad_sq_sum` that leaves out a unit, sums one twice, or sums a
+      tensor that is not the unit's reduce-scattered shard.
 
     The collectives of a step that passes are a fixed, rank-independent
     sequence: the program has no rank-dependent value and no control flow.
