@@ -1097,14 +1097,6 @@ int run(int argc, char **argv) {
     printWeightLines(options, plan, weights.get(), paths.weightNames);
   }
   BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
-  // Setup is over: from here on, whatever the heap gains is what a step
-  // allocates outside the arena.
-  gHeapMarks.mark("session (arena), batch feeder");
-  HeapFigures setupFigures;
-  setupFigures.rssAfterSetup = residentMemory();
-  setupFigures.rssPeakRestarted = resetResidentPeak();
-  setupFigures.afterSetup = heap::liveBytes();
-  heap::resetPeak();
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
@@ -1126,6 +1118,15 @@ int run(int argc, char **argv) {
       die(error);
   }
   StepControl control{checkpointer.get(), options.steps};
+  // Setup is over (a resumed checkpoint loaded): from here on, whatever
+  // the heap gains is what a step (or writing a checkpoint) allocates
+  // outside the arena.
+  gHeapMarks.mark("session (arena), batch feeder");
+  HeapFigures setupFigures;
+  setupFigures.rssAfterSetup = residentMemory();
+  setupFigures.rssPeakRestarted = resetResidentPeak();
+  setupFigures.afterSetup = heap::liveBytes();
+  heap::resetPeak();
   ProgressMeter meter =
       makeProgressMeter(options, plan, *backend, feeder.tokensPerStep());
   installStopSignals(); // a signal now stops after the step
