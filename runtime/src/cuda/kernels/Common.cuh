@@ -126,6 +126,22 @@ __device__ __forceinline__ double warpSum(double v) {
   return v;
 }
 
+/// Sums one double per thread of the block (a multiple of 32 threads, at
+/// most 1024) in a fixed order; thread 0 gets the result.
+__device__ inline double blockSumDouble(double v) {
+  __shared__ double part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warpSum(v);
+  if (lane == 0)
+    part[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < int(blockDim.x >> 5); ++w)
+      total += part[w];
+  return total;
+}
+
 __device__ __forceinline__ float warpMax(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)

@@ -62,22 +62,6 @@ __device__ __forceinline__ detail::MaxSum threadMaxSum(const E *row,
   return acc;
 }
 
-/// Sums one double per thread of the block in a fixed order; thread 0 gets
-/// the result.
-__device__ double blockSumDouble(double v) {
-  __shared__ double part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = detail::warpSum(v);
-  if (lane == 0)
-    part[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < int(blockDim.x >> 5); ++w)
-      total += part[w];
-  return total;
-}
-
 template <typename E>
 __global__ void __launch_bounds__(kOneBlockThreads)
     crossEntropyOneBlockKernel(float *__restrict__ loss,
@@ -96,7 +80,7 @@ __global__ void __launch_bounds__(kOneBlockThreads)
              double(detail::toFloat(row[targets[i]]));
   }
   // Lanes other than 0 hold 0; the warp sum is lane 0's value exactly.
-  const double total = blockSumDouble(acc);
+  const double total = detail::blockSumDouble(acc);
   if (threadIdx.x == 0)
     *loss = N > 0 ? float(total / double(N)) : 0.0f;
 }
@@ -121,7 +105,7 @@ __global__ void __launch_bounds__(kOneBlockThreads)
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
     acc += values[i];
-  const double total = blockSumDouble(acc);
+  const double total = detail::blockSumDouble(acc);
   if (threadIdx.x == 0)
     *loss = N > 0 ? float(total / double(N)) : 0.0f;
 }

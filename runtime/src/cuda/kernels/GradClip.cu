@@ -15,22 +15,6 @@
 namespace fsdp::rt::cuda {
 namespace {
 
-/// Sums one double per thread of a kGradSqSumThreads block in a fixed
-/// order; thread 0 gets the result.
-__device__ double blockSum(double v) {
-  __shared__ double part[kGradSqSumThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = detail::warpSum(v);
-  if (lane == 0)
-    part[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < kGradSqSumThreads / 32; ++w)
-      total += part[w];
-  return total;
-}
-
 template <typename E>
 __global__ void __launch_bounds__(kGradSqSumThreads)
     sqSumPartialsKernel(double *__restrict__ partials,
@@ -42,7 +26,7 @@ __global__ void __launch_bounds__(kGradSqSumThreads)
     const double x = detail::toFloat(grad[i]);
     acc += x * x;
   }
-  const double total = blockSum(acc);
+  const double total = detail::blockSumDouble(acc);
   if (threadIdx.x == 0)
     partials[blockIdx.x] = total;
 }
@@ -55,7 +39,7 @@ __global__ void __launch_bounds__(kGradSqSumThreads)
                       const double *__restrict__ partials, int blocks,
                       const float *__restrict__ acc) {
   const double v = int(threadIdx.x) < blocks ? partials[threadIdx.x] : 0.0;
-  const double total = blockSum(v);
+  const double total = detail::blockSumDouble(v);
   if (threadIdx.x == 0)
     *out = float((acc ? double(*acc) : 0.0) + total);
 }
