@@ -618,11 +618,17 @@ void printFlops(const ProgressMeter &meter, double secondsPerStep, int ranks) {
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
                   const HeapFigures &heap, const ProgressMeter &meter,
                   int ranks) {
+  // The steps this process ran: first.. (a resumed run starts later); the
+  // mean leaves out the first of them when there are others.
+  int64_t ran = int64_t(r.losses.size()), first = r.lastStep - ran + 1;
+  char over[48];
+  std::snprintf(over, sizeof(over), ran > 1 ? "%lld..%lld" : "%lld",
+                (long long)(ran > 1 ? first + 1 : first),
+                (long long)r.lastStep);
   std::printf("summary: %lld steps, loss %.6f -> %.6f, %.2f ms/step, %.0f "
               "tok/s (mean over steps %s)\n",
-              (long long)o.steps, r.losses.front(), r.losses.back(),
-              r.meanSeconds * 1e3, meter.tokensPerStep() / r.meanSeconds,
-              o.steps > 1 ? "2.." : "1");
+              (long long)ran, r.losses.front(), r.losses.back(),
+              r.meanSeconds * 1e3, meter.tokensPerStep() / r.meanSeconds, over);
   printFlops(meter, r.meanSeconds, ranks);
   std::printf(
       "summary: arena high-water mark per rank %s measured (max "
