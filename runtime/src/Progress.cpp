@@ -6,9 +6,10 @@
 
 namespace fsdp::rt {
 
-void ProgressMeter::record(int64_t step, double seconds) {
-  if (step == 1) {
+void ProgressMeter::record(double seconds) {
+  if (!sawFirst) { // the run's first step: 1, or the one after a resume
     firstSeconds = seconds;
+    sawFirst = true;
     return;
   }
   laterSeconds += seconds;

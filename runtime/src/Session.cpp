@@ -174,22 +174,26 @@ void Session::account(size_t index, int64_t step,
          seconds * 1e6, lane});
 }
 
-std::optional<double> Session::learningRate() const {
-  if (lrOverride)
-    return lrOverride;
+/// Parameter `index` of the first kernel of `plan` with opcode `a` or
+/// `b`, or nullopt when it has none.
+static std::optional<double> firstParam(const Plan &plan, plan::Opcode a,
+                                        plan::Opcode b, size_t index) {
   for (const Instruction &inst : plan.program)
-    if (inst.kernel->opcode == plan::Opcode::AdamW ||
-        inst.kernel->opcode == plan::Opcode::AdamWShard)
-      return inst.params[plan::kAdamWLearningRate];
+    if (inst.kernel->opcode == a || inst.kernel->opcode == b)
+      return inst.params[index];
   return std::nullopt;
 }
 
+std::optional<double> Session::learningRate() const {
+  if (lrOverride)
+    return lrOverride;
+  return firstParam(plan, plan::Opcode::AdamW, plan::Opcode::AdamWShard,
+                    plan::kAdamWLearningRate);
+}
+
 std::optional<double> Session::maxGradNorm() const {
-  for (const Instruction &inst : plan.program)
-    if (inst.kernel->opcode == plan::Opcode::ClipCoefficient)
-      return inst
-          .params[plan::paramIndex(plan::Opcode::ClipCoefficient, "max_norm")];
-  return std::nullopt;
+  plan::Opcode clip = plan::Opcode::ClipCoefficient;
+  return firstParam(plan, clip, clip, plan::paramIndex(clip, "max_norm"));
 }
 
 std::optional<double> Session::gradNorm() {

@@ -18,15 +18,17 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
   result = TrainResult();
   result.lrSchedule =
       options.schedule ? options.schedule->describe() : "constant";
+  // Without a schedule the rate is the same every step: looked up once.
+  const double fixedLr = session.learningRate().value_or(0.0);
   double totalSeconds = 0.0, steadySeconds = 0.0;
   const int64_t first = options.firstStep;
   for (int64_t step = first; step <= options.steps; ++step) {
     before(step);
     if (!feeder.feed(session, step, error))
       return false;
+    double lr = fixedLr;
     if (options.schedule)
-      session.overrideLearningRate(options.schedule->at(step));
-    double lr = session.learningRate().value_or(0.0);
+      session.overrideLearningRate(lr = options.schedule->at(step));
     auto start = Clock::now();
     float local = session.step(step);
     // Each rank's loss is the mean over its rows; their mean is the global

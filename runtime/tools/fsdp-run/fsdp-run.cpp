@@ -933,7 +933,7 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
   std::string error;
   bool trained = trainer.run(
       [&](const StepResult &s) {
-        meter.record(s.step, s.seconds);
+        meter.record(s.seconds);
         if (lead && (s.step % o.logEvery == 0 || s.step == first ||
                      s.step == o.steps)) {
           // A plan that clips its gradients reports their global norm.

@@ -26,9 +26,10 @@ public:
       : steps(steps), tokens(tokensPerStep), modelFlops(modelFlops),
         peak(peak) {}
 
-  /// Counts step `step`'s time: the steady mean leaves out step 1 (it
-  /// touches every page of the arena) once there are others.
-  void record(int64_t step, double seconds);
+  /// Counts the next step's time: the steady mean leaves out the run's
+  /// first step (it touches every page of the arena) once there are
+  /// others.
+  void record(double seconds);
   /// Mean seconds per step so far, over steps 2.. when there are any.
   double meanSeconds() const;
   /// Model FLOPs utilisation at `seconds` per step, in [0, 1+]; negative
@@ -51,6 +52,7 @@ private:
   double modelFlops, peak;
   double firstSeconds = 0.0, laterSeconds = 0.0;
   int64_t later = 0;
+  bool sawFirst = false;
 };
 
 } // namespace fsdp::rt
