@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Plan.h"
+#include "EvalStep.h"
 
 #include <cerrno>
 #include <climits>
@@ -412,7 +413,7 @@ static bool readProgram(Reader &r, Plan &plan, StringIds &ids,
                         std::string &why) {
   uint32_t count = 0;
   if (!r.read(plan.lossBuffer) || !r.read(plan.gradSqBuffer) ||
-      !r.readCount(count, kMinKernel)) {
+      !r.read(plan.evalKernels) || !r.readCount(count, kMinKernel)) {
     why = "malformed program";
     return false;
   }
@@ -1048,7 +1049,7 @@ static bool validateKernels(Plan &plan, std::string &why) {
       return false;
   }
   return checkVocabulary(plan, vocabulary, why) && validateStreams(plan, why) &&
-         checkGradSqBuffer(plan, why);
+         checkGradSqBuffer(plan, why) && checkEvalStep(plan, why);
 }
 
 /// True when buffers a and b share an arena byte.
@@ -1188,6 +1189,12 @@ std::string describePlan(const Plan &plan) {
      << plan.blasBytesPerThread << " per BLAS thread, cuda "
      << plan.outsideArenaCuda << " bytes of device memory\n"
      << "  model FLOPs per rank and step " << plan.modelFlops << "\n";
+  if (plan.evalKernels)
+    os << "  evaluation step: kernels #0..#" << plan.evalKernels - 1 << " of "
+       << plan.program.size() << " (the forward and the loss), "
+       << plan.evalDrainTokens.size() << " collectives finished at its end\n";
+  else
+    os << "  evaluation step: none marked\n";
   for (const UnitDesc &u : plan.units)
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
        << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";

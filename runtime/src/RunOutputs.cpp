@@ -87,8 +87,11 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 }
 
 // Fixed fields and the schedule's description, then a loss and a rate of
-// at most 24 characters each per step.
-uint64_t reportBytes(int64_t steps) { return 1600 + 72 * uint64_t(steps); }
+// at most 24 characters each per step, and per evaluation its step, loss,
+// seconds and batches (at most 100 characters with their keys).
+uint64_t reportBytes(int64_t steps, int64_t evaluations) {
+  return 1600 + 72 * uint64_t(steps) + 100 * uint64_t(evaluations);
+}
 
 /// `values` as a JSON list of %.9g numbers.
 static void writeNumbers(std::ostream &out, const std::vector<double> &values) {
@@ -131,6 +134,17 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         writeNumbers(out, r.learningRates);
         out << ", \"grad_norms\": ";
         writeNumbers(out, r.gradNorms);
+        out << ", \"validation\": [";
+        for (size_t i = 0; i < r.validation.size(); ++i) {
+          const ValidationPoint &v = r.validation[i];
+          std::snprintf(number, sizeof(number), "%.9g", v.loss);
+          out << (i ? ", " : "") << "{\"step\": " << v.step
+              << ", \"loss\": " << (std::isfinite(v.loss) ? number : "null");
+          std::snprintf(number, sizeof(number), "%.6f", v.seconds);
+          out << ", \"seconds\": " << number << ", \"batches\": " << v.batches
+              << "}";
+        }
+        out << "]";
         if (r.gradClip) {
           std::snprintf(number, sizeof(number), "%.9g", *r.gradClip);
           out << ", \"grad_clip\": " << number;
@@ -178,6 +192,7 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
   report.learningRates = result.learningRates;
   report.lrSchedule = result.lrSchedule;
   report.gradNorms = result.gradNorms;
+  report.validation = result.validation;
   for (const Instruction &inst : plan.program)
     if (inst.kernel->opcode == plan::Opcode::ClipCoefficient)
       report.gradClip = inst.params[plan::paramIndex(
@@ -208,8 +223,8 @@ bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
                            traceBytes(plan, steps), error))
     return false;
   return paths.report.empty() || !lead ||
-         files.report.reserve(paths.report, "report", reportBytes(steps),
-                              error);
+         files.report.reserve(paths.report, "report",
+                              reportBytes(steps, paths.evaluations), error);
 }
 
 } // namespace fsdp::rt

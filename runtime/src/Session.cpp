@@ -94,11 +94,14 @@ void Session::startGroup(size_t &index, int64_t step) {
   // one; this returns at once, the waits account for time and trace.
   std::vector<const Instruction *> group = {&inst};
   startedAt[collective.tokenId()] = index;
+  pending.insert(collective.tokenId());
   while (index + 1 < plan.program.size() &&
          isGroupedStart(plan.program[index + 1])) {
     group.push_back(&plan.program[++index]);
-    startedAt[plan::collectiveParams(group.back()->params.data()).tokenId()] =
-        index;
+    uint32_t token =
+        plan::collectiveParams(group.back()->params.data()).tokenId();
+    startedAt[token] = index;
+    pending.insert(token);
   }
   // The stream's communicator (a thread's, on the CPU) takes the
   // records over; a GPU's NCCL enqueue starts them here.
@@ -122,8 +125,11 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
   auto token = uint32_t(plan::waitToken(wait.params.data()));
   size_t at = startedAt[token];
   Backend::Span span = backend.wait(token);
+  pending.erase(token);
   if (recorder)
     recorder->finishIfOpen(tokenRecord[token]);
+  if (evaluating)
+    return; // not part of the training step's profile
   const Instruction &startInst = plan.program[at];
   if (tracing && span.endNanos > span.startNanos)
     trace.push_back(
@@ -162,6 +168,8 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
 void Session::account(size_t index, int64_t step,
                       std::chrono::steady_clock::time_point begin,
                       uint32_t lane) {
+  if (evaluating)
+    return; // not part of the training step's profile
   auto end = std::chrono::steady_clock::now();
   double seconds = std::chrono::duration<double>(end - begin).count();
   uint32_t opcode = uint32_t(plan.program[index].kernel->opcode);
@@ -204,10 +212,19 @@ std::optional<double> Session::gradNorm() {
   return std::sqrt(double(sumSq));
 }
 
-float Session::run(int64_t step, bool optimizer) {
+void Session::drainPending() {
+  for (uint32_t token : std::set<uint32_t>(pending)) {
+    backend.wait(token);
+    pending.erase(token);
+    if (recorder)
+      recorder->finishIfOpen(tokenRecord[token]);
+  }
+}
+
+float Session::run(int64_t step, bool optimizer, size_t end) {
   using plan::Opcode;
   std::vector<double> params;
-  for (size_t index = 0; index < plan.program.size(); ++index) {
+  for (size_t index = 0; index < end; ++index) {
     const Instruction &inst = plan.program[index];
     if (skips(inst, optimizer))
       continue;
@@ -224,6 +241,7 @@ float Session::run(int64_t step, bool optimizer) {
     } else
       account(index, step, begin, runKernel(index, params.data(), step));
   }
+  drainPending();
   backend.synchronize();
   float loss = 0.0f;
   backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));
@@ -237,13 +255,23 @@ uint64_t Session::issueRecord(size_t index, int64_t step) {
   std::string kind(inst.kernel->name);
   CollectiveLabel label{
       step, int64_t(index),
-      kind + (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'")};
+      kind + (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") +
+          (evaluating ? " (evaluation after the step)" : "")};
   uint32_t flat = inst.kernel->opcode == plan::Opcode::AllGather ? inst.outs[0]
                                                                  : inst.ins[0];
   return recorder->issue(label, kind, plan.buffers[flat].size);
 }
 
-float Session::step(int64_t step) { return run(step, /*optimizer=*/true); }
+float Session::step(int64_t step) {
+  return run(step, /*optimizer=*/true, plan.program.size());
+}
+
+float Session::evaluate(int64_t afterStep) {
+  evaluating = true;
+  float loss = run(afterStep, /*optimizer=*/false, plan.evalKernels);
+  evaluating = false;
+  return loss;
+}
 
 void Session::startTrace() {
   tracing = true;
@@ -251,7 +279,9 @@ void Session::startTrace() {
   trace.clear();
 }
 
-float Session::forwardBackward() { return run(1, /*optimizer=*/false); }
+float Session::forwardBackward() {
+  return run(1, /*optimizer=*/false, plan.program.size());
+}
 
 std::vector<float> Session::readBuffer(uint32_t id) {
   const BufferDesc &buffer = plan.buffers[id];

@@ -58,7 +58,13 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
               std::to_string(step) + "; training diverged";
       return false;
     }
-    onStep({step, loss, seconds, lr, norm});
+    std::optional<ValidationPoint> validation;
+    if (options.validator && options.validator->due(step)) {
+      if (!options.validator->run(step, validation.emplace(), error))
+        return false;
+      result.validation.push_back(*validation);
+    }
+    onStep({step, loss, seconds, lr, norm, validation});
     result.lastStep = step;
     bool stop = false;
     if (options.afterStep && !options.afterStep(step, stop, error))

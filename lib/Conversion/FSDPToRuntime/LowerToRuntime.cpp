@@ -593,6 +593,20 @@ static void hoistDeclarations(Block *body) {
     buffer->moveBefore(body, body->begin());
 }
 
+/// Marks the evaluation step: fsdprt.eval_end right after the last kernel
+/// that writes the loss, so that the kernels above it are the forward and
+/// the loss. Nothing is marked when no kernel writes the loss.
+static void markEvalStep(Block *body, Value loss, OpBuilder &builder) {
+  fsdprt::KernelOp last;
+  for (auto kernel : body->getOps<fsdprt::KernelOp>())
+    if (llvm::is_contained(kernel.getOuts(), loss))
+      last = kernel;
+  if (!last)
+    return;
+  builder.setInsertionPointAfter(last);
+  fsdprt::EvalEndOp::create(builder, last.getLoc());
+}
+
 /// Erases the graph-level step and forward, and names the program
 /// @train_step in their place; fails if another @train_step is left.
 static LogicalResult replaceTrainStep(ModuleOp module, func::FuncOp program) {
@@ -651,6 +665,7 @@ void FsdpLowerToRuntimePass::runOnOperation() {
 
   // Declarations first, then the kernels in program order.
   hoistDeclarations(body);
+  markEvalStep(body, returned.front(), builder);
   if (failed(replaceTrainStep(module, program)))
     return signalPassFailure();
 }

@@ -108,6 +108,9 @@ private:
   llvm::DenseMap<Value, uint32_t> bufferIds;
   SmallVector<Operation *> buffers; // fsdprt.buffer and fsdprt.view ops
   SmallVector<fsdprt::KernelOp> kernels;
+  /// The kernels of the evaluation step (those above fsdprt.eval_end; 0:
+  /// the program marks none).
+  uint32_t evalKernels = 0;
   llvm::DenseMap<Value, int64_t> offsetOf;
   llvm::DenseMap<Attribute, uint32_t> shardBuffer;
   llvm::DenseMap<Attribute, std::pair<uint32_t, int64_t>> placeOfParam;
@@ -179,6 +182,9 @@ LogicalResult PlanBuilder::collectBuffers() {
               llvm::divideCeil(type.getElementTypeBitWidth(), 8);
     } else if (auto kernel = llvm::dyn_cast<fsdprt::KernelOp>(op)) {
       kernels.push_back(kernel);
+      continue;
+    } else if (llvm::isa<fsdprt::EvalEndOp>(op)) {
+      evalKernels = kernels.size();
       continue;
     } else {
       continue;
@@ -287,6 +293,7 @@ void PlanBuilder::writeProgram() {
   w.put<uint32_t>(ret->getNumOperands() > 1
                       ? bufferIds.lookup(ret->getOperand(1))
                       : plan::kNone);
+  w.put<uint32_t>(evalKernels);
   w.put<uint32_t>(kernels.size());
   for (fsdprt::KernelOp kernel : kernels) {
     const plan::KernelInfo *info = plan::findKernel(kernel.getName().str());

@@ -43,6 +43,7 @@
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
 #include "fsdp/runtime/Trainer.h"
+#include "fsdp/runtime/Validation.h"
 #include "fsdp/runtime/Weights.h"
 
 #include <cerrno>
@@ -72,6 +73,10 @@ struct Options {
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   int64_t steps = 20, logEvery = 1, threads = 0;
   int64_t checkpointEvery = 0, keepLast = 0;
+  /// --val-data, --val-every (0: after the last step only), --val-steps
+  /// (0: every whole batch of the file).
+  std::string valDataPath;
+  int64_t valEvery = 0, valSteps = 0;
   double collectiveTimeout = 300.0;
   int64_t stallRank = -1, stallStep = 1;
   double stallSeconds = 0.0;
@@ -92,6 +97,7 @@ const char *const kUsage =
     "                [--lr-schedule constant|cosine|linear]\n"
     "                [--warmup-steps W] [--min-lr X]\n"
     "                [--data-format auto|bytes|tokens]\n"
+    "                [--val-data FILE] [--val-every K] [--val-steps S]\n"
     "                [--log-every N] [--backend cpu|cuda]\n"
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
@@ -182,6 +188,12 @@ bool parseTrainingOption(ArgCursor &c, Options &o) {
     o.logEvery = parseInt(arg, c.value(), 1);
   else if (arg == "--init-from")
     o.initFromPath = c.value();
+  else if (arg == "--val-data")
+    o.valDataPath = c.value();
+  else if (arg == "--val-every")
+    o.valEvery = parseInt(arg, c.value(), 1);
+  else if (arg == "--val-steps")
+    o.valSteps = parseInt(arg, c.value(), 1);
   else
     return false;
   return true;
@@ -362,6 +374,8 @@ Options parseOptions(int argc, char **argv) {
         "apply to --lr-schedule constant",
         2);
   checkCheckpointOptions(o);
+  if ((o.valEvery || o.valSteps) && o.valDataPath.empty())
+    die("--val-every and --val-steps need --val-data FILE", 2);
   if (!o.exportNames.empty() && o.exportPath.empty())
     die("--export-names needs --export FILE", 2);
   for (const auto &[flag, path] :
@@ -376,6 +390,7 @@ Options parseOptions(int argc, char **argv) {
 /// which collectives a rank issues: ranks must agree on all of it.
 std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
                                       const TokenData *tokens,
+                                      const TokenData *validation,
                                       const InitialWeights *weights,
                                       int threads) {
   char checksum[16];
@@ -414,14 +429,19 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
   fields.push_back({"threads", std::to_string(threads)});
   fields.push_back({"blas", o.blas});
   fields.push_back({"tf32", o.tf32 ? "on" : "off"});
-  if (tokens) {
+  for (const auto &[name, data] :
+       {std::pair{"data", tokens}, {"validation data", validation}}) {
+    if (!data)
+      continue;
     char hash[24];
     std::snprintf(hash, sizeof(hash), "%016llx",
-                  (unsigned long long)tokens->fingerprint());
-    fields.push_back({"data", std::string(tokens->formatName()) + ", " +
-                                  std::to_string(tokens->size()) +
-                                  " tokens, hash " + hash});
+                  (unsigned long long)data->fingerprint());
+    fields.push_back({name, std::string(data->formatName()) + ", " +
+                                std::to_string(data->size()) +
+                                " tokens, hash " + hash});
   }
+  fields.push_back({"validation", std::to_string(o.valEvery) + " every, " +
+                                      std::to_string(o.valSteps) + " batches"});
   return fields;
 }
 
@@ -615,6 +635,26 @@ void printFlops(const ProgressMeter &meter, double secondsPerStep, int ranks) {
     std::printf("MFU not known (no peak for this device: --peak-tflops)\n");
 }
 
+/// The summary's validation line: the last loss, the first and the best.
+void printValidationSummary(const std::vector<ValidationPoint> &points) {
+  if (points.empty())
+    return;
+  const ValidationPoint *best = &points.front();
+  double seconds = 0.0;
+  for (const ValidationPoint &p : points) {
+    seconds += p.seconds;
+    if (p.loss < best->loss)
+      best = &p;
+  }
+  std::printf("summary: validation loss %.6f after step %lld (first %.6f "
+              "after step %lld, best %.6f after step %lld; %zu evaluations "
+              "of %lld batches, %.3f s each)\n",
+              points.back().loss, (long long)points.back().step,
+              points.front().loss, (long long)points.front().step, best->loss,
+              (long long)best->step, points.size(),
+              (long long)points.back().batches, seconds / points.size());
+}
+
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
                   const HeapFigures &heap, const ProgressMeter &meter,
                   int ranks) {
@@ -630,6 +670,7 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (long long)ran, r.losses.front(), r.losses.back(),
               r.meanSeconds * 1e3, meter.tokensPerStep() / r.meanSeconds, over);
   printFlops(meter, r.meanSeconds, ranks);
+  printValidationSummary(r.validation);
   std::printf(
       "summary: arena high-water mark per rank %s measured (max "
       "over %d ranks), %s predicted (%s)\n",
@@ -690,6 +731,53 @@ const TokenData *loadInputs(const Options &o, const Plan &plan, int ranks,
   return &tokens;
 }
 
+/// Rank 0's line on what each evaluation reads and when it runs.
+void printValidationPlan(const Options &o, const Plan &plan, const Validator &v,
+                         int64_t tokensPerBatch) {
+  const ValidationOptions &s = v.settings();
+  std::string when =
+      s.every ? "after every " + std::to_string(s.every) + " steps and the last"
+              : "after the last step";
+  std::printf("fsdp-run: validation: %lld batches (%lld tokens) of %s %s "
+              "(the plan's evaluation step: %u of %zu kernels, %zu "
+              "collectives finished at its end)\n",
+              (long long)s.batches, (long long)(s.batches * tokensPerBatch),
+              o.valDataPath.c_str(), when.c_str(), plan.evalKernels,
+              plan.program.size(), plan.evalDrainTokens.size());
+}
+
+/// --val-data's tokens, checked against the model and the plan's
+/// evaluation step (null without --val-data); `batches` is how many global
+/// batches each evaluation reads.
+const TokenData *loadValidation(const Options &o, const Plan &plan, int ranks,
+                                const StepInputs &inputs, TokenData &tokens,
+                                int64_t &batches) {
+  if (o.valDataPath.empty())
+    return nullptr;
+  std::string error;
+  if (inputs.kind != InputKind::Tokens)
+    die(plan.path + " classifies features; --val-data evaluates token "
+                    "models only",
+        2);
+  if (plan.evalKernels == 0)
+    die(plan.path + ": the plan marks no evaluation step (no kernel writes "
+                    "its loss); --val-data needs one",
+        2);
+  if (!loadTrainingData(inputs, ranks, o.valDataPath, o.dataFormat, tokens,
+                        error))
+    die(error);
+  int64_t global = inputs.batch * ranks;
+  int64_t whole = tokens.windowsPerEpoch(global, inputs.seq);
+  if (o.valSteps > whole)
+    die(o.valDataPath + ": --val-steps " + std::to_string(o.valSteps) +
+            " needs " + std::to_string(o.valSteps) + " batches of " +
+            std::to_string(global) + " x " + std::to_string(inputs.seq) +
+            " tokens; the file holds " + std::to_string(whole),
+        2);
+  batches = o.valSteps ? o.valSteps : whole;
+  return &tokens;
+}
+
 /// Sleeps where --debug-stall says: rank stallRank before step `step`.
 void stallAt(const Options &o, int rank, int64_t step) {
   if (o.stallRank == rank && o.stallStep == step)
@@ -699,11 +787,12 @@ void stallAt(const Options &o, int rank, int64_t step) {
 /// The ranks compare everything that changes numbers; false, each rank
 /// having said why on its own, when they differ.
 bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
-                const TokenData *tokens, const InitialWeights *weights) {
+                const TokenData *tokens, const TokenData *validation,
+                const InitialWeights *weights) {
   int threads = runThreads(o);
   RecordScope scope(CollectiveLabel{0, -1, "rank agreement"});
-  std::string disagreement =
-      checkRanksAgree(comm, agreedFields(o, plan, tokens, weights, threads));
+  std::string disagreement = checkRanksAgree(
+      comm, agreedFields(o, plan, tokens, validation, weights, threads));
   if (disagreement.empty())
     return true;
   // Every rank knows the same: each refuses and exits on its own.
@@ -905,14 +994,24 @@ int reportStop(const Options &o, const Communicator &comm, int64_t step,
   return kStoppedExitCode;
 }
 
+/// Rank 0's line after an evaluation. Formatted on the stack: a step
+/// allocates nothing.
+void printValidation(const ValidationPoint &p, int64_t tokensPerBatch) {
+  std::printf("fsdp-run: validation after step %lld: loss %.6f over %lld "
+              "batches (%lld tokens) in %.3f s\n",
+              (long long)p.step, p.loss, (long long)p.batches,
+              (long long)(p.batches * tokensPerBatch), p.seconds);
+}
+
 /// Trains steps `first`..--steps, rank 0 printing a progress line for
 /// every logged step; `stall` runs before each, `control` after each.
 TrainResult train(const Options &o, Session &session, Communicator &comm,
                   BatchFeeder &feeder, const std::optional<LrSchedule> &lr,
                   ProgressMeter &meter, const Backend &backend,
                   const std::function<void(int64_t)> &stall, int64_t first,
-                  StepControl &control) {
+                  StepControl &control, Validator *validator) {
   TrainOptions trainOptions;
+  trainOptions.validator = validator;
   trainOptions.schedule = lr;
   trainOptions.steps = o.steps;
   trainOptions.lossesMeanNothing = o.skipCollectives;
@@ -943,6 +1042,8 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
                        memoryInUse(backend));
           std::printf("%s\n", line);
         }
+        if (lead && s.validation)
+          printValidation(*s.validation, meter.tokensPerStep());
         std::fflush(stdout);
       },
       result, error);
@@ -1066,6 +1167,10 @@ int run(int argc, char **argv) {
   TokenData tokens;
   const TokenData *data =
       loadInputs(options, plan, comm->size(), inputs, tokens);
+  TokenData valTokens;
+  int64_t valBatches = 0;
+  const TokenData *validation = loadValidation(options, plan, comm->size(),
+                                               inputs, valTokens, valBatches);
   gHeapMarks.mark("data");
   std::unique_ptr<InitialWeights> weights = openWeights(options, plan);
   if (weights)
@@ -1074,6 +1179,9 @@ int run(int argc, char **argv) {
   RunOutputFiles outputs;
   RunOutputPaths paths{options.savePath, options.tracePath, options.reportPath,
                        options.exportPath};
+  if (validation)
+    paths.evaluations =
+        options.valEvery ? options.steps / options.valEvery + 1 : 1;
   if (!options.exportPath.empty() &&
       !chooseExportNaming(plan, options.exportNames, paths.weightNames, error))
     die(error, 2);
@@ -1083,7 +1191,7 @@ int run(int argc, char **argv) {
 
   auto stall = [&](int64_t step) { stallAt(options, comm->rank(), step); };
   stall(0);
-  if (!ranksAgree(options, plan, *comm, data, weights.get()))
+  if (!ranksAgree(options, plan, *comm, data, validation, weights.get()))
     return 1;
   // Every rank of the node has attached by now: the board's name can go.
   if (comm->localRank() == 0)
@@ -1103,6 +1211,17 @@ int run(int argc, char **argv) {
     printWeightLines(options, plan, weights.get(), paths.weightNames);
   }
   BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
+  std::optional<BatchFeeder> valFeeder;
+  std::optional<Validator> validator;
+  if (validation) {
+    valFeeder.emplace(inputs, validation, options.seed, comm->rank(),
+                      comm->size());
+    validator.emplace(
+        session, *comm, *valFeeder,
+        ValidationOptions{options.valEvery, valBatches, options.steps});
+    if (comm->rank() == 0)
+      printValidationPlan(options, plan, *validator, feeder.tokensPerStep());
+  }
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
   if (schedule && comm->rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
@@ -1136,8 +1255,9 @@ int run(int argc, char **argv) {
   ProgressMeter meter =
       makeProgressMeter(options, plan, *backend, feeder.tokensPerStep());
   installStopSignals(); // a signal now stops after the step
-  TrainResult result = train(options, session, *comm, feeder, schedule, meter,
-                             *backend, stall, first, control);
+  TrainResult result =
+      train(options, session, *comm, feeder, schedule, meter, *backend, stall,
+            first, control, validator ? &*validator : nullptr);
   installOutputCleanup();
   if (result.stopped)
     return reportStop(options, *comm, result.lastStep, control.stoppedBy);

@@ -53,6 +53,9 @@ fsdp.unit @layers.0 params [@w, @b]
 // Kernels in program order; a load is no copy: the kernel reads @w's buffer.
 // CHECK-NEXT: fsdprt.kernel "linear" ins(%[[X]], %[[W]], %[[B]] : {{.*}}) outs(%[[Y]] : memref<2x3xf32>) unit "layers.0"
 // CHECK-NEXT: fsdprt.kernel "cross_entropy" ins(%[[Y]], %[[T]] : {{.*}}) outs(%[[L]], %[[ROWS]] : memref<f32>, memref<2xf32>)
+// The evaluation step (the forward and the loss) ends after the loss's
+// last writer.
+// CHECK-NEXT: fsdprt.eval_end
 // CHECK-NEXT: fsdprt.kernel "fill" outs(%[[ONE]] : memref<f32>) params {value = 1.000000e+00 : f32}
 // CHECK-NEXT: fsdprt.kernel "cross_entropy_backward" ins(%[[ONE]], %[[Y]], %[[T]] : {{.*}}) outs(%[[DY]] : memref<2x3xf32>)
 // CHECK-NEXT: fsdprt.kernel "linear_grad_weight" ins(%[[DY]], %[[X]] : {{.*}}) outs(%[[GW]] : memref<3x4xf32>) unit "layers.0"

@@ -101,3 +101,64 @@ func.func @f(%a: memref<4xf32>) {
   fsdprt.kernel "fill" outs(%a : memref<4xf32>) params {value = 1.0 : f32, extra = 2 : i64}
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{must be in the step program (a function marked fsdprt.program)}}
+  fsdprt.eval_end
+  return
+}
+
+// -----
+
+func.func @f() attributes {fsdprt.program} {
+  // expected-error @+1 {{needs the program to return its loss buffer}}
+  fsdprt.eval_end
+  return
+}
+
+// -----
+
+func.func @f() -> memref<f32> attributes {fsdprt.program} {
+  %loss = fsdprt.buffer <activation> : memref<f32>
+  %other = fsdprt.buffer <activation> : memref<f32>
+  fsdprt.kernel "fill" outs(%other : memref<f32>) params {value = 1.0 : f32}
+  // expected-error @+1 {{follows no kernel that writes the loss}}
+  fsdprt.eval_end
+  return %loss : memref<f32>
+}
+
+// -----
+
+func.func @f() -> memref<f32> attributes {fsdprt.program} {
+  %loss = fsdprt.buffer <activation> : memref<f32>
+  fsdprt.kernel "fill" outs(%loss : memref<f32>) params {value = 1.0 : f32}
+  // expected-error @+1 {{must follow the last kernel that writes the loss; kernel 'fill' below it writes it}}
+  fsdprt.eval_end
+  fsdprt.kernel "fill" outs(%loss : memref<f32>) params {value = 2.0 : f32}
+  return %loss : memref<f32>
+}
+
+// -----
+
+func.func @f() -> memref<f32> attributes {fsdprt.program} {
+  %loss = fsdprt.buffer <activation> : memref<f32>
+  %w = fsdprt.buffer <param> param @w : memref<4xf32>
+  fsdprt.kernel "fill" outs(%loss : memref<f32>) params {value = 1.0 : f32}
+  fsdprt.kernel "fill" outs(%w : memref<4xf32>) params {value = 0.0 : f32}
+  // expected-error @+1 {{ends an evaluation step that changes the training state: kernel 'fill' above it writes a param buffer}}
+  fsdprt.eval_end
+  return %loss : memref<f32>
+}
+
+// -----
+
+func.func @f() -> memref<f32> attributes {fsdprt.program} {
+  %loss = fsdprt.buffer <activation> : memref<f32>
+  fsdprt.kernel "fill" outs(%loss : memref<f32>) params {value = 1.0 : f32}
+  // expected-error @+1 {{is not the only one in the program}}
+  fsdprt.eval_end
+  fsdprt.eval_end
+  return %loss : memref<f32>
+}

@@ -26,6 +26,8 @@ func.func @train_step() -> memref<f32> attributes {fsdprt.program} {
   fsdprt.kernel "linear" ins(%x, %w : memref<2x4xf32>, memref<3x4xf32>) outs(%y : memref<2x3xf32>) unit "layers.0"
   // CHECK: fsdprt.kernel "cross_entropy" ins(
   fsdprt.kernel "cross_entropy" ins(%y, %t : memref<2x3xf32>, memref<2xi32>) outs(%l, %rows : memref<f32>, memref<2xf32>)
+  // CHECK-NEXT: fsdprt.eval_end
+  fsdprt.eval_end
   // CHECK: fsdprt.kernel "fill" outs(%{{.*}} : memref<3x4xf32>) params {value = 0.000000e+00 : f32}
   fsdprt.kernel "fill" outs(%g : memref<3x4xf32>) params {value = 0.0 : f32}
   // CHECK: fsdprt.kernel "adamw" ins(%{{.*}} : memref<3x4xf32>) outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<3x4xf32>, memref<3x4xf32>, memref<3x4xf32>) params {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, eps = 9.99999993E-9 : f32, lr = 1.000000e-03 : f32, weight_decay = 0.000000e+00 : f32}

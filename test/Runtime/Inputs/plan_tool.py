@@ -10,6 +10,8 @@ record, `TABLE FIELD VALUE`:
     header  FIELD VALUE     version flags payload_size crc reserved0..2
     summary FIELD VALUE     world_size arena_size peak_bytes peak_kernel
     program FIELD VALUE     loss_buffer grad_sq_buffer (`none`: 0xFFFFFFFF)
+                            eval_kernels (a count, `all`, or `@NAME[.N][+K]`:
+                            the kernels before that one, plus K)
     count   TABLE VALUE     the record count written for buffers, units,
                             params, kernels or strings (records unchanged)
     buffer  SEL FIELD VALUE kind dtype offset size shape unit input
@@ -144,6 +146,7 @@ def parse(data):
         plan["params"].append(p)
     plan["loss_buffer"] = c.take("I")
     plan["grad_sq_buffer"] = c.take("I")
+    plan["eval_kernels"] = c.take("I")
     plan["kernels"] = []
     for _ in range(c.take("I")):
         k = {"opcode": c.take("I"), "unit": c.take("I")}
@@ -205,6 +208,7 @@ def serialise(plan, fix_crc=True):
                 pack("q", p["unit_offset"])]
     out.append(pack("I", plan["loss_buffer"]))
     out.append(pack("I", plan["grad_sq_buffer"]))
+    out.append(pack("I", plan["eval_kernels"]))
     out.append(count("kernels", len(plan["kernels"])))
     for k in plan["kernels"]:
         out += [pack("I", k["opcode"]), pack("I", k["unit"])]
@@ -245,6 +249,17 @@ def kernel_index(plan, sel):
     if n >= len(found):
         raise PlanError("no kernel %s" % sel)
     return found[n]
+
+
+def eval_kernels(plan, text):
+    """A count, `all` (every kernel), or a kernel selector with an optional
+    `+N`: the kernels before that one (plus N)."""
+    if text == "all":
+        return len(plan["kernels"])
+    sel, _, more = text.partition("+")
+    if not sel.startswith("@"):
+        return int(text, 0)
+    return kernel_index(plan, sel) + (int(more) if more else 0)
 
 
 def select(plan, table, sel):
@@ -332,10 +347,14 @@ def apply_edits(plan, args):
                                       else int(args[i + 2], 0))
             i += 3
         elif what == "program":
-            if args[i + 1] not in ("loss_buffer", "grad_sq_buffer"):
+            if args[i + 1] not in ("loss_buffer", "grad_sq_buffer",
+                                   "eval_kernels"):
                 raise PlanError("no program field %s" % args[i + 1])
-            plan[args[i + 1]] = NONE if args[i + 2] == "none" else \
-                select(plan, "buffers", args[i + 2])
+            if args[i + 1] == "eval_kernels":
+                plan["eval_kernels"] = eval_kernels(plan, args[i + 2])
+            else:
+                plan[args[i + 1]] = NONE if args[i + 2] == "none" else \
+                    select(plan, "buffers", args[i + 2])
             i += 3
         elif what == "count":
             if args[i + 1] not in TABLES:
@@ -393,9 +412,9 @@ def dump(plan):
             i, plan["strings"][p["name"]].decode(),
             "x".join(map(str, p["shape"])) or "-", p["unit"],
             p["unit_offset"]))
-    print("program loss_buffer=%d grad_sq_buffer=%s" % (
+    print("program loss_buffer=%d grad_sq_buffer=%s eval_kernels=%d" % (
         plan["loss_buffer"], "none" if plan["grad_sq_buffer"] == NONE
-        else plan["grad_sq_buffer"]))
+        else plan["grad_sq_buffer"], plan["eval_kernels"]))
     for i, k in enumerate(plan["kernels"]):
         print("kernel %d %s ins=%s outs=%s params=%s" % (
             i, OPCODES[k["opcode"]], ",".join(map(str, k["ins"])) or "-",

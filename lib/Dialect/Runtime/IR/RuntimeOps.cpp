@@ -111,6 +111,70 @@ LogicalResult KernelOp::verify() {
   return success();
 }
 
+/// The buffer a kernel operand lies in: through its views, to its
+/// fsdprt.buffer (null for a value no buffer defines).
+static BufferOp bufferOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewOp>())
+    v = view.getBase();
+  return v.getDefiningOp<BufferOp>();
+}
+
+/// Whether `kernel` writes the loss buffer `loss` (or a view of it).
+static bool writesBuffer(KernelOp kernel, BufferOp loss) {
+  return llvm::any_of(kernel.getOuts(),
+                      [&](Value out) { return bufferOf(out) == loss; });
+}
+
+LogicalResult EvalEndOp::verify() {
+  Operation *parent = (*this)->getParentOp();
+  if (!parent || !parent->hasAttr(FSDPRuntimeDialect::kProgramAttrName))
+    return emitOpError() << "must be in the step program (a function marked "
+                         << FSDPRuntimeDialect::kProgramAttrName << ")";
+  Block *block = (*this)->getBlock();
+  Operation &last = block->back();
+  BufferOp loss =
+      last.getNumOperands() > 0 && last.hasTrait<OpTrait::IsTerminator>()
+          ? bufferOf(last.getOperand(0))
+          : BufferOp();
+  if (!loss)
+    return emitOpError() << "needs the program to return its loss buffer";
+  bool above = true, lossAbove = false;
+  for (Operation &op : *block) {
+    if (&op == getOperation()) {
+      above = false;
+      continue;
+    }
+    if (llvm::isa<EvalEndOp>(op))
+      return emitOpError() << "is not the only one in the program";
+    auto kernel = llvm::dyn_cast<KernelOp>(op);
+    if (!kernel)
+      continue;
+    if (writesBuffer(kernel, loss)) {
+      if (!above)
+        return emitOpError() << "must follow the last kernel that writes the "
+                                "loss; kernel '"
+                             << kernel.getName() << "' below it writes it";
+      lossAbove = true;
+    }
+    if (!above)
+      continue;
+    for (Value out : kernel.getOuts()) {
+      BufferOp buffer = bufferOf(out);
+      BufferKind kind = buffer ? buffer.getKind() : BufferKind::Activation;
+      if (kind == BufferKind::Param || kind == BufferKind::AdamM ||
+          kind == BufferKind::AdamV)
+        return emitOpError()
+               << "ends an evaluation step that changes the training state: "
+                  "kernel '"
+               << kernel.getName() << "' above it writes a "
+               << stringifyBufferKind(kind) << " buffer";
+    }
+  }
+  if (!lossAbove)
+    return emitOpError() << "follows no kernel that writes the loss";
+  return success();
+}
+
 void KernelOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {

@@ -312,8 +312,10 @@ static LogicalResult placeTemporaries(MutableArrayRef<Slot> used,
 }
 
 /// The peak, for the plan and the report: a sweep over lifetime starts and
-/// ends, per kind, then the kernel with the most live bytes.
-static Peak findPeak(MutableArrayRef<Slot> used, int64_t end) {
+/// ends, per kind, then the kernel with the most live bytes among the first
+/// `within` (all `end` by default; the evaluation step's for its line).
+static Peak findPeak(MutableArrayRef<Slot> used, int64_t end,
+                     std::optional<int64_t> within = std::nullopt) {
   // Live bytes never exceed the arena, which fits, so these sums do.
   SmallVector<LiveBytes> live(std::max<int64_t>(end, 1) + 1);
   for (Slot &slot : used) {
@@ -327,7 +329,8 @@ static Peak findPeak(MutableArrayRef<Slot> used, int64_t end) {
     for (uint32_t k = 0; k < plan::kNumBufferKinds; ++k)
       live[i].byKind[k] += live[i - 1].byKind[k];
   Peak peak;
-  for (int64_t i = 0; i < int64_t(live.size()); ++i)
+  int64_t last = std::min<int64_t>(within.value_or(live.size()), live.size());
+  for (int64_t i = 0; i < last; ++i)
     if (live[i].total() > live[peak.kernel].total())
       peak.kernel = i;
   peak.live = live[peak.kernel];
@@ -372,7 +375,8 @@ static void recordPlan(func::FuncOp program, MutableArrayRef<Slot> used,
 /// Prints the arena, the peak, where it is and what is live there (the
 /// report option), so that a user can see where the memory goes.
 static void printReport(func::FuncOp program, ArrayRef<KernelOp> kernels,
-                        size_t buffers, int64_t arena, const Peak &peak) {
+                        size_t buffers, int64_t arena, const Peak &peak,
+                        std::optional<std::pair<int64_t, Peak>> eval) {
   int64_t end = kernels.size();
   llvm::raw_ostream &os = llvm::errs();
   auto mib = [](int64_t bytes) { return double(bytes) / (1 << 20); };
@@ -393,6 +397,25 @@ static void printReport(func::FuncOp program, ArrayRef<KernelOp> kernels,
   for (const Row &row : peak.rows)
     os << llvm::format("    %-20s %16lld bytes %12.2f MiB\n",
                        row.name.str().c_str(), row.bytes, mib(row.bytes));
+  // The evaluation step runs in the same arena: its own peak is for
+  // reading, not for sizing.
+  if (eval)
+    os << llvm::format("  %-22s %16lld bytes %12.2f MiB", "eval step peak live",
+                       eval->second.live.total(),
+                       mib(eval->second.live.total()))
+       << "  at kernel #" << eval->second.kernel << " (kernels #0..#"
+       << eval->first - 1 << ": the forward and the loss)\n";
+}
+
+/// The kernels above the program's fsdprt.eval_end, if it has one.
+static std::optional<int64_t> evalKernels(Block &body) {
+  int64_t kernels = 0;
+  for (Operation &op : body) {
+    if (llvm::isa<EvalEndOp>(op))
+      return kernels;
+    kernels += llvm::isa<KernelOp>(op);
+  }
+  return std::nullopt;
 }
 
 LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
@@ -414,7 +437,11 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
 
   Peak peak = findPeak(used, end);
   recordPlan(program, used, arena, peak);
-  if (report)
-    printReport(program, kernels, used.size(), arena, peak);
+  if (!report)
+    return success();
+  std::optional<std::pair<int64_t, Peak>> eval;
+  if (std::optional<int64_t> k = evalKernels(program.getBody().front()))
+    eval = {*k, findPeak(used, end, *k)};
+  printReport(program, kernels, used.size(), arena, peak, eval);
   return success();
 }

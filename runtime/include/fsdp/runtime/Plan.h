@@ -102,6 +102,14 @@ struct Plan {
   /// their global sum of squares, what its clip_coefficient reads and the
   /// runtime reports the square root of; plan::kNone without clipping.
   uint32_t gradSqBuffer = plan::kNone;
+  /// The evaluation step (plan version 10): the first `evalKernels`
+  /// kernels of the program, the forward and the loss, which write no
+  /// parameter or optimizer moment (0: the plan marks none). Run alone, on
+  /// held-out batches, they give the validation loss; `evalDrainTokens`
+  /// are the collectives they start whose waits lie after them, which the
+  /// runtime waits for when the evaluation ends.
+  uint32_t evalKernels = 0;
+  std::vector<uint32_t> evalDrainTokens;
   std::vector<Instruction> program;
   /// Token and class ids below this are safe for every kernel that reads
   /// ids (the cross-entropies' vocabulary, which every embedding table

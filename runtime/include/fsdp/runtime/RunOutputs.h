@@ -57,6 +57,8 @@ struct RunReport {
   /// for a plan that clips its gradients (else empty, and no clip).
   std::vector<double> gradNorms;
   std::optional<double> gradClip;
+  /// Every evaluation (--val-data), in step order.
+  std::vector<ValidationPoint> validation;
   uint64_t arenaPredicted = 0, arenaMeasured = 0, peakPredicted = 0;
   /// The process heap (fsdp/runtime/HeapMeter.h), max over ranks: live
   /// after setup (the arena is part of it) and the high-water mark during
@@ -76,7 +78,9 @@ struct RunReport {
   bool deviceMeasured = false;
   uint64_t deviceAfterSetup = 0, devicePeak = 0;
 };
-uint64_t reportBytes(int64_t steps);
+/// The most bytes the report of `steps` steps and `evaluations`
+/// evaluations takes.
+uint64_t reportBytes(int64_t steps, int64_t evaluations);
 bool writeReport(const RunReport &report, OutputFile &output,
                  std::string &error);
 /// The report of a finished run: `result`'s figures next to the plan's
@@ -92,6 +96,8 @@ struct RunOutputPaths {
   std::string params, trace, report, weights;
   /// The names --export writes the weights by.
   WeightNaming weightNames = WeightNaming::HuggingFace;
+  /// The evaluations the report will list (its size grows with them).
+  int64_t evaluations = 0;
 };
 struct RunOutputFiles {
   OutputFile params, trace, report, weights;

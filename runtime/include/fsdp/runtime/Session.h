@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 namespace fsdp::rt {
@@ -44,6 +45,13 @@ public:
 
   /// One training step (forward, backward, AdamW); returns the loss.
   float step(int64_t step);
+  /// The plan's evaluation step (its first plan.evalKernels kernels: the
+  /// forward and the loss) on the inputs set; returns this rank's loss.
+  /// Parameters and moments are unchanged; the collectives it started are
+  /// finished on return. Its kernels are neither in kernelTimes() nor in
+  /// the trace (they would blur the training step's profile); `afterStep`
+  /// labels its collectives for the flight recorder.
+  float evaluate(int64_t afterStep);
   /// Forward and backward only (every kernel but AdamW): parameters are
   /// unchanged and each unit's AdamW gradient buffer holds its gradient
   /// shard.
@@ -110,7 +118,11 @@ public:
   uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
 
 private:
-  float run(int64_t step, bool optimizer);
+  /// Runs kernels [0, end) of the program; collectives still in flight at
+  /// `end` are waited for there.
+  float run(int64_t step, bool optimizer, size_t end);
+  /// Waits for every started collective whose wait was not reached.
+  void drainPending();
   /// The phases of one instruction of `run`.
   bool skips(const Instruction &inst, bool optimizer) const;
   bool startsAsync(const Instruction &inst) const;
@@ -139,6 +151,8 @@ private:
   std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
+  std::set<uint32_t> pending; ///< tokens started and not yet waited for
+  bool evaluating = false;
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
 };

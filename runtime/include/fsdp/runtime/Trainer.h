@@ -15,6 +15,7 @@
 #include "fsdp/runtime/LrSchedule.h"
 #include "fsdp/runtime/Session.h"
 #include "fsdp/runtime/StepInputs.h"
+#include "fsdp/runtime/Validation.h"
 
 #include <functional>
 #include <optional>
@@ -38,6 +39,9 @@ struct TrainOptions {
   /// Called after each step (and its onStep): checkpoints, stop signals.
   /// False with `error` ends the run; `stop` ends the loop after it.
   std::function<bool(int64_t step, bool &stop, std::string &error)> afterStep;
+  /// Evaluates where it is due, after the step and before afterStep (a
+  /// checkpoint); null: no validation.
+  Validator *validator = nullptr;
 };
 
 struct StepResult {
@@ -48,6 +52,8 @@ struct StepResult {
   double lr;
   /// The global gradient norm before clipping, for a plan that clips.
   std::optional<double> gradNorm;
+  /// The evaluation that followed the step, where one was due.
+  std::optional<ValidationPoint> validation;
 };
 
 struct TrainResult {
@@ -56,6 +62,8 @@ struct TrainResult {
   /// Each step's global gradient norm (empty for a plan that does not
   /// clip its gradients).
   std::vector<double> gradNorms;
+  /// Every evaluation, in step order (empty without validation).
+  std::vector<ValidationPoint> validation;
   /// The schedule that gave them (LrSchedule::describe), or "constant".
   std::string lrSchedule;
   /// The last step run: --steps, or where a stop signal ended the run.

@@ -96,4 +96,33 @@ def Runtime_KernelOp : Runtime_Op<"kernel", [AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Runtime_EvalEndOp : Runtime_Op<"eval_end"> {
+  let summary = "where the evaluation step (forward and loss) ends";
+  let description = [{
+    Splits the step program in two: the kernels above it are the forward
+    and the loss (the evaluation step, which `fsdp-run --val-data` runs
+    alone on held-out batches), the kernels below it the rest of the
+    training step. `--fsdp-lower-to-runtime` places it right after the
+    last kernel that writes the loss the program returns.
+
+    The evaluation step is a prefix of the training step, not a second
+    program: it runs the same kernels on the same buffers, so it needs no
+    memory of its own (its peak is at most the step's) and its loss on a
+    batch is the training forward's, bit for bit. It must be free of side
+    effects on the training state: no kernel above it writes a parameter
+    or an optimizer moment. A collective it starts whose wait lies below
+    it is waited for when the evaluation ends (every rank runs the same
+    prefix, so they agree).
+
+    ```mlir
+    fsdprt.kernel "cross_entropy" ins(%9, %1 : memref<256x96xf32>, memref<4x64xi32>)
+        outs(%0, %10 : memref<f32>, memref<256xf32>)
+    fsdprt.eval_end
+    fsdprt.kernel "cross_entropy_backward" ...
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // FSDPRT_OPS_TD
