@@ -15,6 +15,15 @@ std::optional<Hardware> mlir::fsdp::lookupHardware(StringRef name) {
   return std::nullopt;
 }
 
+NetworkTopology mlir::fsdp::singleLevelNetwork(const Hardware &hw,
+                                               int64_t worldSize) {
+  NetworkTopology net;
+  net.worldSize = worldSize;
+  net.intraBusBytes = hw.busBytes;
+  net.intraLatency = hw.latency;
+  return net;
+}
+
 double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
   // A compute op's costs are its own (KernelOpInterface); the shard's
   // AdamW reads p, g, m, v and writes p, m, v; what else is left of the
@@ -39,14 +48,24 @@ double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
   return std::max(flops / rate, bytes / hw.memoryBytes);
 }
 
-void StepSimulator::collective(Operation *op, int stream, double bytes,
-                               Value token) {
+GroupShape StepSimulator::groupOf(Operation *) const {
+  // Hybrid sharding's collectives will name their group; until then every
+  // collective runs over all ranks.
+  return {net.worldSize, 1};
+}
+
+void StepSimulator::collective(Operation *op, int stream, CollectiveKind kind,
+                               double bytes, Value token) {
   double start = std::max(freeAt[0], freeAt[stream]);
+  GroupShape group = groupOf(op);
+  LinkLevel level = net.levelOf(group);
   // A grouped start is part of its bucket's one fused collective: it adds
   // its bytes, not another latency.
-  double end =
-      start + commTime(bytes) - (op->hasAttr("grouped") ? hw.latency : 0.0);
+  double end = start + collectiveTime(kind, bytes, group, net) -
+               (op->hasAttr("grouped") ? level.latency : 0.0);
   freeAt[stream] = end;
+  commBusy[level.crossesNodes] += end - start;
+  ++commCount[level.crossesNodes];
   std::string name = op->getName().stripDialect().str();
   if (FlatSymbolRefAttr unit = getCollectiveUnit(op))
     name += " @" + unit.getValue().str();
@@ -73,25 +92,30 @@ LogicalResult StepSimulator::compute(Operation *op) {
 
 LogicalResult StepSimulator::visit(Operation *op) {
   if (auto start = llvm::dyn_cast<AllGatherStartOp>(op)) {
-    collective(op, 1, bytesOf(start.getResult()), start.getToken());
+    collective(op, 1, CollectiveKind::AllGather, bytesOf(start.getResult()),
+               start.getToken());
     return success();
   }
   if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
-    collective(op, 1, bytesOf(gather.getResult()), Value());
+    collective(op, 1, CollectiveKind::AllGather, bytesOf(gather.getResult()),
+               Value());
     return success();
   }
   if (auto start = llvm::dyn_cast<ReduceScatterStartOp>(op)) {
-    collective(op, 2, bytesOf(start.getSource()), start.getToken());
+    collective(op, 2, CollectiveKind::ReduceScatter, bytesOf(start.getSource()),
+               start.getToken());
     return success();
   }
   if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
-    collective(op, 2, bytesOf(scatter.getSource()), Value());
+    collective(op, 2, CollectiveKind::ReduceScatter,
+               bytesOf(scatter.getSource()), Value());
     return success();
   }
   // Gradient clipping's scalar all-reduce runs on the compute stream, where
   // it stands: an all-reduce moves 2 (N - 1) / N of its bytes.
   if (auto reduce = llvm::dyn_cast<AllReduceSumOp>(op)) {
-    collective(op, 0, 2.0 * bytesOf(reduce.getValue()), Value());
+    collective(op, 0, CollectiveKind::AllReduce, bytesOf(reduce.getValue()),
+               Value());
     return success();
   }
   if (auto wait = llvm::dyn_cast<WaitOp>(op)) {

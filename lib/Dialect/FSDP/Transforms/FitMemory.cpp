@@ -216,7 +216,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   func::FuncOp step = getTrainStep(*copy);
   FailureOr<MemoryProfile> profile =
       computeMemoryProfile(*copy, step, "fsdp-fit-memory");
-  StepSimulator sim(hw, double(getShardSize(*copy)));
+  StepSimulator sim(hw, getShardSize(*copy));
   if (failed(profile) || failed(sim.run(step)))
     return failure();
   Trial trial;

@@ -2,7 +2,8 @@
 //
 // Three streams (compute, all-gather, reduce-scatter), costs from types:
 // FLOPs and bytes moved of each compute op (KernelOpInterface), and the
-// nccl-tests bus-bandwidth model for collectives. What the schedule buys
+// nccl-tests bus-bandwidth model for collectives, on one level of network
+// or two (inside a node, across nodes). What the schedule buys
 // shows up as exposed communication: step time not covered by compute.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +36,13 @@ private:
   /// The named hardware with the rates the options override; fails after
   /// reporting an unknown name or a negative rate.
   FailureOr<Hardware> selectHardware();
+  /// The network: the preset's one level, or the two levels the options
+  /// give; fails after reporting options that do not fit together.
+  FailureOr<NetworkTopology> selectNetwork(const Hardware &hw,
+                                           int64_t worldSize);
+  /// The report's lines (stderr).
+  void printReport(const StepSimulator &sim, const NetworkTopology &net,
+                   double peakBytes);
   /// Writes the events as a Chrome trace to `trace-path`.
   LogicalResult writeTrace(ArrayRef<SimulatedEvent> events);
 };
@@ -65,6 +73,45 @@ FailureOr<Hardware> FsdpSimulatePass::selectHardware() {
   if (latencyUs >= 0)
     hw.latency = latencyUs * 1e-6;
   return hw;
+}
+
+FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
+                                                           int64_t worldSize) {
+  Location loc = getOperation().getLoc();
+  if (ranksPerNode < 0)
+    return emitError(loc) << "fsdp-simulate: ranks-per-node must be at "
+                             "least 0, got "
+                          << int64_t(ranksPerNode);
+  bool twoLevelOption = intraGBps.hasValue() || intraLatencyUs.hasValue() ||
+                        nicGBps.hasValue() || nicsPerNode.hasValue() ||
+                        interLatencyUs.hasValue();
+  if (ranksPerNode == 0) {
+    if (twoLevelOption)
+      return emitError(loc) << "fsdp-simulate: intra-gbps, intra-latency-us, "
+                               "nic-gbps, nics-per-node and inter-latency-us "
+                               "describe a two-level network: give "
+                               "ranks-per-node too";
+    return singleLevelNetwork(hw, worldSize);
+  }
+  if (busGBps.hasValue() || latencyUs.hasValue())
+    return emitError(loc) << "fsdp-simulate: bus-gbps and latency-us are the "
+                             "one-level network's; with ranks-per-node give "
+                             "intra-gbps, nic-gbps, nics-per-node and the "
+                             "latencies";
+  if (intraGBps <= 0 || nicGBps <= 0 || nicsPerNode < 1 || intraLatencyUs < 0 ||
+      interLatencyUs < 0)
+    return emitError(loc) << "fsdp-simulate: intra-gbps and nic-gbps must be "
+                             "positive, nics-per-node at least 1, latencies "
+                             "at least 0";
+  NetworkTopology net;
+  net.worldSize = worldSize;
+  net.ranksPerNode = ranksPerNode;
+  net.intraBusBytes = intraGBps * 1e9;
+  net.intraLatency = intraLatencyUs * 1e-6;
+  net.nicBytes = nicGBps * 1e9;
+  net.nicsPerNode = nicsPerNode;
+  net.interLatency = interLatencyUs * 1e-6;
+  return net;
 }
 
 /// The world size (the mesh's shard axis) of a sharded @train_step, or
@@ -107,6 +154,34 @@ LogicalResult FsdpSimulatePass::writeTrace(ArrayRef<SimulatedEvent> events) {
   return success();
 }
 
+void FsdpSimulatePass::printReport(const StepSimulator &sim,
+                                   const NetworkTopology &net,
+                                   double peakBytes) {
+  double stepTime = sim.stepTime();
+  double exposed = stepTime - sim.computeBusy;
+  llvm::raw_ostream &os = llvm::errs();
+  os << "fsdp-simulate: " << hardware << ", world size " << net.worldSize;
+  if (net.isTwoLevel()) {
+    int64_t nodes = (net.worldSize + net.ranksPerNode - 1) / net.ranksPerNode;
+    os << llvm::format(" on %lld node%s of %lld (inside a node %g GB/s, "
+                       "across nodes %lld x %g GB/s NICs)",
+                       (long long)nodes, nodes == 1 ? "" : "s",
+                       (long long)net.ranksPerNode, net.intraBusBytes / 1e9,
+                       (long long)net.nicsPerNode, net.nicBytes / 1e9);
+  }
+  os << llvm::format(": step %.3f ms, compute %.3f ms, exposed "
+                     "communication %.3f ms (%.1f%%), peak %.3f GB "
+                     "per rank\n",
+                     stepTime * 1e3, sim.computeBusy * 1e3, exposed * 1e3,
+                     stepTime > 0 ? 100.0 * exposed / stepTime : 0.0,
+                     peakBytes / 1e9);
+  if (net.isTwoLevel())
+    os << llvm::format("  collectives: %lld inside a node (%.3f ms), %lld "
+                       "across nodes (%.3f ms)\n",
+                       (long long)sim.commCount[0], sim.commBusy[0] * 1e3,
+                       (long long)sim.commCount[1], sim.commBusy[1] * 1e3);
+}
+
 void FsdpSimulatePass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
@@ -118,24 +193,17 @@ void FsdpSimulatePass::runOnOperation() {
   FailureOr<int64_t> world = readWorldSize(module, step);
   if (failed(world))
     return signalPassFailure();
-  StepSimulator sim(*hw, double(*world));
+  FailureOr<NetworkTopology> net = selectNetwork(*hw, *world);
+  if (failed(net))
+    return signalPassFailure();
+  StepSimulator sim(*hw, *net);
   if (failed(sim.run(step)))
     return signalPassFailure();
-  double stepTime = sim.stepTime();
-  double computeBusy = sim.computeBusy;
-  double exposed = stepTime - computeBusy;
   FailureOr<MemoryProfile> memory =
       computeMemoryProfile(module, step, "fsdp-simulate");
   if (failed(memory))
     return signalPassFailure();
-
-  llvm::errs() << "fsdp-simulate: " << hardware << ", world size " << *world
-               << llvm::format(": step %.3f ms, compute %.3f ms, exposed "
-                               "communication %.3f ms (%.1f%%), peak %.3f GB "
-                               "per rank\n",
-                               stepTime * 1e3, computeBusy * 1e3, exposed * 1e3,
-                               stepTime > 0 ? 100.0 * exposed / stepTime : 0.0,
-                               double(memory->peakBytes()) / 1e9);
+  printReport(sim, *net, double(memory->peakBytes()));
 
   if (tracePath.empty())
     return;

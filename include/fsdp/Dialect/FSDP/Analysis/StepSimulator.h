@@ -2,14 +2,16 @@
 //
 // Three streams (compute, all-gather, reduce-scatter), costs from types:
 // FLOPs and bytes moved of each compute op (KernelOpInterface), and the
-// nccl-tests bus-bandwidth model for collectives. --fsdp-simulate prints
-// and traces it; --fsdp-fit-memory compares schedules with it.
+// nccl-tests bus-bandwidth model for collectives, at the level of the
+// network each one's group crosses (NetworkModel.h). --fsdp-simulate
+// prints and traces it; --fsdp-fit-memory compares schedules with it.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_DIALECT_FSDP_ANALYSIS_STEPSIMULATOR_H
 #define FSDP_DIALECT_FSDP_ANALYSIS_STEPSIMULATOR_H
 
+#include "fsdp/Dialect/FSDP/Analysis/NetworkModel.h"
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
 
 #include <array>
@@ -30,6 +32,10 @@ struct Hardware {
 /// The named machines: "h100-nvlink" and "ib-400g"; null for another name.
 std::optional<Hardware> lookupHardware(StringRef name);
 
+/// The single-level network of `hw`: every ring over the `worldSize`
+/// ranks at its bus bandwidth and latency.
+NetworkTopology singleLevelNetwork(const Hardware &hw, int64_t worldSize);
+
 /// The time one compute op costs on `hw` (the larger of its FLOPs and its
 /// bytes moved at the machine's rates), or a negative number for an op
 /// that has no cost.
@@ -45,7 +51,11 @@ struct SimulatedEvent {
 /// has cost, and the events of the trace.
 class StepSimulator {
 public:
-  StepSimulator(const Hardware &hw, double N) : hw(hw), N(N) {}
+  StepSimulator(const Hardware &hw, const NetworkTopology &net)
+      : hw(hw), net(net) {}
+  /// On `hw`'s single-level network.
+  StepSimulator(const Hardware &hw, int64_t worldSize)
+      : StepSimulator(hw, singleLevelNetwork(hw, worldSize)) {}
 
   /// Runs the step in program order; fails after reporting an op that has
   /// no cost.
@@ -55,23 +65,26 @@ public:
     return *std::max_element(freeAt.begin(), freeAt.end());
   }
   double computeBusy = 0.0;
+  /// Collectives' busy time and count by the level they ran at: [0]
+  /// inside a node, [1] across nodes.
+  std::array<double, 2> commBusy{};
+  std::array<int64_t, 2> commCount{};
   std::vector<SimulatedEvent> events;
 
 private:
-  /// The nccl-tests bus-bandwidth model of a collective moving `bytes`.
-  double commTime(double bytes) const {
-    return hw.latency + bytes * (N - 1) / N / hw.busBytes;
-  }
+  /// The group `op` runs over: today every collective's is the world.
+  GroupShape groupOf(Operation *op) const;
   /// A collective on `stream`: started under `token`, or synchronous (on
   /// stream 0: the compute stream's own, gradient clipping's all-reduce).
-  void collective(Operation *op, int stream, double bytes, Value token);
+  void collective(Operation *op, int stream, CollectiveKind kind, double bytes,
+                  Value token);
   /// A compute op on stream 0; fails after reporting an op with no cost.
   LogicalResult compute(Operation *op);
   /// One op of the step: a collective, a wait, a compute op or nothing.
   LogicalResult visit(Operation *op);
 
   Hardware hw;
-  double N;
+  NetworkTopology net;
   // Streams: 0 compute, 1 all-gather, 2 reduce-scatter.
   std::array<double, 3> freeAt{};
   llvm::DenseMap<Value, double> doneAt;

@@ -694,6 +694,27 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     bf16 keeping the ratio). Bytes are the types': a bf16 gather moves half
     an f32 one's.
 
+    A two-level network (`ranks-per-node=G`): ranks are laid out node by
+    node, G to a node, and each collective's cost comes from the level its
+    group crosses. A ring inside one node runs on the node's bus
+    (`intra-gbps`, NVLink's 370 GB/s bus bandwidth, `intra-latency-us` 5);
+    a ring that leaves a node is as slow as its slowest link, the per-rank
+    share of the node's NICs (`nics-per-node` x `nic-gbps` / G: 8 x 47 GB/s
+    for 8 x 400G InfiniBand, 47 GB/s a rank at G = 8), with
+    `inter-latency-us` (15). The bus-bandwidth formulas stay nccl-tests';
+    a group is (size, stride between its ranks), today every collective's
+    the whole world (N, 1). The hardware preset then gives the compute and
+    memory rates only, and its `bus-gbps` and `latency-us` do not apply
+    (the pass rejects them with `ranks-per-node`, and the two-level options
+    without it). A second line of the report says how many collectives ran
+    inside a node and across nodes, and how long they took:
+
+    ```
+    fsdp-simulate: h100-nvlink, world size 16 on 2 nodes of 8 (inside a
+      node 370 GB/s, across nodes 8 x 47 GB/s NICs): step ...
+      collectives: 0 inside a node (0.000 ms), 123 across nodes (... ms)
+    ```
+
     ```
     fsdp-simulate: h100-nvlink, world size 8: step 41.2 ms, compute 38.9 ms,
       exposed communication 2.3 ms (5.6%), peak 26.8 GB per rank
@@ -712,7 +733,20 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     Option<"latencyUs", "latency-us", "double", /*default=*/"-1",
            "Collective latency, microseconds (-1: the preset's)">,
     Option<"tracePath", "trace", "std::string", /*default=*/"\"\"",
-           "Write the predicted timeline here (Chrome trace JSON)">
+           "Write the predicted timeline here (Chrome trace JSON)">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
+           "Ranks on one node of a two-level network (0: one level, the "
+           "preset's bus for every collective)">,
+    Option<"intraGBps", "intra-gbps", "double", /*default=*/"370",
+           "Two-level: bus bandwidth inside a node, GB/s (NVLink)">,
+    Option<"intraLatencyUs", "intra-latency-us", "double", /*default=*/"5",
+           "Two-level: latency of a collective inside a node, us">,
+    Option<"nicGBps", "nic-gbps", "double", /*default=*/"47",
+           "Two-level: bandwidth of one NIC, GB/s (400G InfiniBand)">,
+    Option<"nicsPerNode", "nics-per-node", "int64_t", /*default=*/"8",
+           "Two-level: NICs of one node">,
+    Option<"interLatencyUs", "inter-latency-us", "double", /*default=*/"15",
+           "Two-level: latency of a collective across nodes, us">
   ];
 }
 

@@ -1,0 +1,69 @@
+//===- NetworkModel.h - what a collective costs on a two-level network -*-===//
+//
+// The time of a ring collective over a group of ranks, from the level of
+// the network the group crosses: the bus inside a node (NVLink) or the
+// node's NICs (InfiniBand). A group is (size, stride): its members are
+// ranks b, b + stride, ..., b + (size - 1) x stride, as the mesh lays them
+// out (today one group, the whole world: size N, stride 1; hybrid
+// sharding's shard groups are size S, stride 1, its replica groups size R,
+// stride S). docs/overlap.md says why the model is this one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_FSDP_ANALYSIS_NETWORKMODEL_H
+#define FSDP_DIALECT_FSDP_ANALYSIS_NETWORKMODEL_H
+
+#include <cstdint>
+
+namespace mlir::fsdp {
+
+/// The ranks of one collective: `size` members, `stride` apart.
+struct GroupShape {
+  int64_t size = 1, stride = 1;
+};
+
+/// What a ring's bytes cost in nccl-tests' bus-bandwidth convention: a
+/// collective of `bytes` (the full tensor) takes latency + bytes x
+/// (n - 1) / n / busBytes for an all-gather or a reduce-scatter, twice the
+/// bandwidth term for an all-reduce.
+struct LinkLevel {
+  double busBytes, latency;
+  bool crossesNodes;
+};
+
+/// The machine's network. With `ranksPerNode` 0 it has one level: every
+/// ring runs at `intraBusBytes` and `intraLatency` (the single-level model
+/// of --fsdp-simulate's `hardware` presets). Otherwise the `worldSize`
+/// ranks are laid out node by node, `ranksPerNode` to a node, and a ring
+/// that leaves a node runs at the per-rank share of the node's NICs,
+/// `nicsPerNode` x `nicBytes` / `ranksPerNode` (no faster than the bus
+/// inside the node where some of its hops stay inside one), with
+/// `interLatency`.
+struct NetworkTopology {
+  int64_t worldSize = 1, ranksPerNode = 0;
+  double intraBusBytes = 0.0, intraLatency = 0.0;
+  double nicBytes = 0.0;
+  int64_t nicsPerNode = 0;
+  double interLatency = 0.0;
+
+  bool isTwoLevel() const { return ranksPerNode > 0; }
+  /// Whether some group of shape `group`, placed as the mesh places them
+  /// (group g of the first stride's: ranks from g x size x stride), has
+  /// members on more than one node: all groups of a shape run the same
+  /// collective at once, so the slowest decides.
+  bool crossesNodes(GroupShape group) const;
+  /// The level a ring over `group` runs at.
+  LinkLevel levelOf(GroupShape group) const;
+};
+
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
+
+/// The time a ring `kind` over `group` takes on `net` for a tensor of
+/// `bytes` (the full tensor: the gather's result, the reduce-scatter's
+/// source, the all-reduce's value).
+double collectiveTime(CollectiveKind kind, double bytes, GroupShape group,
+                      const NetworkTopology &net);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_DIALECT_FSDP_ANALYSIS_NETWORKMODEL_H
