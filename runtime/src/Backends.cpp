@@ -22,8 +22,8 @@ std::unique_ptr<Backend> startCpu(const BackendOptions &o, std::string &error) {
 
 std::unique_ptr<Backend> startCuda(const BackendOptions &o,
                                    std::string &error) {
-  return createCudaBackend({o.device, o.tf32, o.comm, o.collectiveTimeout},
-                           error);
+  return createCudaBackend(
+      {o.device, o.localRank, o.tf32, o.comm, o.collectiveTimeout}, error);
 }
 
 const Registration kBackends[] = {

@@ -550,9 +550,13 @@ Backend *createBackend(const CudaBackendOptions &options, std::string &error) {
   // the others in the bootstrap: the error is agreed on first.
   int count = 0;
   cudaError_t code = cudaGetDeviceCount(&count);
-  int device = options.device >= 0
-                   ? options.device
-                   : (count > 0 ? options.comm->localRank() % count : 0);
+  // One process per GPU: the rank's index on its node picks it (on a
+  // node whose launcher narrowed CUDA_VISIBLE_DEVICES to one GPU a rank,
+  // count is 1 and every rank takes its only device).
+  int local =
+      options.localRank >= 0 ? options.localRank : options.comm->localRank();
+  int device =
+      options.device >= 0 ? options.device : (count > 0 ? local % count : 0);
   bool usable = code == cudaSuccess && count > 0 && device < count;
   if (!usable)
     error = code != cudaSuccess

@@ -3,7 +3,7 @@
 //   fsdp-run model.plan [--steps N] [--data FILE] [--seed N] [--lr X]
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
-//            [--device N] [--tf32 on|off]
+//            [--device N] [--tf32 on|off] [--print-ranks]
 //            [--init-from FILE] [--export FILE] [--export-names hf|ours]
 //            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
@@ -35,6 +35,7 @@
 #include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/HeapMeter.h"
 #include "fsdp/runtime/LrSchedule.h"
+#include "fsdp/runtime/NodeRank.h"
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/ProcessMemory.h"
@@ -71,6 +72,7 @@ struct Options {
   DataFormat dataFormat = DataFormat::Auto;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
+  bool printRanks = false; ///< every rank's line: rank, node-local rank, host
   int64_t steps = 20, logEvery = 1, threads = 0;
   int64_t checkpointEvery = 0, keepLast = 0;
   /// --val-data, --val-every (0: after the last step only), --val-steps
@@ -102,6 +104,7 @@ const char *const kUsage =
     "                [--threads N] [--blas openblas|blis]      (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
+    "                [--print-ranks]\n"
     "                [--init-from FILE] [--export FILE]\n"
     "                [--export-names hf|ours]\n"
     "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
@@ -219,7 +222,8 @@ bool parseScheduleOption(ArgCursor &c, Options &o) {
 }
 
 /// The options of the backend that runs the kernels (CPU threads and BLAS,
-/// CUDA device and TF32). False when `c.arg` is none of them.
+/// CUDA device and TF32) and of where the ranks are (--print-ranks).
+/// False when `c.arg` is none of them.
 bool parseBackendOption(ArgCursor &c, Options &o) {
   const std::string &arg = c.arg;
   if (arg == "--threads")
@@ -241,7 +245,9 @@ bool parseBackendOption(ArgCursor &c, Options &o) {
     if (text != "on" && text != "off")
       die("--tf32 expects on or off, got '" + text + "'", 2);
     o.tf32 = text == "on";
-  } else
+  } else if (arg == "--print-ranks")
+    o.printRanks = true;
+  else
     return false;
   return true;
 }
@@ -803,7 +809,8 @@ bool ranksAgree(const Options &o, const Plan &plan, Communicator &comm,
 }
 
 /// The backend --backend names, started on the ranks' communicator.
-std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
+std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm,
+                                      const NodeRank &local) {
   std::string error;
   std::unique_ptr<Backend> backend;
   {
@@ -814,6 +821,7 @@ std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
     backendOptions.blas = o.blas;
     backendOptions.collectiveThreads = o.collectiveThreads;
     backendOptions.device = int(o.device);
+    backendOptions.localRank = local.rank;
     backendOptions.tf32 = o.tf32;
     backendOptions.collectiveTimeout = o.collectiveTimeout;
     backend = createBackend(o.backend, backendOptions, error);
@@ -821,6 +829,23 @@ std::unique_ptr<Backend> startBackend(const Options &o, Communicator &comm) {
   if (!backend)
     die(o.backend + " backend: " + error);
   return backend;
+}
+
+/// This rank's index on its node (it picks the GPU), and with
+/// --print-ranks every rank's line saying where it runs.
+NodeRank findNodeRank(const Options &o, const Communicator &comm) {
+  std::string error;
+  std::optional<NodeRank> local = nodeLocalRank(comm, error);
+  if (!local)
+    die(error, 2);
+  if (o.printRanks) {
+    std::printf("fsdp-run: rank %d of %d: node-local rank %d (%s; MPI's "
+                "shared-memory split: %d of %d), host %s\n",
+                comm.rank(), comm.size(), local->rank, local->source.c_str(),
+                comm.localRank(), comm.localSize(), hostName().c_str());
+    std::fflush(stdout);
+  }
+  return *local;
 }
 
 /// The session set up as the options say, its parameters initialised.
@@ -1152,6 +1177,7 @@ int run(int argc, char **argv) {
     watchdog = startWatchdog(recorder, *comm, options.collectiveTimeout,
                              flightRecorderDir(options), removeTemporaryFiles);
   gHeapMarks.mark("communicator (MPI), flight recorder");
+  NodeRank local = findNodeRank(options, *comm);
 
   Plan plan;
   if (!loadPlan(options.planPath, plan, error))
@@ -1197,7 +1223,7 @@ int run(int argc, char **argv) {
   if (comm->localRank() == 0)
     recorder.unlinkBoard();
 
-  std::unique_ptr<Backend> backend = startBackend(options, *comm);
+  std::unique_ptr<Backend> backend = startBackend(options, *comm, local);
   gHeapMarks.mark("backend (BLAS, thread pools)");
   Session session(plan, *backend, *comm);
   startSession(session, options, recorder, weights.get());

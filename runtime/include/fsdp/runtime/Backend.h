@@ -113,7 +113,10 @@ std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
                                           std::string &error);
 
 struct CudaBackendOptions {
-  int device = -1;              ///< -1: the rank's local rank
+  int device = -1; ///< -1: the node-local rank's, mod devices
+  /// The rank's index on its node (nodeLocalRank, NodeRank.h: mpirun's or
+  /// srun's variable, else MPI's shared-memory split); -1: comm's.
+  int localRank = -1;
   bool tf32 = true;             ///< cuBLAS TF32 tensor-op math for GEMMs
   Communicator *comm = nullptr; ///< the ranks' host communicator (required):
                                 ///< bootstraps NCCL, reduces the loss
@@ -140,6 +143,7 @@ struct BackendOptions {
   std::string blas = "openblas";          ///< cpu
   std::string collectiveThreads = "auto"; ///< cpu
   int device = -1;                        ///< cuda
+  int localRank = -1;                     ///< cuda
   bool tf32 = true;                       ///< cuda
   double collectiveTimeout = 300.0;       ///< cuda
 };
