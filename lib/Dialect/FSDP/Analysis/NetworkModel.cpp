@@ -22,18 +22,47 @@ bool NetworkTopology::crossesNodes(GroupShape group) const {
   return false;
 }
 
+int64_t NetworkTopology::fewestMembersOnANode(GroupShape group) const {
+  int64_t fewest = group.size;
+  int64_t span = group.size * group.stride;
+  for (int64_t first = 0; first + span <= worldSize; first += span)
+    for (int64_t j = 0; j < group.stride; ++j) {
+      // Members on the node of member i, counted in member order (a
+      // group's members are in rank order, so a node's are consecutive).
+      int64_t count = 0;
+      for (int64_t i = 0; i < group.size; ++i) {
+        int64_t rank = first + j + i * group.stride;
+        bool sameNode = i > 0 && rank / ranksPerNode ==
+                                     (rank - group.stride) / ranksPerNode;
+        if (!sameNode && i > 0) {
+          fewest = std::min(fewest, count);
+          count = 0;
+        }
+        ++count;
+      }
+      fewest = std::min(fewest, count);
+    }
+  return fewest;
+}
+
 LinkLevel NetworkTopology::levelOf(GroupShape group) const {
   if (!crossesNodes(group))
     return {intraBusBytes, intraLatency, false};
-  // A ring that leaves a node sends as much from the node as each of its
-  // members sends; every rank of the node sends its own rings' bytes at
-  // the same time (SPMD), so each gets its share of the node's NICs.
-  double nicShare = double(nicsPerNode) * nicBytes / double(ranksPerNode);
+  // A ring leaves each node it visits once, so the node sends what one
+  // member sends; but every rank of the node runs its own groups'
+  // collectives at the same time (SPMD). `rank`: each rank's ring leaves
+  // through its share of the node's NICs (the rail layout, a NIC per GPU:
+  // one ring, one NIC). `group`: the group's rings (NCCL's channels) leave
+  // through the NICs of all its members on the node, so the node's NICs
+  // are shared among the groups on it, not among its ranks.
+  double share = double(nicsPerNode) * nicBytes / double(ranksPerNode);
+  if (nicShare == NicShare::Group)
+    share *= double(fewestMembersOnANode(group));
   // Where neighbours in the ring share a node, those hops run on the
   // node's bus, and the ring is no faster than that either.
   if (group.stride < ranksPerNode)
-    nicShare = std::min(nicShare, intraBusBytes);
-  return {nicShare, interLatency, true};
+    share = std::min(share, intraBusBytes);
+  return {share, interLatency, true};
 }
 
 double mlir::fsdp::collectiveTime(CollectiveKind kind, double bytes,

@@ -84,12 +84,12 @@ FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
                           << int64_t(ranksPerNode);
   bool twoLevelOption = intraGBps.hasValue() || intraLatencyUs.hasValue() ||
                         nicGBps.hasValue() || nicsPerNode.hasValue() ||
-                        interLatencyUs.hasValue();
+                        interLatencyUs.hasValue() || nicShare.hasValue();
   if (ranksPerNode == 0) {
     if (twoLevelOption)
       return emitError(loc) << "fsdp-simulate: intra-gbps, intra-latency-us, "
-                               "nic-gbps, nics-per-node and inter-latency-us "
-                               "describe a two-level network: give "
+                               "nic-gbps, nics-per-node, inter-latency-us and "
+                               "nic-share describe a two-level network: give "
                                "ranks-per-node too";
     return singleLevelNetwork(hw, worldSize);
   }
@@ -98,6 +98,10 @@ FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
                              "one-level network's; with ranks-per-node give "
                              "intra-gbps, nic-gbps, nics-per-node and the "
                              "latencies";
+  if (nicShare != "rank" && nicShare != "group")
+    return emitError(loc) << "fsdp-simulate: nic-share must be rank or "
+                             "group, got '"
+                          << nicShare << "'";
   if (intraGBps <= 0 || nicGBps <= 0 || nicsPerNode < 1 || intraLatencyUs < 0 ||
       interLatencyUs < 0)
     return emitError(loc) << "fsdp-simulate: intra-gbps and nic-gbps must be "
@@ -111,6 +115,7 @@ FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
   net.nicBytes = nicGBps * 1e9;
   net.nicsPerNode = nicsPerNode;
   net.interLatency = interLatencyUs * 1e-6;
+  net.nicShare = nicShare == "group" ? NicShare::Group : NicShare::Rank;
   return net;
 }
 
@@ -163,11 +168,12 @@ void FsdpSimulatePass::printReport(const StepSimulator &sim,
   os << "fsdp-simulate: " << hardware << ", world size " << net.worldSize;
   if (net.isTwoLevel()) {
     int64_t nodes = (net.worldSize + net.ranksPerNode - 1) / net.ranksPerNode;
-    os << llvm::format(" on %lld node%s of %lld (inside a node %g GB/s, "
-                       "across nodes %lld x %g GB/s NICs)",
-                       (long long)nodes, nodes == 1 ? "" : "s",
-                       (long long)net.ranksPerNode, net.intraBusBytes / 1e9,
-                       (long long)net.nicsPerNode, net.nicBytes / 1e9);
+    os << llvm::format(
+        " on %lld node%s of %lld (inside a node %g GB/s, "
+        "across nodes %lld x %g GB/s NICs%s)",
+        (long long)nodes, nodes == 1 ? "" : "s", (long long)net.ranksPerNode,
+        net.intraBusBytes / 1e9, (long long)net.nicsPerNode, net.nicBytes / 1e9,
+        net.nicShare == NicShare::Group ? ", shared by groups" : "");
   }
   os << llvm::format(": step %.3f ms, compute %.3f ms, exposed "
                      "communication %.3f ms (%.1f%%), peak %.3f GB "

@@ -31,20 +31,26 @@ struct LinkLevel {
   bool crossesNodes;
 };
 
+/// How the ranks of a node share its NICs when rings leave it (see
+/// NetworkTopology::levelOf and docs/overlap.md).
+enum class NicShare { Rank, Group };
+
 /// The machine's network. With `ranksPerNode` 0 it has one level: every
 /// ring runs at `intraBusBytes` and `intraLatency` (the single-level model
 /// of --fsdp-simulate's `hardware` presets). Otherwise the `worldSize`
 /// ranks are laid out node by node, `ranksPerNode` to a node, and a ring
 /// that leaves a node runs at the per-rank share of the node's NICs,
-/// `nicsPerNode` x `nicBytes` / `ranksPerNode` (no faster than the bus
-/// inside the node where some of its hops stay inside one), with
-/// `interLatency`.
+/// `nicsPerNode` x `nicBytes` / `ranksPerNode` (`nicShare` Rank), or that
+/// times the fewest members the group has on a node (Group: its rings
+/// spread over its members' NICs), no faster than the bus inside the node
+/// where some of its hops stay inside one, with `interLatency`.
 struct NetworkTopology {
   int64_t worldSize = 1, ranksPerNode = 0;
   double intraBusBytes = 0.0, intraLatency = 0.0;
   double nicBytes = 0.0;
   int64_t nicsPerNode = 0;
   double interLatency = 0.0;
+  NicShare nicShare = NicShare::Rank;
 
   bool isTwoLevel() const { return ranksPerNode > 0; }
   /// Whether some group of shape `group`, placed as the mesh places them
@@ -52,6 +58,8 @@ struct NetworkTopology {
   /// members on more than one node: all groups of a shape run the same
   /// collective at once, so the slowest decides.
   bool crossesNodes(GroupShape group) const;
+  /// The fewest members of one group of shape `group` on one node.
+  int64_t fewestMembersOnANode(GroupShape group) const;
   /// The level a ring over `group` runs at.
   LinkLevel levelOf(GroupShape group) const;
 };

@@ -701,7 +701,12 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     a ring that leaves a node is as slow as its slowest link, the per-rank
     share of the node's NICs (`nics-per-node` x `nic-gbps` / G: 8 x 47 GB/s
     for 8 x 400G InfiniBand, 47 GB/s a rank at G = 8), with
-    `inter-latency-us` (15). The bus-bandwidth formulas stay nccl-tests';
+    `inter-latency-us` (15). With `nic-share=group` a ring across nodes
+    gets its group's members' NICs instead (as NCCL spreads one
+    communicator's channels over the NICs of a node: a world ring of 8
+    ranks a node then runs at up to 8 x 47 GB/s, capped by the bus), a
+    faster bound; docs/overlap.md says why the default is the slower one.
+    The bus-bandwidth formulas stay nccl-tests';
     a group is (size, stride between its ranks), today every collective's
     the whole world (N, 1). The hardware preset then gives the compute and
     memory rates only, and its `bus-gbps` and `latency-us` do not apply
@@ -746,7 +751,10 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     Option<"nicsPerNode", "nics-per-node", "int64_t", /*default=*/"8",
            "Two-level: NICs of one node">,
     Option<"interLatencyUs", "inter-latency-us", "double", /*default=*/"15",
-           "Two-level: latency of a collective across nodes, us">
+           "Two-level: latency of a collective across nodes, us">,
+    Option<"nicShare", "nic-share", "std::string", /*default=*/"\"rank\"",
+           "Two-level: a ring across nodes gets a rank's share of the "
+           "node's NICs (rank) or its group's members' (group)">
   ];
 }
 
