@@ -41,6 +41,8 @@ namespace mlir::fsdp_test {
 // as mlir-opt declares upstream's test dialect: its header stays out of the
 // tool's include path.
 void registerFSDPTestDialect(DialectRegistry &registry);
+// Test-only passes (test/lib/Analysis): the network model on group shapes.
+void registerFSDPTestPasses();
 } // namespace mlir::fsdp_test
 
 /// Parses the input and runs the command line's passes on it in process,
@@ -123,6 +125,7 @@ int main(int argc, char **argv) {
   fsdp::registerFSDPConversionPasses();
   fsdprt::registerFSDPRuntimePasses();
   fsdp::registerTrainPipeline();
+  fsdp_test::registerFSDPTestPasses();
 
   DialectRegistry registry;
   registry.insert<fsdp::FSDPDialect, fsdprt::FSDPRuntimeDialect,
