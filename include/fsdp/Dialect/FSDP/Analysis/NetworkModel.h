@@ -53,10 +53,11 @@ struct NetworkTopology {
   NicShare nicShare = NicShare::Rank;
 
   bool isTwoLevel() const { return ranksPerNode > 0; }
-  /// Whether some group of shape `group`, placed as the mesh places them
-  /// (group g of the first stride's: ranks from g x size x stride), has
-  /// members on more than one node: all groups of a shape run the same
-  /// collective at once, so the slowest decides.
+  /// Whether some group of shape `group`, placed as the mesh places them,
+  /// has members on more than one node. The groups of a shape tile the
+  /// world: each block of size x stride consecutive ranks holds `stride`
+  /// groups, the j-th of them ranks block + j, block + j + stride, ...; all
+  /// of them run the same collective at once, so the slowest decides.
   bool crossesNodes(GroupShape group) const;
   /// The fewest members of one group of shape `group` on one node.
   int64_t fewestMembersOnANode(GroupShape group) const;
