@@ -337,7 +337,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
 
 // Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
 // kernel without operands or parameters, an empty string.
-constexpr size_t kMinBuffer = 36, kMinUnit = 16, kMinParam = 40,
+constexpr size_t kMinBuffer = 40, kMinUnit = 16, kMinParam = 40,
                  kMinKernel = 20, kMinString = 4;
 
 /// The buffer table: records and enum values, nothing relating them yet.
@@ -351,7 +351,7 @@ static bool readBuffers(Reader &r, Plan &plan, std::string &why) {
     uint32_t kind, dtype;
     if (!r.read(kind) || !r.read(dtype) || !r.read(b.offset) ||
         !r.read(b.size) || !r.readShape(b.shape) || !r.read(b.unit) ||
-        !r.read(b.input))
+        !r.read(b.input) || !r.read(b.base))
       return false;
     if (kind >= plan::kNumBufferKinds || dtype >= plan::kNumDTypes) {
       why = "buffer with an unknown kind or element type";
@@ -468,9 +468,23 @@ static bool readTables(Reader &r, Plan &plan, StringIds &ids,
   return false;
 }
 
+/// Whether buffer `i` is no view (base -1) or names its base: an earlier
+/// buffer, itself no view, of the same kind. (Where a view lies matters to
+/// the kernels, which check their operands; the base only to the trace's
+/// lifetimes.)
+static bool isValidBase(const Plan &plan, size_t i) {
+  const BufferDesc &b = plan.buffers[i];
+  if (b.base < 0)
+    return b.base == -1;
+  if (size_t(b.base) >= i)
+    return false;
+  const BufferDesc &base = plan.buffers[b.base];
+  return base.base == -1 && base.kind == b.kind;
+}
+
 /// Each buffer: size against shape (overflow-free), alignment, inside the
-/// arena, its owning unit and its input position (collected in
-/// plan.inputs).
+/// arena, its owning unit, its input position (collected in plan.inputs)
+/// and its base.
 static bool checkBuffers(Plan &plan, std::string &why) {
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
@@ -499,6 +513,9 @@ static bool checkBuffers(Plan &plan, std::string &why) {
       return bad(" has an invalid owning unit");
     if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) || b.input > 64)
       return bad(" has an invalid input position");
+    if (!isValidBase(plan, i))
+      return bad(" names an invalid base (a view names an earlier buffer "
+                 "of its kind that is no view)");
     if (b.input < 0)
       continue;
     if (plan.inputs.size() <= size_t(b.input))

@@ -1,6 +1,7 @@
 //===- RunOutputs.cpp - what a training run writes ------------------------===//
 
 #include "fsdp/runtime/RunOutputs.h"
+#include "fsdp/runtime/MemoryTimeline.h"
 
 #include <cmath>
 #include <cstdio>
@@ -42,8 +43,10 @@ bool writeParams(const Plan &plan,
 
 uint64_t traceBytes(const Plan &plan, int64_t steps) {
   uint64_t perStep = 0;
+  // A kernel's event, and on the compute lane its memory counters (at
+  // most 20 digits per figure).
   for (const Instruction &inst : plan.program)
-    perStep += 120 + inst.kernel->name.size() + inst.unit.size();
+    perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 560;
   return 4096 + perStep * uint64_t(steps);
 }
 
@@ -58,8 +61,43 @@ std::string traceFileFor(const std::string &path, int rank, int ranks) {
   return path.substr(0, dot) + suffix + path.substr(dot);
 }
 
+/// The memory counters at a compute-lane event: the arena's live bytes by
+/// kind and in all (the plan's lifetimes at the kernel's measured start),
+/// the heap the sampler saw, and the arena's size and the compiler's
+/// prediction of the heap outside it, constant.
+static void writeMemoryCounters(std::ostream &out, const Plan &plan,
+                                const LiveBytes &live,
+                                const Session::TraceEvent &e, int rank) {
+  using plan::BufferKind;
+  auto kind = [&](BufferKind k) { return live.byKind[uint32_t(k)]; };
+  char ts[64];
+  std::snprintf(ts, sizeof(ts), "%.3f", e.start);
+  auto counter = [&](const char *name) {
+    out << ",\n{\"name\": \"" << name << "\", \"ph\": \"C\", \"pid\": " << rank
+        << ", \"ts\": " << ts << ", \"args\": {";
+  };
+  counter("memory by kind");
+  out << "\"parameters\": " << kind(BufferKind::Param)
+      << ", \"gradients\": " << kind(BufferKind::Grad)
+      << ", \"optimizer\": " << kind(BufferKind::AdamM) + kind(BufferKind::AdamV)
+      << ", \"gathered\": " << kind(BufferKind::Gathered)
+      << ", \"activations\": " << kind(BufferKind::Activation)
+      << ", \"scratch\": " << kind(BufferKind::Scratch)
+      << ", \"inputs\": " << kind(BufferKind::Input) << "}}";
+  counter("memory total");
+  out << "\"arena live\": " << live.total() << "}}";
+  counter("memory limits");
+  out << "\"arena\": " << plan.arenaSize
+      << ", \"predicted outside the arena\": " << plan.outsideArenaCpu << "}}";
+  if (e.heapBytes) {
+    counter("heap");
+    out << "\"measured\": " << e.heapBytes << "}}";
+  }
+}
+
 bool writeTrace(const Plan &plan, const Session &session, int rank,
                 OutputFile &output, std::string &error) {
+  std::vector<LiveBytes> live = liveBytesByInstruction(plan);
   return output.write(
       [&](std::ostream &out) {
         out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
@@ -80,6 +118,8 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
           std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
                         e.start, e.duration);
           out << number << ", \"args\": {\"step\": " << e.step << "}}";
+          if (e.lane == 0)
+            writeMemoryCounters(out, plan, live[e.instruction], e, rank);
         }
         out << "\n]}\n";
       },

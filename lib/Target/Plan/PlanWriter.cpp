@@ -213,7 +213,7 @@ void PlanBuilder::writeBuffers() {
   for (Operation *op : buffers) {
     auto type = llvm::cast<MemRefType>(op->getResult(0).getType());
     fsdprt::BufferKind kind = fsdprt::BufferKind::Activation;
-    int32_t owner = -1, input = -1;
+    int32_t owner = -1, input = -1, base = -1;
     if (auto buffer = llvm::dyn_cast<fsdprt::BufferOp>(op)) {
       kind = buffer.getKind();
       if (buffer.getParam()) {
@@ -224,10 +224,11 @@ void PlanBuilder::writeBuffers() {
       if (buffer.getInput())
         input = int32_t(*buffer.getInput());
     } else {
-      Value base = llvm::cast<fsdprt::ViewOp>(op).getBase();
-      while (auto view = base.getDefiningOp<fsdprt::ViewOp>())
-        base = view.getBase();
-      kind = base.getDefiningOp<fsdprt::BufferOp>().getKind();
+      Value root = llvm::cast<fsdprt::ViewOp>(op).getBase();
+      while (auto view = root.getDefiningOp<fsdprt::ViewOp>())
+        root = view.getBase();
+      kind = root.getDefiningOp<fsdprt::BufferOp>().getKind();
+      base = int32_t(bufferIds.lookup(root));
     }
     w.put<uint32_t>(uint32_t(fsdprt::toPlanBufferKind(kind)));
     w.put<uint32_t>(uint32_t(*dtypeOf(type.getElementType())));
@@ -237,6 +238,7 @@ void PlanBuilder::writeBuffers() {
     w.putShape(type.getShape());
     w.put<int32_t>(owner);
     w.put<int32_t>(input);
+    w.put<int32_t>(base);
   }
 }
 

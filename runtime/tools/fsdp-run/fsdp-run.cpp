@@ -859,8 +859,11 @@ void startSession(Session &session, const Options &o, FlightRecorder &recorder,
     die(error);
   if (o.lr >= 0.0)
     session.overrideLearningRate(o.lr);
-  if (!o.tracePath.empty())
+  if (!o.tracePath.empty()) {
+    if (heap::counting())
+      session.setHeapSampler(heap::liveBytes);
     session.startTrace();
+  }
 }
 
 /// Rank 0's lines before the first step: the backend and the ranks, the

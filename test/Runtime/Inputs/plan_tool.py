@@ -14,7 +14,7 @@ record, `TABLE FIELD VALUE`:
                             the kernels before that one, plus K)
     count   TABLE VALUE     the record count written for buffers, units,
                             params, kernels or strings (records unchanged)
-    buffer  SEL FIELD VALUE kind dtype offset size shape unit input
+    buffer  SEL FIELD VALUE kind dtype offset size shape unit input base
     unit    SEL FIELD VALUE name flat_size shard_buffer
     param   SEL FIELD VALUE name dtype shape init std no_weight_decay unit
                             unit_offset
@@ -79,7 +79,8 @@ NONE = 0xFFFFFFFF
 
 # Field formats of each record kind, for packing edited values.
 BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",
-                 "shape": "shape", "unit": "i", "input": "i"}
+                 "shape": "shape", "unit": "i", "input": "i",
+                 "base": "i"}
 UNIT_FIELDS = {"name": "I", "flat_size": "q", "shard_buffer": "I"}
 PARAM_FIELDS = {"name": "I", "dtype": "I", "shape": "shape", "init": "I",
                 "std": "d", "no_weight_decay": "I", "unit": "I",
@@ -134,6 +135,7 @@ def parse(data):
              "offset": c.take("Q"), "size": c.take("Q")}
         b["shape"] = c.shape()
         b["unit"], b["input"] = c.take("i"), c.take("i")
+        b["base"] = c.take("i")
         plan["buffers"].append(b)
     plan["units"] = [dict(zip(["name", "flat_size", "shard_buffer"],
                               c.take("IqI")))
@@ -195,7 +197,8 @@ def serialise(plan, fix_crc=True):
     for b in plan["buffers"]:
         out += [pack("I", b["kind"]), pack("I", b["dtype"]),
                 pack("Q", b["offset"]), pack("Q", b["size"]),
-                shape(b["shape"]), pack("i", b["unit"]), pack("i", b["input"])]
+                shape(b["shape"]), pack("i", b["unit"]), pack("i", b["input"]),
+                pack("i", b["base"])]
     out.append(count("units", len(plan["units"])))
     for u in plan["units"]:
         out += [pack("I", u["name"]), pack("q", u["flat_size"]),
@@ -399,10 +402,10 @@ def dump(plan):
     print("summary " + " ".join("%s=%s" % (f, s[f]) for f in SUMMARY_FIELDS))
     for i, b in enumerate(plan["buffers"]):
         print("buffer %d kind=%s dtype=%s offset=%d size=%d shape=%s unit=%d "
-              "input=%d" % (i, KINDS[b["kind"]], DTYPES[b["dtype"]],
-                            b["offset"], b["size"],
-                            "x".join(map(str, b["shape"])) or "-", b["unit"],
-                            b["input"]))
+              "input=%d base=%d" % (i, KINDS[b["kind"]], DTYPES[b["dtype"]],
+                                    b["offset"], b["size"],
+                                    "x".join(map(str, b["shape"])) or "-",
+                                    b["unit"], b["input"], b["base"]))
     for i, u in enumerate(plan["units"]):
         print("unit %d name=%s flat_size=%d shard_buffer=%d" % (
             i, plan["strings"][u["name"]].decode(), u["flat_size"],

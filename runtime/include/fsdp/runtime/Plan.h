@@ -29,6 +29,9 @@ struct BufferDesc {
   std::vector<int64_t> shape;
   int32_t unit = -1;  ///< owning unit (param, adam_m, adam_v buffers)
   int32_t input = -1; ///< step input position (input buffers)
+  /// For a view (a parameter in its gathered unit, a gradient in its
+  /// unit's full-size gradient): the buffer it lies in; else -1.
+  int32_t base = -1;
   int64_t numElements() const;
 };
 

@@ -105,7 +105,13 @@ public:
     int64_t step;
     double start, duration;
     uint32_t lane;
+    /// The process's heap bytes when it started, from the heap sampler
+    /// (0 without one).
+    uint64_t heapBytes = 0;
   };
+  /// Samples the process's heap at every traced kernel (fsdp-run passes
+  /// its heap meter's count); null: none.
+  void setHeapSampler(uint64_t (*sampler)()) { heapSampler = sampler; }
   /// Records every collective of the plan (issued, started, finished) for
   /// the watchdog and its dumps; null: none.
   void setFlightRecorder(FlightRecorder *recorder) {
@@ -155,6 +161,7 @@ private:
   bool evaluating = false;
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
+  uint64_t (*heapSampler)() = nullptr;
 };
 
 /// Elements [begin, end) of parameter `param`, initialised with `seed`.
