@@ -132,6 +132,7 @@ LogicalResult StepSimulator::visit(Operation *op) {
 LogicalResult StepSimulator::run(func::FuncOp step) {
   bool noCost = false;
   step.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    issuedAt[op] = freeAt[0];
     if (failed(visit(op)))
       noCost = true;
   });

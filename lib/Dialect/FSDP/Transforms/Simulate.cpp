@@ -43,8 +43,10 @@ private:
   /// The report's lines (stderr).
   void printReport(const StepSimulator &sim, const NetworkTopology &net,
                    double peakBytes);
-  /// Writes the events as a Chrome trace to `trace-path`.
-  LogicalResult writeTrace(ArrayRef<SimulatedEvent> events);
+  /// Writes the events and the memory counters as a Chrome trace to
+  /// `trace-path`.
+  LogicalResult writeTrace(const StepSimulator &sim,
+                           const MemoryProfile &memory);
 };
 } // namespace
 
@@ -130,8 +132,56 @@ static FailureOr<int64_t> readWorldSize(ModuleOp module, func::FuncOp step) {
   return getShardSize(module);
 }
 
-LogicalResult FsdpSimulatePass::writeTrace(ArrayRef<SimulatedEvent> events) {
+/// The memory counters of one rank: live bytes by kind at each op of the
+/// profile, at the time the compute stream issues it, their total, and the
+/// budget (when one is given) at the first and last sample. Ops issued at
+/// one instant (views, frees, a gather's start before the kernel that
+/// waits for it) give one sample, the op with the most live bytes, so that
+/// the track's maximum is the profile's peak.
+static void addMemoryCounters(llvm::json::Array &trace,
+                              const StepSimulator &sim,
+                              const MemoryProfile &memory, int64_t budget) {
+  auto counter = [&](StringRef name, double at, llvm::json::Object args) {
+    trace.push_back(llvm::json::Object{{"name", name},
+                                       {"ph", "C"},
+                                       {"pid", 0},
+                                       {"ts", at * 1e6},
+                                       {"args", std::move(args)}});
+  };
+  double last = 0.0;
+  size_t count = memory.order.size();
+  for (size_t i = 0; i < count; ++i) {
+    double at = sim.issuedAt.lookup(memory.order[i]);
+    size_t most = i;
+    for (; i + 1 < count && sim.issuedAt.lookup(memory.order[i + 1]) == at;
+         ++i)
+      if (memory.live[i + 1].total() > memory.live[most].total())
+        most = i + 1;
+    const MemoryPoint &p = memory.live[most];
+    last = std::max(last, at);
+    counter("memory by kind", at,
+            llvm::json::Object{
+                {"parameters", memory.shardBytes},
+             {"gradients", memory.shardBytes + p.bytes[FullGrad]},
+             {"optimizer", 2 * memory.shardBytes},
+             {"gathered", p.bytes[Gathered]},
+             {"activations", p.bytes[Activation]}});
+    counter("memory total", at, llvm::json::Object{{"live", memory.steady + p.total()}});
+  }
+  if (budget > 0)
+    for (double at : {0.0, std::max(last, sim.stepTime())})
+      counter("memory budget", at, llvm::json::Object{{"bytes", budget}});
+}
+
+LogicalResult FsdpSimulatePass::writeTrace(const StepSimulator &sim,
+                                           const MemoryProfile &memory) {
+  ArrayRef<SimulatedEvent> events = sim.events;
   llvm::json::Array trace;
+  trace.push_back(llvm::json::Object{
+      {"name", "process_name"},
+      {"ph", "M"},
+      {"pid", 0},
+      {"args", llvm::json::Object{{"name", "rank (any)"}}}});
   const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
   for (int lane = 0; lane < 3; ++lane)
     trace.push_back(llvm::json::Object{
@@ -147,6 +197,7 @@ LogicalResult FsdpSimulatePass::writeTrace(ArrayRef<SimulatedEvent> events) {
                                        {"tid", e.stream},
                                        {"ts", e.start * 1e6},
                                        {"dur", e.duration * 1e6}});
+  addMemoryCounters(trace, sim, memory, memoryBudget);
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> file =
       openOutputFile(tracePath, &error);
@@ -213,6 +264,6 @@ void FsdpSimulatePass::runOnOperation() {
 
   if (tracePath.empty())
     return;
-  if (failed(writeTrace(sim.events)))
+  if (failed(writeTrace(sim, *memory)))
     return signalPassFailure();
 }

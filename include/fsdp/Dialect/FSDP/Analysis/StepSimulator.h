@@ -70,6 +70,9 @@ public:
   std::array<double, 2> commBusy{};
   std::array<int64_t, 2> commCount{};
   std::vector<SimulatedEvent> events;
+  /// When the compute stream reaches each op of the step (before the op
+  /// runs): where the trace places its memory sample.
+  llvm::DenseMap<Operation *, double> issuedAt;
 
 private:
   /// The group `op` runs over: today every collective's is the world.

@@ -683,7 +683,16 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     predicted step time, compute time, exposed communication (step time
     not covered by compute) and the per-rank peak memory, and with
     `trace=<file>` writes the timeline as a Chrome trace (JSON; opens in
-    Perfetto or chrome://tracing) with one lane per stream.
+    Perfetto or chrome://tracing) with one lane per stream, and memory
+    counter tracks (`"ph": "C"`) of one rank (every rank holds the same up
+    to one element per unit): `memory by kind` (parameters, gradients,
+    optimizer, gathered, activations: the `--fsdp-memory-report`
+    profile's live bytes at each op, shards and full-size gradients
+    together under gradients), `memory total` (their sum, whose maximum is
+    the report's peak), and with `memory-budget=B` a constant `memory
+    budget` track. An op's sample is placed where the compute stream issues
+    it: a gathered buffer counts from its gather's start, before the
+    bytes arrive.
 
     Hardware presets: `h100-nvlink` (bus 370 GB/s, 5 us latency) and
     `ib-400g` (400 Gb/s InfiniBand: bus 47 GB/s per GPU, 15 us), both with
@@ -754,7 +763,10 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
            "Two-level: latency of a collective across nodes, us">,
     Option<"nicShare", "nic-share", "std::string", /*default=*/"\"rank\"",
            "Two-level: a ring across nodes gets a rank's share of the "
-           "node's NICs (rank) or its group's members' (group)">
+           "node's NICs (rank) or its group's members' (group)">,
+    Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize",
+           /*default=*/"0",
+           "A budget to draw as a constant memory track (0: none)">
   ];
 }
 
