@@ -71,6 +71,23 @@ if importlib.util.find_spec("numpy") is not None:
     if importlib.util.find_spec("safetensors") is not None:
         config.available_features.add("safetensors-py")
 
+# The memory picture's rendering test needs rsvg-convert (Debian's
+# librsvg2-bin, which scripts/setup.sh installs); the plot script's test
+# needs matplotlib (optional: python3-matplotlib or pip's matplotlib).
+import shutil
+if shutil.which("rsvg-convert"):
+    config.available_features.add("rsvg-convert")
+else:
+    lit_config.note("rsvg-convert not found: the memory picture's rendering "
+                    "test is UNSUPPORTED; install Debian's librsvg2-bin "
+                    "(scripts/setup.sh does)")
+if importlib.util.find_spec("matplotlib") is not None:
+    config.available_features.add("matplotlib")
+else:
+    lit_config.note("matplotlib not found: the plot script's test is "
+                    "UNSUPPORTED; install python3-matplotlib (apt) or "
+                    "matplotlib (pip) to run it")
+
 # A build with CUDA has the backend as a module that fsdp-run loads.
 if config.fsdp_have_cuda_module:
     config.available_features.add("cuda-module")

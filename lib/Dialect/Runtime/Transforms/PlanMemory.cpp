@@ -15,12 +15,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MemoryPicture.h"
+
 #include "fsdp/Dialect/Runtime/Transforms/Passes.h"
 #include "fsdp/runtime/PlanFormat.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
@@ -170,6 +174,9 @@ struct FsdpPlanMemoryPass
   }
 
   LogicalResult plan(func::FuncOp program);
+  /// Writes the svg= picture of `program`'s live bytes.
+  LogicalResult writePicture(func::FuncOp program, ArrayRef<KernelOp> kernels,
+                             int64_t arena, const struct Peak &peak);
 };
 } // namespace
 
@@ -208,6 +215,8 @@ struct Peak {
   int64_t kernel = 0;
   LiveBytes live;
   SmallVector<Row> rows;
+  /// The live bytes at every kernel.
+  SmallVector<LiveBytes> series;
 };
 } // namespace
 
@@ -334,6 +343,7 @@ static Peak findPeak(MutableArrayRef<Slot> used, int64_t end,
     if (live[i].total() > live[peak.kernel].total())
       peak.kernel = i;
   peak.live = live[peak.kernel];
+  peak.series = live;
   auto kindBytes = [&](std::initializer_list<BufferKind> kinds) {
     int64_t sum = 0;
     for (BufferKind kind : kinds)
@@ -437,11 +447,90 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
 
   Peak peak = findPeak(used, end);
   recordPlan(program, used, arena, peak);
-  if (!report)
-    return success();
-  std::optional<std::pair<int64_t, Peak>> eval;
-  if (std::optional<int64_t> k = evalKernels(program.getBody().front()))
-    eval = {*k, findPeak(used, end, *k)};
-  printReport(program, kernels, used.size(), arena, peak, eval);
+  if (report) {
+    std::optional<std::pair<int64_t, Peak>> eval;
+    if (std::optional<int64_t> k = evalKernels(program.getBody().front()))
+      eval = {*k, findPeak(used, end, *k)};
+    printReport(program, kernels, used.size(), arena, peak, eval);
+  }
+  if (!svgPath.empty())
+    return writePicture(program, kernels, arena, peak);
+  return success();
+}
+
+/// What `runtime` holds outside the arena, as the lowering predicted it
+/// (fsdprt.outside_arena, every line at one BLAS thread, as a budget
+/// counts), or nullopt for an unknown runtime.
+static std::optional<int64_t> outsideArena(func::FuncOp program,
+                                           StringRef runtime) {
+  auto outside = program->getAttrOfType<DictionaryAttr>(
+      FSDPRuntimeDialect::kOutsideArenaAttrName);
+  auto get = [&](StringRef key) {
+    auto value = outside ? outside.getAs<IntegerAttr>(key) : IntegerAttr();
+    return value ? value.getInt() : 0;
+  };
+  if (runtime == "none")
+    return 0;
+  if (runtime == "cpu")
+    return get("cpu") + get("cpu_mapped") + get("cpu_blas_thread");
+  if (runtime == "cuda")
+    return get("cuda");
+  return std::nullopt;
+}
+
+/// The picture's data: each kernel's live bytes, name and unit, where the
+/// forward ends (the kernel that writes the returned loss) and the
+/// optimizer begins (the first AdamW).
+static MemoryPicture describePicture(func::FuncOp program,
+                                     ArrayRef<KernelOp> kernels,
+                                     const Peak &peak) {
+  MemoryPicture picture;
+  Value loss;
+  if (Operation *ret = program.getBody().front().getTerminator();
+      ret->getNumOperands() > 0)
+    loss = baseOf(ret->getOperand(0));
+  for (auto [i, constKernel] : llvm::enumerate(kernels)) {
+    KernelOp kernel = constKernel;
+    MemoryPicture::Kernel k;
+    k.name = kernel.getName().str();
+    k.unit = kernel.getUnit() ? kernel.getUnit()->str() : "";
+    for (uint32_t kind = 0; kind < plan::kNumBufferKinds; ++kind)
+      k.live[kind] = peak.series[i].byKind[kind];
+    picture.kernels.push_back(std::move(k));
+    bool writesLoss = llvm::any_of(kernel.getOuts(), [&](Value out) {
+      return loss && baseOf(out) == loss;
+    });
+    if (writesLoss && picture.forwardEnd < 0)
+      picture.forwardEnd = int64_t(i);
+    if (picture.optimizerBegin < 0 &&
+        (kernel.getName() == "adamw_shard" || kernel.getName() == "adamw"))
+      picture.optimizerBegin = int64_t(i);
+  }
+  picture.peakKernel = peak.kernel;
+  picture.peakBytes = peak.live.total();
+  return picture;
+}
+
+LogicalResult FsdpPlanMemoryPass::writePicture(func::FuncOp program,
+                                               ArrayRef<KernelOp> kernels,
+                                               int64_t arena,
+                                               const Peak &peak) {
+  std::optional<int64_t> outside = outsideArena(program, runtime);
+  if (!outside)
+    return emitError(program.getLoc())
+           << "fsdp-plan-memory: unknown runtime '" << runtime
+           << "' (cpu, cuda or none)";
+  MemoryPicture picture = describePicture(program, kernels, peak);
+  picture.arenaBytes = arena;
+  picture.budget = memoryBudget;
+  picture.outside = *outside;
+  picture.runtime = runtime;
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(svgPath, &error);
+  if (!file)
+    return emitError(program.getLoc())
+           << "fsdp-plan-memory: cannot write the picture: " << error;
+  renderMemoryPicture(picture, file->os());
+  file->keep();
   return success();
 }
