@@ -92,13 +92,13 @@ Chart::Chart(const MemoryPicture &p, SvgWriter &svg)
     : p(p), svg(svg), n(p.kernels.size()) {
   double most = double(std::max({p.peakBytes + p.outside, p.budget,
                                  p.arenaBytes + p.outside, int64_t(1)}));
-  // A step of 1, 2 or 5 x 10^k bytes with at most 8 ticks below the top.
-  double step = std::pow(10.0, std::floor(std::log10(most / 8)));
-  for (double f : {1.0, 2.0, 5.0, 10.0})
-    if (most * 1.05 / (step * f) <= 8) {
+  // A step of 1, 2 or 5 x 10^k bytes with at most 8 ticks below the top
+  // (10 x 10^k always is: 10^k > most * 1.05 / 80).
+  double step = std::pow(10.0, std::floor(std::log10(most * 1.05 / 8)));
+  tick = 10 * step;
+  for (double f : {5.0, 2.0, 1.0})
+    if (most * 1.05 / (step * f) <= 8)
       tick = step * f;
-      break;
-    }
   top = std::ceil(most * 1.05 / tick) * tick;
   size_t columns = std::min<size_t>(n, size_t(kRight - kLeft));
   for (size_t c = 0; c < columns; ++c) {
@@ -191,9 +191,11 @@ void Chart::drawAreas() {
 
 void Chart::drawUnits() {
   // A boundary wherever the unit a kernel computes with changes, and its
-  // name under the axis where there is room for it.
+  // name under the axis where there is room for it; not in the optimizer,
+  // whose AdamW per unit would draw one line per kernel.
   double labelEnd = -1e9;
-  for (size_t k = 0; k < n; ++k) {
+  size_t end = p.optimizerBegin < 0 ? n : size_t(p.optimizerBegin);
+  for (size_t k = 0; k < end; ++k) {
     const std::string &unit = p.kernels[k].unit;
     if (unit.empty() || (k > 0 && unit == p.kernels[k - 1].unit))
       continue;
@@ -223,7 +225,7 @@ void Chart::drawMarkers() {
            12, right ? "end" : "start");
   double arenaY = y(double(p.arenaBytes));
   svg.line(kLeft, arenaY, kRight, arenaY, "#777", 1.0, "1 2");
-  svg.text(kRight, arenaY - 3, "arena " + gbText(p.arenaBytes), 10, "end",
+  svg.text(kRight, arenaY + 11, "arena " + gbText(p.arenaBytes), 10, "end",
            "#555");
   if (p.outside > 0) {
     double withY = y(double(p.peakBytes + p.outside));
