@@ -78,8 +78,8 @@ static void writeMemoryCounters(std::ostream &out, const Plan &plan,
   };
   counter("memory by kind");
   out << "\"parameters\": " << kind(BufferKind::Param)
-      << ", \"gradients\": " << kind(BufferKind::Grad)
-      << ", \"optimizer\": " << kind(BufferKind::AdamM) + kind(BufferKind::AdamV)
+      << ", \"gradients\": " << kind(BufferKind::Grad) << ", \"optimizer\": "
+      << kind(BufferKind::AdamM) + kind(BufferKind::AdamV)
       << ", \"gathered\": " << kind(BufferKind::Gathered)
       << ", \"activations\": " << kind(BufferKind::Activation)
       << ", \"scratch\": " << kind(BufferKind::Scratch)

@@ -153,20 +153,20 @@ static void addMemoryCounters(llvm::json::Array &trace,
   for (size_t i = 0; i < count; ++i) {
     double at = sim.issuedAt.lookup(memory.order[i]);
     size_t most = i;
-    for (; i + 1 < count && sim.issuedAt.lookup(memory.order[i + 1]) == at;
-         ++i)
+    for (; i + 1 < count && sim.issuedAt.lookup(memory.order[i + 1]) == at; ++i)
       if (memory.live[i + 1].total() > memory.live[most].total())
         most = i + 1;
     const MemoryPoint &p = memory.live[most];
     last = std::max(last, at);
-    counter("memory by kind", at,
-            llvm::json::Object{
-                {"parameters", memory.shardBytes},
-             {"gradients", memory.shardBytes + p.bytes[FullGrad]},
-             {"optimizer", 2 * memory.shardBytes},
-             {"gathered", p.bytes[Gathered]},
-             {"activations", p.bytes[Activation]}});
-    counter("memory total", at, llvm::json::Object{{"live", memory.steady + p.total()}});
+    counter(
+        "memory by kind", at,
+        llvm::json::Object{{"parameters", memory.shardBytes},
+                           {"gradients", memory.shardBytes + p.bytes[FullGrad]},
+                           {"optimizer", 2 * memory.shardBytes},
+                           {"gathered", p.bytes[Gathered]},
+                           {"activations", p.bytes[Activation]}});
+    counter("memory total", at,
+            llvm::json::Object{{"live", memory.steady + p.total()}});
   }
   if (budget > 0)
     for (double at : {0.0, std::max(last, sim.stepTime())})
@@ -177,11 +177,11 @@ LogicalResult FsdpSimulatePass::writeTrace(const StepSimulator &sim,
                                            const MemoryProfile &memory) {
   ArrayRef<SimulatedEvent> events = sim.events;
   llvm::json::Array trace;
-  trace.push_back(llvm::json::Object{
-      {"name", "process_name"},
-      {"ph", "M"},
-      {"pid", 0},
-      {"args", llvm::json::Object{{"name", "rank (any)"}}}});
+  trace.push_back(
+      llvm::json::Object{{"name", "process_name"},
+                         {"ph", "M"},
+                         {"pid", 0},
+                         {"args", llvm::json::Object{{"name", "rank (any)"}}}});
   const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
   for (int lane = 0; lane < 3; ++lane)
     trace.push_back(llvm::json::Object{

@@ -68,8 +68,8 @@ public:
   void drawLegend();
 
 private:
-  static constexpr double kWidth = 1000, kLeft = 80, kRight = 970,
-                          kTop = 70, kBottom = 430;
+  static constexpr double kWidth = 1000, kLeft = 80, kRight = 970, kTop = 70,
+                          kBottom = 430;
   double x(double kernel) const {
     return kLeft + (kRight - kLeft) * kernel / double(std::max<size_t>(n, 1));
   }
@@ -138,8 +138,7 @@ void Chart::drawAxes() {
   svg.text(24, (kTop + kBottom) / 2, "GB per rank (10^9 bytes)", 12, "middle",
            "#222", -90);
   svg.text((kLeft + kRight) / 2, kBottom + 36,
-           "kernels of the step in program order (" + std::to_string(n) +
-               ")",
+           "kernels of the step in program order (" + std::to_string(n) + ")",
            12, "middle");
 }
 
@@ -220,8 +219,8 @@ void Chart::drawMarkers() {
                       at.name + (at.unit.empty() ? "" : " @" + at.unit);
   bool right = peakX > (kLeft + kRight) / 2;
   svg.text(peakX + (right ? -8 : 8), peakY - 8,
-           "peak " + gbText(p.peakBytes) + " (" +
-               std::to_string(p.peakBytes) + " bytes), " + where,
+           "peak " + gbText(p.peakBytes) + " (" + std::to_string(p.peakBytes) +
+               " bytes), " + where,
            12, right ? "end" : "start");
   double arenaY = y(double(p.arenaBytes));
   svg.line(kLeft, arenaY, kRight, arenaY, "#777", 1.0, "1 2");

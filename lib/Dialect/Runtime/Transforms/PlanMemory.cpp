@@ -517,9 +517,8 @@ LogicalResult FsdpPlanMemoryPass::writePicture(func::FuncOp program,
                                                const Peak &peak) {
   std::optional<int64_t> outside = outsideArena(program, runtime);
   if (!outside)
-    return emitError(program.getLoc())
-           << "fsdp-plan-memory: unknown runtime '" << runtime
-           << "' (cpu, cuda or none)";
+    return emitError(program.getLoc()) << "fsdp-plan-memory: unknown runtime '"
+                                       << runtime << "' (cpu, cuda or none)";
   MemoryPicture picture = describePicture(program, kernels, peak);
   picture.arenaBytes = arena;
   picture.budget = memoryBudget;

@@ -52,9 +52,9 @@ std::string SvgWriter::escape(llvm::StringRef text) {
 
 void SvgWriter::rect(double x, double y, double w, double h,
                      llvm::StringRef fill, llvm::StringRef stroke) {
-  os << "<rect x=\"" << num(x) << "\" y=\"" << num(y) << "\" width=\""
-     << num(w) << "\" height=\"" << num(h) << "\" fill=\"" << fill
-     << "\" stroke=\"" << stroke << "\"/>\n";
+  os << "<rect x=\"" << num(x) << "\" y=\"" << num(y) << "\" width=\"" << num(w)
+     << "\" height=\"" << num(h) << "\" fill=\"" << fill << "\" stroke=\""
+     << stroke << "\"/>\n";
 }
 
 void SvgWriter::line(double x1, double y1, double x2, double y2,
@@ -77,8 +77,8 @@ void SvgWriter::polygon(llvm::ArrayRef<std::pair<double, double>> points,
 }
 
 void SvgWriter::circle(double x, double y, double r, llvm::StringRef fill) {
-  os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y) << "\" r=\""
-     << num(r) << "\" fill=\"" << fill << "\"/>\n";
+  os << "<circle cx=\"" << num(x) << "\" cy=\"" << num(y) << "\" r=\"" << num(r)
+     << "\" fill=\"" << fill << "\"/>\n";
 }
 
 void SvgWriter::text(double x, double y, llvm::StringRef text, double size,
