@@ -12,7 +12,8 @@
 #       plan-memory-docs.test runs it, in a second).
 #   loss-f32-bf16.svg
 #       scripts/plot-runs.py over two fsdp-run --report-json files: a small
-#       GPT-2 trained for 300 steps at 2 ranks, f32 and param-dtype=bf16.
+#       GPT-2 trained for 300 steps at 2 ranks, f32 and param-dtype=bf16,
+#       validated every 50 steps on test/Runtime/Inputs/corpus.txt.
 #       Needs mpirun and matplotlib (optional; the script says how to
 #       install it); matplotlib's output is not byte-stable across its
 #       versions, so this one is produced here, not checked.
@@ -63,7 +64,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 for dtype in f32 bf16; do
   "$bin/fsdp-opt" "$tmp/gpt2.mlir" --fsdp-train-pipeline="world-size=2 param-dtype=$dtype" -o "$tmp/$dtype.plan"
   mpirun --oversubscribe --bind-to none -np 2 "$bin/fsdp-run" "$tmp/$dtype.plan" \
-    --data "$root/data/corpus.txt" --steps 300 --threads 1 --report-json "$tmp/$dtype.json" > /dev/null
+    --data "$root/data/corpus.txt" --steps 300 --threads 1 --report-json "$tmp/$dtype.json" \
+    --val-data "$root/test/Runtime/Inputs/corpus.txt" --val-every 50 --val-steps 4 > /dev/null
 done
 python3 "$root/scripts/plot-runs.py" "$tmp/f32.json" "$tmp/bf16.json" --label f32 --label bf16 \
   --title "GPT-2 2 x 64, byte vocabulary, 2 ranks, data/corpus.txt" -o "$out/loss-f32-bf16.svg"
