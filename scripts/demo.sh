@@ -69,13 +69,15 @@ done
 wait "$job" || true # stopped runs exit 75
 sed -n "$((shown + 1)),\$p" "$out/first.log" | grep -v "^---\|^Primary job\|^mpirun\|^  Process\|^  Exit\|^$" || true
 
-echo "=== ${launch[*]} fsdp-run model.plan ... --resume ckpt --save resumed.params"
-"${launch[@]}" "${train[@]}" --resume "$out/ckpt" --save "$out/resumed.params"
+echo "=== ${launch[*]} fsdp-run model.plan ... --resume ckpt --export resumed.safetensors"
+"${launch[@]}" "${train[@]}" --resume "$out/ckpt" --export "$out/resumed.safetensors"
 
 echo "=== the same run without the interruption, for comparison"
-"${launch[@]}" "${train[@]}" --save "$out/straight.params" \
+"${launch[@]}" "${train[@]}" --export "$out/straight.safetensors" \
   | grep "^summary: 300 steps"
-if cmp -s "$out/resumed.params" "$out/straight.params"; then
+# Both exports hold the full weights by Hugging Face's GPT-2 names: the same
+# bytes are the same parameters.
+if cmp -s "$out/resumed.safetensors" "$out/straight.safetensors"; then
   echo "demo: the interrupted and resumed run ends with the uninterrupted" \
     "run's parameters, bit for bit"
 else

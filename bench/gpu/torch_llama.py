@@ -85,7 +85,7 @@ Equivalence (--equivalence, before the variants)
   vocabulary, 8 x 64 tokens, lr 1e-3), its parameters set to the values our
   runtime initialises them with (our_init: runtime/src/Init.cpp's
   generator, reproduced in Python and checked bit for bit against
-  fsdp-run --save by test/Runtime/torch-llama-baseline.test), trained on fsdp-run's batches of data/corpus.txt
+  fsdp-run --export by test/Runtime/torch-llama-baseline.test), trained on fsdp-run's batches of data/corpus.txt
   (our_batch: runtime/src/Data.cpp's windows) in fp32 with TF32 off and
   manual attention, with this file's AdamW: its losses must be the CPU
   backend's (reference.json "tiny-llama", 30 steps) within 5e-3 relative,

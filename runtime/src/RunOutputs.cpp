@@ -9,38 +9,6 @@
 
 namespace fsdp::rt {
 
-uint64_t paramsFileBytes(const Plan &plan) {
-  uint64_t bytes = 8 + 4;
-  for (const ParamDesc &p : plan.params)
-    bytes += 4 + p.name.size() + 4 + 8 * p.shape.size() +
-             4 * uint64_t(p.numElements());
-  return bytes;
-}
-
-bool writeParams(const Plan &plan,
-                 const std::vector<std::vector<float>> &params,
-                 OutputFile &output, std::string &error) {
-  return output.write(
-      [&](std::ostream &out) {
-        auto put = [&](const void *p, size_t n) {
-          out.write(static_cast<const char *>(p), std::streamsize(n));
-        };
-        put("FSDPPARM", 8);
-        uint32_t count = plan.params.size();
-        put(&count, 4);
-        for (size_t i = 0; i < plan.params.size(); ++i) {
-          const ParamDesc &p = plan.params[i];
-          uint32_t len = p.name.size(), rank = p.shape.size();
-          put(&len, 4);
-          put(p.name.data(), len);
-          put(&rank, 4);
-          put(p.shape.data(), rank * sizeof(int64_t));
-          put(params[i].data(), params[i].size() * sizeof(float));
-        }
-      },
-      error);
-}
-
 uint64_t traceBytes(const Plan &plan, int64_t steps) {
   uint64_t perStep = 0;
   // A kernel's event, and on the compute lane its four memory counters:
@@ -247,10 +215,6 @@ bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
                        int64_t steps, int rank, int ranks,
                        RunOutputFiles &files, std::string &error) {
   bool lead = rank == 0;
-  if (!paths.params.empty() && lead &&
-      !files.params.reserve(paths.params, "parameters", paramsFileBytes(plan),
-                            error))
-    return false;
   if (!paths.weights.empty() && lead &&
       !files.weights.reserve(
           paths.weights, "weights",

@@ -5,7 +5,7 @@
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off] [--print-ranks]
 //            [--init-from FILE] [--export FILE] [--export-names hf|ours]
-//            [--save FILE] [--trace FILE] [--report-json FILE] [--profile]
+//            [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
 //            [--checkpoint-dir DIR [--checkpoint-every K] [--keep-last M]]
@@ -65,7 +65,7 @@ using namespace fsdp::rt;
 
 namespace {
 struct Options {
-  std::string planPath, dataPath, savePath, tracePath, reportPath, initFromPath,
+  std::string planPath, dataPath, tracePath, reportPath, initFromPath,
       exportPath, exportNames, flightRecorderDir, checkpointDir, resumeDir,
       blas = "openblas", backend = "cpu", collectiveThreads = "auto",
       dataFormatName = "auto";
@@ -107,7 +107,7 @@ const char *const kUsage =
     "                [--print-ranks]\n"
     "                [--init-from FILE] [--export FILE]\n"
     "                [--export-names hf|ours]\n"
-    "                [--save FILE] [--trace FILE] [--report-json FILE]\n"
+    "                [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--heap-breakdown] [--peak-tflops X]\n"
     "                [--collective-timeout SECONDS]\n"
     "                [--flight-recorder DIR]\n"
@@ -300,8 +300,10 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
   const std::string &arg = c.arg;
   if (arg == "--report-json")
     o.reportPath = c.value();
-  else if (arg == "--save")
-    o.savePath = c.value();
+  else if (arg == "--save") // the FSDPPARM dump, replaced by --export
+    die("--save was removed: use --export FILE (the weights as safetensors; "
+        "--export-names ours for the plan's names)",
+        2);
   else if (arg == "--export")
     o.exportPath = c.value();
   else if (arg == "--export-names") {
@@ -417,7 +419,6 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"skip collectives", o.skipCollectives ? "yes" : "no"},
       {"sync collectives", o.syncCollectives ? "yes" : "no"},
       {"collective threads", o.collectiveThreads},
-      {"save", o.savePath.empty() ? "no" : "yes"},
       {"export", o.exportPath.empty() ? "no" : "yes"},
       {"checkpoint every",
        o.checkpointDir.empty() ? "no" : std::to_string(o.checkpointEvery)},
@@ -1091,15 +1092,12 @@ void finish(const Options &o, const Plan &plan, Session &session,
   std::string error;
   bool lead = comm.rank() == 0;
   std::vector<std::vector<float>> finalParams;
-  if (!o.savePath.empty() || !o.exportPath.empty())
+  if (!o.exportPath.empty())
     finalParams = session.gatherParams();
   if (lead)
     printSummary(plan, o, result, heap, meter, comm.size());
   if (o.profile && lead)
     printProfile(session.kernelTimes(), result.timedSteps);
-  if (outputs.params.active() &&
-      !writeParams(plan, finalParams, outputs.params, error))
-    die(error);
   if (outputs.weights.active()) {
     if (!writeWeights(plan, naming, finalParams, outputs.weights, error))
       die(error);
@@ -1206,7 +1204,7 @@ int run(int argc, char **argv) {
     gHeapMarks.mark("--init-from file (mapped, matched)");
   // Every output is checked and reserved now, not after the last step.
   RunOutputFiles outputs;
-  RunOutputPaths paths{options.savePath, options.tracePath, options.reportPath,
+  RunOutputPaths paths{options.tracePath, options.reportPath,
                        options.exportPath};
   if (validation)
     paths.evaluations =

@@ -1,14 +1,18 @@
-"""Checks a parameter dump (fsdp-run --save) of an untrained model (lr 0)
-against the initializers its .mlir declares: zeros and ones exactly, and
+"""Checks the weights of an untrained model (lr 0), as fsdp-run --export
+--export-names ours writes them (safetensors, the plan's names), against
+the initializers its .mlir declares: zeros and ones exactly, and
 normal(0, std) by the sample mean and standard deviation (within 4.5 of
 their standard errors, for parameters of at least 256 elements).
 
-usage: check_init.py MODEL.mlir PARAMS
+usage: check_init.py MODEL.mlir WEIGHTS
 """
 import math
+import os
 import re
-import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_tool as st  # noqa: E402
 
 model, dump = sys.argv[1:]
 inits = {}
@@ -16,18 +20,13 @@ for m in re.finditer(r"fsdp\.param @(\S+) : tensor<[^>]*> init <(\w+)(?:, std = 
                      r"([0-9.e+-]+))?>", open(model).read()):
     inits[m.group(1)] = (m.group(2), float(m.group(3) or 0))
 
-data = open(dump, "rb").read()
-if data[:8] != b"FSDPPARM":
-    sys.exit(f"check_init: {dump} is not a parameter dump")
-(count,), at = struct.unpack_from("<I", data, 8), 12
+tensors, metadata = st.read(dump)
+if metadata.get("fsdp_names") != "ours":
+    sys.exit(f"check_init: {dump} is not by our names (--export-names ours)")
 failed = checked = 0
-for _ in range(count):
-    (n,) = struct.unpack_from("<I", data, at); at += 4
-    name = data[at:at + n].decode(); at += n
-    (rank,) = struct.unpack_from("<I", data, at); at += 4
-    dims = struct.unpack_from(f"<{rank}q", data, at); at += 8 * rank
+for name, dtype, dims, raw in tensors:
     size = math.prod(dims)
-    values = struct.unpack_from(f"<{size}f", data, at); at += 4 * size
+    values = st.floats(dtype, raw)
     kind, std = inits[name]
     ok = True
     if kind in ("zeros", "ones"):

@@ -1,9 +1,10 @@
-"""Compares fsdp-run logs and parameter dumps of the same model trained at
+"""Compares fsdp-run logs and exported weights of the same model trained at
 several world sizes: losses step by step within a relative tolerance, and
-the final full parameters (gathered from the ranks) within a tolerance.
+the final full parameters (gathered from the ranks, written by --export as
+safetensors, by either naming) within a tolerance.
 
 usage: compare_runs.py [--param-tol TOL] [--param-norm TOL]
-                       REL_TOL LOG0 PARAMS0 [LOG PARAMS]...
+                       REL_TOL LOG0 WEIGHTS0 [LOG WEIGHTS]...
 The first pair is the reference (world size 1). The losses agree within
 REL_TOL (relative), step by step. --param-tol: each parameter's largest
 element difference over the parameter's largest magnitude within TOL
@@ -13,9 +14,12 @@ element by a good part of lr). --param-norm: also each parameter's
 difference in the 2-norm, over its 2-norm, within TOL.
 """
 import math
+import os
 import re
-import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_tool as st  # noqa: E402
 
 
 def losses(path):
@@ -27,21 +31,11 @@ def losses(path):
 
 
 def params(path):
-    data = open(path, "rb").read()
-    if data[:8] != b"FSDPPARM":
-        sys.exit(f"compare_runs: {path} is not a parameter dump")
-    (count,), at = struct.unpack_from("<I", data, 8), 12
-    out = {}
-    for _ in range(count):
-        (n,) = struct.unpack_from("<I", data, at); at += 4
-        name = data[at:at + n].decode(); at += n
-        (rank,) = struct.unpack_from("<I", data, at); at += 4
-        dims = struct.unpack_from(f"<{rank}q", data, at); at += 8 * rank
-        size = 1
-        for d in dims:
-            size *= d
-        out[name] = struct.unpack_from(f"<{size}f", data, at); at += 4 * size
-    return out
+    """Every tensor of an --export file by name, as f32 values."""
+    tensors, _ = st.read(path)
+    if not tensors:
+        sys.exit(f"compare_runs: {path} holds no tensors")
+    return {name: st.floats(dtype, raw) for name, dtype, _, raw in tensors}
 
 
 args = sys.argv[1:]
@@ -66,6 +60,10 @@ for log, dump in runs[1:]:
     worst_loss = max(abs(a - b) / abs(b) for a, b in zip(got, ref_loss))
     got_params = params(dump)
     worst_param, worst_norm, norm_name = 0.0, 0.0, ""
+    if set(got_params) != set(ref_params):
+        sys.exit(f"compare_runs: {dump} has tensors "
+                 f"{sorted(set(got_params) ^ set(ref_params))} that "
+                 f"{runs[0][1]} has not, or the other way round")
     for name, ref in ref_params.items():
         values = got_params[name]
         scale = max(1e-3, max(abs(v) for v in ref))

@@ -1,32 +1,26 @@
-"""usage: torch_llama_init.py BENCH_GPU_DIR PARAMS_FILE
+"""usage: torch_llama_init.py BENCH_GPU_DIR WEIGHTS_FILE
 
 Compares torch_llama.our_init (runtime/src/Init.cpp's generator, in pure
-Python) with the parameters fsdp-run --save wrote for the micro Llama of
+Python) with the parameters fsdp-run --export --export-names ours wrote
+(safetensors, the plan's names, in plan order) for the micro Llama of
 torch-llama-baseline.test (2 layers, dim 16, 4 heads, 2 kv heads, ffn 24,
 vocabulary 256), rounded to float32: names, order, shapes and every value.
 """
 import math
+import os
 import struct
 import sys
 
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_tool as st  # noqa: E402
 import torch_llama as tl  # noqa: E402
 
-raw = open(sys.argv[2], "rb").read()
-if raw[:8] != b"FSDPPARM":
-    sys.exit("not a parameters file")
-count, = struct.unpack_from("<I", raw, 8)
-offset, saved = 12, {}
-for _ in range(count):
-    length, = struct.unpack_from("<I", raw, offset)
-    name = raw[offset + 4:offset + 4 + length].decode()
-    offset += 4 + length
-    rank, = struct.unpack_from("<I", raw, offset)
-    shape = struct.unpack_from("<%dq" % rank, raw, offset + 4)
-    offset += 4 + 8 * rank
-    n = math.prod(shape)
-    saved[name] = (tuple(shape), struct.unpack_from("<%df" % n, raw, offset))
-    offset += 4 * n
+tensors, metadata = st.read(sys.argv[2])
+if metadata.get("fsdp_names") != "ours":
+    sys.exit("not by our names (--export-names ours)")
+saved = {name: (tuple(shape), st.floats(dtype, raw))
+         for name, dtype, shape, raw in tensors}
 declared = tl.declared_params(2, 16, 4, 2, 24, 256)
 if [d[0] for d in declared] != list(saved):
     sys.exit("names or order differ: %s vs %s" % ([d[0] for d in declared],

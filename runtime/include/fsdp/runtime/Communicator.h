@@ -51,7 +51,7 @@ public:
   /// f32, widened the other way), then allGather in place.
   void allGatherFrom(const void *shard, plan::DType shardType, void *full,
                      plan::DType type, int64_t total);
-  /// The same in f32 (the runtime's own gathers: --save, tests).
+  /// The same in f32 (the runtime's own gathers: --export, tests).
   void allGatherFrom(const float *shard, float *full, int64_t total) {
     allGatherFrom(shard, plan::DType::F32, full, plan::DType::F32, total);
   }

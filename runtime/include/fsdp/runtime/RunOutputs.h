@@ -2,7 +2,7 @@
 //===//
 //
 // The formats of fsdp-run's outputs, each written through an OutputFile
-// reserved before the run: the gathered parameters (docs/plan-format.md),
+// reserved before the run: the trained weights as safetensors (Weights.h),
 // the measured timeline as a Chrome trace, and the run's figures as JSON.
 //
 //===----------------------------------------------------------------------===//
@@ -21,14 +21,6 @@
 #include <vector>
 
 namespace fsdp::rt {
-
-/// Parameter dump: "FSDPPARM", u32 count, then per parameter u32 name
-/// length, name, u32 rank, i64 dims, f32 values. paramsFileBytes is its
-/// exact size.
-uint64_t paramsFileBytes(const Plan &plan);
-bool writeParams(const Plan &plan,
-                 const std::vector<std::vector<float>> &params,
-                 OutputFile &output, std::string &error);
 
 /// The measured timeline (Chrome trace JSON; Perfetto opens it), one
 /// process per rank and one lane per stream, like --fsdp-simulate's.
@@ -93,19 +85,18 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
 /// Where a run's outputs go (an empty path: not written) and their files,
 /// reserved before the first step.
 struct RunOutputPaths {
-  std::string params, trace, report, weights;
+  std::string trace, report, weights;
   /// The names --export writes the weights by.
   WeightNaming weightNames = WeightNaming::HuggingFace;
   /// The evaluations the report will list (its size grows with them).
   int64_t evaluations = 0;
 };
 struct RunOutputFiles {
-  OutputFile params, trace, report, weights;
+  OutputFile trace, report, weights;
 };
-/// Checks and reserves every output of a run of `steps` steps: the
-/// parameters, the weights and the report on rank 0, the trace on every
-/// rank (its own file). On failure returns false with `error` from the first
-/// that fails.
+/// Checks and reserves every output of a run of `steps` steps: the weights
+/// and the report on rank 0, the trace on every rank (its own file). On
+/// failure returns false with `error` from the first that fails.
 bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
                        int64_t steps, int rank, int ranks,
                        RunOutputFiles &files, std::string &error);
