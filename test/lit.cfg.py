@@ -67,9 +67,22 @@ import importlib.util
 if importlib.util.find_spec("numpy") is not None:
     config.available_features.add("numpy")
     # The reference safetensors library (PyPI), where installed, reads
-    # what --export writes.
+    # what --export writes; transformers (with torch) builds GPT-2 and
+    # Llama from it (Runtime/export-*.test). Where they are missing those
+    # tests are UNSUPPORTED, and this says what to install.
     if importlib.util.find_spec("safetensors") is not None:
         config.available_features.add("safetensors-py")
+    else:
+        lit_config.note("the Python package safetensors is not installed: "
+                        "Runtime/export-safetensors.test is UNSUPPORTED "
+                        "(pip install safetensors)")
+    if all(importlib.util.find_spec(m) is not None
+           for m in ("transformers", "torch")):
+        config.available_features.add("transformers-py")
+    else:
+        lit_config.note("the Python packages transformers and torch are not "
+                        "both installed: Runtime/export-transformers.test is "
+                        "UNSUPPORTED (pip install torch transformers)")
 
 # The memory picture's rendering test needs rsvg-convert (Debian's
 # librsvg2-bin, which scripts/setup.sh installs); the plot script's test

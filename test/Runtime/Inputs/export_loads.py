@@ -1,0 +1,281 @@
+"""What fsdp-run --export writes, loaded the way the Python ecosystem loads
+it: the file read by the format's own rules (safetensors_tool.py: json and
+struct), by the `safetensors` package where it is installed (the same
+names, shapes, values and metadata), and, where `transformers` (and torch)
+are, as GPT2LMHeadModel / LlamaForCausalLM from the file and a config.json
+written from the tensors' shapes; each forward's loss on fsdp-run's first
+batch against the loss fsdp-run reported for it.
+
+usage: export_loads.py randomize IN OUT [--seed S]
+           IN's tensors (Hugging Face names) with random values of the same
+           shapes: weights N(0, 0.3^2), norm weights 1 + N(0, 0.1^2),
+           biases N(0, 0.1^2), so that every weight moves the loss (at the
+           initializers' 0.02 attention is nearly uniform and a wrong rope,
+           split or transpose would hardly show)
+       export_loads.py check gpt2|llama WEIGHTS DATA REPORT --heads H
+                       --batch B --seq T [--eps X] [--theta X]
+                       [--require safetensors|transformers]... [--rtol X]
+           REPORT: fsdp-run's --report-json of a run --init-from WEIGHTS
+           (--steps 1 --lr 0: its loss is the forward of WEIGHTS); DATA's
+           first B x T bytes as B rows, targets shifted by one. The
+           reference: an independent numpy forward by Hugging Face's names
+           (GPT-2: hf_gpt2.py's; Llama: below; in float64), to X
+           relative (1e-5; the transformers model's too). --require X:
+           fail (exit 1) where X is not importable, instead of saying so
+           and going on; lit.cfg sets the features that decide.
+
+Prints one line per reader and forward, each ending in ok or FAILED; the
+config.json it hands transformers is printed too (written either way, so
+that the shapes it reads are checked where transformers is missing).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_gpt2  # noqa: E402
+import safetensors_tool as st  # noqa: E402
+
+# What each check imports, and what to install for it.
+NEEDS = {"safetensors": (["safetensors"], "pip install safetensors"),
+         "transformers": (["transformers", "torch"],
+                          "pip install torch transformers")}
+
+
+def read_stdlib(path):
+    """(tensors by name as float32 arrays, metadata) by the format's rules."""
+    tensors, metadata = st.read(path)
+    return {name: np.array(st.floats(dtype, raw), np.float32).reshape(shape)
+            for name, dtype, shape, raw in tensors}, metadata
+
+
+def randomize(args):
+    rng = np.random.default_rng(args.seed)
+    tensors, metadata = st.read(args.inp)
+    out = []
+    for name, dtype, shape, _ in tensors:
+        if name.endswith("bias"):
+            value = 0.1 * rng.standard_normal(shape)
+        elif "ln_" in name or "norm" in name:
+            value = 1 + 0.1 * rng.standard_normal(shape)
+        else:
+            value = 0.3 * rng.standard_normal(shape)
+        out.append((name, "F32", shape, value.astype("<f4").tobytes()))
+    st.write(args.out, out, metadata)
+    return 0
+
+
+def gpt2_config(w, heads):
+    """GPT2LMHeadModel's config from the tensors' shapes (heads: given; no
+    shape holds them)."""
+    vocab, dim = w["transformer.wte.weight"].shape
+    layers = sum(1 for n in w if n.endswith(".ln_1.weight"))
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+            "vocab_size": vocab, "n_embd": dim, "n_layer": layers,
+            "n_head": heads,
+            "n_positions": w["transformer.wpe.weight"].shape[0],
+            "n_inner": w["transformer.h.0.mlp.c_fc.weight"].shape[1],
+            "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+            "tie_word_embeddings": True}
+
+
+def llama_config(w, heads, seq, eps, theta):
+    vocab, dim = w["model.embed_tokens.weight"].shape
+    layers = sum(1 for n in w if n.endswith(".input_layernorm.weight"))
+    kv_rows = w["model.layers.0.self_attn.k_proj.weight"].shape[0]
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+            "vocab_size": vocab, "hidden_size": dim,
+            "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv_rows // (dim // heads),
+            "head_dim": dim // heads,
+            "intermediate_size":
+                w["model.layers.0.mlp.gate_proj.weight"].shape[0],
+            "max_position_embeddings": seq, "rms_norm_eps": eps,
+            "rope_theta": theta, "hidden_act": "silu",
+            "attention_bias": False, "mlp_bias": False,
+            "tie_word_embeddings": False}
+
+
+def rms_norm(x, g, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+
+def rotate(x, theta):
+    """Rotate-half rope over the last axis (positions on axis -2), the
+    inverse frequencies and the angles rounded to f32 as Hugging Face's
+    and our kernels compute them."""
+    T, hs = x.shape[-2], x.shape[-1]
+    inv = np.float32(1.0) / (np.float32(theta) ** (
+        np.arange(0, hs, 2, dtype=np.float32) / np.float32(hs)))
+    angle = (np.arange(T, dtype=np.float32)[:, None] * inv[None, :]).astype(
+        np.float64)
+    cos = np.concatenate([np.cos(angle)] * 2, -1)
+    sin = np.concatenate([np.sin(angle)] * 2, -1)
+    half = hs // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
+def llama_loss(w, inputs, targets, heads, eps, theta):
+    """LlamaForCausalLM's forward by its tensor names, in float64."""
+    w = {n: v.astype(np.float64) for n, v in w.items()}
+    B, T = inputs.shape
+    x = w["model.embed_tokens.weight"][inputs]
+    C = x.shape[-1]
+    hs = C // heads
+    layer = 0
+    while "model.layers.%d.input_layernorm.weight" % layer in w:
+        p = "model.layers.%d." % layer
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        split = lambda m: (h @ w[p + "self_attn.%s_proj.weight" % m].T  # noqa
+                           ).reshape(B, T, -1, hs).transpose(0, 2, 1, 3)
+        q, k, v = split("q"), split("k"), split("v")
+        group = heads // k.shape[1]
+        k, v = np.repeat(k, group, 1), np.repeat(v, group, 1)
+        q, k = rotate(q, theta), rotate(k, theta)
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hs)
+        scores = np.where(np.tril(np.ones((T, T), bool)), scores, -np.inf)
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        y = (scores / scores.sum(-1, keepdims=True)) @ v
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)
+        x = x + y @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate = h @ w[p + "mlp.gate_proj.weight"].T
+        up = h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ \
+            w[p + "mlp.down_proj.weight"].T
+        layer += 1
+    logits = rms_norm(x, w["model.norm.weight"], eps) @ w["lm_head.weight"].T
+    top = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
+    picked = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return float((lse - picked).mean()), layer
+
+
+def verdict(name, got, want, rtol):
+    rel = abs(got - want) / abs(want)
+    ok = rel <= rtol
+    print("export_loads: %s loss %.7f, fsdp-run %.7f, relative difference "
+          "%.1e (limit %.0e): %s" % (name, got, want, rel, rtol,
+                                    "ok" if ok else "FAILED"))
+    return ok
+
+
+def available(check, required):
+    """Whether what `check` imports is installed; where it is not, a line
+    saying what to install (a failure where the check is required)."""
+    modules, install = NEEDS[check]
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not missing:
+        return True
+    print("export_loads: %s not installed (%s): the %s check %s" % (
+        " and ".join(missing), install, check,
+        "is required: FAILED" if required else "is skipped"))
+    return False
+
+
+def check_package(path, stdlib, metadata):
+    """The safetensors package reads what the format's rules read."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+    theirs = load_file(path)
+    with safe_open(path, framework="np") as f:
+        their_metadata = f.metadata()
+    ok = set(theirs) == set(stdlib) and their_metadata == metadata and all(
+        theirs[n].dtype == np.float32 and theirs[n].shape == v.shape and
+        np.array_equal(theirs[n], v) for n, v in stdlib.items())
+    print("export_loads: safetensors %s: %d tensors, metadata %s, the same "
+          "names, shapes and values: %s" % (
+              importlib.import_module("safetensors").__version__, len(theirs),
+              json.dumps(their_metadata, sort_keys=True),
+              "ok" if ok else "FAILED"))
+    return ok
+
+
+def transformers_loss(family, path, config, inputs, targets):
+    """The loss of transformers' model built from the file and `config`."""
+    import torch
+    import transformers
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(config, f)
+        os.symlink(os.path.abspath(path), os.path.join(tmp, "model.safetensors"))
+        cls = (transformers.GPT2LMHeadModel if family == "gpt2" else
+               transformers.LlamaForCausalLM)
+        model = cls.from_pretrained(tmp, torch_dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor(inputs)).logits.double()
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            torch.tensor(targets).reshape(-1))
+    return float(loss), "%s %s" % (cls.__name__, transformers.__version__)
+
+
+def check(args):
+    weights, metadata = read_stdlib(args.weights)
+    print("export_loads: read by the format's rules: %d tensors, metadata %s"
+          % (len(weights), json.dumps(metadata, sort_keys=True)))
+    tokens = np.frombuffer(open(args.data, "rb").read(), np.uint8)
+    n = args.batch * args.seq
+    inputs = tokens[:n].astype(np.int64).reshape(args.batch, args.seq)
+    targets = tokens[1:n + 1].astype(np.int64).reshape(args.batch, args.seq)
+    if args.family == "gpt2":
+        config = gpt2_config(weights, args.heads)
+        stripped = {k[len("transformer."):] if k.startswith("transformer.")
+                    else k: v.astype(np.float64) for k, v in weights.items()}
+        reference, layers = hf_gpt2.gpt2_loss(stripped, inputs, targets,
+                                              args.heads)
+    else:
+        config = llama_config(weights, args.heads, args.seq, args.eps,
+                              args.theta)
+        reference, layers = llama_loss(weights, inputs, targets, args.heads,
+                                       args.eps, args.theta)
+    print("export_loads: config.json %s" % json.dumps(config, sort_keys=True))
+    fsdp = json.load(open(args.report))["losses"][0]
+    ok = verdict("numpy forward (%d layers)" % layers, reference, fsdp,
+                 args.rtol)
+    required = set(args.require)
+    if available("safetensors", "safetensors" in required):
+        ok &= check_package(args.weights, weights, metadata)
+    else:
+        ok &= "safetensors" not in required
+    if available("transformers", "transformers" in required):
+        loss, what = transformers_loss(args.family, args.weights, config,
+                                       inputs, targets)
+        ok &= verdict(what, loss, fsdp, args.rtol)
+    else:
+        ok &= "transformers" not in required
+    return 0 if ok else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("randomize")
+    r.add_argument("inp")
+    r.add_argument("out")
+    r.add_argument("--seed", type=int, default=1)
+    c = sub.add_parser("check")
+    c.add_argument("family", choices=["gpt2", "llama"])
+    for name in ("weights", "data", "report"):
+        c.add_argument(name)
+    for flag in ("heads", "batch", "seq"):
+        c.add_argument("--" + flag, type=int, required=True)
+    c.add_argument("--eps", type=float, default=1e-6)
+    c.add_argument("--theta", type=float, default=10000.0)
+    c.add_argument("--require", action="append", default=[],
+                   choices=sorted(NEEDS))
+    c.add_argument("--rtol", type=float, default=1e-5)
+    args = p.parse_args()
+    return randomize(args) if args.command == "randomize" else check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
