@@ -3,8 +3,11 @@
 // The writer: each rank's safetensors file (temporary, fsync, rename,
 // directory fsync), a barrier that also carries any rank's failure, rank
 // 0's manifest last, then --keep-last. The fault points (checkpointFault)
-// lie between those steps. CheckpointResume.cpp reads them back;
-// CheckpointJson.cpp has the manifest's JSON.
+// lie between those steps. prepare() allocates at setup what every write
+// needs (the staging buffer, the texts with room for any step: see
+// PreparedJson.h), so that a write allocates nothing while training.
+// CheckpointResume.cpp reads them back; CheckpointJson.cpp has the
+// manifest's JSON.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,12 +18,15 @@
 #include "fsdp/runtime/SafeTensors.h"
 
 #include "CheckpointFiles.h"
+#include "PreparedJson.h"
 #include "SafeTensorsHeader.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +96,60 @@ unitShardBuffers(const Plan &plan, uint32_t unit) {
   return parts;
 }
 
+/// What write() uses, allocated by prepare().
+struct Checkpointer::Prepared {
+  /// The rank file's tensors go through it from the arena to the file.
+  std::vector<char> staging;
+  unsigned char length[8] = {};
+  /// The rank file: [0] its header's length, [1] the header, then each
+  /// tensor's data (a fill from the arena).
+  std::vector<FileChunk> rankChunks;
+  PreparedJson header;
+  int headerStep = -1;
+  /// Rank 0's manifest: its step and each rank file's size and CRC-32.
+  PreparedJson manifest;
+  int manifestStep = -1;
+  std::vector<int> fileBytes, fileCrcs;
+  std::vector<FileChunk> manifestChunks;
+  /// Every rank's file, with the figures of the last write.
+  std::vector<ManifestFile> files;
+  /// The step directories under the checkpoint directory, ascending: the
+  /// ones there at setup and those written since (--keep-last).
+  std::vector<int64_t> steps;
+  /// The flight recorder's labels of the write's collectives (their step
+  /// set at each write; the recorder's records copy them, as they do every
+  /// collective's).
+  CollectiveLabel barrier{0, -1, "checkpoint barrier"},
+      sizes{0, -1, "checkpoint file sizes"};
+};
+
+namespace {
+/// The widest values the prepared texts hold: their room is reserved.
+constexpr char kWidestStep[] = "9223372036854775807";
+constexpr uint64_t kWidestBytes = UINT64_MAX;
+constexpr char kWidestCrc[] = "ffffffff";
+/// What the checkpoint directory's path leaves for "/step-<k>/<file>.tmp".
+constexpr size_t kLongestSuffix = 96;
+
+/// A path formatted into `out` on the stack (prepare() checked that the
+/// checkpoint directory leaves room for every path a write makes).
+[[gnu::format(printf, 2, 3)]] void formatPath(char (&out)[PATH_MAX],
+                                              const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(out, sizeof(out), format, args);
+  va_end(args);
+}
+} // namespace
+
+Checkpointer::Checkpointer(const Plan &plan, Session &session,
+                           Communicator &comm, CheckpointOptions options,
+                           RunIdentity run)
+    : plan(plan), session(session), comm(comm), options(std::move(options)),
+      run(std::move(run)), prepared(std::make_unique<Prepared>()) {}
+
+Checkpointer::~Checkpointer() = default;
+
 bool Checkpointer::prepare(std::string &error) {
   if (!checkpointsAvailable()) {
     error = "--checkpoint-dir " + options.dir + ": " +
@@ -103,25 +163,41 @@ bool Checkpointer::prepare(std::string &error) {
                 " shard is not f32 (checkpoints hold f32 shards)";
         return false;
       }
+  if (options.dir.size() + kLongestSuffix >= PATH_MAX) {
+    error = options.dir + ": the checkpoint directory's path is too long";
+    return false;
+  }
   // Every rank: the directory exists for each once its own mkdir returns.
   if (mkdir(options.dir.c_str(), 0755) != 0 && errno != EEXIST) {
     error = options.dir +
             ": cannot create the checkpoint directory: " + std::strerror(errno);
     return false;
   }
-  return checkWritableDirectory(options.dir, error);
+  if (!checkWritableDirectory(options.dir, error))
+    return false;
+  Prepared &p = *prepared;
+  for (int r = 0; r < comm.size(); ++r)
+    p.files.push_back({rankFileName(r, comm.size()), r, 0, 0});
+  p.steps = listCheckpointSteps(options.dir);
+  p.steps.reserve(p.steps.size() + 2 +
+                  size_t(options.every > 0 ? run.steps / options.every : 0));
+  note.reserve(PATH_MAX + 160);
+  return prepareRankFile(error) && (comm.rank() != 0 || prepareManifest(error));
 }
 
-bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
-                                 ManifestFile &file, std::string &error) {
+/// The rank file's tensors and metadata, its header prepared for any step,
+/// and the staging buffer for its largest tensor (at most kStagingBytes).
+bool Checkpointer::prepareRankFile(std::string &error) {
   int rank = comm.rank(), ranks = comm.size();
+  Prepared &p = *prepared;
   std::vector<TensorToWrite> tensors;
-  std::vector<FileChunk> data;
   TensorMetadata meta = {{"format", "fsdp-checkpoint"},
                          {"version", std::to_string(kCheckpointVersion)},
-                         {"step", std::to_string(step)},
+                         {"step", "0"},
                          {"rank", std::to_string(rank)},
                          {"world_size", std::to_string(ranks)}};
+  p.rankChunks = {{p.length, 8}, {nullptr, 0}};
+  size_t largest = 0;
   for (uint32_t u = 0; u < plan.units.size(); ++u) {
     plan::ShardRange range =
         plan::shardRange(plan.units[u].flatSize, rank, ranks);
@@ -129,30 +205,80 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
         {plan.units[u].name + "/range",
          std::to_string(range.begin) + ":" + std::to_string(range.end)});
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
-      int64_t count = range.end - range.begin;
-      data.push_back({nullptr, size_t(count) * sizeof(float),
-                      [this, buffer = buffer, count](void *out) {
-                        session.readBuffer(buffer, static_cast<float *>(out),
-                                           count);
-                      }});
+      size_t bytes = size_t(range.end - range.begin) * sizeof(float);
+      largest = std::max(largest, bytes);
+      p.rankChunks.push_back(
+          {nullptr, bytes,
+           [this, buffer = buffer](void *out, size_t first, size_t n) {
+             session.readBufferRange(buffer, int64_t(first / sizeof(float)),
+                                     int64_t(n / sizeof(float)),
+                                     static_cast<float *>(out));
+           }});
       tensors.push_back({shardTensorName(plan.units[u].name, part),
                          TensorDType::F32,
                          {range.end - range.begin},
                          {}});
     }
   }
-  std::string header = emitSafeTensorsHeader(tensors, meta);
-  header.resize((header.size() + 7) / 8 * 8, ' ');
-  unsigned char length[8];
+  if (!p.header.prepare(emitSafeTensorsHeader(tensors, meta), -1, false) ||
+      (p.headerStep = p.header.slot("/__metadata__/step")) < 0) {
+    error = options.dir + ": cannot prepare the rank files' header";
+    return false;
+  }
+  p.header.setString(p.headerStep, kWidestStep);
+  p.header.reserve(8); // and its padding
+  p.staging.assign(std::min(largest, kStagingBytes), 0);
+  return true;
+}
+
+/// Rank 0's manifest with every field but the step and the files' figures,
+/// prepared for any of those.
+bool Checkpointer::prepareManifest(std::string &error) {
+  Prepared &p = *prepared;
+  Manifest manifest;
+  manifest.worldSize = comm.size();
+  manifest.planChecksum = plan.checksum;
+  manifest.run = run;
+  manifest.units = planLayout(plan);
+  manifest.files = p.files;
+  bool ok = p.manifest.prepare(emitManifest(manifest), 1, true) &&
+            (p.manifestStep = p.manifest.slot("/step")) >= 0;
+  for (int r = 0; ok && r < comm.size(); ++r) {
+    std::string at = "/files/" + std::to_string(r) + "/";
+    p.fileBytes.push_back(p.manifest.slot(at + "bytes"));
+    p.fileCrcs.push_back(p.manifest.slot(at + "crc32"));
+    ok = p.fileBytes.back() >= 0 && p.fileCrcs.back() >= 0;
+  }
+  if (!ok) {
+    error = options.dir + ": cannot prepare the manifest";
+    return false;
+  }
+  p.manifest.setNumber(p.manifestStep, uint64_t(INT64_MAX));
+  for (int r = 0; r < comm.size(); ++r) {
+    p.manifest.setNumber(p.fileBytes[r], kWidestBytes);
+    p.manifest.setString(p.fileCrcs[r], kWidestCrc);
+  }
+  p.manifest.reserve(1);
+  p.manifestChunks = {{nullptr, 0}};
+  return true;
+}
+
+bool Checkpointer::writeRankFile(const char *stepDir, int64_t step,
+                                 ManifestFile &file, std::string &error) {
+  Prepared &p = *prepared;
+  char number[24], path[PATH_MAX];
+  std::snprintf(number, sizeof(number), "%lld", (long long)step);
+  p.header.setString(p.headerStep, number);
+  const std::string &header = p.header.print(8);
   for (int i = 0; i < 8; ++i)
-    length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-  std::vector<FileChunk> chunks = {{length, 8}, {header.data(), header.size()}};
-  chunks.insert(chunks.end(), data.begin(), data.end());
-  file.name = rankFileName(rank, ranks);
-  file.rank = rank;
-  FaultPoints faults{"mid-rank-file", "rank-file-written", step, rank};
-  return writeFileAtomic(stepDir + "/" + file.name, chunks, faults, file.bytes,
-                         file.crc32, error);
+    p.length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  p.rankChunks[1].data = header.data();
+  p.rankChunks[1].bytes = header.size();
+  formatPath(path, "%s/%s", stepDir, p.files[size_t(comm.rank())].name.c_str());
+  FaultPoints faults{"mid-rank-file", "rank-file-written", step, comm.rank()};
+  return writeFileAtomic(path, p.rankChunks,
+                         {p.staging.data(), p.staging.size()}, faults,
+                         file.bytes, file.crc32, error);
 }
 
 /// The barrier after every rank's file: every rank learns whether all
@@ -160,7 +286,8 @@ bool Checkpointer::writeRankFile(const std::string &stepDir, int64_t step,
 bool Checkpointer::agree(int64_t step, bool ok, std::string &error) {
   uint64_t failed;
   {
-    RecordScope scope(CollectiveLabel{step, -1, "checkpoint barrier"});
+    prepared->barrier.step = step;
+    RecordScope scope(prepared->barrier);
     failed = comm.allReduceMax(ok ? 0 : uint64_t(comm.rank()) + 1);
   }
   if (!failed)
@@ -173,33 +300,39 @@ bool Checkpointer::agree(int64_t step, bool ok, std::string &error) {
   return false;
 }
 
-bool Checkpointer::writeManifest(const std::string &stepDir, int64_t step,
-                                 std::vector<ManifestFile> files,
+bool Checkpointer::writeManifest(const char *stepDir, int64_t step,
                                  std::string &error) {
-  Manifest manifest;
-  manifest.step = step;
-  manifest.worldSize = comm.size();
-  manifest.planChecksum = plan.checksum;
-  manifest.run = run;
-  manifest.units = planLayout(plan);
-  manifest.files = std::move(files);
-  std::string text = emitManifest(manifest);
-  std::vector<FileChunk> chunks = {{text.data(), text.size()}};
+  Prepared &p = *prepared;
+  p.manifest.setNumber(p.manifestStep, uint64_t(step));
+  for (size_t r = 0; r < p.files.size(); ++r) {
+    char crc[16];
+    std::snprintf(crc, sizeof(crc), "%08x", p.files[r].crc32);
+    p.manifest.setNumber(p.fileBytes[r], p.files[r].bytes);
+    p.manifest.setString(p.fileCrcs[r], crc);
+  }
+  const std::string &text = p.manifest.print();
+  p.manifestChunks[0].data = text.data();
+  p.manifestChunks[0].bytes = text.size();
+  char path[PATH_MAX];
+  formatPath(path, "%s/manifest.json", stepDir);
   uint64_t bytes;
   uint32_t crc;
   FaultPoints faults{"mid-manifest", "manifest-written", step, 0};
-  return writeFileAtomic(stepDir + "/manifest.json", chunks, faults, bytes, crc,
-                         error);
+  return writeFileAtomic(path, p.manifestChunks, {}, faults, bytes, crc, error);
 }
 
 bool Checkpointer::write(int64_t step, std::string &error) {
   auto start = std::chrono::steady_clock::now();
-  std::string stepDir = stepDirectory(options.dir, step);
+  Prepared &p = *prepared;
+  char stepDir[PATH_MAX], path[PATH_MAX];
+  formatPath(stepDir, "%s/step-%lld", options.dir.c_str(), (long long)step);
   int rank = comm.rank();
   // A manifest left by an earlier run of this step would vouch for files
   // about to change: gone first (the checkpoint is rewritten whole).
+  formatPath(path, "%s/manifest.json", stepDir);
   if (rank == 0)
-    unlink((stepDir + "/manifest.json").c_str());
+    unlink(path);
+  noteStep(step);
   ManifestFile file;
   bool ok = makeDirectory(stepDir, error) &&
             writeRankFile(stepDir, step, file, error);
@@ -210,56 +343,71 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   double fileSeconds = since(start);
   checkpointFault("rank-file-renamed", step, rank);
   if (!agree(step, ok, error)) {
-    unlink((stepDir + "/" + rankFileName(rank, comm.size())).c_str());
+    formatPath(path, "%s/%s", stepDir, p.files[size_t(rank)].name.c_str());
+    unlink(path);
     return false;
   }
   // Every rank's size and CRC-32 to rank 0, one broadcast each.
-  std::vector<ManifestFile> files(comm.size());
+  p.sizes.step = step;
   for (int r = 0; r < comm.size(); ++r) {
     uint64_t fields[2] = {file.bytes, file.crc32};
-    RecordScope scope(CollectiveLabel{step, -1, "checkpoint file sizes"});
+    RecordScope scope(p.sizes);
     comm.broadcast(fields, sizeof(fields), r);
-    files[r] = {rankFileName(r, comm.size()), r, fields[0],
-                uint32_t(fields[1])};
+    p.files[size_t(r)].bytes = fields[0];
+    p.files[size_t(r)].crc32 = uint32_t(fields[1]);
   }
   checkpointFault("before-manifest", step, rank);
-  ok = rank != 0 || writeManifest(stepDir, step, files, error);
+  ok = rank != 0 || writeManifest(stepDir, step, error);
   if (!agree(step, ok, error))
     return false;
   written = step;
   if (rank == 0 && options.keepLast > 0)
     pruneOld(step);
   uint64_t total = 0;
-  for (const ManifestFile &f : files)
+  for (const ManifestFile &f : p.files)
     total += f.bytes;
-  char text[320];
+  char text[PATH_MAX + 160];
   std::snprintf(text, sizeof(text),
                 "checkpoint %s written: %d rank files, %.2f MiB, %.3f s "
                 "(rank 0's file %.3f s)",
-                stepDir.c_str(), comm.size(), double(total) / (1 << 20),
-                since(start), fileSeconds);
-  note = text;
+                stepDir, comm.size(), double(total) / (1 << 20), since(start),
+                fileSeconds);
+  note.assign(text); // within the room prepare() reserved
   return true;
+}
+
+/// Step `step`'s directory among the known ones (sorted; room reserved).
+void Checkpointer::noteStep(int64_t step) {
+  std::vector<int64_t> &steps = prepared->steps;
+  auto at = std::lower_bound(steps.begin(), steps.end(), step);
+  if (at == steps.end() || *at != step)
+    steps.insert(at, step);
 }
 
 /// --keep-last M: every checkpoint older than the newest M complete ones
 /// goes, its manifest first (it stops existing at once), never the one
 /// just written.
 void Checkpointer::pruneOld(int64_t step) {
-  std::vector<int64_t> steps = listCheckpointSteps(options.dir);
-  std::vector<int64_t> complete;
-  for (int64_t s : steps)
-    if (s <= step &&
-        access((stepDirectory(options.dir, s) + "/manifest.json").c_str(),
-               F_OK) == 0)
-      complete.push_back(s);
-  std::sort(complete.rbegin(), complete.rend());
-  int64_t oldestKept = complete.size() > size_t(options.keepLast)
-                           ? complete[size_t(options.keepLast) - 1]
-                           : (complete.empty() ? step : complete.back());
-  for (int64_t s : steps)
-    if (s < oldestKept && s != step)
-      removeCheckpoint(stepDirectory(options.dir, s));
+  std::vector<int64_t> &steps = prepared->steps;
+  char path[PATH_MAX];
+  int64_t kept = 0, oldestKept = step;
+  for (auto it = steps.rbegin(); it != steps.rend() && kept < options.keepLast;
+       ++it) {
+    formatPath(path, "%s/step-%lld/manifest.json", options.dir.c_str(),
+               (long long)*it);
+    if (*it <= step && access(path, F_OK) == 0) {
+      oldestKept = *it;
+      ++kept;
+    }
+  }
+  auto gone = [&](int64_t s) {
+    if (s >= oldestKept || s == step)
+      return false;
+    formatPath(path, "%s/step-%lld", options.dir.c_str(), (long long)s);
+    removeCheckpoint(path);
+    return true;
+  };
+  steps.erase(std::remove_if(steps.begin(), steps.end(), gone), steps.end());
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -67,47 +68,66 @@ int writeAll(int fd, const char *data, size_t n) {
   return 0;
 }
 
-/// Writes the chunks, the `mid` fault point after half of the bytes; 0 or
+/// Writes n bytes of the file at p: the `mid` fault point once half of the
+/// file's `total` bytes are written; 0 or the errno of the failure.
+int writePiece(int fd, const char *p, size_t n, uint64_t total,
+               const FaultPoints &faults, uint64_t &bytes, uint32_t &crc) {
+  if (bytes < total / 2 && bytes + n >= total / 2) {
+    size_t first = size_t(total / 2 - bytes);
+    if (int failed = writeAll(fd, p, first))
+      return failed;
+    checkpointFault(faults.mid, faults.step, faults.rank);
+    crc = fastCrc32(p, first, crc);
+    bytes += first;
+    p += first;
+    n -= first;
+  }
+  if (int failed = writeAll(fd, p, n))
+    return failed;
+  crc = fastCrc32(p, n, crc);
+  bytes += n;
+  return 0;
+}
+
+/// Writes the chunks, a fill chunk through `staging` piece by piece; 0 or
 /// the errno of the first failure.
-int writeChunks(int fd, const std::vector<FileChunk> &chunks,
+int writeChunks(int fd, const std::vector<FileChunk> &chunks, Staging staging,
                 const FaultPoints &faults, uint64_t &bytes, uint32_t &crc) {
   uint64_t total = 0;
   for (const FileChunk &c : chunks)
     total += c.bytes;
   bytes = 0;
   crc = 0;
-  std::vector<char> staging;
   for (const FileChunk &c : chunks) {
-    const char *p = static_cast<const char *>(c.data);
-    size_t n = c.bytes;
-    if (c.fill) {
-      staging.resize(std::max(staging.size(), n));
-      c.fill(staging.data());
-      p = staging.data();
-    }
-    if (bytes < total / 2 && bytes + n >= total / 2) {
-      size_t first = size_t(total / 2 - bytes);
-      if (int failed = writeAll(fd, p, first))
+    if (c.fill && c.bytes && !staging.bytes)
+      return EINVAL; // nothing to stage through
+    for (size_t done = 0; done < c.bytes;) {
+      size_t n = c.bytes - done;
+      const char *p = static_cast<const char *>(c.data) + (c.fill ? 0 : done);
+      if (c.fill) {
+        n = std::min(n, staging.bytes);
+        c.fill(staging.data, done, n);
+        p = staging.data;
+      }
+      if (int failed = writePiece(fd, p, n, total, faults, bytes, crc))
         return failed;
-      checkpointFault(faults.mid, faults.step, faults.rank);
-      crc = fastCrc32(p, first, crc);
-      bytes += first;
-      p += first;
-      n -= first;
+      done += n;
     }
-    if (int failed = writeAll(fd, p, n))
-      return failed;
-    crc = fastCrc32(p, n, crc);
-    bytes += n;
   }
   return 0;
 }
 
-void syncDirectoryOf(const std::string &path) {
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  int fd =
-      open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/// fsyncs the directory that holds `path` (its name copied on the stack).
+void syncDirectoryOf(const char *path) {
+  char dir[PATH_MAX] = ".";
+  if (const char *slash = std::strrchr(path, '/')) {
+    size_t n = std::min(size_t(slash - path), sizeof(dir) - 1);
+    std::memcpy(dir, path, n);
+    dir[n] = '\0';
+    if (n == 0)
+      std::strcpy(dir, "/");
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
     fsync(fd);
     close(fd);
@@ -115,31 +135,34 @@ void syncDirectoryOf(const std::string &path) {
 }
 } // namespace
 
-bool writeFileAtomic(const std::string &path,
-                     const std::vector<FileChunk> &chunks,
-                     const FaultPoints &faults, uint64_t &bytes, uint32_t &crc,
-                     std::string &error) {
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(),
-                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+bool writeFileAtomic(const char *path, const std::vector<FileChunk> &chunks,
+                     Staging staging, const FaultPoints &faults,
+                     uint64_t &bytes, uint32_t &crc, std::string &error) {
+  char tmp[PATH_MAX];
+  if (std::snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= int(sizeof(tmp))) {
+    error = std::string(path) + ": the path is too long";
+    return false;
+  }
+  int fd =
+      open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    error = tmp + ": cannot create: " + std::strerror(errno);
+    error = std::string(tmp) + ": cannot create: " + std::strerror(errno);
     return false;
   }
   registerTemporaryFile(tmp);
-  int failed = writeChunks(fd, chunks, faults, bytes, crc);
+  int failed = writeChunks(fd, chunks, staging, faults, bytes, crc);
   if (!failed && fsync(fd) != 0)
     failed = errno;
   if (close(fd) != 0 && !failed)
     failed = errno;
   if (!failed)
     checkpointFault(faults.written, faults.step, faults.rank);
-  if (!failed && std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (!failed && std::rename(tmp, path) != 0)
     failed = errno;
   forgetTemporaryFile(tmp);
   if (failed) {
-    unlink(tmp.c_str());
-    error = path +
+    unlink(tmp);
+    error = std::string(path) +
             ": cannot write the checkpoint file: " + std::strerror(failed) +
             " (the checkpoint is not written; the "
             "previous ones are unchanged)";
@@ -169,16 +192,15 @@ bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc) {
   }
 }
 
-bool makeDirectory(const std::string &path, std::string &error) {
-  if (mkdir(path.c_str(), 0755) == 0) {
+bool makeDirectory(const char *path, std::string &error) {
+  if (mkdir(path, 0755) == 0) {
     syncDirectoryOf(path);
     return true;
   }
   struct stat info;
-  if (errno == EEXIST && stat(path.c_str(), &info) == 0 &&
-      S_ISDIR(info.st_mode))
+  if (errno == EEXIST && stat(path, &info) == 0 && S_ISDIR(info.st_mode))
     return true;
-  error = path + ": cannot create the checkpoint directory: " +
+  error = std::string(path) + ": cannot create the checkpoint directory: " +
           (errno == EEXIST ? std::string("not a directory")
                            : std::string(std::strerror(errno)));
   return false;
@@ -216,19 +238,37 @@ std::vector<int64_t> listCheckpointSteps(const std::string &dir) {
   return steps;
 }
 
-void removeCheckpoint(const std::string &stepDir) {
-  unlink((stepDir + "/manifest.json").c_str());
-  syncDirectoryOf(stepDir + "/manifest.json");
-  if (DIR *d = opendir(stepDir.c_str())) {
-    std::vector<std::string> names;
-    while (dirent *entry = readdir(d))
-      if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
-        names.push_back(entry->d_name);
-    closedir(d);
-    for (const std::string &name : names)
-      unlink((stepDir + "/" + name).c_str());
+void removeCheckpoint(const char *stepDir) {
+  char manifest[PATH_MAX];
+  if (std::snprintf(manifest, sizeof(manifest), "%s/manifest.json", stepDir) <
+      int(sizeof(manifest))) {
+    unlink(manifest);
+    syncDirectoryOf(manifest);
   }
-  rmdir(stepDir.c_str());
+  int fd = open(stepDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  // Entries removed while the directory is read may hide others: read it
+  // again from the start until a pass finds nothing left (a few at most).
+  for (int pass = 0; pass < 8; ++pass) {
+    alignas(8) char buffer[8192];
+    bool removed = false;
+    lseek(fd, 0, SEEK_SET);
+    ssize_t n;
+    while ((n = getdents64(fd, buffer, sizeof(buffer))) > 0)
+      for (ssize_t at = 0; at < n;) {
+        auto *entry = reinterpret_cast<dirent64 *>(buffer + at);
+        at += entry->d_reclen;
+        if (std::strcmp(entry->d_name, ".") &&
+            std::strcmp(entry->d_name, "..") &&
+            unlinkat(fd, entry->d_name, 0) == 0)
+          removed = true;
+      }
+    if (!removed)
+      break;
+  }
+  close(fd);
+  rmdir(stepDir);
 }
 
 } // namespace fsdp::rt

@@ -81,15 +81,25 @@ void syncDirectory(const std::string &path) {
 }
 } // namespace
 
-void registerTemporaryFile(const std::string &path) {
-  int n = gNumTemporaries;
-  if (n >= kMaxTemporaries || path.size() >= sizeof(gTemporaries[0]))
+void registerTemporaryFile(std::string_view path) {
+  if (path.empty() || path.size() >= sizeof(gTemporaries[0]))
     return;
-  std::memcpy(gTemporaries[n], path.c_str(), path.size() + 1);
-  gNumTemporaries = n + 1;
+  // A slot forgotten before is taken again (a run that checkpoints every
+  // step registers two temporaries a step), else the next one.
+  int n = 0;
+  while (n < gNumTemporaries && n < kMaxTemporaries && gTemporaries[n][0])
+    ++n;
+  if (n >= kMaxTemporaries)
+    return;
+  // The first character last: a signal meanwhile sees an empty slot.
+  std::memcpy(gTemporaries[n] + 1, path.data() + 1, path.size() - 1);
+  gTemporaries[n][path.size()] = '\0';
+  gTemporaries[n][0] = path[0];
+  if (n == gNumTemporaries)
+    gNumTemporaries = n + 1;
 }
 
-void forgetTemporaryFile(const std::string &path) {
+void forgetTemporaryFile(std::string_view path) {
   for (int i = 0; i < gNumTemporaries && i < kMaxTemporaries; ++i)
     if (path == gTemporaries[i])
       gTemporaries[i][0] = '\0';

@@ -296,6 +296,14 @@ void Session::readBuffer(uint32_t id, float *out, int64_t count) {
                std::min<uint64_t>(buffer.size, uint64_t(count) * 4));
 }
 
+void Session::readBufferRange(uint32_t id, int64_t first, int64_t count,
+                              float *out) {
+  const BufferDesc &buffer = plan.buffers[id];
+  uint64_t begin = std::min<uint64_t>(buffer.size, uint64_t(first) * 4);
+  backend.read(buffer.offset + begin, out,
+               std::min<uint64_t>(buffer.size - begin, uint64_t(count) * 4));
+}
+
 void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {
   const BufferDesc &buffer = plan.buffers[id];
   backend.write(buffer.offset, values.data(),

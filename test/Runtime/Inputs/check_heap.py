@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a --report-json report's heap figures against the arena:
 
-  check_heap.py REPORT STEP_SLACK FIXED_SLACK
+  check_heap.py REPORT STEP_SLACK FIXED_SLACK [--like BASELINE EXTRA]
 
 * while training, the heap rises above its after-setup level by at most
   1% of the arena plus STEP_SLACK bytes (a step allocates nothing that
@@ -13,6 +13,11 @@
   largest line (Open MPI's start-up) is a measurement on this project's
   machines, and another machine's Open MPI may differ a little.
 
+* --like: while training, the heap rises above its after-setup level at
+  most EXTRA bytes more than in BASELINE's run (the same training without
+  what REPORT's run adds, e.g. checkpoints: what that adds is allocated at
+  setup, where the setup heap counts it, not while training).
+
 Prints the figures and exits 1 naming the rule that fails.
 """
 import json
@@ -20,6 +25,7 @@ import sys
 
 report = json.load(open(sys.argv[1]))
 step_slack, fixed_slack = int(sys.argv[2]), int(sys.argv[3])
+like = sys.argv[5:7] if sys.argv[4:5] == ["--like"] else None
 arena = report["arena_bytes_predicted"]
 setup, peak = report["heap_bytes_after_setup"], report["heap_bytes_peak"]
 print(f"arena {arena}, heap after setup {setup}, peak {peak}: "
@@ -52,5 +58,18 @@ if "rss_bytes_predicted" in report and report["rss_bytes_predicted"]:
     if rss < rss_predicted // 2:
         print(f"FAIL: the resident set peaked at {rss} bytes, under half "
               f"the compiler's {rss_predicted}")
+        ok = False
+if like:
+    base = json.load(open(like[0]))
+    extra = int(like[1])
+    grew = peak - setup
+    base_grew = base["heap_bytes_peak"] - base["heap_bytes_after_setup"]
+    print(f"while training: {grew} bytes, {base_grew} in the baseline run "
+          f"({grew - base_grew:+d}); after setup: "
+          f"{setup - base['heap_bytes_after_setup']:+d} bytes")
+    if grew - base_grew > extra:
+        print(f"FAIL: training allocated {grew - base_grew} bytes more than "
+              f"the baseline run, more than {extra}: allocations the report "
+              f"did not predict")
         ok = False
 sys.exit(0 if ok else 1)

@@ -26,6 +26,7 @@
 #include "fsdp/runtime/Session.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,16 +96,21 @@ struct CheckpointOptions {
 };
 
 /// Writes one run's checkpoints. write() is a collective: every rank calls
-/// it at the same step.
+/// it at the same step. Everything a write needs is allocated by
+/// prepare(), at setup: the staging buffer (the largest shard tensor of
+/// the rank's file, at most 1 MiB), the rank file's header and rank 0's
+/// manifest as prepared JSON with room for their widest values, the list
+/// of step directories; write() itself allocates nothing on the heap but
+/// on failure (test/Runtime/checkpoint-heap.test).
 class Checkpointer {
 public:
   Checkpointer(const Plan &plan, Session &session, Communicator &comm,
-               CheckpointOptions options, RunIdentity run)
-      : plan(plan), session(session), comm(comm), options(std::move(options)),
-        run(std::move(run)) {}
+               CheckpointOptions options, RunIdentity run);
+  ~Checkpointer();
 
   /// Creates the directory where missing and checks that it is one and
-  /// writable, before any step; false with `error` naming it.
+  /// writable, and allocates what writing needs, before any step; false
+  /// with `error` naming it.
   bool prepare(std::string &error);
   /// Whether step `step` of a run ending at `last` writes one.
   bool due(int64_t step, int64_t last) const {
@@ -120,12 +126,15 @@ public:
   const std::string &lastNote() const { return note; }
 
 private:
-  bool writeRankFile(const std::string &stepDir, int64_t step,
-                     ManifestFile &file, std::string &error);
+  struct Prepared;
+  bool prepareRankFile(std::string &error);
+  bool prepareManifest(std::string &error);
+  bool writeRankFile(const char *stepDir, int64_t step, ManifestFile &file,
+                     std::string &error);
   bool agree(int64_t step, bool ok, std::string &error);
-  bool writeManifest(const std::string &stepDir, int64_t step,
-                     std::vector<ManifestFile> files, std::string &error);
+  bool writeManifest(const char *stepDir, int64_t step, std::string &error);
   void pruneOld(int64_t step);
+  void noteStep(int64_t step);
 
   const Plan &plan;
   Session &session;
@@ -134,6 +143,7 @@ private:
   RunIdentity run;
   int64_t written = -1;
   std::string note;
+  std::unique_ptr<Prepared> prepared;
 };
 
 /// The checkpoint --resume continues from.

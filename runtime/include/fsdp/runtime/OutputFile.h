@@ -19,6 +19,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace fsdp::rt {
 
@@ -46,8 +47,10 @@ private:
 
 /// Also removes the board and other files registered with
 /// registerTemporaryFile: names that must not outlive a failed run.
-void registerTemporaryFile(const std::string &path);
-void forgetTemporaryFile(const std::string &path);
+/// (A string_view: a checkpoint registers its temporaries without
+/// allocating.)
+void registerTemporaryFile(std::string_view path);
+void forgetTemporaryFile(std::string_view path);
 /// Unlinks every registered temporary (async-signal-safe).
 void removeTemporaryFiles();
 /// SIGTERM and SIGINT remove the temporaries and exit 128 + signal; a
