@@ -131,6 +131,14 @@ constexpr char kWidestCrc[] = "ffffffff";
 /// What the checkpoint directory's path leaves for "/step-<k>/<file>.tmp".
 constexpr size_t kLongestSuffix = 96;
 
+/// kStagingBytes, or FSDP_CHECKPOINT_STAGING=BYTES (testing only: a small
+/// buffer splits every tensor into pieces), rounded down to whole floats.
+size_t stagingLimit() {
+  const char *text = std::getenv("FSDP_CHECKPOINT_STAGING");
+  long long bytes = text ? std::atoll(text) : 0;
+  return bytes >= 4 ? size_t(bytes) / 4 * 4 : kStagingBytes;
+}
+
 /// A path formatted into `out` on the stack (prepare() checked that the
 /// checkpoint directory leaves room for every path a write makes).
 [[gnu::format(printf, 2, 3)]] void formatPath(char (&out)[PATH_MAX],
@@ -227,7 +235,7 @@ bool Checkpointer::prepareRankFile(std::string &error) {
   }
   p.header.setString(p.headerStep, kWidestStep);
   p.header.reserve(8); // and its padding
-  p.staging.assign(std::min(largest, kStagingBytes), 0);
+  p.staging.assign(std::min(largest, stagingLimit()), 0);
   return true;
 }
 
