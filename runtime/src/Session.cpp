@@ -290,12 +290,6 @@ std::vector<float> Session::readBuffer(uint32_t id) {
   return values;
 }
 
-void Session::readBuffer(uint32_t id, float *out, int64_t count) {
-  const BufferDesc &buffer = plan.buffers[id];
-  backend.read(buffer.offset, out,
-               std::min<uint64_t>(buffer.size, uint64_t(count) * 4));
-}
-
 void Session::readBufferRange(uint32_t id, int64_t first, int64_t count,
                               float *out) {
   const BufferDesc &buffer = plan.buffers[id];

@@ -74,8 +74,6 @@ public:
   std::optional<double> maxGradNorm() const;
 
   std::vector<float> readBuffer(uint32_t buffer);
-  /// The first `count` elements of an f32 buffer, into `out`.
-  void readBuffer(uint32_t buffer, float *out, int64_t count);
   /// Elements [first, first + count) of an f32 buffer, into `out` (what
   /// lies past the buffer's end is not read).
   void readBufferRange(uint32_t buffer, int64_t first, int64_t count,
