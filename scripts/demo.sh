@@ -3,8 +3,9 @@
 # two ranks (fsdp-opt --fsdp-train-pipeline="world-size=2": units, batch
 # split, autodiff, sharding, verification, lowering, memory plan), prints
 # the compiler's memory report, then trains it with FSDP on two CPU ranks
-# (mpirun, one process per rank) on a small English text (data/corpus.txt),
-# the learning rate warming up over 20 steps and then following a cosine to
+# (mpirun, one process per rank) on a small English text (data/corpus.txt:
+# its last 1025 bytes held out as validation data, measured every 50
+# steps by the plan's evaluation step), the learning rate warming up over 20 steps and then following a cosine to
 # a tenth of the peak, the gradients clipped to global norm 1 in the
 # compiled step, a checkpoint every 50 steps: one progress line every 25
 # steps. At step 150 it is interrupted (SIGTERM, as a preemption would),
@@ -38,14 +39,24 @@ echo "=== fsdp-opt --fsdp-train-pipeline=\"world-size=$ranks lr=2e-3 grad-clip=1
   --fsdp-train-pipeline="world-size=$ranks lr=2e-3 grad-clip=1.0" \
   --fsdp-plan-memory=report -o "$out/model.plan"
 
+# The text's last 1025 bytes (two global batches of 8 x 64 and their last
+# target) are held out: the model never trains on them.
+corpus="$root/data/corpus.txt"
+held=1025
+head -c "$(( $(wc -c < "$corpus") - held ))" "$corpus" > "$out/train.txt"
+tail -c "$held" "$corpus" > "$out/val.txt"
+
 # The run: a cosine schedule after 20 warmup steps, the gradients clipped
-# to norm 1 inside the compiled step, a checkpoint every 50 steps.
+# to norm 1 inside the compiled step, the validation loss and a checkpoint
+# every 50 steps.
 train=("$bin/fsdp-run" "$out/model.plan" --steps 300 --log-every 25
        --lr-schedule cosine --warmup-steps 20 --min-lr 2e-4
-       --threads "$threads" --data "$root/data/corpus.txt")
+       --threads "$threads" --data "$out/train.txt"
+       --val-data "$out/val.txt" --val-every 50)
 
 echo "=== ${launch[*]} fsdp-run model.plan --steps 300 --lr-schedule cosine" \
-  "--warmup-steps 20 --min-lr 2e-4 --checkpoint-dir ckpt --checkpoint-every 50"
+  "--warmup-steps 20 --min-lr 2e-4 --data train.txt --val-data val.txt" \
+  "--val-every 50 --checkpoint-dir ckpt --checkpoint-every 50"
 echo "    (interrupted with SIGTERM after step 150)"
 "${launch[@]}" "${train[@]}" --checkpoint-dir "$out/ckpt" \
   --checkpoint-every 50 > "$out/first.log" 2>&1 &
