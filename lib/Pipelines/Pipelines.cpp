@@ -29,8 +29,14 @@ static PassOptions scheduleOptions(const TrainPipelineOptions &options) {
 
 void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
+  // world-size=N alone is the mesh 1xN; with mesh=RxS it must be R * S.
   FsdpMeshPassOptions mesh;
-  mesh.shard = options.worldSize;
+  if (options.mesh.empty()) {
+    mesh.shard = options.worldSize == 0 ? 1 : options.worldSize;
+  } else {
+    mesh.spec = options.mesh;
+    mesh.worldSize = options.worldSize;
+  }
   pm.addPass(createFsdpMeshPass(mesh));
 
   FsdpWrapPassOptions wrap;

@@ -207,8 +207,7 @@ bool Checkpointer::prepareRankFile(std::string &error) {
   p.rankChunks = {{p.length, 8}, {nullptr, 0}};
   size_t largest = 0;
   for (uint32_t u = 0; u < plan.units.size(); ++u) {
-    plan::ShardRange range =
-        plan::shardRange(plan.units[u].flatSize, rank, ranks);
+    plan::ShardRange range = plan.shardOf(u, rank);
     meta.push_back(
         {plan.units[u].name + "/range",
          std::to_string(range.begin) + ":" + std::to_string(range.end)});

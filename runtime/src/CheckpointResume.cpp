@@ -247,19 +247,38 @@ struct OldFiles {
 
 /// Fills `out` (this rank's shard of unit `unit`, part `part`) from every
 /// old rank whose shard overlaps it.
+/// The range of unit `unit` old rank `r`'s file holds: its "UNIT/range"
+/// metadata ("begin:end", which a hybrid-sharded run's files need: their
+/// layout is the shard group's), else the full-sharding layout of the old
+/// world size.
+plan::ShardRange oldRange(const SafeTensorsReader &reader,
+                          const UnitDesc &unit, int64_t r, int64_t oldRanks) {
+  plan::ShardRange range = plan::shardRange(unit.flatSize, r, oldRanks);
+  for (const auto &[key, value] : reader.metadata()) {
+    if (key != unit.name + "/range")
+      continue;
+    long long begin = 0, end = 0;
+    char tail = 0;
+    if (std::sscanf(value.c_str(), "%lld:%lld%c", &begin, &end, &tail) == 2 &&
+        0 <= begin && begin <= end && end <= unit.flatSize)
+      range = {begin, end};
+  }
+  return range;
+}
+
 bool loadPart(OldFiles &files, const UnitDesc &unit, const char *part,
               plan::ShardRange mine, float *out, std::string &error) {
   int64_t oldRanks = files.point.manifest.worldSize;
   std::string name = shardTensorName(unit.name, part);
   for (int64_t r = 0; r < oldRanks; ++r) {
-    plan::ShardRange old = plan::shardRange(unit.flatSize, r, oldRanks);
+    SafeTensorsReader *reader = files.get(int(r), error);
+    if (!reader)
+      return false;
+    plan::ShardRange old = oldRange(*reader, unit, r, oldRanks);
     int64_t lo = std::max(old.begin, mine.begin),
             hi = std::min(old.end, mine.end);
     if (lo >= hi)
       continue;
-    SafeTensorsReader *reader = files.get(int(r), error);
-    if (!reader)
-      return false;
     const TensorInfo *t = reader->find(name);
     if (!t || t->dtype != TensorDType::F32 ||
         t->shape != std::vector<int64_t>{old.end - old.begin}) {
@@ -278,8 +297,7 @@ bool loadCheckpoint(const ResumePoint &point, const Plan &plan,
   OldFiles files{point, {}};
   for (uint32_t u = 0; u < plan.units.size(); ++u) {
     const UnitDesc &unit = plan.units[u];
-    plan::ShardRange mine =
-        plan::shardRange(unit.flatSize, comm.rank(), comm.size());
+    plan::ShardRange mine = plan.shardOf(u, comm.rank());
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
       std::vector<float> host(plan.buffers[buffer].numElements(), 0.0f);
       if (!loadPart(files, unit, part, mine, host.data(), error))

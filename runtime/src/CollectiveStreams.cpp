@@ -24,12 +24,18 @@ CollectiveStreams::~CollectiveStreams() {
     stream->thread.join();
 }
 
-void CollectiveStreams::start(uint32_t stream, std::vector<uint32_t> tokens,
-                              Job job) {
+void CollectiveStreams::setGroup(uint32_t stream, plan::CommAxis axis,
+                                 std::unique_ptr<Communicator> group) {
+  std::lock_guard<std::mutex> lock(mutex);
+  streams.at(stream - 1)->groups[uint32_t(axis)] = std::move(group);
+}
+
+void CollectiveStreams::start(uint32_t stream, plan::CommAxis axis,
+                              std::vector<uint32_t> tokens, Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     streams.at(stream - 1)
-        ->queue.emplace_back(std::move(tokens), std::move(job));
+        ->queue.push_back({axis, std::move(tokens), std::move(job)});
   }
   queued.notify_all();
 }
@@ -51,12 +57,16 @@ void CollectiveStreams::serve(Stream &stream) {
     // started (its peers may be gone).
     if (stopping)
       return;
-    auto [tokens, job] = std::move(stream.queue.front());
+    Queued next = std::move(stream.queue.front());
     stream.queue.pop_front();
+    Communicator &comm = stream.groups[uint32_t(next.axis)]
+                             ? *stream.groups[uint32_t(next.axis)]
+                             : *stream.comm;
     lock.unlock();
     Backend::Span span;
     span.startNanos = steadyNanos();
-    job(*stream.comm);
+    next.job(comm);
+    std::vector<uint32_t> &tokens = next.tokens;
     span.endNanos = steadyNanos();
     lock.lock();
     for (uint32_t token : tokens)

@@ -16,6 +16,7 @@
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Communicator.h"
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -36,15 +37,32 @@ public:
   ~CollectiveStreams();
 
   size_t numStreams() const { return streams.size(); }
-  /// Queues `job` on `stream`; it completes the collectives `tokens`.
-  void start(uint32_t stream, std::vector<uint32_t> tokens, Job job);
+  /// Stream s's own communicator (every rank), to split groups from.
+  Communicator &communicator(uint32_t stream) {
+    return *streams.at(stream - 1)->comm;
+  }
+  /// Hybrid sharding: stream s runs the collectives over `axis` on
+  /// `group` (split from its communicator). Call before any start.
+  void setGroup(uint32_t stream, plan::CommAxis axis,
+                std::unique_ptr<Communicator> group);
+  /// Queues `job` on `stream`, over `axis`'s group (the stream's own
+  /// communicator where no group was set); it completes the collectives
+  /// `tokens`.
+  void start(uint32_t stream, plan::CommAxis axis,
+             std::vector<uint32_t> tokens, Job job);
   /// Blocks until collective `token` has run; returns when it ran.
   Backend::Span wait(uint32_t token);
 
 private:
+  struct Queued {
+    plan::CommAxis axis;
+    std::vector<uint32_t> tokens;
+    Job job;
+  };
   struct Stream {
     std::unique_ptr<Communicator> comm;
-    std::deque<std::pair<std::vector<uint32_t>, Job>> queue;
+    std::array<std::unique_ptr<Communicator>, plan::kNumCommAxes> groups;
+    std::deque<Queued> queue;
     std::thread thread;
   };
   void serve(Stream &stream);

@@ -140,7 +140,8 @@ uint64_t FlightRecorder::issue(const CollectiveLabel &label,
 }
 
 uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
-                               const std::string &kind, uint64_t bytes) {
+                               const std::string &kind, uint64_t bytes,
+                               const std::string &group) {
   channel = std::min(channel, kMaxChannels - 1);
   int64_t now = steadyNanos();
   std::lock_guard<std::mutex> lock(mutex);
@@ -156,6 +157,11 @@ uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
   r.startedNanos = now;
   if (r.kind.empty())
     r.kind = kind;
+  // A mesh axis's group (hybrid sharding) is part of what the collective
+  // is: the dump, the board and the watchdog's message name it.
+  if (!group.empty() && group != "world")
+    r.label.what = (r.label.what.empty() ? r.kind : r.label.what) + " over " +
+                   group;
   publish(r, /*started=*/true);
   return id;
 }

@@ -62,7 +62,8 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
   using plan::Opcode;
   return opcode != Opcode::Cast && opcode != Opcode::Copy &&
          opcode != Opcode::AllGather && opcode != Opcode::ReduceScatter &&
-         opcode != Opcode::AllReduceSum && opcode != Opcode::Wait;
+         opcode != Opcode::AllReduceSum && opcode != Opcode::AllReduceMean &&
+         opcode != Opcode::Wait;
 }
 
 /// Runs compute instruction `inst` through `k`; returns false, doing
@@ -285,6 +286,7 @@ bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::AllReduceSum:
+  case Opcode::AllReduceMean:
   case Opcode::Wait:
     return false;
   }

@@ -19,6 +19,7 @@ public:
                          plan::DType type) override {
     std::memmove(shard, full, uint64_t(total) * plan::dtypeSize(type));
   }
+  void allReduceMeanInPlace(void *, int64_t, plan::DType) override {}
   double allReduceMean(double value) override { return value; }
   double allReduceSum(double value) override { return value; }
   uint64_t allReduceMax(uint64_t value) override { return value; }
@@ -26,6 +27,10 @@ public:
   int localRank() const override { return 0; }
   int localSize() const override { return 1; }
   std::unique_ptr<Communicator> duplicate(std::string &) override {
+    return std::make_unique<LocalCommunicator>();
+  }
+  std::unique_ptr<Communicator> split(int, int, const std::string &,
+                                      std::string &) override {
     return std::make_unique<LocalCommunicator>();
   }
   [[noreturn]] void abort(int code) override { std::exit(code); }

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace fsdp::rt {
@@ -110,6 +111,33 @@ public:
                                        static_cast<float *>(shard));
   }
 
+  void allReduceMeanInPlace(void *data, int64_t count,
+                            plan::DType type) override {
+    if (count > INT32_MAX) {
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: error: an all-reduce of %lld elements "
+                   "exceeds MPI's int counts\n",
+                   rank_, (long long)count);
+      abort(1);
+    }
+    // Open MPI's all-reduce algorithms (reduce and broadcast, recursive
+    // doubling of a commutative sum, ring) leave every rank the same bits;
+    // bf16 adds with our rounding operation, as the MPI reduce-scatter.
+    if (type == plan::DType::BF16) {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_UINT16_T,
+                          sumOp<BF16Elements>(), comm),
+            "MPI_Allreduce");
+      BF16Elements::scale(static_cast<uint16_t *>(data), 1.0f / float(size_),
+                          int(count));
+      return;
+    }
+    check(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM,
+                        comm),
+          "MPI_Allreduce");
+    F32Elements::scale(static_cast<float *>(data), 1.0f / float(size_),
+                       int(count));
+  }
+
   double allReduceMean(double value) override {
     double sum = 0.0;
     check(MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm),
@@ -138,8 +166,21 @@ public:
     }
     MPI_Comm copy;
     check(MPI_Comm_dup(comm, &copy), "MPI_Comm_dup");
-    return std::make_unique<MpiCommunicator>(copy, true);
+    auto result = std::make_unique<MpiCommunicator>(copy, true);
+    result->group = group;
+    return result;
   }
+
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      const std::string &name,
+                                      std::string &) override {
+    MPI_Comm part;
+    check(MPI_Comm_split(comm, color, key, &part), "MPI_Comm_split");
+    auto result = std::make_unique<MpiCommunicator>(part, threadMultiple);
+    result->group = name;
+    return result;
+  }
+  std::string groupName() const override { return group; }
 
   uint64_t allReduceMax(uint64_t value) override {
     uint64_t max = 0;
@@ -247,6 +288,7 @@ private:
 
   MPI_Comm comm;
   bool threadMultiple;
+  std::string group = "world";
   /// Our ring reduce-scatter, or MPI's (FSDP_REDUCE_SCATTER=mpi).
   bool ring = !std::getenv("FSDP_REDUCE_SCATTER") ||
               std::string(std::getenv("FSDP_REDUCE_SCATTER")) != "mpi";

@@ -309,6 +309,7 @@ static bool checkHeader(const std::string &bytes, uint32_t &crc,
 static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   uint64_t peak[7] = {};
   r.read(plan.worldSize);
+  r.read(plan.shardSize);
   r.read(plan.arenaSize);
   r.read(plan.peakBytes);
   r.read(plan.peakKernel);
@@ -326,6 +327,9 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
     why = "invalid model FLOPs per step " + std::to_string(plan.modelFlops);
   else if (plan.worldSize < 1 || plan.worldSize > (1u << 20))
     why = "invalid world size " + std::to_string(plan.worldSize);
+  else if (plan.shardSize < 1 || plan.worldSize % plan.shardSize != 0)
+    why = "invalid mesh: a shard group of " + std::to_string(plan.shardSize) +
+          " ranks in a world of " + std::to_string(plan.worldSize);
   else if (plan.arenaSize > plan::kMaxArenaSize)
     why = "an arena of " + std::to_string(plan.arenaSize) +
           " bytes is larger than the " + std::to_string(plan::kMaxArenaSize) +
@@ -547,7 +551,7 @@ static bool resolveNames(Plan &plan, const StringIds &ids,
         plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
         plan.buffers[u.shardBuffer].unit != int32_t(i) ||
         plan.buffers[u.shardBuffer].numElements() !=
-            plan::maxShardSize(u.flatSize, plan.worldSize))
+            plan::maxShardSize(u.flatSize, plan.shardSize))
       return fail("unit '" + u.name + "' has no valid shard buffer");
   }
   for (size_t i = 0; i < plan.params.size(); ++i) {
@@ -874,14 +878,26 @@ static bool checkSharded(const KernelCheck &k) {
     if (k.in(0).kind != plan::BufferKind::Param || k.in(0).unit < 0 ||
         k.out(0).numElements() != plan.units[k.in(0).unit].flatSize ||
         k.in(0).numElements() !=
-            plan::maxShardSize(k.out(0).numElements(), plan.worldSize))
+            plan::maxShardSize(k.out(0).numElements(), plan.shardSize))
       return k.bad("does not gather a unit's shard into its flat size");
     return true;
   case plan::Opcode::ReduceScatter:
     if (k.out(0).numElements() !=
-        plan::maxShardSize(k.in(0).numElements(), plan.worldSize))
+        plan::maxShardSize(k.in(0).numElements(), plan.shardSize))
       return k.bad("the shard does not match the flat gradient");
     return true;
+  case plan::Opcode::AllReduceMean: {
+    // In place, on a shard of the unit it names.
+    auto unit = std::find_if(
+        plan.units.begin(), plan.units.end(), [&](const UnitDesc &u) {
+          return !k.inst.unit.empty() && u.name == k.inst.unit;
+        });
+    if (unit == plan.units.end() || k.inst.ins[0] != k.inst.outs[0] ||
+        k.in(0).numElements() !=
+            plan::maxShardSize(unit->flatSize, plan.shardSize))
+      return k.bad("does not average a shard of its unit in place");
+    return true;
+  }
   default: // AdamWShard
     if (k.out(0).kind != plan::BufferKind::Param || k.out(0).unit < 0 ||
         k.out(1).kind != plan::BufferKind::AdamM ||
@@ -891,7 +907,7 @@ static bool checkSharded(const KernelCheck &k) {
         !same(k.out(0), k.out(2)) ||
         k.out(0).numElements() !=
             plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
-                               plan.worldSize))
+                               plan.shardSize))
       return k.bad("does not update a unit's shard and its moments");
     if (k.inst.ins.size() == 2 && k.in(1).numElements() != 1)
       return k.bad("scales its gradient by a buffer that is not a scalar");
@@ -919,7 +935,7 @@ static bool checkClipping(const KernelCheck &k) {
       return k.bad("flat_size " + text(flat) +
                    " is not the flat size of its unit '" + k.inst.unit + "'");
     if (k.in(0).numElements() !=
-        plan::maxShardSize(unit->flatSize, plan.worldSize))
+        plan::maxShardSize(unit->flatSize, plan.shardSize))
       return k.bad("the gradient is not a shard of unit '" + unit->name + "'");
     if ((k.inst.ins.size() == 2 && !scalar(k.in(1))) || !scalar(k.out(0)) ||
         k.out(1).numElements() != plan::kGradSqSumScratch)
@@ -928,6 +944,13 @@ static bool checkClipping(const KernelCheck &k) {
   }
   if (!scalar(k.in(0)) || !scalar(k.out(0)))
     return k.bad("inconsistent shapes");
+  // The sum of squares counts each element once: over the shard group
+  // (replicas hold the same shard).
+  if (k.info().opcode == Opcode::AllReduceSum &&
+      k.inst.params[plan::kAllReduceSumAxis] != double(plan::CommAxis::Shard))
+    return k.bad("runs over axis " +
+                 text(k.inst.params[plan::kAllReduceSumAxis]) +
+                 ", not 0 (shard), the axis of all_reduce_sum");
   if (k.info().opcode == Opcode::ClipCoefficient) {
     double maxNorm =
         k.inst.params[plan::paramIndex(Opcode::ClipCoefficient, "max_norm")];
@@ -989,6 +1012,7 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
     return true;
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
+  case Opcode::AllReduceMean:
   case Opcode::AdamWShard:
     return checkSharded(k);
   case Opcode::RmsNorm:
@@ -1124,6 +1148,16 @@ static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
                  text(p.stream));
   if (p.group != 0 && p.group != 1)
     return k.bad("invalid group " + text(p.group));
+  // The sharding collectives run over the shard group, the replica
+  // all-reduce over the replica group.
+  plan::CommAxis expected = k.info().opcode == plan::Opcode::AllReduceMean
+                                ? plan::CommAxis::Replicate
+                                : plan::CommAxis::Shard;
+  if (p.axis != double(uint32_t(expected)))
+    return k.bad("runs over axis " + text(p.axis) + ", not " +
+                 std::to_string(uint32_t(expected)) + " (" +
+                 std::string(plan::kCommAxisNames[uint32_t(expected)]) +
+                 "), the axis of " + std::string(k.info().name));
   if (p.group == 1) {
     const Instruction *previous =
         k.index > 0 ? &k.plan.program[k.index - 1] : nullptr;
@@ -1170,7 +1204,8 @@ static bool validateStreams(Plan &plan, std::string &why) {
     Opcode opcode = k.info().opcode;
     if (!checkInFlightUses(k, inFlight))
       return false;
-    if ((opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter) &&
+    if ((opcode == Opcode::AllGather || opcode == Opcode::ReduceScatter ||
+         opcode == Opcode::AllReduceMean) &&
         !checkCollective(k, inFlight, used))
       return false;
     if (opcode == Opcode::Wait && !checkWait(k, inFlight))
@@ -1191,7 +1226,10 @@ std::string describePlan(const Plan &plan) {
   uint64_t paramElements = 0;
   for (const ParamDesc &p : plan.params)
     paramElements += p.numElements();
-  os << "plan " << plan.path << ": world size " << plan.worldSize << ", "
+  os << "plan " << plan.path << ": world size " << plan.worldSize;
+  if (plan.shardSize != plan.worldSize)
+    os << " (mesh " << plan.replicas() << "x" << plan.shardSize << ")";
+  os << ", "
      << plan.params.size() << " parameters (" << paramElements << " elements), "
      << plan.buffers.size() << " buffers, " << plan.program.size()
      << " kernels\n"
@@ -1214,7 +1252,7 @@ std::string describePlan(const Plan &plan) {
     os << "  evaluation step: none marked\n";
   for (const UnitDesc &u : plan.units)
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
-       << plan::maxShardSize(u.flatSize, plan.worldSize) << "\n";
+       << plan::maxShardSize(u.flatSize, plan.shardSize) << "\n";
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (plan.inputs[i] == plan::kNone)
       continue;

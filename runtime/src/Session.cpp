@@ -6,8 +6,27 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace fsdp::rt {
+
+Communicator &Session::shardGroup() {
+  if (plan.replicas() == 1)
+    return comm;
+  if (!shardComm) {
+    // The first call is on every rank (gatherParams is collective).
+    std::string why;
+    int rank = comm.rank(), shards = int(plan.shardSize);
+    shardComm = comm.split(rank / shards, rank,
+                           "shard group " + std::to_string(rank / shards), why);
+    if (!shardComm) {
+      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", rank,
+                   why.c_str());
+      comm.abort(1);
+    }
+  }
+  return *shardComm;
+}
 
 bool Session::initialize(uint64_t seed, std::string &error,
                          const InitialWeights *weights) {
@@ -21,7 +40,8 @@ bool Session::initialize(uint64_t seed, std::string &error,
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
     host.assign(buffer.numElements(), 0.0f);
     forEachShardSegment(
-        plan, uint32_t(u), comm.rank(), comm.size(),
+        plan, uint32_t(u), int(plan::shardIndex(comm.rank(), plan.shardSize)),
+        int(plan.shardSize),
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
           if (!weights)
             initializeParam(param, seed, begin, begin + count,
@@ -52,16 +72,19 @@ void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
 static bool isGroupedStart(const Instruction &inst) {
   plan::Opcode opcode = inst.kernel->opcode;
   if (opcode != plan::Opcode::AllGather &&
-      opcode != plan::Opcode::ReduceScatter)
+      opcode != plan::Opcode::ReduceScatter &&
+      opcode != plan::Opcode::AllReduceMean)
     return false;
   plan::CollectiveParams p = plan::collectiveParams(inst.params.data());
   return p.started() && p.grouped();
 }
 
-/// A gather or reduce-scatter (started or where it is), not a wait.
+/// A gather, reduce-scatter or replica all-reduce (started or where it
+/// is), not a wait.
 static bool isCollective(plan::Opcode opcode) {
   return opcode == plan::Opcode::AllGather ||
-         opcode == plan::Opcode::ReduceScatter;
+         opcode == plan::Opcode::ReduceScatter ||
+         opcode == plan::Opcode::AllReduceMean;
 }
 
 /// Whether this run leaves `inst` out: AdamW in a forward-backward, every
@@ -152,6 +175,7 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
     // The all-reduce runs on the compute stream: lane 0.
     lane = opcode == plan::Opcode::AllGather       ? plan::kGatherStream
            : opcode == plan::Opcode::ReduceScatter ? plan::kScatterStream
+           : opcode == plan::Opcode::AllReduceMean ? plan::kReplicaStream
                                                    : 0;
   }
   {
@@ -321,7 +345,7 @@ std::vector<std::vector<float>> Session::gatherParams() {
     full.assign(unit.flatSize, 0.0f);
     RecordScope scope(
         CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
-    comm.allGatherFrom(shard.data(), full.data(), unit.flatSize);
+    shardGroup().allGatherFrom(shard.data(), full.data(), unit.flatSize);
     for (size_t p = 0; p < plan.params.size(); ++p)
       if (plan.params[p].unit == u)
         values[p].assign(full.begin() + plan.params[p].unitOffset,

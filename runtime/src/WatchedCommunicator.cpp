@@ -39,6 +39,11 @@ public:
     watched("reduce_scatter", uint64_t(total) * plan::dtypeSize(type),
             [&] { inner->reduceScatterMean(full, shard, total, type); });
   }
+  void allReduceMeanInPlace(void *data, int64_t count,
+                            plan::DType type) override {
+    watched("all_reduce_mean", uint64_t(count) * plan::dtypeSize(type),
+            [&] { inner->allReduceMeanInPlace(data, count, type); });
+  }
   double allReduceMean(double value) override {
     double result = 0.0;
     watched("all_reduce", sizeof(double),
@@ -69,6 +74,18 @@ public:
     return std::make_unique<WatchedCommunicator>(std::move(copy), recorder,
                                                  next, channels);
   }
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      const std::string &name,
+                                      std::string &why) override {
+    std::unique_ptr<Communicator> part;
+    watched("comm_split", 0, [&] { part = inner->split(color, key, name, why); });
+    if (!part)
+      return nullptr;
+    uint32_t next = ++*channels;
+    return std::make_unique<WatchedCommunicator>(std::move(part), recorder,
+                                                 next, channels);
+  }
+  std::string groupName() const override { return inner->groupName(); }
   [[noreturn]] void abort(int code) override {
     inner->abort(code);
     std::_Exit(code); // not reached: inner's abort does not return
@@ -76,7 +93,8 @@ public:
 
 private:
   template <typename Fn> void watched(const char *kind, uint64_t bytes, Fn fn) {
-    uint64_t id = recorder.start(RecordScope::take(), channel, kind, bytes);
+    uint64_t id = recorder.start(RecordScope::take(), channel, kind, bytes,
+                                 inner->groupName());
     fn();
     recorder.finish(id);
   }

@@ -20,15 +20,21 @@ namespace mlir::fsdp {
 /// option sets one pass's option of the same name, and its default is that
 /// pass's own default, read from the pass's generated options struct, so
 /// the two cannot drift apart. Two are the pipeline's own: `world-size`
-/// (it sets the mesh: --fsdp-mesh=shard=N) and `policy`'s default, `given`
+/// (it sets the mesh: --fsdp-mesh=shard=N, or checks mesh=RxS) and `policy`'s default, `given`
 /// where --fsdp-wrap's is `per-block`, so that a wrapped input keeps its
 /// units.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{
       *this, "world-size",
-      llvm::cl::desc("Ranks to shard over (the mesh's shard axis; the global "
-                     "batch is split too)"),
-      llvm::cl::init(FsdpMeshPassOptions().shard)};
+      llvm::cl::desc("Ranks to shard over (the mesh 1xN; the global batch is "
+                     "split too); with mesh, its rank count (0: not given, "
+                     "1 rank without mesh)"),
+      llvm::cl::init(FsdpMeshPassOptions().worldSize)};
+  Option<std::string> mesh{
+      *this, "mesh",
+      llvm::cl::desc("The mesh RxS: R replicas of S-way sharding (1xN: "
+                     "full sharding, Nx1: DDP; see --fsdp-mesh)"),
+      llvm::cl::init(FsdpMeshPassOptions().spec)};
   Option<int64_t> forwardPrefetch{
       *this, "forward-prefetch",
       llvm::cl::desc("Forward regions ahead whose gathers start early"),

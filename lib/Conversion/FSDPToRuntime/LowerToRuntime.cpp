@@ -48,6 +48,7 @@ static_assert(namesKernel<AdamWOp>(Opcode::AdamW) &&
               namesKernel<AllGatherOp>(Opcode::AllGather) &&
               namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
               namesKernel<AllReduceSumOp>(Opcode::AllReduceSum) &&
+              namesKernel<AllReduceMeanOp>(Opcode::AllReduceMean) &&
               namesKernel<WaitOp>(Opcode::Wait));
 
 /// Whether fsdp op `OpT` lowers as the generic case below requires: an op
@@ -59,7 +60,7 @@ template <typename OpT> constexpr bool lowersByInterface() {
   if (std::is_base_of_v<KernelOpInterface::Trait<OpT>, OpT>)
     return true;
   if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp, ReduceScatterOp,
-                      AllReduceSumOp, WaitOp>::value)
+                      AllReduceSumOp, AllReduceMeanOp, WaitOp>::value)
     return true;
   for (const plan::KernelInfo &info : plan::kKernels)
     if (namesKernel(OpT::getOperationName(), info.name))
@@ -226,9 +227,17 @@ public:
       started[op->getResult(0)] = {lastToken, source, result,
                                    getCollectiveUnit(op).getAttr()};
     }
+    params.axis = double(axisOf(op));
     kernel(op, opcode, source, result,
            integerParams(opcode, plan::collectiveParamValues(params)));
     return success();
+  }
+
+  /// The group a collective runs over, as the plan numbers it.
+  static plan::CommAxis axisOf(Operation *op) {
+    return getCollectiveAxis(op) == MeshAttr::kReplicateAxis
+               ? plan::CommAxis::Replicate
+               : plan::CommAxis::Shard;
   }
 
   /// The numeric parameters the kernel table names, copied from `op`.
@@ -341,14 +350,22 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
     bind(shard, out);
     return collective(op, Opcode::ReduceScatter, of(op->getOperand(0)), out);
   }
+  if (Value mean = getReplicaMean(op)) {
+    // In place: the averaged shard is the reduce-scatter's buffer.
+    Value shard = of(op->getOperand(0));
+    bind(mean, shard);
+    return collective(op, Opcode::AllReduceMean, shard, shard);
+  }
   if (llvm::isa<FreeOp>(op))
     return success(); // lifetimes end at the last use; the planner sees it
   if (auto adamw = llvm::dyn_cast<AdamWShardOp>(op))
     return lowerAdamWShard(adamw);
   if (auto reduce = llvm::dyn_cast<AllReduceSumOp>(op)) {
     // Synchronous: it runs where it stands, on the compute stream.
+    std::array<double, 1> axis = {double(axisOf(op))};
     kernel(op, Opcode::AllReduceSum, of(reduce.getValue()),
-           resultBuffer(reduce.getResult()), {});
+           resultBuffer(reduce.getResult()),
+           integerParams(Opcode::AllReduceSum, axis));
     return success();
   }
   if (auto sum = llvm::dyn_cast<GradSqSumOp>(op))

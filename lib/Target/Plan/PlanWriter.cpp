@@ -117,9 +117,11 @@ private:
 };
 } // namespace
 
-/// The summary's world size: the mesh's shard axis (1 without a mesh).
-/// Plans hold one axis of ranks: --fsdp-shard rejects a replicated mesh.
+/// The summary's mesh: the world size (every axis; 1 without a mesh), then
+/// the shard axis (since version 11: the ranks of a shard group, whose
+/// layout the shards follow; the world size under full sharding).
 static void putWorldSize(ModuleOp module, PayloadWriter &w) {
+  w.put<uint32_t>(getNumRanks(module));
   w.put<uint32_t>(getShardSize(module));
 }
 

@@ -214,11 +214,14 @@ public:
         jobs[k](c);
       }
     };
+    // A bucket runs over one group (the loader checks each member's axis
+    // against its kernel, and a bucket has one kernel).
+    plan::CommAxis axis = axisOf(*group.front());
     if (streams)
-      return streams->start(stream, std::move(tokens), std::move(job));
+      return streams->start(stream, axis, std::move(tokens), std::move(job));
     // In place: the wait reports when it ran, for traces and profiles.
     Span span{steadyNanos(), 0};
-    job(comm);
+    job(groupComm(axis));
     span.endNanos = steadyNanos();
     for (uint32_t token : tokens)
       ranInPlace[token] = span;
@@ -233,6 +236,23 @@ public:
   std::string collectiveMode() const override { return mode; }
 
 private:
+  /// The group a collective runs over: its plan parameter.
+  static plan::CommAxis axisOf(const Instruction &inst) {
+    if (inst.kernel->opcode == plan::Opcode::AllReduceSum)
+      return plan::CommAxis(uint32_t(inst.params[plan::kAllReduceSumAxis]));
+    return plan::collectiveParams(inst.params.data()).commAxis();
+  }
+  /// The main thread's communicator of `axis`'s group: `comm` itself
+  /// without a replicate axis.
+  Communicator &groupComm(plan::CommAxis axis) {
+    auto &group = mainGroups[uint32_t(axis)];
+    return group ? *group : comm;
+  }
+  /// Hybrid sharding: the groups of the main thread (both axes) and of
+  /// each stream (the one its collectives run over), split from their
+  /// communicators in one order on every rank.
+  bool splitGroups(const Plan &plan, std::string &error);
+
   /// The all-gather, reduce-scatter or all-reduce `inst` as a job for a
   /// communicator, in its buffers' element types (an all-reduce's f32
   /// scalar is summed in double). An all-gather converts this rank's
@@ -255,6 +275,12 @@ private:
       };
     plan::DType from = plan.buffers[inst.ins[0]].dtype;
     plan::DType to = plan.buffers[inst.outs[0]].dtype;
+    if (inst.kernel->opcode == plan::Opcode::AllReduceMean) {
+      // The rank's own elements of the shard: every replica of a shard
+      // has as many.
+      int64_t count = validShardElements(plan, inst);
+      return [=](Communicator &c) { c.allReduceMeanInPlace(in, count, from); };
+    }
     if (inst.kernel->opcode == plan::Opcode::AllGather) {
       int64_t total = plan.buffers[inst.outs[0]].numElements();
       return
@@ -263,6 +289,17 @@ private:
     // Both sides have the kernel's element type (the loader checks it).
     int64_t total = plan.buffers[inst.ins[0]].numElements();
     return [=](Communicator &c) { c.reduceScatterMean(in, out, total, from); };
+  }
+
+  /// Of the shard all_reduce_mean `inst` averages, the elements this rank
+  /// owns (its unit's shardRange; the loader checked the unit exists).
+  int64_t validShardElements(const Plan &plan, const Instruction &inst) const {
+    for (uint32_t u = 0; u < plan.units.size(); ++u)
+      if (plan.units[u].name == inst.unit) {
+        plan::ShardRange range = plan.shardOf(u, comm.rank());
+        return range.end - range.begin;
+      }
+    return 0;
   }
 
   unsigned char *address(const Plan &plan, uint32_t id) {
@@ -293,6 +330,7 @@ private:
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
   std::unique_ptr<CollectiveStreams> streams;
+  std::array<std::unique_ptr<Communicator>, plan::kNumCommAxes> mainGroups;
   std::map<uint32_t, Span> ranInPlace; ///< without streams: token -> when
   std::string mode;
 };
@@ -332,13 +370,65 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
       runWidened(kernels, plan, inst, params, step))
     return;
   auto inArena = [&](uint32_t id) { return address(plan, id); };
-  if (runCompute<float>(kernels, plan, inst, inArena, params, step, comm.rank(),
-                        comm.size()))
+  if (runCompute<float>(kernels, plan, inst, inArena, params, step,
+                        int(plan::shardIndex(comm.rank(), plan.shardSize)),
+                        int(plan.shardSize)))
     return;
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
-    collective(plan, inst)(comm);
+    collective(plan, inst)(groupComm(axisOf(inst)));
 }
+
+/// "shard group 1 (ranks 2-3)", "replica group 0 (ranks 0, 2)".
+static std::string groupName(plan::CommAxis axis, int rank, int shards,
+                             int world) {
+  std::string name;
+  if (axis == plan::CommAxis::Shard) {
+    int first = rank - rank % shards;
+    return "shard group " + std::to_string(rank / shards) + " (ranks " +
+           std::to_string(first) + "-" + std::to_string(first + shards - 1) +
+           ")";
+  }
+  for (int r = rank % shards; r < world; r += shards)
+    name += (name.empty() ? "" : ", ") + std::to_string(r);
+  return "replica group " + std::to_string(rank % shards) + " (ranks " + name +
+         ")";
+}
+
+bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
+  if (plan.replicas() == 1)
+    return true; // one group: every rank, as before meshes had two axes
+  int rank = comm.rank(), shards = int(plan.shardSize);
+  auto split = [&](Communicator &from, plan::CommAxis axis)
+      -> std::unique_ptr<Communicator> {
+    int color = axis == plan::CommAxis::Shard ? rank / shards : rank % shards;
+    std::string why;
+    auto group = from.split(color, rank,
+                            groupName(axis, rank, shards, comm.size()), why);
+    if (!group)
+      error = "cannot split the " +
+              std::string(plan::kCommAxisNames[uint32_t(axis)]) +
+              " groups: " + why;
+    return group;
+  };
+  for (plan::CommAxis axis : {plan::CommAxis::Shard, plan::CommAxis::Replicate})
+    if (!(mainGroups[uint32_t(axis)] = split(comm, axis)))
+      return false;
+  if (!streams)
+    return true;
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s) {
+    plan::CommAxis axis = s == plan::kReplicaStream ? plan::CommAxis::Replicate
+                                                    : plan::CommAxis::Shard;
+    auto group = split(streams->communicator(s), axis);
+    if (!group)
+      return false;
+    streams->setGroup(s, axis, std::move(group));
+  }
+  return true;
+}
+
 bool CpuBackend::prepare(const Plan &plan, std::string &error) {
+  if (!splitGroups(plan, error))
+    return false;
   uint64_t bytes = wideningBytes(plan);
   if (bytes / 4 > widened.max_size()) {
     error = "cannot allocate the " + std::to_string(bytes) +
@@ -377,7 +467,8 @@ bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
     return address(plan, id);
   };
   if (!runCompute<float>(kernels, plan, inst, resolve, params, step,
-                         comm.rank(), comm.size()))
+                         int(plan::shardIndex(comm.rank(), plan.shardSize)),
+                         int(plan.shardSize)))
     return false;
   for (size_t k = 0; k < count; ++k)
     if (copies[k].isResult)

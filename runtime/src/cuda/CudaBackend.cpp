@@ -70,6 +70,17 @@ public:
 
   std::string description() const override { return text; }
   bool allocateArena(uint64_t bytes, std::string &error) override;
+  bool prepare(const Plan &plan, std::string &error) override {
+    // NCCL communicators per mesh group (ncclCommSplit) are not built yet:
+    // refuse rather than reduce over the wrong ranks.
+    if (plan.replicas() > 1) {
+      error = "the CUDA backend does not run hybrid-sharded plans yet (mesh " +
+              std::to_string(plan.replicas()) + "x" +
+              std::to_string(plan.shardSize) + "); use --backend cpu";
+      return false;
+    }
+    return true;
+  }
   void write(uint64_t offset, const void *data, uint64_t bytes) override;
   void read(uint64_t offset, void *data, uint64_t bytes) override;
   void run(const Plan &plan, const Instruction &inst, const double *params,
@@ -148,10 +159,13 @@ private:
     Kernels kernels{*this, {compute, blas}};
     auto inArena = [&](uint32_t id) { return address(plan, id); };
     if (inst.elementType == plan::DType::BF16)
-      return runCompute<__nv_bfloat16>(kernels, plan, inst, inArena, params,
-                                       step, comm.rank(), comm.size());
+      return runCompute<__nv_bfloat16>(
+          kernels, plan, inst, inArena, params, step,
+          int(plan::shardIndex(comm.rank(), plan.shardSize)),
+          int(plan.shardSize));
     return runCompute<float>(kernels, plan, inst, inArena, params, step,
-                             comm.rank(), comm.size());
+                             int(plan::shardIndex(comm.rank(), plan.shardSize)),
+                             int(plan.shardSize));
   }
   /// An all-gather into another element type: its shard converted (into
   /// bf16: rounded) into this rank's slot of the result, on `stream`,
@@ -340,8 +354,9 @@ bool CudaBackend::castIntoSlot(const Plan &plan, const Instruction &inst,
   // The shard buffer holds maxShardSize elements; this rank's count of
   // them are its range. (Mixed precision gathers f32 into bf16; the other
   // way is as well defined.)
-  plan::ShardRange range =
-      plan::shardRange(full.numElements(), comm.rank(), comm.size());
+  plan::ShardRange range = plan::shardRange(
+      full.numElements(), plan::shardIndex(comm.rank(), plan.shardSize),
+      plan.shardSize);
   const cuda::Context ctx{stream, blas};
   unsigned char *to = address(plan, inst.outs[0]);
   const unsigned char *from = address(plan, inst.ins[0]);

@@ -158,6 +158,9 @@ Value ProfileBuilder::root(Value v) const {
   }
   if (auto view = v.getDefiningOp<ViewOp>())
     return root(view.getSource());
+  // The replica all-reduce averages its shard in place.
+  if (getReplicaMean(v.getDefiningOp()))
+    return root(v.getDefiningOp()->getOperand(0));
   auto it = packOf.find(v);
   return it == packOf.end() ? v : it->second;
 }

@@ -48,10 +48,17 @@ double mlir::fsdp::computeTime(Operation *op, const Hardware &hw) {
   return std::max(flops / rate, bytes / hw.memoryBytes);
 }
 
-GroupShape StepSimulator::groupOf(Operation *) const {
-  // Hybrid sharding's collectives will name their group; until then every
-  // collective runs over all ranks.
-  return {net.worldSize, 1};
+GroupShape StepSimulator::groupOf(Operation *op) const {
+  // The group a collective names (hybrid sharding): its shard group, S
+  // consecutive ranks, or its replica group, R ranks S apart. Without a
+  // replicate axis the one group is every rank.
+  MeshAttr mesh = getMesh(op);
+  if (!mesh || mesh.getReplicateSize() == 1)
+    return {net.worldSize, 1};
+  int64_t shards = mesh.getShardSize();
+  if (getCollectiveAxis(op) == MeshAttr::kReplicateAxis)
+    return {mesh.getReplicateSize(), shards};
+  return {shards, 1};
 }
 
 void StepSimulator::collective(Operation *op, int stream, CollectiveKind kind,
@@ -109,6 +116,18 @@ LogicalResult StepSimulator::visit(Operation *op) {
   if (auto scatter = llvm::dyn_cast<ReduceScatterOp>(op)) {
     collective(op, 2, CollectiveKind::ReduceScatter,
                bytesOf(scatter.getSource()), Value());
+    return success();
+  }
+  // Hybrid sharding's replica all-reduce of a gradient shard, on stream 3,
+  // over its replica group (groupOf).
+  if (auto start = llvm::dyn_cast<AllReduceMeanStartOp>(op)) {
+    collective(op, 3, CollectiveKind::AllReduce, bytesOf(start.getSource()),
+               start.getToken());
+    return success();
+  }
+  if (auto mean = llvm::dyn_cast<AllReduceMeanOp>(op)) {
+    collective(op, 3, CollectiveKind::AllReduce, bytesOf(mean.getSource()),
+               Value());
     return success();
   }
   // Gradient clipping's scalar all-reduce runs on the compute stream, where

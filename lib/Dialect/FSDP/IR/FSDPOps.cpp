@@ -786,8 +786,74 @@ template <typename StartOp> static LogicalResult verifyGrouped(StartOp op) {
   return success();
 }
 
-LogicalResult AllGatherStartOp::verify() { return verifyGrouped(*this); }
-LogicalResult ReduceScatterStartOp::verify() { return verifyGrouped(*this); }
+/// A collective's group is an axis of the mesh: the sharding collectives
+/// (gathers, reduce-scatters, clipping's sum) run over "shard", the replica
+/// all-reduce over "replicate"; leaving `axis` out means "shard".
+static LogicalResult verifyAxis(Operation *op, std::optional<StringRef> axis,
+                                StringRef expected) {
+  if (!axis || *axis == expected)
+    return success();
+  return op->emitOpError() << "runs over mesh axis \"" << *axis
+                           << "\"; it must run over \"" << expected << "\"";
+}
+
+/// A grouped start joins the collective before it, so the two must run
+/// over one group.
+template <typename StartOp> static LogicalResult verifyGroupedAxis(StartOp op) {
+  if (!op.getGrouped())
+    return success();
+  auto previous = llvm::cast<StartOp>(op->getPrevNode());
+  if (previous.getAxis() == op.getAxis())
+    return success();
+  return op.emitOpError() << "is grouped with a start over another mesh axis; "
+                             "a fused collective runs over one group";
+}
+
+template <typename StartOp> static LogicalResult verifyStart(StartOp op) {
+  if (failed(verifyGrouped(op)) || failed(verifyGroupedAxis(op)))
+    return failure();
+  return verifyAxis(op, op.getAxis(), MeshAttr::kShardAxis);
+}
+
+LogicalResult AllGatherStartOp::verify() { return verifyStart(*this); }
+LogicalResult ReduceScatterStartOp::verify() { return verifyStart(*this); }
+LogicalResult AllGatherOp::verify() {
+  return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);
+}
+LogicalResult ReduceScatterOp::verify() {
+  return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);
+}
+LogicalResult AllReduceSumOp::verify() {
+  return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);
+}
+
+/// The replica all-reduce: over "replicate", its result the source's type.
+static LogicalResult verifyReplicaMean(Operation *op, StringRef axis,
+                                       Value source, Value result) {
+  if (failed(verifyAxis(op, axis, MeshAttr::kReplicateAxis)))
+    return failure();
+  if (source.getType() != result.getType())
+    return op->emitOpError() << "result type " << result.getType()
+                             << " differs from the source's "
+                             << source.getType() << "; it averages in place";
+  return success();
+}
+LogicalResult AllReduceMeanOp::verify() {
+  return verifyReplicaMean(*this, getAxis(), getSource(), getResult());
+}
+LogicalResult AllReduceMeanStartOp::verify() {
+  return verifyReplicaMean(*this, getAxis(), getSource(), getResult());
+}
+LogicalResult
+AllReduceMeanOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShard(*this, symbolTable, getUnitAttr(), Value(), "source",
+                     getSource());
+}
+LogicalResult
+AllReduceMeanStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyShard(*this, symbolTable, getUnitAttr(), Value(), "source",
+                     getSource());
+}
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -882,8 +948,28 @@ Value mlir::fsdp::getScatteredShard(Operation *op) {
 FlatSymbolRefAttr mlir::fsdp::getCollectiveUnit(Operation *op) {
   return llvm::TypeSwitch<Operation *, FlatSymbolRefAttr>(op)
       .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
-            ReduceScatterStartOp>([](auto op) { return op.getUnitAttr(); })
+            ReduceScatterStartOp, AllReduceMeanOp, AllReduceMeanStartOp>(
+          [](auto op) { return op.getUnitAttr(); })
       .Default([](Operation *) { return FlatSymbolRefAttr(); });
+}
+
+Value mlir::fsdp::getReplicaMean(Operation *op) {
+  if (auto mean = llvm::dyn_cast_or_null<AllReduceMeanOp>(op))
+    return mean.getResult();
+  if (auto start = llvm::dyn_cast_or_null<AllReduceMeanStartOp>(op))
+    return start.getResult();
+  return {};
+}
+
+StringRef mlir::fsdp::getCollectiveAxis(Operation *op) {
+  return llvm::TypeSwitch<Operation *, StringRef>(op)
+      .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+            ReduceScatterStartOp, AllReduceSumOp>([](auto op) {
+        return op.getAxis().value_or(MeshAttr::kShardAxis);
+      })
+      .Case<AllReduceMeanOp, AllReduceMeanStartOp>(
+          [](auto op) { return op.getAxis(); })
+      .Default([](Operation *) { return StringRef(); });
 }
 
 func::FuncOp mlir::fsdp::getTrainStep(ModuleOp module) {

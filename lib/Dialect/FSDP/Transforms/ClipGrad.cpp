@@ -43,7 +43,8 @@ struct FsdpClipGradPass
 static Value reducedShard(Value grad) {
   if (auto cast = grad.getDefiningOp<CastOp>())
     grad = cast.getSource();
-  return getScatteredShard(grad.getDefiningOp()) ? grad : Value();
+  Operation *def = grad.getDefiningOp();
+  return getScatteredShard(def) || getReplicaMean(def) ? grad : Value();
 }
 
 /// The step to clip: sharded, not yet scheduled nor clipped; null after an
@@ -123,7 +124,14 @@ void FsdpClipGradPass::runOnOperation() {
   for (Update &u : *updates)
     sum = GradSqSumOp::create(builder, loc, u.adamw.getUnitAttr(), u.shard, sum)
               .getResult();
-  Value global = AllReduceSumOp::create(builder, loc, sum.getType(), sum);
+  // Under hybrid sharding the replicas hold identical shards (after the
+  // replica all-reduce): summing over the shard group counts each element
+  // once, summing over every rank would count it R times.
+  auto reduce = AllReduceSumOp::create(builder, loc, sum.getType(), sum,
+                                       StringAttr());
+  if (MeshAttr mesh = getMesh(module); mesh && mesh.getReplicateSize() > 1)
+    reduce.setAxis(MeshAttr::kShardAxis);
+  Value global = reduce.getResult();
   Value coefficient = ClipCoefficientOp::create(
       builder, loc, global, builder.getF32FloatAttr(float(maxNorm)));
   SmallVector<AdamWShardOp> inOrder(block.getOps<AdamWShardOp>());

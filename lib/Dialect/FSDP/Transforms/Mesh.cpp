@@ -8,6 +8,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPMESHPASS
@@ -24,9 +25,43 @@ struct FsdpMeshPass : public fsdp::impl::FsdpMeshPassBase<FsdpMeshPass> {
 };
 } // namespace
 
+/// `text` as RxS: two positive decimal integers around an `x`.
+static bool parseMeshSpec(StringRef text, int64_t &replicas, int64_t &shards) {
+  auto [left, right] = text.split('x');
+  if (right.empty() || left.empty())
+    return false;
+  unsigned long long r = 0, s = 0;
+  if (llvm::getAsUnsignedInteger(left, 10, r) ||
+      llvm::getAsUnsignedInteger(right, 10, s) || r < 1 || s < 1 ||
+      r > uint64_t(INT32_MAX) || s > uint64_t(INT32_MAX))
+    return false;
+  replicas = int64_t(r);
+  shards = int64_t(s);
+  return true;
+}
+
 void FsdpMeshPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = module.getContext();
+  if (!spec.empty()) {
+    int64_t r = 0, s = 0;
+    if (!parseMeshSpec(spec, r, s)) {
+      emitError(module.getLoc())
+          << "fsdp-mesh: mesh must be RxS, replicas x shards (positive "
+             "integers: 1x8 is full sharding over 8 ranks, 2x4 hybrid, 8x1 "
+             "DDP), got '"
+          << spec << "'";
+      return signalPassFailure();
+    }
+    if (worldSize != 0 && worldSize != r * s) {
+      emitError(module.getLoc())
+          << "fsdp-mesh: world-size=" << worldSize << " contradicts mesh="
+          << spec << " (" << r * s << " ranks); give one of them";
+      return signalPassFailure();
+    }
+    replicate = r;
+    shard = s;
+  }
   SmallVector<MeshAxisAttr> axes;
   // An axis of size 1 is left out (a missing axis has size 1), so that
   // `replicate=1` prints the same mesh as no replicate option at all.

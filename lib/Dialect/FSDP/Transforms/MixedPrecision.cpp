@@ -166,6 +166,13 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
   }
   Value shard = scatter.getResult();
   shard.setType(withElement(shard.getType(), reduce));
+  // Hybrid sharding: the replica all-reduce averages the shard in the
+  // reduce type too, and the cast follows it.
+  if (shard.hasOneUse())
+    if (auto mean = llvm::dyn_cast<AllReduceMeanOp>(*shard.getUsers().begin())) {
+      mean.getResult().setType(llvm::cast<RankedTensorType>(shard.getType()));
+      shard = mean.getResult();
+    }
   if (reduce == master)
     return;
   // The shard AdamW updates from is in the master type: cast where it is
@@ -207,7 +214,8 @@ LogicalResult Converter::convertOp(Operation *op) {
     convertKernel(op, *plan::findKernel(kernel.getKernelOpcode()));
     return success();
   }
-  if (llvm::isa<AllGatherStartOp, ReduceScatterStartOp>(op))
+  if (llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceMeanStartOp>(
+          op))
     return op->emitOpError()
            << "is already scheduled: run --fsdp-mixed-precision before "
               "--fsdp-schedule";

@@ -21,7 +21,7 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-constexpr int64_t kGatherStream = 1, kScatterStream = 2;
+constexpr int64_t kGatherStream = 1, kScatterStream = 2, kReplicaStream = 3;
 
 /// A started gather, where it is waited for, and the region that uses it.
 struct Gather {
@@ -90,7 +90,7 @@ Operation *firstShardRead(Block &block, ArrayRef<ReduceScatterStartOp> bucket,
   for (ReduceScatterStartOp member : bucket)
     for (Operation *user : member.getResult().getUsers())
       if (Operation *top = block.findAncestorOpInBlock(*user);
-          top && top->isBeforeInBlock(until))
+          top && !getReplicaMean(top) && top->isBeforeInBlock(until))
         until = top;
   return until;
 }
@@ -203,7 +203,8 @@ static void startGather(OpBuilder &builder, AllGatherOp gather,
   auto start = AllGatherStartOp::create(
       builder, gather.getLoc(), TokenType::get(builder.getContext()),
       gather.getType(), gather.getUnitAttr(),
-      builder.getI64IntegerAttr(kGatherStream));
+      builder.getI64IntegerAttr(kGatherStream), /*grouped=*/nullptr,
+      gather.getAxisAttr());
   gather.replaceAllUsesWith(start.getResult());
   gather.erase();
   // The first region that reads it (without resharding after the
@@ -226,7 +227,8 @@ static void startScatter(OpBuilder &builder, Block &block,
   auto start = ReduceScatterStartOp::create(
       builder, scatter.getLoc(), TokenType::get(builder.getContext()),
       scatter.getType(), scatter.getSource(), scatter.getUnitAttr(),
-      builder.getI64IntegerAttr(kScatterStream));
+      builder.getI64IntegerAttr(kScatterStream), /*grouped=*/nullptr,
+      scatter.getAxisAttr());
   scatter.replaceAllUsesWith(start.getResult());
   scatter.erase();
   // The source may be freed only once the reduction has read it.
@@ -299,14 +301,53 @@ static void overlapScatters(Block &block) {
     // read of the shard instead.
     if (order.before(until, scatter))
       until = block.getTerminator();
+    // The replica all-reduce is no read: it starts after this wait,
+    // wherever the wait goes (startReplicaMeans).
     for (Operation *user : scatter.getResult().getUsers())
-      if (order.before(user, until))
+      if (!getReplicaMean(user) && order.before(user, until))
         until = user;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);
     for (Operation *user : scatter.getSource().getUsers())
       if (llvm::isa<FreeOp>(user))
         user->moveAfter(wait);
+  }
+}
+
+/// Hybrid sharding's replica all-reduces on a stream of their own: each
+/// starts right after its unit's reduce-scatter has been waited for, and
+/// one is in flight at a time: it is waited for just before the next one
+/// starts, or before the first read of its shard (the optimizer, or
+/// clipping's sum of squares), whichever comes first. So it overlaps the
+/// next unit's backward and reduce-scatter, as a reduce-scatter does.
+static void startReplicaMeans(Block &block) {
+  SmallVector<AllReduceMeanOp> means(block.getOps<AllReduceMeanOp>());
+  OpBuilder builder(block.getParentOp()->getContext());
+  SmallVector<std::pair<AllReduceMeanStartOp, WaitOp>> started;
+  for (AllReduceMeanOp mean : means) {
+    Operation *after = mean.getSource().getDefiningOp();
+    if (auto scatter = llvm::dyn_cast<ReduceScatterStartOp>(after))
+      after = *scatter.getToken().getUsers().begin();
+    builder.setInsertionPointAfter(after);
+    auto start = AllReduceMeanStartOp::create(
+        builder, mean.getLoc(), TokenType::get(builder.getContext()),
+        mean.getType(), mean.getSource(), mean.getUnitAttr(),
+        builder.getI64IntegerAttr(kReplicaStream), mean.getAxisAttr());
+    mean.replaceAllUsesWith(start.getResult());
+    mean.erase();
+    Operation *firstRead = block.getTerminator();
+    for (Operation *user : start.getResult().getUsers())
+      if (Operation *top = block.findAncestorOpInBlock(*user);
+          top && top->isBeforeInBlock(firstRead))
+        firstRead = top;
+    builder.setInsertionPoint(firstRead);
+    started.push_back(
+        {start, WaitOp::create(builder, start.getLoc(), start.getToken())});
+  }
+  for (size_t i = 0; i + 1 < started.size(); ++i) {
+    AllReduceMeanStartOp next = started[i + 1].first;
+    if (next->isBeforeInBlock(started[i].second))
+      started[i].second->moveBefore(next);
   }
 }
 
@@ -432,6 +473,7 @@ void FsdpSchedulePass::runOnOperation() {
     bucketGathers(backward, bucketBytes);
     bucketScatters(block, bucketBytes);
   }
+  startReplicaMeans(block);
 
   if (maxInflightGathers > 0)
     module->setAttr(

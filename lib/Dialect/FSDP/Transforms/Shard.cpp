@@ -50,6 +50,15 @@ private:
 
   /// Ranks each unit is sharded over: the mesh's shard axis.
   int64_t worldSize = 1;
+  /// Replicas of every shard: the mesh's replicate axis.
+  int64_t replicas = 1;
+  /// Under hybrid sharding (replicas > 1) every collective names its group;
+  /// with one replica the only group is every rank, and the IR stays as it
+  /// was before meshes had two axes.
+  template <typename OpT> void nameGroup(OpT op) {
+    if (replicas > 1)
+      op.setAxis(MeshAttr::kShardAxis);
+  }
   llvm::MapVector<Attribute, FlatLayout> layouts;
   llvm::DenseMap<Attribute, Attribute> unitOfParam;        ///< param -> unit
   llvm::MapVector<Attribute, SmallVector<AdamWOp>> adamws; ///< per unit
@@ -67,8 +76,10 @@ private:
 Value FsdpShardPass::gatherInto(ComputeOp compute, const FlatLayout &layout) {
   OpBuilder builder(compute);
   auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
-  Value full = AllGatherOp::create(builder, compute.getLoc(), flatType,
-                                   compute.getUnitAttr());
+  auto gather = AllGatherOp::create(builder, compute.getLoc(), flatType,
+                                    compute.getUnitAttr(), StringAttr());
+  nameGroup(gather);
+  Value full = gather.getResult();
   compute->insertOperands(compute->getNumOperands(), full);
   Block &body = compute.getBodyBlock();
   BlockArgument arg = body.addArgument(flatType, compute.getLoc());
@@ -106,23 +117,22 @@ Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
   Value flat = PackOp::create(builder, loc, flatType, grads);
   auto shardType = RankedTensorType::get(
       {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
-  Value shard = ReduceScatterOp::create(
-      builder, loc, shardType, flat,
-      FlatSymbolRefAttr::get(layout.unit.getSymNameAttr()));
+  auto unit = FlatSymbolRefAttr::get(layout.unit.getSymNameAttr());
+  auto scatter =
+      ReduceScatterOp::create(builder, loc, shardType, flat, unit, StringAttr());
+  nameGroup(scatter);
   FreeOp::create(builder, loc, flat);
-  return shard;
+  if (replicas == 1)
+    return scatter.getResult();
+  // Hybrid sharding: the shard group's mean, averaged over the replicas
+  // that hold the same shard, is the mean over every rank.
+  return AllReduceMeanOp::create(builder, loc, scatter.getResult(), unit)
+      .getResult();
 }
 
 /// The @train_step to shard, or null after an error: there must be one,
-/// unsharded, and the mesh must have no replicate axis.
+/// unsharded.
 static func::FuncOp findStepToShard(ModuleOp module) {
-  if (MeshAttr mesh = getMesh(module); mesh && mesh.getReplicateSize() > 1) {
-    emitError(module.getLoc())
-        << "fsdp-shard: the mesh " << mesh << " replicates shards (hybrid "
-        << "sharding), which plans cannot express yet; use a mesh with only "
-           "a \"shard\" axis";
-    return {};
-  }
   func::FuncOp step = getTrainStep(module);
   if (!step || !step.getBody().hasOneBlock()) {
     emitError(module.getLoc()) << "fsdp-shard: no single-block function marked "
@@ -259,6 +269,8 @@ void FsdpShardPass::runOnOperation() {
   if (!step)
     return signalPassFailure();
   worldSize = getShardSize(module);
+  MeshAttr mesh = getMesh(module);
+  replicas = mesh ? mesh.getReplicateSize() : 1;
   Block &block = step.getBody().front();
   if (failed(buildLayouts(module)) || failed(checkLoadsInRegions(step)) ||
       failed(shardRegions(block)) || failed(shardOptimizer()))

@@ -73,7 +73,7 @@ static void checkTopLevel(StepCheck &check, func::FuncOp step) {
   step.walk([&](Operation *op) {
     if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
                   ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp,
-                  AllReduceSumOp>(op) &&
+                  AllReduceSumOp, AllReduceMeanOp, AllReduceMeanStartOp>(op) &&
         op->getBlock() != &check.block)
       check.fail(op)
           << "is nested in a region; inside control flow it could run a "
@@ -114,7 +114,8 @@ static void checkParamReads(StepCheck &check, func::FuncOp step) {
 /// read only after that wait (before it, the result may be incomplete).
 static void checkWaits(StepCheck &check) {
   for (Operation &op : check.block) {
-    if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp>(op))
+    if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp,
+                   AllReduceMeanStartOp>(op))
       continue;
     Value token = op.getResult(0), result = op.getResult(1);
     SmallVector<Operation *> waits(token.getUsers());
@@ -183,10 +184,13 @@ static void checkScatters(StepCheck &check) {
       diag.attachNote(ops[0]->getLoc()) << "first reduce-scatter here";
     }
   for (auto adamw : check.block.getOps<AdamWShardOp>()) {
-    // Through the cast of a shard reduced in bf16 back to f32.
+    // Through the cast of a shard reduced in bf16 back to f32, and the
+    // replica all-reduce of hybrid sharding.
     Value grad = adamw.getGrad();
     if (auto cast = grad.getDefiningOp<CastOp>())
       grad = cast.getSource();
+    if (getReplicaMean(grad.getDefiningOp()))
+      grad = grad.getDefiningOp()->getOperand(0);
     Operation *scatter = grad.getDefiningOp();
     if (!getScatteredShard(scatter) ||
         getCollectiveUnit(scatter) != adamw.getUnitAttr())
@@ -197,10 +201,13 @@ static void checkScatters(StepCheck &check) {
   }
 }
 
-/// The reduce-scatter shard `v` is (through a cast), or null.
+/// The reduce-scatter shard `v` is (through a cast and a replica
+/// all-reduce), or null.
 static Operation *scatterOf(Value v) {
   if (auto cast = v.getDefiningOp<CastOp>())
     v = cast.getSource();
+  if (getReplicaMean(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
   Operation *def = v.getDefiningOp();
   return getScatteredShard(def) ? def : nullptr;
 }
@@ -279,6 +286,56 @@ static void checkClipping(StepCheck &check) {
                        << adamw.getUnitAttr() << "'s gradient";
 }
 
+/// Hybrid sharding's groups. Every member of a group runs this one
+/// top-level program (checkTopLevel), so the collectives of a group are
+/// issued by all its members in program order, and a bucket runs over one
+/// group (the ops' verifiers): the order agrees once each collective names
+/// the group the mesh gives it. Under a replicate axis every collective
+/// names its axis, and each unit's reduce-scatter is followed by one
+/// replica all-reduce of its shard, which its AdamW reads (else the
+/// replicas would drift apart); with one replica there is none.
+static void checkGroups(StepCheck &check, MeshAttr mesh) {
+  int64_t replicas = mesh ? mesh.getReplicateSize() : 1;
+  llvm::DenseMap<Attribute, Operation *> meanOf;
+  for (Operation &op : check.block) {
+    StringRef axis = getCollectiveAxis(&op);
+    if (axis.empty())
+      continue;
+    if (replicas > 1 && !op.hasAttr("axis"))
+      check.fail(&op) << "names no mesh axis; under the mesh " << mesh
+                      << " every collective names the group it runs over";
+    if (!getReplicaMean(&op))
+      continue;
+    if (replicas == 1) {
+      check.fail(&op) << "averages over replicas, but the mesh has none";
+      continue;
+    }
+    Operation *source = op.getOperand(0).getDefiningOp();
+    if (!getScatteredShard(source) ||
+        getCollectiveUnit(source) != getCollectiveUnit(&op))
+      check.fail(&op) << "averages a tensor that is not unit "
+                      << getCollectiveUnit(&op) << "'s reduce-scattered shard";
+    auto [it, fresh] = meanOf.try_emplace(getCollectiveUnit(&op), &op);
+    if (!fresh) {
+      InFlightDiagnostic diag = check.fail(&op)
+                                << "averages unit " << getCollectiveUnit(&op)
+                                << " over the replicas a second time";
+      diag.attachNote(it->second->getLoc()) << "first averaged here";
+    }
+  }
+  if (replicas == 1)
+    return;
+  for (auto adamw : check.block.getOps<AdamWShardOp>()) {
+    Value grad = adamw.getGrad();
+    if (auto cast = grad.getDefiningOp<CastOp>())
+      grad = cast.getSource();
+    if (!getReplicaMean(grad.getDefiningOp()))
+      check.fail(adamw) << "updates unit " << adamw.getUnitAttr()
+                        << " from a shard not averaged over the replicas: "
+                           "the replicas of its shard would drift apart";
+  }
+}
+
 LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   StepCheck check{step.getBody().front()};
   checkTopLevel(check, step);
@@ -293,6 +350,7 @@ LogicalResult FsdpVerifyPass::verifyStep(func::FuncOp step) {
   checkInflightLimit(check, step);
   checkScatters(check);
   checkClipping(check);
+  checkGroups(check, getMesh(step));
   return success(check.ok);
 }
 

@@ -55,6 +55,12 @@ public:
   void allGatherFrom(const float *shard, float *full, int64_t total) {
     allGatherFrom(shard, plan::DType::F32, full, plan::DType::F32, total);
   }
+  /// Hybrid sharding's replica all-reduce: `data` (count elements of
+  /// `type`, f32 or bf16) becomes, in place, the element-wise mean over
+  /// this communicator's ranks, bit for bit the same on every rank (sum,
+  /// then the scale by 1/size, which rounds once more in bf16).
+  virtual void allReduceMeanInPlace(void *data, int64_t count,
+                                    plan::DType type) = 0;
   virtual double allReduceMean(double value) = 0;
   /// The sum over ranks of `value` (MPI_SUM in double), the same on every
   /// rank: gradient clipping's global sum of squares.
@@ -70,6 +76,16 @@ public:
   /// not run on another thread (MPI without MPI_THREAD_MULTIPLE), with the
   /// reason in `why`. Every rank must call it, in the same order.
   virtual std::unique_ptr<Communicator> duplicate(std::string &why) = 0;
+  /// The ranks of this communicator that pass the same `color`, ordered
+  /// by `key` (MPI_Comm_split): a mesh axis's group (`name` says which,
+  /// for the flight recorder: "shard group 1 (ranks 2-3)"). Null where this
+  /// communicator cannot split, with the reason in `why`. Every rank must
+  /// call it, in the same order.
+  virtual std::unique_ptr<Communicator>
+  split(int color, int key, const std::string &name, std::string &why) = 0;
+  /// The group this communicator spans, as split() named it ("world" for
+  /// every rank).
+  virtual std::string groupName() const { return "world"; }
   virtual uint64_t allReduceMax(uint64_t value) = 0;
   /// Ends every rank of the job with `code`.
   [[noreturn]] virtual void abort(int code) = 0;

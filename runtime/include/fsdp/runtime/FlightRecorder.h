@@ -58,8 +58,10 @@ public:
     uint64_t bytes = 0;
     int64_t issuedNanos = 0, startedNanos = 0, finishedNanos = 0;
   };
-  /// Most channels a rank uses: its main communicator and one per stream.
-  static constexpr uint32_t kMaxChannels = 4;
+  /// Most channels a rank uses: its main communicator, one per stream,
+  /// and under hybrid sharding the groups split from them (the main
+  /// thread's shard and replica groups, each stream's group).
+  static constexpr uint32_t kMaxChannels = 12;
 
   FlightRecorder(int rank, int size, size_t capacity = 256);
   ~FlightRecorder();
@@ -85,9 +87,10 @@ public:
   uint64_t issue(const CollectiveLabel &label, const std::string &kind,
                  uint64_t bytes);
   /// The collective `id` (0: a new one with the calling thread's label)
-  /// entered the communicator of `channel`.
+  /// entered the communicator of `channel`, which spans `group` (a mesh
+  /// axis's group, named in the record; empty or "world": every rank).
   uint64_t start(uint64_t id, uint32_t channel, const std::string &kind,
-                 uint64_t bytes);
+                 uint64_t bytes, const std::string &group = "");
   void finish(uint64_t id);
   /// Marks `id` finished if it still is open: a collective that no host
   /// communicator ran (a GPU's NCCL) ends at its wait.

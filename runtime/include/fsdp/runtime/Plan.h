@@ -77,7 +77,17 @@ struct Plan {
   /// The payload's CRC-32 from the header: what ranks compare to know they
   /// run the same plan.
   uint32_t checksum = 0;
-  uint32_t worldSize = 1;
+  /// The mesh (plan version 11): R replicas of shardSize-way sharding,
+  /// worldSize = R * shardSize ranks. Shards follow the layout of the
+  /// shard group (plan::shardIndex of a rank, of shardSize); under full
+  /// sharding shardSize is worldSize.
+  uint32_t worldSize = 1, shardSize = 1;
+  uint32_t replicas() const { return worldSize / shardSize; }
+  /// Rank `rank`'s shard of unit `unit`: its range of the flat parameter.
+  plan::ShardRange shardOf(uint32_t unit, int rank) const {
+    return plan::shardRange(units[unit].flatSize,
+                            plan::shardIndex(rank, shardSize), shardSize);
+  }
   uint64_t arenaSize = 0;
   uint64_t peakBytes = 0, peakKernel = 0;
   PeakBreakdown peak;
@@ -129,7 +139,8 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error);
 std::string describePlan(const Plan &plan);
 
 /// Calls fn(param, at, begin, count) for each parameter of unit `unit`
-/// that rank `rank` of `worldSize`'s shard overlaps: elements [begin, begin
+/// that shard `rank` of `worldSize` (a rank's plan::shardIndex and the
+/// plan's shardSize, under hybrid sharding) overlaps: elements [begin, begin
 /// + count) of the parameter lie at element `at` of the shard. Per-element
 /// rules (initialisation, no weight decay) follow these segments, also
 /// where a parameter straddles two ranks.

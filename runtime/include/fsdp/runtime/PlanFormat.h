@@ -126,9 +126,11 @@ enum class Opcode : uint32_t {
   // Gradient clipping by global norm (plan version 9).
   GradSqSum,
   AllReduceSum,
-  ClipCoefficient, // the last: kNumOpcodes counts from it
+  ClipCoefficient,
+  // Hybrid sharding's replica all-reduce (plan version 11).
+  AllReduceMean, // the last: kNumOpcodes counts from it
 };
-inline constexpr size_t kNumOpcodes = size_t(Opcode::ClipCoefficient) + 1;
+inline constexpr size_t kNumOpcodes = size_t(Opcode::AllReduceMean) + 1;
 
 /// The blocks of a GPU's grad_sq_sum (a fixed count, so that its sum is
 /// the same for every device): each leaves one double partial sum in the
@@ -150,7 +152,30 @@ inline constexpr double kClipEpsilon = 1e-6;
 inline constexpr uint32_t kComputeStream = 0; ///< and synchronous collectives
 inline constexpr uint32_t kGatherStream = 1;  ///< started all-gathers
 inline constexpr uint32_t kScatterStream = 2; ///< started reduce-scatters
-inline constexpr uint32_t kNumStreams = 3;
+inline constexpr uint32_t kReplicaStream = 3; ///< started replica all-reduces
+inline constexpr uint32_t kNumStreams = 4;
+
+/// The group a collective runs over (its `axis` parameter), on a mesh of
+/// R replicas of S-way sharding (world size R S, Plan::shardSize = S):
+/// the shard group of rank k is the S ranks k - k % S .. k - k % S + S - 1
+/// (every rank when R = 1), its replica group the R ranks k % S, S + k % S,
+/// ..., (R - 1) S + k % S (itself alone when R = 1). Gathers,
+/// reduce-scatters and clipping's all_reduce_sum run over the shard group,
+/// all_reduce_mean over the replica group; the runtime's own all-reduces
+/// (the loss, agreement, checkpoints) over every rank.
+enum class CommAxis : uint32_t { Shard = 0, Replicate = 1 };
+inline constexpr uint32_t kNumCommAxes = uint32_t(CommAxis::Replicate) + 1;
+inline constexpr std::array<std::string_view, kNumCommAxes> kCommAxisNames = {
+    "shard", "replicate"};
+/// Rank `rank`'s index in its shard group (the shard it holds), and in its
+/// replica group, on a mesh of `shardSize`-way sharding.
+constexpr int64_t shardIndex(int64_t rank, int64_t shardSize) {
+  return rank % shardSize;
+}
+constexpr int64_t replicaIndex(int64_t rank, int64_t shardSize) {
+  return rank / shardSize;
+}
+static_assert(shardIndex(5, 3) == 2 && replicaIndex(5, 3) == 1);
 
 /// The element type an operand must have. Mixed precision (bf16 compute
 /// over f32 master shards) is a matter of these rules: a kernel's Float
@@ -341,10 +366,10 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       // gathered type (mixed precision) rounds the shard into its own slot
       // first, which then moves in that type.
       kernel(O::AllGather, "all_gather", {anyFloats("shard")},
-             {result("gathered")}, {"stream", "token", "group"}),
+             {result("gathered")}, {"stream", "token", "group", "axis"}),
       // A full flat gradient into the local shard of its mean.
       kernel(O::ReduceScatter, "reduce_scatter", {floats("grad")},
-             {result("shard")}, {"stream", "token", "group"}),
+             {result("shard")}, {"stream", "token", "group", "axis"}),
       // With `scale` (a scalar: gradient clipping's coefficient), AdamW on
       // grad x scale.
       kernel(O::AdamWShard, "adamw_shard",
@@ -386,9 +411,14 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
       kernel(O::GradSqSum, "grad_sq_sum", {floats("grad"), optionalStat("acc")},
              {statResult("sum"), statScratch("partials")}, {"flat_size"}),
       kernel(O::AllReduceSum, "all_reduce_sum", {stat("value")},
-             {statResult("sum")}),
+             {statResult("sum")}, {"axis"}),
       kernel(O::ClipCoefficient, "clip_coefficient", {stat("sum_sq")},
              {statResult("coefficient")}, {"max_norm"}),
+      // Hybrid sharding: a gradient shard (a unit's, as reduce_scatter
+      // leaves it) averaged in place over the replica group; `result` is
+      // the `shard` buffer itself.
+      kernel(O::AllReduceMean, "all_reduce_mean", {floats("shard")},
+             {result("result")}, {"stream", "token", "group", "axis"}),
   }};
 }();
 
@@ -479,36 +509,45 @@ inline constexpr size_t kCollectiveToken =
     paramIndex(Opcode::AllGather, "token");
 inline constexpr size_t kCollectiveGroup =
     paramIndex(Opcode::AllGather, "group");
-inline constexpr size_t kNumCollectiveParams = 3;
+inline constexpr size_t kCollectiveAxis =
+    paramIndex(Opcode::AllGather, "axis");
+inline constexpr size_t kNumCollectiveParams = 4;
+/// all_reduce_sum's one parameter, its axis.
+inline constexpr size_t kAllReduceSumAxis =
+    paramIndex(Opcode::AllReduceSum, "axis");
 inline constexpr size_t kWaitToken = paramIndex(Opcode::Wait, "token");
 static_assert(numParams(kernelInfo(Opcode::AllGather)) ==
                       kNumCollectiveParams &&
                   kCollectiveStream < kNumCollectiveParams &&
                   kCollectiveToken < kNumCollectiveParams &&
                   kCollectiveGroup < kNumCollectiveParams &&
+                  kCollectiveAxis < kNumCollectiveParams &&
                   kWaitToken < numParams(kernelInfo(Opcode::Wait)),
               "collectives name stream, token and group; waits a token");
-static_assert(sameParams(Opcode::AllGather, Opcode::ReduceScatter),
-              "both collectives store their parameters alike");
+static_assert(sameParams(Opcode::AllGather, Opcode::ReduceScatter) &&
+                  sameParams(Opcode::AllGather, Opcode::AllReduceMean),
+              "the three collectives store their parameters alike");
 /// AdamW's learning rate (fsdp-run --lr overrides it).
 inline constexpr size_t kAdamWLearningRate = paramIndex(Opcode::AdamW, "lr");
 static_assert(kAdamWLearningRate < numParams(kernelInfo(Opcode::AdamW)) &&
               sameParams(Opcode::AdamW, Opcode::AdamWShard));
 
-/// An all_gather's or reduce_scatter's parameters, as stored (doubles).
-/// The accessors assume a plan that loaded: the loader has checked that
-/// stream < kNumStreams, that token fits 32 bits and that group is 0 or 1.
+/// An all_gather's, reduce_scatter's or all_reduce_mean's parameters, as
+/// stored (doubles). The accessors assume a plan that loaded: the loader
+/// has checked that stream < kNumStreams, that token fits 32 bits, that
+/// group is 0 or 1 and axis a CommAxis.
 struct CollectiveParams {
-  double stream = 0, token = 0, group = 0;
+  double stream = 0, token = 0, group = 0, axis = 0;
   bool started() const { return stream != 0; } ///< not run in place
   bool grouped() const { return group != 0; }  ///< joins the one before
   uint32_t streamId() const { return uint32_t(stream); }
   uint32_t tokenId() const { return uint32_t(token); }
+  CommAxis commAxis() const { return CommAxis(uint32_t(axis)); }
 };
 /// Reads a collective's parameters, in kKernels order, from `params`.
 inline CollectiveParams collectiveParams(const double *params) {
   return {params[kCollectiveStream], params[kCollectiveToken],
-          params[kCollectiveGroup]};
+          params[kCollectiveGroup], params[kCollectiveAxis]};
 }
 /// The values to store for `p`, in kKernels order.
 inline std::array<double, kNumCollectiveParams>
@@ -517,6 +556,7 @@ collectiveParamValues(const CollectiveParams &p) {
   values[kCollectiveStream] = p.stream;
   values[kCollectiveToken] = p.token;
   values[kCollectiveGroup] = p.group;
+  values[kCollectiveAxis] = p.axis;
   return values;
 }
 /// A wait's token, as stored.

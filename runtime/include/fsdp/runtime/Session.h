@@ -153,6 +153,11 @@ private:
   const Plan &plan;
   Backend &backend;
   Communicator &comm;
+  /// The shard group this rank gathers with outside the plan (--save's
+  /// final gather): `comm` without a replicate axis, else split from it
+  /// on first use.
+  Communicator &shardGroup();
+  std::unique_ptr<Communicator> shardComm;
   std::optional<double> lrOverride;
   KernelTimes times;
   FlightRecorder *recorder = nullptr;

@@ -88,8 +88,9 @@ private:
 
   Hardware hw;
   NetworkTopology net;
-  // Streams: 0 compute, 1 all-gather, 2 reduce-scatter.
-  std::array<double, 3> freeAt{};
+  // Streams: 0 compute, 1 all-gather, 2 reduce-scatter, 3 replica
+  // all-reduce (hybrid sharding).
+  std::array<double, 4> freeAt{};
   llvm::DenseMap<Value, double> doneAt;
 };
 

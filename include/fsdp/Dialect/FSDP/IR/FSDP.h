@@ -106,8 +106,16 @@ int64_t getMaxShardSize(int64_t size, int64_t worldSize);
 Value getGatheredTensor(Operation *op);
 /// A reduce-scatter, synchronous or started: the gradient shard, or null.
 Value getScatteredShard(Operation *op);
-/// The unit a gather or reduce-scatter (either form) works on, or null.
+/// The unit a gather, reduce-scatter or replica all-reduce (either form)
+/// works on, or null.
 FlatSymbolRefAttr getCollectiveUnit(Operation *op);
+/// A replica all-reduce (fsdp.all_reduce_mean, synchronous or started):
+/// the averaged shard, or null.
+Value getReplicaMean(Operation *op);
+/// The mesh axis whose groups a collective runs over: its `axis`
+/// attribute, or "shard" where it has none (a mesh without a replicate
+/// axis has one group, every rank); empty for an op that is no collective.
+StringRef getCollectiveAxis(Operation *op);
 /// The function --fsdp-autodiff built (marked fsdp.train_step), or null.
 func::FuncOp getTrainStep(ModuleOp module);
 

@@ -31,9 +31,10 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     %full = fsdp.all_gather @h.0 : tensor<7087872xf32>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<StrAttr>:$axis);
   let results = (outs 1DTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat = "$unit attr-dict `:` type($result)";
+  let assemblyFormat = "$unit (`over` $axis^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
@@ -86,11 +87,13 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
     %g = fsdp.reduce_scatter %flat @h.0 : tensor<7087872xf32> -> tensor<1771968xf32>
     ```
   }];
-  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit);
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
+                       OptionalAttr<StrAttr>:$axis);
   let results = (outs 1DTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
-    $source $unit attr-dict `:` type($source) `->` type($result)
+    $source $unit (`over` $axis^)? attr-dict `:` type($source) `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 /// The f32 scalars of gradient clipping (sums of squares, the coefficient),
@@ -192,9 +195,10 @@ def FSDP_AllReduceSumOp : FSDP_Op<"all_reduce_sum", [
     %global = fsdp.all_reduce_sum %local : tensor<f32>
     ```
   }];
-  let arguments = (ins FSDP_F32Scalar:$value);
+  let arguments = (ins FSDP_F32Scalar:$value, OptionalAttr<StrAttr>:$axis);
   let results = (outs FSDP_F32Scalar:$result);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let assemblyFormat = "$value (`over` $axis^)? attr-dict `:` type($value)";
+  let hasVerifier = 1;
 }
 
 def FSDP_ClipCoefficientOp : FSDP_KernelOp<"clip_coefficient",
@@ -254,10 +258,12 @@ def FSDP_AllGatherStartOp : FSDP_Op<"all_gather_start", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
-                       UnitAttr:$grouped);
+                       UnitAttr:$grouped, OptionalAttr<StrAttr>:$axis);
   let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
-  let assemblyFormat =
-      "$unit `stream` $stream (`grouped` $grouped^)? attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $unit `stream` $stream (`grouped` $grouped^)? (`over` $axis^)? attr-dict
+    `:` type($result)
+  }];
   let hasVerifier = 1;
 }
 
@@ -273,11 +279,70 @@ def FSDP_ReduceScatterStartOp : FSDP_Op<"reduce_scatter_start", [
   }];
   let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
-                       UnitAttr:$grouped);
+                       UnitAttr:$grouped, OptionalAttr<StrAttr>:$axis);
   let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
   let assemblyFormat = [{
-    $source $unit `stream` $stream (`grouped` $grouped^)? attr-dict `:`
-    type($source) `->` type($result)
+    $source $unit `stream` $stream (`grouped` $grouped^)? (`over` $axis^)?
+    attr-dict `:` type($source) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_AllReduceMeanOp : FSDP_Op<"all_reduce_mean", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    AllTypesMatch<["source", "result"]>,
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "averages a unit's gradient shard over the replicas";
+  let description = [{
+    Hybrid sharding (a mesh `replicate = R x shard = S` with R > 1): the
+    shard group r (ranks r S .. r S + S - 1) has reduce-scattered unit
+    `unit`'s gradient into the mean over its S ranks; this all-reduce
+    averages that shard over the R ranks that hold the same shard (shard
+    index k: ranks k, S + k, ..., (R - 1) S + k), so that every rank ends
+    with the mean over all R S ranks and the R replicas of a shard stay
+    identical. `axis` names the group: always `"replicate"`. The result
+    has the source's type and, after lowering, its buffer (in place).
+
+    ```mlir
+    %g = fsdp.reduce_scatter %flat @h.0 over "shard" : tensor<7087872xf32> -> tensor<1771968xf32>
+    %m = fsdp.all_reduce_mean %g @h.0 over "replicate" : tensor<1771968xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
+                       StrAttr:$axis);
+  let results = (outs 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $source $unit `over` $axis attr-dict `:` type($source)
+  }];
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$source,
+                                 "::mlir::FlatSymbolRefAttr":$unit), [{
+    build($_builder, $_state, source.getType(), source, unit,
+          $_builder.getStringAttr("replicate"));
+  }]>];
+}
+
+def FSDP_AllReduceMeanStartOp : FSDP_Op<"all_reduce_mean_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    AllTypesMatch<["source", "result"]>,
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "starts averaging a gradient shard over the replicas";
+  let description = [{
+    The asynchronous form of `fsdp.all_reduce_mean`, on stream `stream`
+    (the replica stream, 3, of its own: it never queues behind a
+    reduce-scatter or a gather). The shard may not be read until an
+    `fsdp.wait` on the token.
+
+    ```mlir
+    %tok, %m = fsdp.all_reduce_mean_start %g @h.0 stream 3 over "replicate" : tensor<1771968xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyFloat]>:$source, FlatSymbolRefAttr:$unit,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
+                       StrAttr:$axis);
+  let results = (outs FSDP_TokenType:$token, 1DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $source $unit `stream` $stream `over` $axis attr-dict `:` type($source)
   }];
   let hasVerifier = 1;
 }

@@ -272,15 +272,23 @@ def FsdpMeshPass : Pass<"fsdp-mesh", "::mlir::ModuleOp"> {
       fsdp.param @w : tensor<4x16xf32> {init = #fsdp.init<normal, std = 0.02>}
       ...
     ```
-    With `replicate=2 shard=4`, the mesh is `#fsdp.mesh<["replicate" = 2,
-    "shard" = 4]>` (eight ranks: hybrid sharding, which `--fsdp-shard` does
-    not support yet).
+    With `replicate=2 shard=4`, or `mesh=2x4`, the mesh is
+    `#fsdp.mesh<["replicate" = 2, "shard" = 4]>`: eight ranks, hybrid
+    sharding (docs/fsdp-semantics.md). `mesh=RxS` is the training
+    pipeline's form; it overrides `replicate` and `shard`, and
+    `world-size`, when given too, must be R * S (a contradiction is an
+    error naming both).
   }];
   let options = [
     Option<"shard", "shard", "int64_t", /*default=*/"1",
            "Ranks each unit is sharded over (the mesh's shard axis)">,
     Option<"replicate", "replicate", "int64_t", /*default=*/"1",
-           "Replicas of every shard (the mesh's replicate axis; 1: none)">
+           "Replicas of every shard (the mesh's replicate axis; 1: none)">,
+    Option<"spec", "mesh", "std::string", /*default=*/"\"\"",
+           "The mesh as RxS (replicate x shard), e.g. 2x4; empty: replicate "
+           "and shard">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "With mesh: the ranks it must have (0: not checked)">
   ];  // It creates #fsdp.mesh also in a module that holds no fsdp op yet.
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
