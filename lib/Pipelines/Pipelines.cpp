@@ -32,10 +32,12 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   // world-size=N alone is the mesh 1xN; with mesh=RxS it must be R * S.
   FsdpMeshPassOptions mesh;
   if (options.mesh.empty()) {
-    mesh.shard = options.worldSize == 0 ? 1 : options.worldSize;
+    mesh.shard = options.worldSize;
   } else {
     mesh.spec = options.mesh;
-    mesh.worldSize = options.worldSize;
+    // Checked only where given: world-size's default is one rank.
+    if (options.worldSize.getNumOccurrences() > 0)
+      mesh.worldSize = options.worldSize;
   }
   pm.addPass(createFsdpMeshPass(mesh));
 

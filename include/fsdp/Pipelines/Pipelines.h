@@ -27,9 +27,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{
       *this, "world-size",
       llvm::cl::desc("Ranks to shard over (the mesh 1xN; the global batch is "
-                     "split too); with mesh, its rank count (0: not given, "
-                     "1 rank without mesh)"),
-      llvm::cl::init(FsdpMeshPassOptions().worldSize)};
+                     "split too); given with mesh, its rank count"),
+      llvm::cl::init(FsdpMeshPassOptions().shard)};
   Option<std::string> mesh{
       *this, "mesh",
       llvm::cl::desc("The mesh RxS: R replicas of S-way sharding (1xN: "

@@ -6,15 +6,15 @@
 // RUN: fsdp-opt %t.mlp.mlir --fsdp-mesh=shard=2 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-lower-to-runtime | FileCheck %s --check-prefix=SYNC
 // RUN: fsdp-opt %t.mlp.mlir --fsdp-mesh=shard=2 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-schedule --fsdp-lower-to-runtime | FileCheck %s --check-prefix=ASYNC
 // SYNC: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<8xf32>
-// SYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%{{.*}} : memref<15xf32>) params {group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"
-// SYNC: fsdprt.kernel "reduce_scatter" ins(%{{.*}} : memref<15xf32>) outs(%{{.*}} : memref<8xf32>) params {group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"
+// SYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%{{.*}} : memref<15xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"
+// SYNC: fsdprt.kernel "reduce_scatter" ins(%{{.*}} : memref<15xf32>) outs(%{{.*}} : memref<8xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 0 : i64, token = 0 : i64} unit "layers.0"
 // SYNC-NOT: "wait"
 // ASYNC: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<8xf32>
-// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G1:.*]] : memref<15xf32>) params {group = 0 : i64, stream = 1 : i64, token = 1 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G1:.*]] : memref<15xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 1 : i64, token = 1 : i64} unit "layers.0"
 // ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[SHARD]], %[[G1]] : memref<8xf32>, memref<15xf32>) params {token = 1 : i64} unit "layers.0"
-// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G2:.*]] : memref<15xf32>) params {group = 0 : i64, stream = 1 : i64, token = 2 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "all_gather" ins(%[[SHARD]] : memref<8xf32>) outs(%[[G2:.*]] : memref<15xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 1 : i64, token = 2 : i64} unit "layers.0"
 // ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[SHARD]], %[[G2]] : memref<8xf32>, memref<15xf32>) params {token = 2 : i64} unit "layers.0"
-// ASYNC: fsdprt.kernel "reduce_scatter" ins(%[[FULL:.*]] : memref<15xf32>) outs(%[[GS:.*]] : memref<8xf32>) params {group = 0 : i64, stream = 2 : i64, token = 3 : i64} unit "layers.0"
+// ASYNC: fsdprt.kernel "reduce_scatter" ins(%[[FULL:.*]] : memref<15xf32>) outs(%[[GS:.*]] : memref<8xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 2 : i64, token = 3 : i64} unit "layers.0"
 // ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[FULL]], %[[GS]] : memref<15xf32>, memref<8xf32>) params {token = 3 : i64} unit "layers.0"
 // ASYNC: fsdprt.kernel "adamw_shard" ins(%[[GS]] : memref<8xf32>)
 

@@ -15,7 +15,7 @@ func.func @gelu(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // The opcode past the table (33 kernels, Embedding to Wait).
 func.func @no_kernel(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'fsdp_test.no_kernel' op lowers to opcode 37, which is no kernel}}
+  // expected-error @+1 {{'fsdp_test.no_kernel' op lowers to opcode 38, which is no kernel}}
   %0 = fsdp_test.no_kernel %x : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -7,12 +7,6 @@ func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.forward} {
 
 // -----
 
-// CHECK: error: fsdp-shard: the mesh #fsdp.mesh<["replicate" = 2, "shard" = 2]> replicates shards (hybrid sharding), which plans cannot express yet; use a mesh with only a "shard" axis
-module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
-}
-
-// -----
-
 // CHECK: error: 'fsdp.param' op is in no unit; fsdp-shard shards units (run --fsdp-wrap first)
 fsdp.param @w : tensor<2x2xf32> init <zeros>
 func.func @train_step(%l: tensor<f32>, %s: i64) -> tensor<f32> attributes {fsdp.train_step} {

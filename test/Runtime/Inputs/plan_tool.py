@@ -8,7 +8,7 @@ An EDIT is `TABLE SELECTOR FIELD VALUE` or, for the tables that are one
 record, `TABLE FIELD VALUE`:
 
     header  FIELD VALUE     version flags payload_size crc reserved0..2
-    summary FIELD VALUE     world_size arena_size peak_bytes peak_kernel
+    summary FIELD VALUE     world_size shard_size arena_size peak_bytes peak_kernel
     program FIELD VALUE     loss_buffer grad_sq_buffer (`none`: 0xFFFFFFFF)
                             eval_kernels (a count, `all`, or `@NAME[.N][+K]`:
                             the kernels before that one, plus K)
@@ -52,13 +52,13 @@ MAGIC = b"FSDPPLAN"
 HEADER = struct.Struct("<8sIIQIIQQ")
 HEADER_FIELDS = ["magic", "version", "flags", "payload_size", "crc",
                  "reserved0", "reserved1", "reserved2"]
-SUMMARY_FIELDS = ["world_size", "arena_size", "peak_bytes", "peak_kernel",
+SUMMARY_FIELDS = ["world_size", "shard_size", "arena_size", "peak_bytes", "peak_kernel",
                   "peak_params", "peak_grads", "peak_optimizer",
                   "peak_activations", "peak_scratch", "peak_gathered",
                   "peak_inputs", "outside_arena_cpu", "outside_arena_cpu_mapped",
                   "blas_bytes_per_thread", "outside_arena_cuda",
                   "model_flops"]
-SUMMARY = struct.Struct("<IQQQ11Qd")
+SUMMARY = struct.Struct("<IIQQQ11Qd")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
@@ -128,7 +128,7 @@ def parse(data):
         raise PlanError("not a plan file")
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
-    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IQQQ11Qd")))
+    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIQQQ11Qd")))
     plan["buffers"] = []
     for _ in range(c.take("I")):
         b = {"kind": c.take("I"), "dtype": c.take("I"),
@@ -190,7 +190,7 @@ def serialise(plan, fix_crc=True):
         return pack("I", len(dims)) + b"".join(pack("q", d) for d in dims)
 
     out = [SUMMARY.pack(*[plan["summary"][f] if f == "model_flops" else
-                          plan["summary"][f] & ((1 << (32 if i == 0 else 64))
+                          plan["summary"][f] & ((1 << (32 if i < 2 else 64))
                                                 - 1)
                           for i, f in enumerate(SUMMARY_FIELDS)])]
     out.append(count("buffers", len(plan["buffers"])))

@@ -53,6 +53,11 @@ public:
         live(profile.live), eb(double(profile.elementBytes)),
         gatheredBytes(profile.gatheredBytes) {}
 
+  /// Replicas of every shard (hybrid sharding): the formulas divide by
+  /// the shard group's S ranks ("N" names S when R = 1, as before meshes
+  /// had two axes), the totals count all R S ranks.
+  int64_t R = 1;
+
   /// The header and the steady state: what every rank holds throughout.
   void printPerRank();
   /// The peaks, what they are made of, and the DDP baseline.
@@ -71,6 +76,9 @@ private:
   static std::string formula(StringRef text, double bytes);
   /// The rows of the peak at op `at`: where it is and what it holds.
   void describe(StringRef name, int64_t at);
+
+  /// "N", or "S" on a mesh with replicas.
+  StringRef n() const { return R > 1 ? "S" : "N"; }
 
   int64_t N, P, units, elementBytes, shardBytes, steady, largestUnit,
       smallestUnit, forwardPeak, backwardPeak, overall;
@@ -113,16 +121,23 @@ void ReportPrinter::describe(StringRef name, int64_t at) {
 }
 
 void ReportPrinter::printPerRank() {
-  os << "fsdp-memory-report: world size " << N << ", " << units << " units, "
+  if (R > 1)
+    os << "fsdp-memory-report: mesh " << R << "x" << N << " (world size "
+       << R * N << ", S = " << N << " ranks per shard group), " << units
+       << " units, ";
+  else
+    os << "fsdp-memory-report: world size " << N << ", " << units << " units, ";
+  os
      << P << " parameters (P), " << elementBytes << " bytes per element";
   if (gatheredBytes != elementBytes)
     os << " (gathered units, activations and gradients: " << gatheredBytes
        << ", mixed precision)";
   os << "; per rank:\n";
-  row("parameters (shard)", shardBytes, formula("4P/N", eb * P / N));
-  row("gradients (shard)", shardBytes, formula("4P/N", eb * P / N));
-  row("optimizer states", 2 * shardBytes, formula("8P/N", 2 * eb * P / N));
-  row("steady state", steady, formula("16P/N", 4 * eb * P / N));
+  row("parameters (shard)", shardBytes, formula(("4P/" + n()).str(), eb * P / N));
+  row("gradients (shard)", shardBytes, formula(("4P/" + n()).str(), eb * P / N));
+  row("optimizer states", 2 * shardBytes,
+      formula(("8P/" + n()).str(), 2 * eb * P / N));
+  row("steady state", steady, formula(("16P/" + n()).str(), 4 * eb * P / N));
   std::string perUnit = ", " + std::to_string(gatheredBytes) + "P/M";
   row("largest gathered unit", largestUnit * gatheredBytes,
       "@" + largestName +
@@ -137,7 +152,7 @@ void ReportPrinter::printPeaks() {
                   double(live[forwardPeak].bytes[Activation]);
     bool matches = std::abs(seed - double(steady + live[forwardPeak].total())) <
                    4 * eb * units;
-    os << "    seed: 16P/N + 4P/M + activations = "
+    os << "    seed: 16P/" << n() << " + 4P/M + activations = "
        << llvm::format("%.0f bytes (%s)\n", seed,
                        matches ? "matches" : "differs");
   }
@@ -162,12 +177,14 @@ void ReportPrinter::printOverhead(const RuntimeOverhead &overhead) {
 }
 
 void ReportPrinter::printTotals() {
-  os << "total over " << N << " ranks:\n";
-  row("steady state", N * steady, formula("16P", 4 * eb * P));
-  row("peak", N * (steady + live[overall].total()), "");
+  os << "total over " << R * N << " ranks:\n";
+  row("steady state", R * N * steady,
+      formula(R > 1 ? "16P x R" : "16P", 4 * eb * P * R));
+  row("peak", R * N * (steady + live[overall].total()), "");
   ShardRange first = getShardRange(largestUnit, 0, N),
              lastRank = getShardRange(largestUnit, N - 1, N);
-  os << "  shards of @" << largestName << ": rank 0 owns elements "
+  os << "  shards of @" << largestName
+     << (R > 1 ? " (in each shard group)" : "") << ": rank 0 owns elements "
      << first.begin << " .. " << first.end - 1 << ", rank " << N - 1 << " owns "
      << lastRank.begin << " .. " << lastRank.end - 1
      << " (at most one element apart)\n";
@@ -184,6 +201,8 @@ void FsdpMemoryReportPass::runOnOperation() {
   if (failed(computed))
     return signalPassFailure();
   ReportPrinter report(*computed);
+  if (MeshAttr mesh = getMesh(module))
+    report.R = mesh.getReplicateSize();
   report.printPerRank();
   report.printPeaks();
   for (StringRef backend : getOverheadBackends())

@@ -83,14 +83,29 @@ void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
   }
 }
 
+/// The ops that read the shard a reduce-scatter gives: its users, and,
+/// under hybrid sharding, those of its replica all-reduce instead of the
+/// all-reduce itself, which starts right after the reduce-scatter's wait,
+/// wherever that goes (startReplicaMeans).
+static SmallVector<Operation *> shardReads(ReduceScatterStartOp scatter) {
+  SmallVector<Operation *> reads;
+  for (Operation *user : scatter.getResult().getUsers()) {
+    if (Value mean = getReplicaMean(user))
+      reads.append(mean.getUsers().begin(), mean.getUsers().end());
+    else
+      reads.push_back(user);
+  }
+  return reads;
+}
+
 /// The first op of `block` that reads a shard of `bucket` before `until`,
 /// or `until`.
 Operation *firstShardRead(Block &block, ArrayRef<ReduceScatterStartOp> bucket,
                           Operation *until) {
   for (ReduceScatterStartOp member : bucket)
-    for (Operation *user : member.getResult().getUsers())
+    for (Operation *user : shardReads(member))
       if (Operation *top = block.findAncestorOpInBlock(*user);
-          top && !getReplicaMean(top) && top->isBeforeInBlock(until))
+          top && top->isBeforeInBlock(until))
         until = top;
   return until;
 }
@@ -301,10 +316,8 @@ static void overlapScatters(Block &block) {
     // read of the shard instead.
     if (order.before(until, scatter))
       until = block.getTerminator();
-    // The replica all-reduce is no read: it starts after this wait,
-    // wherever the wait goes (startReplicaMeans).
-    for (Operation *user : scatter.getResult().getUsers())
-      if (!getReplicaMean(user) && order.before(user, until))
+    for (Operation *user : shardReads(scatter))
+      if (order.before(user, until))
         until = user;
     auto wait = llvm::cast<WaitOp>(*scatter.getToken().getUsers().begin());
     wait->moveBefore(until);

@@ -26,6 +26,11 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     flattened parameter elements) and receives the whole flat parameter,
     every element at its global offset (all-gatherv semantics; shards differ
     by at most one element). The result must be freed with `fsdp.free`.
+    `over "shard"` names the group it runs over, the shard group of the
+    module's mesh (set under hybrid sharding; left out, it is "shard",
+    which without a replicate axis is every rank). The same holds for
+    every collective of the step: reduce-scatters and clipping's
+    `all_reduce_sum` run over "shard", `all_reduce_mean` over "replicate".
 
     ```mlir
     %full = fsdp.all_gather @h.0 : tensor<7087872xf32>

@@ -383,6 +383,22 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     fsdp.free %full2 : tensor<20xf32>
     fsdp.adamw_shard @u, %g, %step {...} : tensor<10xf32>
     ```
+
+    Hybrid sharding (a mesh with a `replicate` axis, R > 1): the shards
+    are of the `shard` axis's S ranks (the seed's layout inside each shard
+    group), every collective names its group (`over "shard"`), and each
+    unit's reduce-scatter (the mean over its shard group) is followed by
+    `fsdp.all_reduce_mean` of the shard over the replicas, which AdamW
+    reads: the mean over all R S ranks (docs/fsdp-semantics.md says where
+    the divisions happen and why). At `replicate=2 shard=2`:
+    ```mlir
+    %full = fsdp.all_gather @u over "shard" : tensor<20xf32>
+    ...
+    %g = fsdp.reduce_scatter %flat @u over "shard" : tensor<20xf32> -> tensor<10xf32>
+    fsdp.free %flat : tensor<20xf32>
+    %m = fsdp.all_reduce_mean %g @u over "replicate" : tensor<10xf32>
+    fsdp.adamw_shard @u, %m, %step {...} : tensor<10xf32>
+    ```
   }];
 }
 
@@ -651,6 +667,31 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     fsdp.free %g1 : tensor<27xf32>
     %z = fsdp.compute @l2 forward ins(%y, %g2 : ...) { ... }
     ```
+
+    Hybrid sharding's replica all-reduces (`fsdp.all_reduce_mean`) get
+    stream 3, of their own, so that one never queues behind a
+    reduce-scatter or a gather of the shard group. Their in-flight rule:
+    each starts right after its unit's reduce-scatter has been waited for
+    (its input is complete there, wherever bucketing or the reduce-scatter
+    rule put that wait), and at most one is in flight: it is waited for
+    just before the next one starts, or before the first read of its
+    shard (the optimizer, or clipping's sum of squares), whichever comes
+    first. So the all-reduce of unit i overlaps the backward and the
+    reduce-scatter of unit i - 1, as the reduce-scatters overlap the
+    backward; replica all-reduces are never bucketed. The reduce-scatter's
+    own wait ignores its all-reduce as a read (it follows the wait) and
+    counts the reads of the averaged shard instead:
+    ```mlir
+    %t2, %s2 = fsdp.reduce_scatter_start %f2 @l2 stream 2 over "shard" : ...
+    ...
+    fsdp.wait %t2
+    %a2, %m2 = fsdp.all_reduce_mean_start %s2 @l2 stream 3 over "replicate" : tensor<325xf32>
+    %t1, %s1 = fsdp.reduce_scatter_start %f1 @l1 stream 2 over "shard" : ...
+    ...
+    fsdp.wait %t1
+    fsdp.wait %a2
+    %a1, %m1 = fsdp.all_reduce_mean_start %s1 @l1 stream 3 over "replicate" : tensor<2080xf32>
+    ```
   }];
   let options = [
     Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
@@ -833,8 +874,22 @@ def FsdpVerifyPass : Pass<"fsdp-verify", "::mlir::ModuleOp"> {
       `fsdp.grad_sq_sum` that leaves out a unit, sums one twice, or sums a
       tensor that is not the unit's reduce-scattered shard.
 
+    * hybrid sharding (a mesh with a `replicate` axis): a collective that
+      names no group, a replica all-reduce on a mesh without replicas or
+      of a tensor that is not its unit's reduce-scattered shard, a unit
+      averaged twice, or an AdamW that reads a shard not averaged over
+      the replicas (the replicas would drift apart). The ops' verifiers
+      reject a gather, reduce-scatter or clipping sum over "replicate", a
+      replica all-reduce over "shard", and a bucket whose members name
+      different groups.
+
     The collectives of a step that passes are a fixed, rank-independent
     sequence: the program has no rank-dependent value and no control flow.
+    So every collective of a group is issued by all the group's members
+    in the same order (program order), on the same stream, for every
+    group of the mesh: all members of a shard group, and of a replica
+    group, run this one program, each collective names the one group the
+    mesh gives it, and a bucket (one fused collective) runs over one group.
   }];
 }
 
