@@ -74,7 +74,7 @@ OPCODES = ["embedding", "embedding_backward", "layer_norm",
            "rope", "rope_backward", "token_embedding_backward",
            "cast", "wait",
            # Gradient clipping (plan version 9)
-           "grad_sq_sum", "all_reduce_sum", "clip_coefficient"]
+           "grad_sq_sum", "all_reduce_sum", "clip_coefficient", "all_reduce_mean"]
 NONE = 0xFFFFFFFF
 
 # Field formats of each record kind, for packing edited values.
