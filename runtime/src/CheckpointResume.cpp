@@ -251,8 +251,8 @@ struct OldFiles {
 /// metadata ("begin:end", which a hybrid-sharded run's files need: their
 /// layout is the shard group's), else the full-sharding layout of the old
 /// world size.
-plan::ShardRange oldRange(const SafeTensorsReader &reader,
-                          const UnitDesc &unit, int64_t r, int64_t oldRanks) {
+plan::ShardRange oldRange(const SafeTensorsReader &reader, const UnitDesc &unit,
+                          int64_t r, int64_t oldRanks) {
   plan::ShardRange range = plan::shardRange(unit.flatSize, r, oldRanks);
   for (const auto &[key, value] : reader.metadata()) {
     if (key != unit.name + "/range")

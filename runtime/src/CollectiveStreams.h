@@ -48,8 +48,8 @@ public:
   /// Queues `job` on `stream`, over `axis`'s group (the stream's own
   /// communicator where no group was set); it completes the collectives
   /// `tokens`.
-  void start(uint32_t stream, plan::CommAxis axis,
-             std::vector<uint32_t> tokens, Job job);
+  void start(uint32_t stream, plan::CommAxis axis, std::vector<uint32_t> tokens,
+             Job job);
   /// Blocks until collective `token` has run; returns when it ran.
   Backend::Span wait(uint32_t token);
 

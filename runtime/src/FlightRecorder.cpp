@@ -160,8 +160,8 @@ uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
   // A mesh axis's group (hybrid sharding) is part of what the collective
   // is: the dump, the board and the watchdog's message name it.
   if (!group.empty() && group != "world")
-    r.label.what = (r.label.what.empty() ? r.kind : r.label.what) + " over " +
-                   group;
+    r.label.what =
+        (r.label.what.empty() ? r.kind : r.label.what) + " over " + group;
   publish(r, /*started=*/true);
   return id;
 }

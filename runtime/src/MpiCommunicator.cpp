@@ -131,9 +131,9 @@ public:
                           int(count));
       return;
     }
-    check(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM,
-                        comm),
-          "MPI_Allreduce");
+    check(
+        MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, comm),
+        "MPI_Allreduce");
     F32Elements::scale(static_cast<float *>(data), 1.0f / float(size_),
                        int(count));
   }
@@ -171,9 +171,8 @@ public:
     return result;
   }
 
-  std::unique_ptr<Communicator> split(int color, int key,
-                                      const std::string &name,
-                                      std::string &) override {
+  std::unique_ptr<Communicator>
+  split(int color, int key, const std::string &name, std::string &) override {
     MPI_Comm part;
     check(MPI_Comm_split(comm, color, key, &part), "MPI_Comm_split");
     auto result = std::make_unique<MpiCommunicator>(part, threadMultiple);

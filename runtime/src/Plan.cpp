@@ -1008,8 +1008,6 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
         k.out(2).kind != plan::BufferKind::AdamV)
       return k.bad("does not update a parameter and its moments");
     return true;
-  case Opcode::Fill:
-    return true;
   case Opcode::AllGather:
   case Opcode::ReduceScatter:
   case Opcode::AllReduceMean:
@@ -1035,8 +1033,9 @@ static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
     if (overlap(k.in(0), k.out(0)))
       return k.bad("copies between overlapping buffers");
     return true;
+  case Opcode::Fill:
   case Opcode::Wait:
-    return true; // validateStreams matches it with its start
+    return true; // a wait: validateStreams matches it with its start
   case Opcode::GradSqSum:
   case Opcode::AllReduceSum:
   case Opcode::ClipCoefficient:
@@ -1229,10 +1228,9 @@ std::string describePlan(const Plan &plan) {
   os << "plan " << plan.path << ": world size " << plan.worldSize;
   if (plan.shardSize != plan.worldSize)
     os << " (mesh " << plan.replicas() << "x" << plan.shardSize << ")";
-  os << ", "
-     << plan.params.size() << " parameters (" << paramElements << " elements), "
-     << plan.buffers.size() << " buffers, " << plan.program.size()
-     << " kernels\n"
+  os << ", " << plan.params.size() << " parameters (" << paramElements
+     << " elements), " << plan.buffers.size() << " buffers, "
+     << plan.program.size() << " kernels\n"
      << "  arena " << plan.arenaSize << " bytes, predicted peak "
      << plan.peakBytes << " bytes at kernel #" << plan.peakKernel << " (params "
      << plan.peak.params << ", grads " << plan.peak.grads << ", optimizer "

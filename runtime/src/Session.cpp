@@ -20,8 +20,7 @@ Communicator &Session::shardGroup() {
     shardComm = comm.split(rank / shards, rank,
                            "shard group " + std::to_string(rank / shards), why);
     if (!shardComm) {
-      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", rank,
-                   why.c_str());
+      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", rank, why.c_str());
       comm.abort(1);
     }
   }

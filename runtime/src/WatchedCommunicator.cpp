@@ -78,7 +78,8 @@ public:
                                       const std::string &name,
                                       std::string &why) override {
     std::unique_ptr<Communicator> part;
-    watched("comm_split", 0, [&] { part = inner->split(color, key, name, why); });
+    watched("comm_split", 0,
+            [&] { part = inner->split(color, key, name, why); });
     if (!part)
       return nullptr;
     uint32_t next = ++*channels;

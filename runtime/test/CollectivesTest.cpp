@@ -518,14 +518,17 @@ void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
       };
     };
     using Tokens = std::vector<uint32_t>;
-    streams.start(1, plan::CommAxis::Shard, Tokens(gatherTokens.begin(), gatherTokens.begin() + half),
+    streams.start(1, plan::CommAxis::Shard,
+                  Tokens(gatherTokens.begin(), gatherTokens.begin() + half),
                   gatherJob(0, half));
     streams.start(2, plan::CommAxis::Shard,
                   Tokens(scatterTokens.begin(), scatterTokens.begin() + half),
                   scatterJob(0, half));
-    streams.start(1, plan::CommAxis::Shard, Tokens(gatherTokens.begin() + half, gatherTokens.end()),
+    streams.start(1, plan::CommAxis::Shard,
+                  Tokens(gatherTokens.begin() + half, gatherTokens.end()),
                   gatherJob(half, sizes.size()));
-    streams.start(2, plan::CommAxis::Shard, Tokens(scatterTokens.begin() + half, scatterTokens.end()),
+    streams.start(2, plan::CommAxis::Shard,
+                  Tokens(scatterTokens.begin() + half, scatterTokens.end()),
                   scatterJob(half, sizes.size()));
     // The main thread's own collective, concurrently.
     double mean = comm.allReduceMean(double(k));

@@ -20,9 +20,9 @@ namespace mlir::fsdp {
 /// option sets one pass's option of the same name, and its default is that
 /// pass's own default, read from the pass's generated options struct, so
 /// the two cannot drift apart. Two are the pipeline's own: `world-size`
-/// (it sets the mesh: --fsdp-mesh=shard=N, or checks mesh=RxS) and `policy`'s default, `given`
-/// where --fsdp-wrap's is `per-block`, so that a wrapped input keeps its
-/// units.
+/// (it sets the mesh: --fsdp-mesh=shard=N, or checks mesh=RxS) and `policy`'s
+/// default, `given` where --fsdp-wrap's is `per-block`, so that a wrapped input
+/// keeps its units.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<int64_t> worldSize{
       *this, "world-size",

@@ -398,8 +398,8 @@ bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
   if (plan.replicas() == 1)
     return true; // one group: every rank, as before meshes had two axes
   int rank = comm.rank(), shards = int(plan.shardSize);
-  auto split = [&](Communicator &from, plan::CommAxis axis)
-      -> std::unique_ptr<Communicator> {
+  auto split = [&](Communicator &from,
+                   plan::CommAxis axis) -> std::unique_ptr<Communicator> {
     int color = axis == plan::CommAxis::Shard ? rank / shards : rank % shards;
     std::string why;
     auto group = from.split(color, rank,

@@ -70,17 +70,11 @@ public:
 
   std::string description() const override { return text; }
   bool allocateArena(uint64_t bytes, std::string &error) override;
-  bool prepare(const Plan &plan, std::string &error) override {
-    // NCCL communicators per mesh group (ncclCommSplit) are not built yet:
-    // refuse rather than reduce over the wrong ranks.
-    if (plan.replicas() > 1) {
-      error = "the CUDA backend does not run hybrid-sharded plans yet (mesh " +
-              std::to_string(plan.replicas()) + "x" +
-              std::to_string(plan.shardSize) + "); use --backend cpu";
-      return false;
-    }
-    return true;
-  }
+  /// Hybrid sharding: one NCCL communicator per group, each bootstrapped
+  /// over MPI within its group (the host communicator split by mesh axis):
+  /// streams 1 and 2 (and the compute stream's collectives) over the shard
+  /// group, stream 3 over the replica group.
+  bool prepare(const Plan &plan, std::string &error) override;
   void write(uint64_t offset, const void *data, uint64_t bytes) override;
   void read(uint64_t offset, void *data, uint64_t bytes) override;
   void run(const Plan &plan, const Instruction &inst, const double *params,
@@ -184,6 +178,15 @@ private:
   cudaStream_t compute = nullptr;
   cudaStream_t streams[plan::kNumStreams] = {};
   std::unique_ptr<cuda::Nccl> nccl[plan::kNumStreams];
+  /// The communicator of collective `inst` on `stream`: the stream's own,
+  /// or for the compute stream's collectives stream 1's (the shard group)
+  /// or, for a replica all-reduce, stream 3's (the replica group).
+  cuda::Nccl &ncclFor(const Instruction &inst, uint32_t stream) {
+    if (stream != 0)
+      return *nccl[stream];
+    bool replica = inst.kernel->opcode == plan::Opcode::AllReduceMean;
+    return *nccl[replica ? plan::kReplicaStream : plan::kGatherStream];
+  }
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
@@ -232,7 +235,9 @@ bool CudaBackend::initialize(std::string &error) {
   setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
   // Stream 0's collectives (plans without a schedule) share stream 1's
   // communicator: they run on the compute stream, never concurrently.
-  for (uint32_t s = 1; s < plan::kNumStreams; ++s)
+  // Stream 3 (replica all-reduces) gets its own only under hybrid
+  // sharding (prepare).
+  for (uint32_t s = 1; s < plan::kReplicaStream; ++s)
     if (!(nccl[s] = cuda::Nccl::create(comm, error)))
       return false;
   int runtimeVersion = 0, driverVersion = 0, blasVersion = 0;
@@ -270,6 +275,32 @@ CudaBackend::~CudaBackend() {
     cudaStreamDestroy(compute);
   if (arena)
     cudaFree(arena);
+}
+
+bool CudaBackend::prepare(const Plan &plan, std::string &error) {
+  if (plan.replicas() == 1)
+    return true;
+  int rank = comm.rank(), shards = int(plan.shardSize);
+  std::string why;
+  auto shardHost = comm.split(
+      rank / shards, rank, "shard group " + std::to_string(rank / shards), why);
+  auto replicaHost =
+      shardHost
+          ? comm.split(rank % shards, rank,
+                       "replica group " + std::to_string(rank % shards), why)
+          : nullptr;
+  if (!replicaHost) {
+    error = "cannot split the mesh's groups: " + why;
+    return false;
+  }
+  // The world's communicators of streams 1 and 2 give way to the shard
+  // group's, in one order on every rank.
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s) {
+    Communicator &host = s == plan::kReplicaStream ? *replicaHost : *shardHost;
+    if (!(nccl[s] = cuda::Nccl::create(host, error)))
+      return false;
+  }
+  return true;
 }
 
 void CudaBackend::fail(const std::string &message) {
@@ -380,7 +411,18 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
   const BufferDesc &out = plan.buffers[inst.outs[0]];
   void *to = address(plan, inst.outs[0]);
   bool ok;
-  if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
+  if (inst.kernel->opcode == plan::Opcode::AllReduceMean) // in place
+    ok = nccl.allReduceMean(to, out.dtype,
+                            plan::maxShardSize(
+                                [&] {
+                                  for (const UnitDesc &u : plan.units)
+                                    if (u.name == inst.unit)
+                                      return u.flatSize;
+                                  return int64_t(0);
+                                }(),
+                                plan.shardSize),
+                            stream, error);
+  else if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
     ok = nccl.allReduceSum(
         reinterpret_cast<const float *>(address(plan, inst.ins[0])),
         static_cast<float *>(to), stream, error);
@@ -431,7 +473,7 @@ void CudaBackend::start(const Plan &plan,
   if (group.size() > 1 && ncclGroupStart() != ncclSuccess)
     fail("ncclGroupStart failed");
   for (const Instruction *inst : group)
-    collective(plan, *inst, *nccl[stream], streams[stream]);
+    collective(plan, *inst, ncclFor(*inst, stream), streams[stream]);
   if (group.size() > 1 && ncclGroupEnd() != ncclSuccess)
     fail("ncclGroupEnd failed for a bucket of " + std::to_string(group.size()) +
          " collectives");
@@ -528,7 +570,7 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
              opcode != plan::Opcode::Wait) { // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.
     castIntoSlot(plan, inst, compute);
-    collective(plan, inst, *nccl[1], compute);
+    collective(plan, inst, ncclFor(inst, 0), compute);
   }
   checkKernels(inst);
 }

@@ -101,6 +101,13 @@ bool Nccl::allReduceSum(const float *in, float *out, cudaStream_t stream,
             "ncclAllReduce", error);
 }
 
+bool Nccl::allReduceMean(void *data, plan::DType dtype, int64_t count,
+                         cudaStream_t stream, std::string &error) {
+  return ok(ncclAllReduce(data, data, size_t(count), ncclTypeOf(dtype).nccl,
+                          ncclAvg, comm, stream),
+            "ncclAllReduce", error);
+}
+
 ncclResult_t Nccl::asyncError() {
   ncclResult_t state = ncclSuccess;
   ncclResult_t result = ncclCommGetAsyncError(comm, &state);

@@ -60,6 +60,11 @@ public:
   /// clipping's sum of squares): ncclAllReduce, the same on every rank.
   bool allReduceSum(const float *in, float *out, cudaStream_t stream,
                     std::string &error);
+  /// Hybrid sharding's replica all-reduce: `data` (count elements of
+  /// `type`) becomes, in place, the mean over this communicator's ranks
+  /// (ncclAllReduce with ncclAvg).
+  bool allReduceMean(void *data, plan::DType type, int64_t count,
+                     cudaStream_t stream, std::string &error);
   int rankId() const { return rank; }
   int worldSize() const { return size; }
   /// ncclSuccess, or the error NCCL found while collectives ran.

@@ -964,9 +964,8 @@ Value mlir::fsdp::getReplicaMean(Operation *op) {
 StringRef mlir::fsdp::getCollectiveAxis(Operation *op) {
   return llvm::TypeSwitch<Operation *, StringRef>(op)
       .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
-            ReduceScatterStartOp, AllReduceSumOp>([](auto op) {
-        return op.getAxis().value_or(MeshAttr::kShardAxis);
-      })
+            ReduceScatterStartOp, AllReduceSumOp>(
+          [](auto op) { return op.getAxis().value_or(MeshAttr::kShardAxis); })
       .Case<AllReduceMeanOp, AllReduceMeanStartOp>(
           [](auto op) { return op.getAxis(); })
       .Default([](Operation *) { return StringRef(); });

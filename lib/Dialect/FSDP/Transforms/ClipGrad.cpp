@@ -127,8 +127,8 @@ void FsdpClipGradPass::runOnOperation() {
   // Under hybrid sharding the replicas hold identical shards (after the
   // replica all-reduce): summing over the shard group counts each element
   // once, summing over every rank would count it R times.
-  auto reduce = AllReduceSumOp::create(builder, loc, sum.getType(), sum,
-                                       StringAttr());
+  auto reduce =
+      AllReduceSumOp::create(builder, loc, sum.getType(), sum, StringAttr());
   if (MeshAttr mesh = getMesh(module); mesh && mesh.getReplicateSize() > 1)
     reduce.setAxis(MeshAttr::kShardAxis);
   Value global = reduce.getResult();

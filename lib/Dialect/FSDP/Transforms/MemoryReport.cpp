@@ -127,14 +127,15 @@ void ReportPrinter::printPerRank() {
        << " units, ";
   else
     os << "fsdp-memory-report: world size " << N << ", " << units << " units, ";
-  os
-     << P << " parameters (P), " << elementBytes << " bytes per element";
+  os << P << " parameters (P), " << elementBytes << " bytes per element";
   if (gatheredBytes != elementBytes)
     os << " (gathered units, activations and gradients: " << gatheredBytes
        << ", mixed precision)";
   os << "; per rank:\n";
-  row("parameters (shard)", shardBytes, formula(("4P/" + n()).str(), eb * P / N));
-  row("gradients (shard)", shardBytes, formula(("4P/" + n()).str(), eb * P / N));
+  row("parameters (shard)", shardBytes,
+      formula(("4P/" + n()).str(), eb * P / N));
+  row("gradients (shard)", shardBytes,
+      formula(("4P/" + n()).str(), eb * P / N));
   row("optimizer states", 2 * shardBytes,
       formula(("8P/" + n()).str(), 2 * eb * P / N));
   row("steady state", steady, formula(("16P/" + n()).str(), 4 * eb * P / N));

@@ -55,8 +55,9 @@ void FsdpMeshPass::runOnOperation() {
     }
     if (worldSize != 0 && worldSize != r * s) {
       emitError(module.getLoc())
-          << "fsdp-mesh: world-size=" << int64_t(worldSize) << " contradicts mesh="
-          << spec << " (" << r * s << " ranks); give one of them";
+          << "fsdp-mesh: world-size=" << int64_t(worldSize)
+          << " contradicts mesh=" << spec << " (" << r * s
+          << " ranks); give one of them";
       return signalPassFailure();
     }
     replicate = r;

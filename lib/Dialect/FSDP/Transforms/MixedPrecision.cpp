@@ -169,7 +169,8 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
   // Hybrid sharding: the replica all-reduce averages the shard in the
   // reduce type too, and the cast follows it.
   if (shard.hasOneUse())
-    if (auto mean = llvm::dyn_cast<AllReduceMeanOp>(*shard.getUsers().begin())) {
+    if (auto mean =
+            llvm::dyn_cast<AllReduceMeanOp>(*shard.getUsers().begin())) {
       mean.getResult().setType(llvm::cast<RankedTensorType>(shard.getType()));
       shard = mean.getResult();
     }

@@ -118,8 +118,8 @@ Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
   auto shardType = RankedTensorType::get(
       {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
   auto unit = FlatSymbolRefAttr::get(layout.unit.getSymNameAttr());
-  auto scatter =
-      ReduceScatterOp::create(builder, loc, shardType, flat, unit, StringAttr());
+  auto scatter = ReduceScatterOp::create(builder, loc, shardType, flat, unit,
+                                         StringAttr());
   nameGroup(scatter);
   FreeOp::create(builder, loc, flat);
   if (replicas == 1)

@@ -509,8 +509,7 @@ inline constexpr size_t kCollectiveToken =
     paramIndex(Opcode::AllGather, "token");
 inline constexpr size_t kCollectiveGroup =
     paramIndex(Opcode::AllGather, "group");
-inline constexpr size_t kCollectiveAxis =
-    paramIndex(Opcode::AllGather, "axis");
+inline constexpr size_t kCollectiveAxis = paramIndex(Opcode::AllGather, "axis");
 inline constexpr size_t kNumCollectiveParams = 4;
 /// all_reduce_sum's one parameter, its axis.
 inline constexpr size_t kAllReduceSumAxis =
