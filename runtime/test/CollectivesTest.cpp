@@ -450,6 +450,75 @@ void checkScalars(Communicator &comm) {
   }
 }
 
+/// Hybrid sharding's groups: the world split into shard groups (ranks of
+/// one rank / S) and replica groups (ranks of one rank % S) for every S
+/// that divides N; each group's rank and size, an all-gather within the
+/// shard group, and the replica all-reduce (the mean, in place, in f32 and
+/// bf16) exact on values whose sums are exact, the same bits on every
+/// member of a group.
+void checkGroups(Communicator &comm) {
+  int N = comm.size(), k = comm.rank();
+  for (int S = 1; S <= N; ++S) {
+    if (N % S != 0)
+      continue;
+    std::string why, tag = " (S=" + std::to_string(S) + ")";
+    auto shard = comm.split(k / S, k, "shard group", why);
+    auto replica = comm.split(k % S, k, "replica group", why);
+    expect(shard && replica, "split" + tag + ": " + why);
+    if (!shard || !replica)
+      return;
+    expect(shard->rank() == k % S && shard->size() == S,
+           "shard group rank and size" + tag);
+    expect(replica->rank() == k / S && replica->size() == N / S,
+           "replica group rank and size" + tag);
+    expect(shard->groupName() == "shard group", "group name" + tag);
+    // The gather sees the shard group's members only: rank k / S * S + i
+    // in slot i.
+    std::vector<float> full(size_t(S), -1.0f);
+    full[size_t(k % S)] = float(k);
+    shard->allGather(full.data(), S, plan::DType::F32);
+    bool gathered = true;
+    for (int i = 0; i < S; ++i)
+      gathered &= full[size_t(i)] == float(k / S * S + i);
+    expect(gathered, "allGather within the shard group" + tag);
+    // Means of small integers times 0.5: exact in f32 and bf16 (R is 1..5,
+    // the sums stay below 2^8, so R a power of two is exact; other R
+    // divide, checked to a rounding).
+    int R = N / S;
+    for (plan::DType type : {plan::DType::F32, plan::DType::BF16}) {
+      const int64_t count = 5;
+      std::vector<float> values(count);
+      std::vector<uint16_t> halves(count);
+      double want[count];
+      for (int64_t i = 0; i < count; ++i) {
+        values[size_t(i)] = 0.5f * float((k / S + 1) * (i + 1));
+        want[i] = 0.5 * double(i + 1) * double(R + 1) / 2.0;
+      }
+      void *data = values.data();
+      if (type == plan::DType::BF16) {
+        roundToBF16(halves.data(), values.data(), count);
+        data = halves.data();
+      }
+      replica->allReduceMeanInPlace(data, count, type);
+      if (type == plan::DType::BF16)
+        widenBF16(values.data(), halves.data(), count);
+      bool close = true;
+      for (int64_t i = 0; i < count; ++i)
+        close &= std::fabs(double(values[size_t(i)]) - want[i]) <=
+                 (type == plan::DType::BF16 ? 1e-2 : 1e-6) * want[i];
+      expect(close, std::string("allReduceMeanInPlace ") +
+                        (type == plan::DType::BF16 ? "bf16" : "f32") + tag);
+      // Every member of the replica group holds the same bits: the
+      // largest and the smallest bit pattern over the group are its own.
+      uint64_t bits = 0;
+      std::memcpy(&bits, values.data(), sizeof(float) * 2);
+      expect(replica->allReduceMax(bits) == bits &&
+                 replica->allReduceMax(~bits) == ~bits,
+             "replicas agree bit for bit" + tag);
+    }
+  }
+}
+
 /// Two duplicates on two stream threads at once, each running a group of
 /// collectives as one job, while the original communicator reduces.
 void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
@@ -603,6 +672,7 @@ int main(int argc, char **argv) {
     for (const char *threads : {"off", "on"})
       checkBackendCollectives(*comm, total, ring || N <= 2, threads);
   checkScalars(*comm);
+  checkGroups(*comm);
   checkStreams(*comm, {1, int64_t(N) + 1, 3, 4099, 2, 77});
 
   std::printf("collectives: rank %d of %d: %lld checks, %lld failed\n", me, N,
