@@ -54,6 +54,11 @@ SEEDS = [
     ("gpt2-bf16", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
                    "--vocab", "256", "--seq", "4", "--batch", "2"],
      "--fsdp-train-pipeline=param-dtype=bf16 reduce-dtype=bf16"),
+    # Hybrid sharding: the summary's shard size, collectives' axes, the
+    # replica all-reduce in place on stream 3.
+    ("mlp-hsdp", ["mlp", "--layers", "2", "--width", "4", "--in-features",
+                  "4", "--classes", "2", "--batch", "4"],
+     "--fsdp-train-pipeline=mesh=2x2 grad-clip=1.0"),
 ]
 MAX_RUN_ARENA = 16 << 20  # mutants that load run a step below this
 
