@@ -168,3 +168,54 @@ module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// The ops' own verifiers: a gather runs over "shard".
+module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @f() {
+    // expected-error @+1 {{runs over mesh axis "replicate"; it must run over "shard"}}
+    %g = fsdp.all_gather @u over "replicate" : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// The replica all-reduce runs over "replicate".
+module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  func.func @f(%s: tensor<2xf32>) {
+    // expected-error @+1 {{runs over mesh axis "shard"; it must run over "replicate"}}
+    %m = fsdp.all_reduce_mean %s @u over "shard" : tensor<2xf32>
+    return
+  }
+}
+
+// -----
+
+// Clipping's sum runs over the shard group.
+func.func @f(%s: tensor<f32>) {
+  // expected-error @+1 {{runs over mesh axis "replicate"; it must run over "shard"}}
+  %m = fsdp.all_reduce_sum %s over "replicate" : tensor<f32>
+  return
+}
+
+// -----
+
+// A bucket is one fused collective: over one group.
+module attributes {fsdp.mesh = #fsdp.mesh<["replicate" = 2, "shard" = 2]>} {
+  fsdp.param @w : tensor<2x2xf32> init <zeros>
+  fsdp.param @v : tensor<2x2xf32> init <zeros>
+  fsdp.unit @u params [@w]
+  fsdp.unit @t params [@v]
+  func.func @f() {
+    %t1, %g1 = fsdp.all_gather_start @u stream 1 over "shard" : tensor<4xf32>
+    // expected-error @+1 {{is grouped with a start over another mesh axis; a fused collective runs over one group}}
+    %t2, %g2 = fsdp.all_gather_start @t stream 1 grouped : tensor<4xf32>
+    return
+  }
+}
