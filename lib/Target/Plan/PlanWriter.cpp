@@ -118,7 +118,7 @@ private:
 } // namespace
 
 /// The summary's mesh: the world size (every axis; 1 without a mesh), then
-/// the shard axis (since version 11: the ranks of a shard group, whose
+/// the shard axis (since version 12: the ranks of a shard group, whose
 /// layout the shards follow; the world size under full sharding).
 static void putWorldSize(ModuleOp module, PayloadWriter &w) {
   w.put<uint32_t>(getNumRanks(module));

@@ -77,7 +77,7 @@ struct Plan {
   /// The payload's CRC-32 from the header: what ranks compare to know they
   /// run the same plan.
   uint32_t checksum = 0;
-  /// The mesh (plan version 11): R replicas of shardSize-way sharding,
+  /// The mesh (plan version 12): R replicas of shardSize-way sharding,
   /// worldSize = R * shardSize ranks. Shards follow the layout of the
   /// shard group (plan::shardIndex of a rank, of shardSize); under full
   /// sharding shardSize is worldSize.

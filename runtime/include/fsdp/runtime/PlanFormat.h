@@ -25,7 +25,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 11;
+inline constexpr uint32_t kPlanVersion = 12;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -127,7 +127,7 @@ enum class Opcode : uint32_t {
   GradSqSum,
   AllReduceSum,
   ClipCoefficient,
-  // Hybrid sharding's replica all-reduce (plan version 11).
+  // Hybrid sharding's replica all-reduce (plan version 12).
   AllReduceMean, // the last: kNumOpcodes counts from it
 };
 inline constexpr size_t kNumOpcodes = size_t(Opcode::AllReduceMean) + 1;
