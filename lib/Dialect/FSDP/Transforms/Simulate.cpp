@@ -129,7 +129,9 @@ static FailureOr<int64_t> readWorldSize(ModuleOp module, func::FuncOp step) {
                                   "--fsdp-shard and --fsdp-schedule first)";
     return failure();
   }
-  return getShardSize(module);
+  // Every rank of the mesh: under hybrid sharding the replica groups span
+  // the shard groups (StepSimulator::groupOf places each collective).
+  return getNumRanks(module);
 }
 
 /// The memory counters of one rank: live bytes by kind at each op of the

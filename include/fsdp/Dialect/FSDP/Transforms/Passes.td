@@ -354,7 +354,7 @@ def FsdpShardPass : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     Shards differ by at most one element; the shard tensors have the
     largest shard's size, ceil(P / N). N is the `shard` axis of the
     module's `fsdp.mesh` (1 without a mesh); a mesh that also replicates
-    (hybrid sharding) is not supported yet and is an error.
+    (hybrid sharding) shards within each group of N ranks, below.
 
     Before (one unit `@u` of two parameters, `fsdp.mesh =
     #fsdp.mesh<["shard" = 2]>`):
