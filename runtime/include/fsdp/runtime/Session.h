@@ -153,7 +153,7 @@ private:
   const Plan &plan;
   Backend &backend;
   Communicator &comm;
-  /// The shard group this rank gathers with outside the plan (--save's
+  /// The shard group this rank gathers with outside the plan (--export's
   /// final gather): `comm` without a replicate axis, else split from it
   /// on first use.
   Communicator &shardGroup();
