@@ -99,7 +99,10 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createFsdpVerifyPass());
 
   pm.addPass(createFsdpLowerToRuntimePass());
-  pm.addPass(fsdprt::createFsdpPlanMemoryPass());
+  // The budget travels into the plan (fsdp-run's trace draws it).
+  fsdprt::FsdpPlanMemoryPassOptions planMemory;
+  planMemory.memoryBudget = options.memoryBudget;
+  pm.addPass(fsdprt::createFsdpPlanMemoryPass(planMemory));
 }
 
 void mlir::fsdp::registerTrainPipeline() {

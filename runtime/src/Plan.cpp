@@ -321,6 +321,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   r.read(plan.blasBytesPerThread);
   r.read(plan.outsideArenaCuda);
   r.read(plan.modelFlops);
+  r.read(plan.memoryBudget);
   if (r.failed())
     why = "the payload ends in the middle of a record";
   else if (!(plan.modelFlops >= 0.0 && plan.modelFlops <= 1e30))
@@ -1241,7 +1242,11 @@ std::string describePlan(const Plan &plan) {
      << " bytes of heap, " << plan.outsideArenaCpuMapped << " mapped and "
      << plan.blasBytesPerThread << " per BLAS thread, cuda "
      << plan.outsideArenaCuda << " bytes of device memory\n"
-     << "  model FLOPs per rank and step " << plan.modelFlops << "\n";
+     << "  model FLOPs per rank and step " << plan.modelFlops << "\n"
+     << "  memory budget "
+     << (plan.memoryBudget ? std::to_string(plan.memoryBudget) + " bytes"
+                           : std::string("none"))
+     << "\n";
   if (plan.evalKernels)
     os << "  evaluation step: kernels #0..#" << plan.evalKernels - 1 << " of "
        << plan.program.size() << " (the forward and the loss), "

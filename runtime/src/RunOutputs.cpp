@@ -57,6 +57,12 @@ static void writeMemoryCounters(std::ostream &out, const Plan &plan,
   counter("memory limits");
   out << "\"arena\": " << plan.arenaSize
       << ", \"predicted outside the arena\": " << plan.outsideArenaCpu << "}}";
+  // The budget the plan was compiled for, constant, as the simulated
+  // trace draws it.
+  if (plan.memoryBudget) {
+    counter("memory budget");
+    out << "\"bytes\": " << plan.memoryBudget << "}}";
+  }
   if (e.heapBytes) {
     counter("heap");
     out << "\"measured\": " << e.heapBytes << "}}";

@@ -208,6 +208,10 @@ void PlanBuilder::writeSummary() {
   for (StringRef backend : kOutsideArenaBackends)
     w.put<uint64_t>(llvm::cast<IntegerAttr>(outside.get(backend)).getInt());
   w.putF64(modelFlops.getValueAsDouble());
+  // The budget it was compiled for (0: none), for fsdp-run's trace.
+  auto budget = program->getAttrOfType<IntegerAttr>(
+      fsdprt::FSDPRuntimeDialect::kMemoryBudgetAttrName);
+  w.put<uint64_t>(budget ? uint64_t(budget.getInt()) : 0);
 }
 
 void PlanBuilder::writeBuffers() {

@@ -57,8 +57,8 @@ SUMMARY_FIELDS = ["world_size", "shard_size", "arena_size", "peak_bytes", "peak_
                   "peak_activations", "peak_scratch", "peak_gathered",
                   "peak_inputs", "outside_arena_cpu", "outside_arena_cpu_mapped",
                   "blas_bytes_per_thread", "outside_arena_cuda",
-                  "model_flops"]
-SUMMARY = struct.Struct("<IIQQQ11Qd")
+                  "model_flops", "memory_budget"]
+SUMMARY = struct.Struct("<IIQQQ11QdQ")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
@@ -128,7 +128,7 @@ def parse(data):
         raise PlanError("not a plan file")
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
-    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIQQQ11Qd")))
+    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIQQQ11QdQ")))
     plan["buffers"] = []
     for _ in range(c.take("I")):
         b = {"kind": c.take("I"), "dtype": c.take("I"),

@@ -447,6 +447,10 @@ LogicalResult FsdpPlanMemoryPass::plan(func::FuncOp program) {
 
   Peak peak = findPeak(used, end);
   recordPlan(program, used, arena, peak);
+  if (memoryBudget > 0)
+    program->setAttr(
+        FSDPRuntimeDialect::kMemoryBudgetAttrName,
+        Builder(program.getContext()).getI64IntegerAttr(int64_t(memoryBudget)));
   if (report) {
     std::optional<std::pair<int64_t, Peak>> eval;
     if (std::optional<int64_t> k = evalKernels(program.getBody().front()))

@@ -100,6 +100,9 @@ struct Plan {
   /// The compiler's model FLOPs of one rank's step (three times the
   /// forward's matmul and attention FLOPs), which MFU divides.
   double modelFlops = 0.0;
+  /// The memory budget the plan was compiled for (plan version 13; 0:
+  /// none), which fsdp-run's trace draws as a constant track.
+  uint64_t memoryBudget = 0;
   /// The resident set the compiler's figures predict with `threads` BLAS
   /// threads: the arena, the heap beyond it and the mapped memory.
   uint64_t predictedResident(int threads) const {

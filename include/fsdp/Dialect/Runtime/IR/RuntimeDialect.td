@@ -38,6 +38,11 @@ def FSDPRuntime_Dialect : Dialect {
     /// FLOPs, recomputation not counted), from which fsdp-run derives MFU.
     static constexpr ::llvm::StringLiteral kModelFlopsAttrName =
         "fsdprt.model_flops";
+    /// Set by --fsdp-plan-memory=memory-budget=B on the program: the
+    /// budget the plan was compiled for, which the plan carries to fsdp-run
+    /// (its trace's budget track); absent without one.
+    static constexpr ::llvm::StringLiteral kMemoryBudgetAttrName =
+        "fsdprt.memory_budget";
   }];
 }
 
