@@ -64,42 +64,46 @@ if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
 # (scripts/setup.sh installs python3-numpy); elsewhere they are reported
 # UNSUPPORTED.
 import importlib.util
-if importlib.util.find_spec("numpy") is not None:
+
+
+def feature_where(feature, present, note):
+    """Adds `feature` where `present`; else says what to install."""
+    if present:
+        config.available_features.add(feature)
+    else:
+        lit_config.note(note)
+
+
+def have_modules(*modules):
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+if have_modules("numpy"):
     config.available_features.add("numpy")
     # The reference safetensors library (PyPI), where installed, reads
     # what --export writes; transformers (with torch) builds GPT-2 and
     # Llama from it (Runtime/export-*.test). Where they are missing those
     # tests are UNSUPPORTED, and this says what to install.
-    if importlib.util.find_spec("safetensors") is not None:
-        config.available_features.add("safetensors-py")
-    else:
-        lit_config.note("the Python package safetensors is not installed: "
-                        "Runtime/export-safetensors.test is UNSUPPORTED "
-                        "(pip install safetensors)")
-    if all(importlib.util.find_spec(m) is not None
-           for m in ("transformers", "torch")):
-        config.available_features.add("transformers-py")
-    else:
-        lit_config.note("the Python packages transformers and torch are not "
-                        "both installed: Runtime/export-transformers.test is "
-                        "UNSUPPORTED (pip install torch transformers)")
+    feature_where("safetensors-py", have_modules("safetensors"),
+                  "the Python package safetensors is not installed: "
+                  "Runtime/export-safetensors.test is UNSUPPORTED "
+                  "(pip install safetensors)")
+    feature_where("transformers-py", have_modules("transformers", "torch"),
+                  "the Python packages transformers and torch are not "
+                  "both installed: Runtime/export-transformers.test is "
+                  "UNSUPPORTED (pip install torch transformers)")
 
 # The memory picture's rendering test needs rsvg-convert (Debian's
 # librsvg2-bin, which scripts/setup.sh installs); the plot script's test
 # needs matplotlib (optional: python3-matplotlib or pip's matplotlib).
-import shutil
-if shutil.which("rsvg-convert"):
-    config.available_features.add("rsvg-convert")
-else:
-    lit_config.note("rsvg-convert not found: the memory picture's rendering "
-                    "test is UNSUPPORTED; install Debian's librsvg2-bin "
-                    "(scripts/setup.sh does)")
-if importlib.util.find_spec("matplotlib") is not None:
-    config.available_features.add("matplotlib")
-else:
-    lit_config.note("matplotlib not found: the plot script's test is "
-                    "UNSUPPORTED; install python3-matplotlib (apt) or "
-                    "matplotlib (pip) to run it")
+feature_where("rsvg-convert", shutil.which("rsvg-convert"),
+              "rsvg-convert not found: the memory picture's rendering "
+              "test is UNSUPPORTED; install Debian's librsvg2-bin "
+              "(scripts/setup.sh does)")
+feature_where("matplotlib", have_modules("matplotlib"),
+              "matplotlib not found: the plot script's test is "
+              "UNSUPPORTED; install python3-matplotlib (apt) or "
+              "matplotlib (pip) to run it")
 
 # A build with CUDA has the backend as a module that fsdp-run loads.
 if config.fsdp_have_cuda_module:
@@ -108,7 +112,6 @@ if config.fsdp_have_cuda_module:
 # Multi-rank tests run the ranks as processes on this machine under mpirun:
 # more ranks than cores (--oversubscribe), as root where CI runs, one
 # OpenMP thread per rank.
-import shutil
 if config.fsdp_have_mpi and shutil.which("mpirun"):
     config.available_features.add("mpi")
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
