@@ -116,7 +116,11 @@ Operation *firstShardRead(Block &block, ArrayRef<ReduceScatterStartOp> bucket,
 /// together where the last one was, or before, where a shard of the
 /// bucket is read first (gradient clipping's sums of squares read the
 /// shards of the earlier members before the last one's); each full-size
-/// gradient is freed after its own wait.
+/// gradient is freed after its own wait. A bucket also closes before a
+/// reduce-scatter that starts after a shard of the bucket is read: a unit
+/// the loss ignores is reduced where its AdamW is, after the optimizer
+/// steps of the units before it, and joining it would move their
+/// reduce-scatters after the steps that read them.
 void bucketScatters(Block &block, int64_t limit) {
   SmallVector<ReduceScatterStartOp> scatters(
       block.getOps<ReduceScatterStartOp>());
@@ -126,8 +130,9 @@ void bucketScatters(Block &block, int64_t limit) {
   auto close = [&](ArrayRef<ReduceScatterStartOp> bucket) {
     ReduceScatterStartOp last = bucket.back();
     WaitOp lastWait = waitOf(last);
+    // Every read is after the last start: the buckets close before one.
     if (Operation *read = firstShardRead(block, bucket, lastWait);
-        read != lastWait.getOperation() && last->isBeforeInBlock(read))
+        read != lastWait.getOperation())
       lastWait->moveBefore(read);
     for (ReduceScatterStartOp member : bucket.drop_back()) {
       member->moveBefore(last);
@@ -144,7 +149,9 @@ void bucketScatters(Block &block, int64_t limit) {
   int64_t bytes = 0;
   for (ReduceScatterStartOp start : scatters) {
     int64_t own = bytesOf(start.getSource());
-    if (!bucket.empty() && own > limit - bytes) {
+    if (!bucket.empty() &&
+        (own > limit - bytes ||
+         firstShardRead(block, bucket, start) != start.getOperation())) {
       close(bucket);
       bucket.clear();
       bytes = 0;

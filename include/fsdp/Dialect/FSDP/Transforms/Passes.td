@@ -620,7 +620,10 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
       bytes; a unit larger than B is a bucket of its own): the gathers of
       a bucket start together where its first one started and are all
       awaited where its first one was; the reduce-scatters of a bucket
-      start together where its last one started. The later starts of a
+      start together where its last one started, so a bucket closes
+      before a reduce-scatter that starts after a shard of the bucket is
+      read (a unit the loss ignores is reduced where its AdamW is, after
+      the optimizer steps of the units before it). The later starts of a
       bucket are `grouped`: the runtime issues each bucket as one fused
       collective (an NCCL group; back to back on an MPI stream thread),
       paying the collective's latency once; the in-flight limit counts a
