@@ -76,3 +76,29 @@ double mlir::fsdp::collectiveTime(CollectiveKind kind, double bytes,
   double factor = kind == CollectiveKind::AllReduce ? 2.0 : 1.0;
   return level.latency + factor * bytes * (n - 1) / n / level.busBytes;
 }
+
+NetworkTopology mlir::fsdp::makeTwoLevelNetwork(const TwoLevelOptions &o,
+                                                int64_t worldSize,
+                                                std::string &error) {
+  error.clear();
+  if (o.nicShare != "rank" && o.nicShare != "group") {
+    error = "nic-share must be rank or group, got '" + o.nicShare + "'";
+    return {};
+  }
+  if (o.ranksPerNode < 1 || o.intraGBps <= 0 || o.nicGBps <= 0 ||
+      o.nicsPerNode < 1 || o.intraLatencyUs < 0 || o.interLatencyUs < 0) {
+    error = "intra-gbps and nic-gbps must be positive, nics-per-node at "
+            "least 1, latencies at least 0";
+    return {};
+  }
+  NetworkTopology net;
+  net.worldSize = worldSize;
+  net.ranksPerNode = o.ranksPerNode;
+  net.intraBusBytes = o.intraGBps * 1e9;
+  net.intraLatency = o.intraLatencyUs * 1e-6;
+  net.nicBytes = o.nicGBps * 1e9;
+  net.nicsPerNode = o.nicsPerNode;
+  net.interLatency = o.interLatencyUs * 1e-6;
+  net.nicShare = o.nicShare == "group" ? NicShare::Group : NicShare::Rank;
+  return net;
+}

@@ -66,6 +66,13 @@ struct Trial {
   int64_t total() const { return arena + outside; }
 };
 
+/// What the search chose at one mesh: the rung, the trial it measured and
+/// the first rung's (the baseline the report compares with).
+struct Choice {
+  Rung rung;
+  Trial chosen, baseline;
+};
+
 struct FsdpFitMemoryPass
     : public fsdp::impl::FsdpFitMemoryPassBase<FsdpFitMemoryPass> {
   using FsdpFitMemoryPassBase::FsdpFitMemoryPassBase;
@@ -73,6 +80,8 @@ struct FsdpFitMemoryPass
 
 private:
   LogicalResult checkOptions();
+  LogicalResult selectNetwork();
+  std::string onNetwork() const;
   Rung rungAt(int64_t r, const Knobs &knobs) const;
   /// The trial of rung r with `knobs`, compiled once.
   FailureOr<Trial *> trialAt(int64_t r, const Knobs &knobs);
@@ -81,12 +90,23 @@ private:
   /// Among `knobs` and faster schedules at rung r, the fastest that fits.
   FailureOr<Knobs> fastestKnobs(int64_t r, const Knobs &knobs);
   void reportSmallest(const Rung &rung, const Trial &smallest);
+  /// The search at the module's mesh: the fastest rung and schedule that
+  /// fit, or std::nullopt with the smallest peak's rung and trial in
+  /// `smallestRung` and `smallest` when none does; failure when a trial
+  /// does not compile.
+  FailureOr<std::optional<Choice>> search(Rung &smallestRung, Trial &smallest);
+  /// mesh=auto: the search at every candidate mesh, the fastest that fits.
+  LogicalResult chooseMesh();
+  /// Applies `choice` to the module and prints the decision.
+  void commit(const Choice &choice);
   FailureOr<Trial> compile(const Rung &rung);
   void apply(ModuleOp module, const Rung &rung);
   void printDecision(const Rung &rung, const Trial &chosen,
                      const Trial &baseline);
   SmallVector<StringAttr> units; ///< in forward order
   Hardware hw;
+  /// The network trials are priced on (checkOptions: --fsdp-simulate's).
+  NetworkTopology net;
   /// A std::map: trialAt hands out pointers that later trials keep valid.
   std::map<std::pair<int64_t, decltype(Knobs().key())>, Trial> trials;
 };
@@ -216,7 +236,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   func::FuncOp step = getTrainStep(*copy);
   FailureOr<MemoryProfile> profile =
       computeMemoryProfile(*copy, step, "fsdp-fit-memory");
-  StepSimulator sim(hw, getShardSize(*copy));
+  StepSimulator sim(hw, net);
   if (failed(profile) || failed(sim.run(step)))
     return failure();
   Trial trial;
@@ -227,6 +247,19 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   trial.stepTime = sim.stepTime();
   measureUnits(step, hw, trial);
   return trial;
+}
+
+/// The machine the step times are for: the preset, and the nodes when the
+/// network has two levels.
+std::string FsdpFitMemoryPass::onNetwork() const {
+  if (!net.isTwoLevel())
+    return hardware;
+  int64_t nodes = (net.worldSize + net.ranksPerNode - 1) / net.ranksPerNode;
+  return llvm::formatv("{0}, {1} node{2} of {3}, NICs shared by {4}",
+                       hardware.getValue(), nodes, nodes == 1 ? "" : "s",
+                       net.ranksPerNode,
+                       net.nicShare == NicShare::Group ? "groups" : "ranks")
+      .str();
 }
 
 void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
@@ -240,7 +273,7 @@ void FsdpFitMemoryPass::printDecision(const Rung &rung, const Trial &chosen,
                      double(memoryBudget) / 1e9, runtime.c_str(),
                      double(chosen.total()) / 1e9, double(chosen.arena) / 1e9,
                      double(chosen.outside) / 1e9, chosen.stepTime * 1e3,
-                     hardware.c_str(),
+                     onNetwork().c_str(),
                      (chosen.stepTime - baseline.stepTime) * 1e3,
                      double(baseline.total()) / 1e9);
   os << "  attention: " << (rung.blocked ? "blocked" : "materialized") << "\n";
@@ -275,6 +308,42 @@ LogicalResult FsdpFitMemoryPass::checkOptions() {
                              "materialized or blocked, got '"
                           << attention << "'";
   hw = *named;
+  if (mesh != "" && mesh != "auto")
+    return emitError(loc) << "fsdp-fit-memory: mesh must be auto (choose "
+                             "it) or left out (the module's), got '"
+                          << mesh << "'";
+  if (mesh == "auto" && !getMesh(getOperation()))
+    return emitError(loc) << "fsdp-fit-memory: mesh=auto needs a world "
+                             "size: run --fsdp-mesh first (its ranks are "
+                             "the world the mesh is chosen for)";
+  return selectNetwork();
+}
+
+// As --fsdp-simulate chooses its network, over every rank of the mesh.
+LogicalResult FsdpFitMemoryPass::selectNetwork() {
+  Location loc = getOperation().getLoc();
+  int64_t world = getNumRanks(getOperation());
+  if (ranksPerNode < 0)
+    return emitError(loc) << "fsdp-fit-memory: ranks-per-node must be at "
+                             "least 0, got "
+                          << int64_t(ranksPerNode);
+  if (ranksPerNode == 0) {
+    if (intraGBps.hasValue() || intraLatencyUs.hasValue() ||
+        nicGBps.hasValue() || nicsPerNode.hasValue() ||
+        interLatencyUs.hasValue() || nicShare.hasValue())
+      return emitError(loc) << "fsdp-fit-memory: intra-gbps, "
+                               "intra-latency-us, nic-gbps, nics-per-node, "
+                               "inter-latency-us and nic-share describe a "
+                               "two-level network: give ranks-per-node too";
+    net = singleLevelNetwork(hw, world);
+    return success();
+  }
+  std::string error;
+  net = makeTwoLevelNetwork({ranksPerNode, intraGBps, intraLatencyUs, nicGBps,
+                             nicsPerNode, interLatencyUs, nicShare},
+                            world, error);
+  if (!error.empty())
+    return emitError(loc) << "fsdp-fit-memory: " << error;
   return success();
 }
 
@@ -371,12 +440,8 @@ void FsdpFitMemoryPass::reportSmallest(const Rung &rung, const Trial &t) {
       t.atPeak.bytes[Activation], t.outside, runtime, describe(rung.knobs));
 }
 
-void FsdpFitMemoryPass::runOnOperation() {
-  if (memoryBudget <= 0)
-    return;
-  if (failed(checkOptions()))
-    return signalPassFailure();
-  units = unitsInForwardOrder(getOperation());
+FailureOr<std::optional<Choice>>
+FsdpFitMemoryPass::search(Rung &smallestRung, Trial &smallest) {
   int64_t last = 1 + 2 * int64_t(units.size());
   Knobs given{forwardPrefetch, backwardPrefetch, bucketBytes,
               reshardAfterForward};
@@ -385,27 +450,136 @@ void FsdpFitMemoryPass::runOnOperation() {
   Knobs lean;
   Knobs knobs = given;
   FailureOr<Trial *> baseline = trialAt(0, given),
-                     smallest = trialAt(last, given);
-  if (failed(baseline) || failed(smallest))
-    return signalPassFailure();
-  if ((*smallest)->total() > memoryBudget) {
+                     least = trialAt(last, given);
+  if (failed(baseline) || failed(least))
+    return failure();
+  if ((*least)->total() > memoryBudget) {
     knobs = lean;
-    smallest = trialAt(last, lean);
-    if (failed(smallest))
-      return signalPassFailure();
-    if ((*smallest)->total() > memoryBudget) {
-      reportSmallest(rungAt(last, lean), **smallest);
-      return signalPassFailure();
+    least = trialAt(last, lean);
+    if (failed(least))
+      return failure();
+    if ((*least)->total() > memoryBudget) {
+      smallestRung = rungAt(last, lean);
+      smallest = **least;
+      return std::optional<Choice>();
     }
   }
   FailureOr<int64_t> rung = firstFit(knobs);
   if (failed(rung))
-    return signalPassFailure();
+    return failure();
   FailureOr<Knobs> fastest = fastestKnobs(*rung, knobs);
   if (failed(fastest))
+    return failure();
+  FailureOr<Trial *> chosen = trialAt(*rung, *fastest);
+  if (failed(chosen))
+    return failure();
+  return std::optional<Choice>(
+      Choice{rungAt(*rung, *fastest), **chosen, **baseline});
+}
+
+void FsdpFitMemoryPass::commit(const Choice &choice) {
+  apply(getOperation(), choice.rung);
+  setScheduleChoice(getOperation(), choice.rung.knobs);
+  printDecision(choice.rung, choice.chosen, choice.baseline);
+}
+
+/// The shard sizes mesh=auto tries for `world` ranks, largest first (full
+/// sharding first): every divisor of the world, and on a two-level network
+/// only those that divide a node's ranks or are a multiple of them (shard
+/// groups that fill whole nodes or sit inside one).
+static SmallVector<int64_t> meshShardSizes(int64_t world,
+                                           int64_t ranksPerNode) {
+  SmallVector<int64_t> sizes;
+  for (int64_t s = world; s >= 1; --s) {
+    if (world % s != 0)
+      continue;
+    if (ranksPerNode > 0 && ranksPerNode % s != 0 && s % ranksPerNode != 0)
+      continue;
+    sizes.push_back(s);
+  }
+  return sizes;
+}
+
+/// The mesh replicate=R x shard=S as --fsdp-mesh writes it (an axis of
+/// size 1 but the shard axis left out).
+static MeshAttr makeMesh(MLIRContext *context, int64_t replicate,
+                         int64_t shard) {
+  SmallVector<MeshAxisAttr> axes;
+  if (replicate > 1)
+    axes.push_back(
+        MeshAxisAttr::get(context, MeshAttr::kReplicateAxis, replicate));
+  axes.push_back(MeshAxisAttr::get(context, MeshAttr::kShardAxis, shard));
+  return MeshAttr::get(context, ArrayRef<MeshAxisAttr>(axes));
+}
+
+// Every candidate mesh runs the whole search (the trials are the mesh's
+// own: the cache is emptied between meshes). The fastest simulated step
+// that fits wins; equal steps go to the lower peak, then to the larger
+// shard group (tried first: less replicated state).
+LogicalResult FsdpFitMemoryPass::chooseMesh() {
+  ModuleOp module = getOperation();
+  int64_t world = getNumRanks(module);
+  std::optional<std::pair<int64_t, Choice>> best;
+  std::optional<std::pair<int64_t, int64_t>> least; // shard size, peak
+  std::string tried;
+  for (int64_t s : meshShardSizes(world, net.ranksPerNode)) {
+    module->setAttr(kMeshAttrName, makeMesh(&getContext(), world / s, s));
+    trials.clear();
+    Rung smallestRung;
+    Trial smallest;
+    FailureOr<std::optional<Choice>> choice = search(smallestRung, smallest);
+    if (failed(choice))
+      return failure();
+    tried += llvm::formatv(" {0}x{1}", world / s, s).str();
+    if (!*choice) {
+      tried += " (does not fit)";
+      if (!least || smallest.total() < least->second)
+        least.emplace(s, smallest.total());
+      continue;
+    }
+    const Trial &t = (*choice)->chosen;
+    tried += llvm::formatv(" {0:F3} ms", t.stepTime * 1e3).str();
+    if (!best || t.stepTime < best->second.chosen.stepTime ||
+        (t.stepTime == best->second.chosen.stepTime &&
+         t.total() < best->second.chosen.total()))
+      best.emplace(s, **choice);
+  }
+  if (!best) {
+    return emitError(module.getLoc()) << llvm::formatv(
+               "fsdp-fit-memory: mesh=auto: no mesh of {0} ranks fits {1} "
+               "bytes per rank: the smallest peak reachable is {2} bytes, "
+               "at mesh {3}x{4} (tried:{5})",
+               world, memoryBudget.getValue().bytes, least->second,
+               world / least->first, least->first, tried);
+  }
+  int64_t s = best->first;
+  module->setAttr(kMeshAttrName, makeMesh(&getContext(), world / s, s));
+  commit(best->second);
+  llvm::errs() << llvm::formatv("  mesh: replicate={0} shard={1} (mesh=auto, "
+                                "of{2})\n",
+                                world / s, s, tried);
+  return success();
+}
+
+void FsdpFitMemoryPass::runOnOperation() {
+  if (memoryBudget <= 0)
+    return;
+  if (failed(checkOptions()))
     return signalPassFailure();
-  Rung chosen = rungAt(*rung, *fastest);
-  apply(getOperation(), chosen);
-  setScheduleChoice(getOperation(), chosen.knobs);
-  printDecision(chosen, **trialAt(*rung, *fastest), **baseline);
+  units = unitsInForwardOrder(getOperation());
+  if (mesh == "auto") {
+    if (failed(chooseMesh()))
+      signalPassFailure();
+    return;
+  }
+  Rung smallestRung;
+  Trial smallest;
+  FailureOr<std::optional<Choice>> choice = search(smallestRung, smallest);
+  if (failed(choice))
+    return signalPassFailure();
+  if (!*choice) {
+    reportSmallest(smallestRung, smallest);
+    return signalPassFailure();
+  }
+  commit(**choice);
 }

@@ -100,24 +100,13 @@ FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
                              "one-level network's; with ranks-per-node give "
                              "intra-gbps, nic-gbps, nics-per-node and the "
                              "latencies";
-  if (nicShare != "rank" && nicShare != "group")
-    return emitError(loc) << "fsdp-simulate: nic-share must be rank or "
-                             "group, got '"
-                          << nicShare << "'";
-  if (intraGBps <= 0 || nicGBps <= 0 || nicsPerNode < 1 || intraLatencyUs < 0 ||
-      interLatencyUs < 0)
-    return emitError(loc) << "fsdp-simulate: intra-gbps and nic-gbps must be "
-                             "positive, nics-per-node at least 1, latencies "
-                             "at least 0";
-  NetworkTopology net;
-  net.worldSize = worldSize;
-  net.ranksPerNode = ranksPerNode;
-  net.intraBusBytes = intraGBps * 1e9;
-  net.intraLatency = intraLatencyUs * 1e-6;
-  net.nicBytes = nicGBps * 1e9;
-  net.nicsPerNode = nicsPerNode;
-  net.interLatency = interLatencyUs * 1e-6;
-  net.nicShare = nicShare == "group" ? NicShare::Group : NicShare::Rank;
+  std::string error;
+  NetworkTopology net = makeTwoLevelNetwork(
+      {ranksPerNode, intraGBps, intraLatencyUs, nicGBps, nicsPerNode,
+       interLatencyUs, nicShare},
+      worldSize, error);
+  if (!error.empty())
+    return emitError(loc) << "fsdp-simulate: " << error;
   return net;
 }
 

@@ -14,6 +14,7 @@
 #define FSDP_DIALECT_FSDP_ANALYSIS_NETWORKMODEL_H
 
 #include <cstdint>
+#include <string>
 
 namespace mlir::fsdp {
 
@@ -64,6 +65,23 @@ struct NetworkTopology {
   /// The level a ring over `group` runs at.
   LinkLevel levelOf(GroupShape group) const;
 };
+
+/// The two-level options as --fsdp-simulate and --fsdp-fit-memory take
+/// them (GB/s, microseconds, "rank" or "group").
+struct TwoLevelOptions {
+  int64_t ranksPerNode = 0;
+  double intraGBps = 0.0, intraLatencyUs = 0.0, nicGBps = 0.0;
+  int64_t nicsPerNode = 0;
+  double interLatencyUs = 0.0;
+  std::string nicShare;
+};
+
+/// The two-level network of `worldSize` ranks the options describe, or an
+/// empty topology and `error` set to why they do not describe one (the
+/// message without the pass's name). Both passes build it here, so that
+/// the budget search prices a step as the simulator does.
+NetworkTopology makeTwoLevelNetwork(const TwoLevelOptions &options,
+                                    int64_t worldSize, std::string &error);
 
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
 

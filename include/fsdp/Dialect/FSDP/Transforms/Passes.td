@@ -562,6 +562,29 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     prefetch, no buckets, resharding after the forward); when that does not
     fit either, it fails naming the smallest peak and what it is made of.
     Without a budget (`memory-budget=0`) it does nothing.
+
+    Step times are priced on the network `--fsdp-simulate` would use: the
+    preset's one level, or with `ranks-per-node` the two-level network of
+    `intra-gbps`, `intra-latency-us`, `nic-gbps`, `nics-per-node`,
+    `inter-latency-us` and `nic-share` (same options, same defaults, same
+    errors), over every rank of the mesh. The report's first line names the
+    network (`on h100-nvlink, 2 nodes of 8, NICs shared by groups`).
+
+    With `mesh=auto` the pass picks the mesh too. The world is the
+    module's (`--fsdp-mesh` must have run: it gives the ranks); the
+    candidates are every replicate=R x shard=S with R x S the world and,
+    with `ranks-per-node=G`, S dividing G or a multiple of G. It runs the
+    whole search above at each and keeps the fastest simulated step that
+    fits; equal steps go to the lower peak, then to the larger S. The
+    chosen mesh replaces the module's `fsdp.mesh` and a last line of the
+    report names it with every candidate's step:
+
+    ```
+      mesh: replicate=2 shard=8 (mesh=auto, of 1x16 501.2 ms 2x8 ... ms
+        4x4 ... ms 8x2 ... ms 16x1 (does not fit))
+    ```
+
+    When no mesh fits, it fails naming the smallest peak and its mesh.
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize", /*default=*/"0",
@@ -589,7 +612,24 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0",
-           "As --fsdp-clip-grad's max-norm (0: no clipping)">
+           "As --fsdp-clip-grad's max-norm (0: no clipping)">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",
+           "As --fsdp-simulate's (0: the preset's one-level network)">,
+    Option<"intraGBps", "intra-gbps", "double", /*default=*/"370",
+           "As --fsdp-simulate's">,
+    Option<"intraLatencyUs", "intra-latency-us", "double", /*default=*/"5",
+           "As --fsdp-simulate's">,
+    Option<"nicGBps", "nic-gbps", "double", /*default=*/"47",
+           "As --fsdp-simulate's">,
+    Option<"nicsPerNode", "nics-per-node", "int64_t", /*default=*/"8",
+           "As --fsdp-simulate's">,
+    Option<"interLatencyUs", "inter-latency-us", "double", /*default=*/"15",
+           "As --fsdp-simulate's">,
+    Option<"nicShare", "nic-share", "std::string", /*default=*/"\"group\"",
+           "As --fsdp-simulate's">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "auto: choose the mesh RxS of the module's world too (left out: "
+           "the module's mesh)">
   ];
 }
 
@@ -759,14 +799,16 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     node, G to a node, and each collective's cost comes from the level its
     group crosses. A ring inside one node runs on the node's bus
     (`intra-gbps`, NVLink's 370 GB/s bus bandwidth, `intra-latency-us` 5);
-    a ring that leaves a node is as slow as its slowest link, the per-rank
-    share of the node's NICs (`nics-per-node` x `nic-gbps` / G: 8 x 47 GB/s
-    for 8 x 400G InfiniBand, 47 GB/s a rank at G = 8), with
-    `inter-latency-us` (15). With `nic-share=group` a ring across nodes
-    gets its group's members' NICs instead (as NCCL spreads one
-    communicator's channels over the NICs of a node: a world ring of 8
-    ranks a node then runs at up to 8 x 47 GB/s, capped by the bus), a
-    faster bound; docs/overlap.md says why the default is the slower one.
+    a ring that leaves a node is as slow as its slowest link. By default
+    (`nic-share=group`) that is its group's members' share of the node's
+    NICs (`nics-per-node` x `nic-gbps` / G per member on the node, 8 x 47
+    GB/s for 8 x 400G InfiniBand): NCCL spreads one communicator's
+    channels over the NICs of a node, so a world ring of 8 ranks a node
+    runs at up to 8 x 47 GB/s (capped by the bus) and a replica group with
+    one member a node at 47 GB/s, with `inter-latency-us` (15).
+    `nic-share=rank` gives every ring only a rank's share (47 GB/s at
+    G = 8), the pessimistic bound; docs/overlap.md gives the evidence for
+    the default.
     The bus-bandwidth formulas stay nccl-tests';
     a group is (size, stride between its ranks), today every collective's
     the whole world (N, 1). The hardware preset then gives the compute and
@@ -777,7 +819,8 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
 
     ```
     fsdp-simulate: h100-nvlink, world size 16 on 2 nodes of 8 (inside a
-      node 370 GB/s, across nodes 8 x 47 GB/s NICs): step ...
+      node 370 GB/s, across nodes 8 x 47 GB/s NICs, shared by groups):
+      step ...
       collectives: 0 inside a node (0.000 ms), 123 across nodes (... ms)
     ```
 
@@ -813,9 +856,10 @@ def FsdpSimulatePass : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
            "Two-level: NICs of one node">,
     Option<"interLatencyUs", "inter-latency-us", "double", /*default=*/"15",
            "Two-level: latency of a collective across nodes, us">,
-    Option<"nicShare", "nic-share", "std::string", /*default=*/"\"rank\"",
-           "Two-level: a ring across nodes gets a rank's share of the "
-           "node's NICs (rank) or its group's members' (group)">,
+    Option<"nicShare", "nic-share", "std::string", /*default=*/"\"group\"",
+           "Two-level: a ring across nodes gets its group's members' share "
+           "of the node's NICs (group, NCCL's channels) or one rank's "
+           "(rank)">,
     Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize",
            /*default=*/"0",
            "A budget to draw as a constant memory track (0: none)">
