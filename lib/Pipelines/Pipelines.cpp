@@ -27,11 +27,16 @@ static PassOptions scheduleOptions(const TrainPipelineOptions &options) {
   return o;
 }
 
-void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
-                                    const TrainPipelineOptions &options) {
-  // world-size=N alone is the mesh 1xN; with mesh=RxS it must be R * S.
+/// The mesh: world-size=N alone is 1xN; mesh=RxS must have R * S = N
+/// where N is given; mesh=auto leaves RxS to the budget's search.
+static void addMeshPass(OpPassManager &pm,
+                        const TrainPipelineOptions &options) {
+  // mesh=auto: world-size=N is the world; the budget search picks RxS
+  // (--fsdp-fit-memory's mesh=auto), which needs N: without it there is no
+  // mesh, and the search says so.
+  bool autoMesh = options.mesh == "auto";
   FsdpMeshPassOptions mesh;
-  if (options.mesh.empty()) {
+  if (options.mesh.empty() || autoMesh) {
     mesh.shard = options.worldSize;
   } else {
     mesh.spec = options.mesh;
@@ -39,7 +44,14 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
     if (options.worldSize.getNumOccurrences() > 0)
       mesh.worldSize = options.worldSize;
   }
-  pm.addPass(createFsdpMeshPass(mesh));
+  if (!autoMesh || options.worldSize.getNumOccurrences() > 0)
+    pm.addPass(createFsdpMeshPass(mesh));
+}
+
+void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
+                                    const TrainPipelineOptions &options) {
+  addMeshPass(pm, options);
+  bool autoMesh = options.mesh == "auto";
 
   FsdpWrapPassOptions wrap;
   wrap.policy = options.policy;
@@ -58,6 +70,10 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   fit.paramDtype = options.paramDtype;
   fit.reduceDtype = options.reduceDtype;
   fit.gradClip = options.gradClip;
+  if (autoMesh)
+    fit.mesh = "auto";
+  if (options.ranksPerNode.getNumOccurrences() > 0)
+    fit.ranksPerNode = options.ranksPerNode;
   pm.addPass(createFsdpFitMemoryPass(fit));
 
   if (options.memoryBudget == 0) {

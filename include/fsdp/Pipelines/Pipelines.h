@@ -32,8 +32,16 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> mesh{
       *this, "mesh",
       llvm::cl::desc("The mesh RxS: R replicas of S-way sharding (1xN: "
-                     "full sharding, Nx1: DDP; see --fsdp-mesh)"),
+                     "full sharding, Nx1: DDP; see --fsdp-mesh), or auto: "
+                     "the budget search picks it for world-size ranks (see "
+                     "--fsdp-fit-memory mesh)"),
       llvm::cl::init(FsdpMeshPassOptions().spec)};
+  Option<int64_t> ranksPerNode{
+      *this, "ranks-per-node",
+      llvm::cl::desc("The budget search prices steps on the two-level "
+                     "network of nodes of this many ranks (see "
+                     "--fsdp-fit-memory; 0: one level)"),
+      llvm::cl::init(FsdpFitMemoryPassOptions().ranksPerNode)};
   Option<int64_t> forwardPrefetch{
       *this, "forward-prefetch",
       llvm::cl::desc("Forward regions ahead whose gathers start early"),

@@ -328,9 +328,12 @@ LogicalResult FsdpFitMemoryPass::selectNetwork() {
                              "least 0, got "
                           << int64_t(ranksPerNode);
   if (ranksPerNode == 0) {
-    if (intraGBps.hasValue() || intraLatencyUs.hasValue() ||
-        nicGBps.hasValue() || nicsPerNode.hasValue() ||
-        interLatencyUs.hasValue() || nicShare.hasValue())
+    // Against the defaults, not hasValue(): the pipeline hands over a
+    // whole options struct, every option set.
+    FsdpFitMemoryPassOptions d;
+    if (intraGBps != d.intraGBps || intraLatencyUs != d.intraLatencyUs ||
+        nicGBps != d.nicGBps || nicsPerNode != d.nicsPerNode ||
+        interLatencyUs != d.interLatencyUs || nicShare != d.nicShare)
       return emitError(loc) << "fsdp-fit-memory: intra-gbps, "
                                "intra-latency-us, nic-gbps, nics-per-node, "
                                "inter-latency-us and nic-share describe a "
@@ -440,8 +443,8 @@ void FsdpFitMemoryPass::reportSmallest(const Rung &rung, const Trial &t) {
       t.atPeak.bytes[Activation], t.outside, runtime, describe(rung.knobs));
 }
 
-FailureOr<std::optional<Choice>>
-FsdpFitMemoryPass::search(Rung &smallestRung, Trial &smallest) {
+FailureOr<std::optional<Choice>> FsdpFitMemoryPass::search(Rung &smallestRung,
+                                                           Trial &smallest) {
   int64_t last = 1 + 2 * int64_t(units.size());
   Knobs given{forwardPrefetch, backwardPrefetch, bucketBytes,
               reshardAfterForward};
@@ -449,8 +452,7 @@ FsdpFitMemoryPass::search(Rung &smallestRung, Trial &smallest) {
   // each forward region.
   Knobs lean;
   Knobs knobs = given;
-  FailureOr<Trial *> baseline = trialAt(0, given),
-                     least = trialAt(last, given);
+  FailureOr<Trial *> baseline = trialAt(0, given), least = trialAt(last, given);
   if (failed(baseline) || failed(least))
     return failure();
   if ((*least)->total() > memoryBudget) {
@@ -562,8 +564,15 @@ LogicalResult FsdpFitMemoryPass::chooseMesh() {
 }
 
 void FsdpFitMemoryPass::runOnOperation() {
-  if (memoryBudget <= 0)
+  if (memoryBudget <= 0) {
+    if (mesh == "auto") {
+      emitError(getOperation().getLoc())
+          << "fsdp-fit-memory: mesh=auto picks the mesh in the budget's "
+             "search: give memory-budget too";
+      signalPassFailure();
+    }
     return;
+  }
   if (failed(checkOptions()))
     return signalPassFailure();
   units = unitsInForwardOrder(getOperation());

@@ -101,10 +101,10 @@ FailureOr<NetworkTopology> FsdpSimulatePass::selectNetwork(const Hardware &hw,
                              "intra-gbps, nic-gbps, nics-per-node and the "
                              "latencies";
   std::string error;
-  NetworkTopology net = makeTwoLevelNetwork(
-      {ranksPerNode, intraGBps, intraLatencyUs, nicGBps, nicsPerNode,
-       interLatencyUs, nicShare},
-      worldSize, error);
+  NetworkTopology net =
+      makeTwoLevelNetwork({ranksPerNode, intraGBps, intraLatencyUs, nicGBps,
+                           nicsPerNode, interLatencyUs, nicShare},
+                          worldSize, error);
   if (!error.empty())
     return emitError(loc) << "fsdp-simulate: " << error;
   return net;
