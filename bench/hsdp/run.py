@@ -6,8 +6,9 @@ one sequence of 2048 tokens per rank, f32, prefetch 1 both ways, on 2, 8
 and 64 nodes of 8 GPUs (16, 64, 512 ranks) on --fsdp-simulate's two-level
 network (ranks-per-node=8: NVLink 370 GB/s inside a node, 8 x 47 GB/s
 NICs a node). For every mesh RxS with R*S = N and S dividing 8 or a
-multiple of 8 it compiles the step, runs --fsdp-memory-report and
---fsdp-simulate on it and prints a row; the baseline (FSDP, 1xN) is
+multiple of 8 it compiles the step, runs --fsdp-memory-report (after the
+schedule: its peak counts the prefetched gathers) and --fsdp-simulate on
+it; it prints FSDP's, HSDP's and the mixed choice's rows; the baseline (FSDP, 1xN) is
 measured in the same run as the others. "mixed" is the fastest mesh that
 is neither 1xN nor (N/8)x8. Each network is run with both NIC shares
 (group, the default; rank, the pessimistic bound: docs/overlap.md).
@@ -26,7 +27,8 @@ STEP = re.compile(r"step ([0-9.]+) ms, compute ([0-9.]+) ms, exposed "
                   r"communication ([0-9.]+) ms")
 ACROSS = re.compile(r"([0-9]+) across nodes \(([0-9.]+) ms\)")
 STEADY = re.compile(r"steady state\s+([0-9]+) bytes")
-PEAK = re.compile(r"^\s*(?:forward|backward) peak\s+([0-9]+) bytes", re.M)
+# The per-rank peak (the first "peak" line; the second is the total).
+PEAK = re.compile(r"^  peak\s+([0-9]+) bytes", re.M)
 
 
 def meshes(n):
@@ -45,8 +47,8 @@ def commands(build, r, s, share):
     opt = [os.path.join(build, "bin", "fsdp-opt"),
            f"--fsdp-mesh=replicate={r} shard={s}", "--fsdp-wrap=policy=given",
            "--fsdp-data-parallel", "--fsdp-autodiff", "--fsdp-shard",
-           "--fsdp-memory-report",
            "--fsdp-schedule=forward-prefetch=1 backward-prefetch=1",
+           "--fsdp-memory-report",
            f"--fsdp-simulate=ranks-per-node={RANKS_PER_NODE} nic-share={share}",
            "-o", os.devnull]
     return gen, opt
@@ -61,11 +63,10 @@ def run(build, r, s, share):
         sys.exit(f"{' '.join(opt)} failed:\n{err}")
     step, compute, exposed = map(float, STEP.search(err).groups())
     across = ACROSS.search(err)
-    peaks = [int(p) for p in PEAK.findall(err)]
     return {"step": step, "compute": compute, "exposed": exposed,
             "across": int(across.group(1)), "across_ms": float(across.group(2)),
             "steady": int(STEADY.search(err).group(1)) / 1e9,
-            "peak": max(peaks) / 1e9}
+            "peak": int(PEAK.search(err).group(1)) / 1e9}
 
 
 def row(nodes, share, kind, r, s, m, base):
