@@ -55,16 +55,8 @@ struct Slot {
   bool persistent = false;
 };
 
-/// Live bytes at one kernel, per buffer kind.
-struct LiveBytes {
-  std::array<int64_t, plan::kNumBufferKinds> byKind{};
-  int64_t total() const {
-    int64_t sum = 0;
-    for (int64_t b : byKind)
-      sum += b;
-    return sum;
-  }
-};
+/// Live bytes at one kernel, per buffer kind (signed: the sweep subtracts).
+using LiveBytes = plan::LiveBytesByKind<int64_t>;
 
 /// Byte ranges [begin, end) as a union of disjoint, non-touching ranges.
 class RangeSet {

@@ -23,15 +23,7 @@
 namespace fsdp::rt {
 
 /// Live arena bytes by buffer kind (plan::BufferKind order).
-struct LiveBytes {
-  std::array<uint64_t, plan::kNumBufferKinds> byKind{};
-  uint64_t total() const {
-    uint64_t sum = 0;
-    for (uint64_t b : byKind)
-      sum += b;
-    return sum;
-  }
-};
+using LiveBytes = plan::LiveBytesByKind<uint64_t>;
 
 /// The live bytes while each instruction of `plan.program` runs.
 std::vector<LiveBytes> liveBytesByInstruction(const Plan &plan);

@@ -57,6 +57,19 @@ enum class BufferKind : uint32_t {
 };
 inline constexpr uint32_t kNumBufferKinds = uint32_t(BufferKind::Gathered) + 1;
 
+/// Live bytes by buffer kind (BufferKind order), as the compiler's memory
+/// planner and the runtime's memory timeline both count them; `Int` is
+/// signed where a sweep adds and subtracts lifetimes.
+template <typename Int> struct LiveBytesByKind {
+  std::array<Int, kNumBufferKinds> byKind{};
+  Int total() const {
+    Int sum = 0;
+    for (Int b : byKind)
+      sum += b;
+    return sum;
+  }
+};
+
 inline constexpr std::array<std::string_view, kNumBufferKinds>
     kBufferKindNames = {"input",  "param",      "grad",    "adam_m",
                         "adam_v", "activation", "scratch", "gathered"};
