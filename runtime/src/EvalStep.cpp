@@ -19,9 +19,11 @@ static bool isTrainingState(plan::BufferKind kind) {
          kind == plan::BufferKind::AdamV;
 }
 
+/// A collective that may be started (and bucketed) on a stream.
 static bool isCollective(plan::Opcode opcode) {
   return opcode == plan::Opcode::AllGather ||
-         opcode == plan::Opcode::ReduceScatter;
+         opcode == plan::Opcode::ReduceScatter ||
+         opcode == plan::Opcode::AllReduceMean;
 }
 
 /// The evaluation's kernels: none writes the training state, and the loss

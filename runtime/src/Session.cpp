@@ -116,14 +116,11 @@ void Session::startGroup(size_t &index, int64_t step) {
   // one; this returns at once, the waits account for time and trace.
   std::vector<const Instruction *> group = {&inst};
   startedAt[collective.tokenId()] = index;
-  pending.insert(collective.tokenId());
   while (index + 1 < plan.program.size() &&
          isGroupedStart(plan.program[index + 1])) {
     group.push_back(&plan.program[++index]);
-    uint32_t token =
-        plan::collectiveParams(group.back()->params.data()).tokenId();
-    startedAt[token] = index;
-    pending.insert(token);
+    startedAt[plan::collectiveParams(group.back()->params.data()).tokenId()] =
+        index;
   }
   // The stream's communicator (a thread's, on the CPU) takes the
   // records over; a GPU's NCCL enqueue starts them here.
@@ -147,7 +144,6 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
   auto token = uint32_t(plan::waitToken(wait.params.data()));
   size_t at = startedAt[token];
   Backend::Span span = backend.wait(token);
-  pending.erase(token);
   if (recorder)
     recorder->finishIfOpen(tokenRecord[token]);
   if (evaluating)
@@ -235,10 +231,12 @@ std::optional<double> Session::gradNorm() {
   return std::sqrt(double(sumSq));
 }
 
-void Session::drainPending() {
-  for (uint32_t token : std::set<uint32_t>(pending)) {
+void Session::finishEvaluation() {
+  // Started only where they run asynchronously; the loader listed them.
+  if (skipCollectives || synchronous)
+    return;
+  for (uint32_t token : plan.evalDrainTokens) {
     backend.wait(token);
-    pending.erase(token);
     if (recorder)
       recorder->finishIfOpen(tokenRecord[token]);
   }
@@ -264,7 +262,8 @@ float Session::run(int64_t step, bool optimizer, size_t end) {
     } else
       account(index, step, begin, runKernel(index, params.data(), step));
   }
-  drainPending();
+  if (end < plan.program.size())
+    finishEvaluation();
   backend.synchronize();
   float loss = 0.0f;
   backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));

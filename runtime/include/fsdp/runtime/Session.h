@@ -13,7 +13,6 @@
 #include <chrono>
 #include <map>
 #include <optional>
-#include <set>
 #include <vector>
 
 namespace fsdp::rt {
@@ -129,8 +128,9 @@ private:
   /// Runs kernels [0, end) of the program; collectives still in flight at
   /// `end` are waited for there.
   float run(int64_t step, bool optimizer, size_t end);
-  /// Waits for every started collective whose wait was not reached.
-  void drainPending();
+  /// Waits for the collectives the evaluation step started whose waits lie
+  /// after it (plan.evalDrainTokens).
+  void finishEvaluation();
   /// The phases of one instruction of `run`.
   bool skips(const Instruction &inst, bool optimizer) const;
   bool startsAsync(const Instruction &inst) const;
@@ -164,7 +164,6 @@ private:
   std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
-  std::set<uint32_t> pending; ///< tokens started and not yet waited for
   bool evaluating = false;
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
