@@ -242,10 +242,13 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
     return o;
   }
   // The arena is device memory: only what the libraries put there counts.
-  // Each stream's NCCL communicator (gathers, scatters) keeps, per ring
-  // channel, a buffer for what its predecessor sends and one for what it
-  // sends its successor.
-  int64_t comms = 2;
+  // Each NCCL communicator keeps, per ring channel, a buffer for what its
+  // predecessor sends and one for what it sends its successor. The backend
+  // has one for gathers and one for reduce-scatters over the shard group,
+  // and under a mesh with replicas a third over the replica group (the
+  // replica all-reduces); a one-rank group's has no peers and no buffers.
+  int64_t shards = getShardSize(module);
+  int64_t comms = (shards > 1 ? 2 : 0) + (getNumRanks(module) > shards);
   o.lines.push_back({"CUDA context", kCudaContext, true,
                      "context and kernel modules, to be measured on a GPU",
                      OverheadKind::Device});
@@ -254,11 +257,12 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   o.lines.push_back(
       {"cuBLAS workspace", int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
        "set by the backend, after the arena", OverheadKind::Device});
-  if (getShardSize(module) > 1) {
+  if (comms > 0) {
     NcclSettings nccl = ncclSettings();
     o.lines.push_back(
         {"NCCL buffers", comms * nccl.channels * 2 * nccl.buffSize, true,
-         std::to_string(comms) + " communicators x " +
+         std::to_string(comms) +
+             (comms == 1 ? " communicator x " : " communicators x ") +
              std::to_string(nccl.channels) + " channels x 2 x " + nccl.source,
          OverheadKind::Device});
   }
