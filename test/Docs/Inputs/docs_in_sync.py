@@ -22,9 +22,10 @@ any failed. The checks:
                  build outputs from the build).
   options        Every option of fsdp-run, fsdp-gen and fsdp-opt (and of
                  fsdp-opt's passes, `--pass="key=value ..."`) in a
-                 command of a fenced block of README.md or docs/*.md is
-                 one the tool's --help lists: no removed option (--save)
-                 stays in the docs.
+                 command of README.md or docs/*.md (a fenced block's, or
+                 an inline code span starting with the tool) is one the
+                 tool's --help lists: no removed option (--save) stays in
+                 the docs.
 
 Usage: docs_in_sync.py --root SRC --bin BUILD/bin [--docs FILE ...]
 """
@@ -177,16 +178,24 @@ def tool_options(bindir):
     return options, passes
 
 
+INLINE_RE = re.compile(r"`((?:build/bin/)?(?:%s) [^`]*)`" % "|".join(TOOLS))
+
+
 def commands(root, doc):
-    """The logical lines of doc's fenced blocks: [(line number, text)]."""
-    lines, out, inside, pending, first = read(root, doc).split("\n"), [], \
-        False, "", 0
+    """The logical lines of doc's fenced blocks, and the inline code spans
+    outside them that start with a tool: [(line number, text)]."""
+    text = read(root, doc)
+    lines, out, inside, pending, first = text.split("\n"), [], False, "", 0
+    outside = []
     for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("```"):
             inside, pending = not inside, ""
+            outside.append("")
             continue
         if not inside:
+            outside.append(line)
             continue
+        outside.append("")
         if not pending:
             first = number
         if line.endswith("\\"):
@@ -194,6 +203,10 @@ def commands(root, doc):
             continue
         out.append((first, pending + line))
         pending = ""
+    prose = "\n".join(outside)
+    for m in INLINE_RE.finditer(prose):
+        out.append((prose.count("\n", 0, m.start()) + 1,
+                    m.group(1).replace("\n", " ")))
     return out
 
 
@@ -225,7 +238,7 @@ def check_options(root, bindir, docs):
                             and passes[name]:
                         for pair in value.split():
                             key = pair.split("=")[0]
-                            if key not in passes[name]:
+                            if key != "..." and key not in passes[name]:
                                 bad.append(f"{doc}:{number}: fsdp-opt "
                                            f"{name} option {key}")
     report(seen > 0 and not bad,
