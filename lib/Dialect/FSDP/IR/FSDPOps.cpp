@@ -220,6 +220,40 @@ static void printPhase(OpAsmPrinter &printer, Operation *, PhaseAttr phase) {
   printer << stringifyPhase(phase.getValue());
 }
 
+/// The body of `fsdp.compute` is parsed as an isolated name scope, as the
+/// op is isolated from above: a name inside it never resolves to a value
+/// outside, and, the reason this is custom, a forward reference outside
+/// (`%x` used before any definition) can never be resolved by a definition
+/// inside. MLIR's parser otherwise lets it, and when the region then fails to
+/// parse (a repeated block label, say) it frees the region's values while
+/// the outer op still uses them: a use after free that aborts the process
+/// after the right error (test/fuzz/crashers/model-repeated-label.model). On
+/// failure the region's values also drop any use left outside, whatever
+/// took it, before the region is freed.
+static ParseResult parseComputeBody(OpAsmParser &parser, Region &body) {
+  if (failed(parser.parseRegion(body, /*arguments=*/{},
+                                /*enableNameShadowing=*/true))) {
+    for (Block &block : body)
+      block.dropAllDefinedValueUses();
+    return failure();
+  }
+  ComputeOp::ensureTerminator(
+      body, parser.getBuilder(),
+      parser.getEncodedSourceLoc(parser.getCurrentLocation()));
+  return success();
+}
+
+/// The body as the declarative format printed `$body`: entry block
+/// arguments always, the implicit `fsdp.yield` only when it yields.
+static void printComputeBody(OpAsmPrinter &printer, Operation *, Region &body) {
+  bool printTerminator = true;
+  if (Operation *term = body.empty() ? nullptr : body.front().getTerminator())
+    printTerminator = !term->getAttrDictionary().empty() ||
+                      term->getNumOperands() != 0 || term->getNumResults() != 0;
+  printer.printRegion(body, /*printEntryBlockArgs=*/true,
+                      /*printBlockTerminators=*/printTerminator);
+}
+
 void ComputeOp::build(OpBuilder &builder, OperationState &state,
                       FlatSymbolRefAttr unit, Phase phase, ValueRange inputs,
                       TypeRange resultTypes) {

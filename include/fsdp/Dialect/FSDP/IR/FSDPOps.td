@@ -164,7 +164,7 @@ def FSDP_ComputeOp : FSDP_Op<"compute", [IsolatedFromAbove,
   let assemblyFormat = [{
     $unit custom<Phase>($phase) (`ins` `(` $inputs^ `:` type($inputs) `)`)?
     (`->` type($results)^)?
-    attr-dict-with-keyword $body
+    attr-dict-with-keyword custom<ComputeBody>($body)
   }];
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
