@@ -7,7 +7,11 @@ built quickly. Per case one to three mutations: a key's value replaced by
 an extreme or another JSON type (0, -1, 2^31, 2^63, 1e308, NaN as a bare
 token, "", null, [], {}, true, a long string), a key removed or an
 unknown one added, the text cut short, bytes flipped or odd bytes put in
-(NUL, 0xFF, broken UTF-8), the object nested or made a list. Each mutant
+(NUL, 0xFF, broken UTF-8), the object nested or made a list, or a key set
+just past what fsdp-gen builds (issue 27): a depth past its IR bound,
+heads that do not divide the width, a rope_theta or an epsilon that is no
+finite f32, a vocabulary past i32's ids, a dropout above 1. Every such
+value is refused quickly (none is a model that would be built slowly). Each mutant
 runs `fsdp-gen --config FILE` (with --describe for half of them). A run
 must succeed or reject cleanly (fuzzlib.py) and a rejection must name the
 config file on its `error:` line; failures are saved under
@@ -41,6 +45,22 @@ VALUES = ["0", "-1", "1", "2147483648", "9223372036854775807",
           '""', "null", "[]", "{}", "true", "false", '"x"', "0.5",
           '"' + "a" * 5000 + '"']
 ODD = [b"\x00", b"\xff", b"\xc3", b"\xe2\x82", b"\\", b'"', b"{", b"}"]
+# Values just past fsdp-gen's rules, per key: each must be refused, by key,
+# before any IR is built. Depths are past the IR bound of every family
+# (116508 MLP layers, the most); heads do not divide the seeds' widths of 8.
+BOUNDS = {
+    "n_layer": ["116509", "1048576"],
+    "num_hidden_layers": ["116509", "1048576"],
+    "n_head": ["3", "5", "7"],
+    "num_attention_heads": ["3", "5", "7"],
+    "num_key_value_heads": ["3", "4"],
+    "rope_theta": ["1e308", "3.5e38", "1e-50"],
+    "rms_norm_eps": ["1e-50", "1e39"],
+    "initializer_range": ["1e39"],
+    "vocab_size": ["2147483648"],
+    "attn_pdrop": ["1.5"],
+    "attention_dropout": ["2"],
+}
 
 
 def make_seeds():
@@ -81,8 +101,27 @@ def mutate_keys(rng, data):
     return json.dumps(config).encode()
 
 
+def mutate_bounds(rng, data):
+    """A key of BOUNDS the object has set to one of its values (as text, so
+    that 1e308 stays a JSON number)."""
+    try:
+        config = json.loads(data)
+    except ValueError:
+        return data
+    keys = sorted(k for k in BOUNDS if isinstance(config, dict) and k in config)
+    if not keys:
+        return data
+    key = rng.choice(keys)
+    text = json.dumps(config)
+    return text.replace(
+        json.dumps(key) + ": " + json.dumps(config[key]),
+        json.dumps(key) + ": " + rng.choice(BOUNDS[key]), 1).encode()
+
+
 def mutate(rng, data):
-    kind = rng.randrange(4)
+    kind = rng.randrange(5)
+    if kind == 4:
+        return mutate_bounds(rng, data)
     if kind <= 1:
         return mutate_keys(rng, data)
     if kind == 2 and data:

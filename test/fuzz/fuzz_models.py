@@ -2,7 +2,8 @@
 """A bounded mutation fuzzer of models for the compiler (docs/testing.md).
 
 Seeds are `fsdp-gen` outputs (MLPs and GPT-2s), one of them with a
-`#fsdp.mesh` module attribute. Per case one to three
+`#fsdp.mesh` module attribute and one with `fsdp.param_dtype = bf16`
+(`--dtype bf16`). Per case one to three
 textual mutations: a line duplicated, deleted or swapped with another, a
 number (in a type, a shape, an attribute) set to an extreme (0, -1, 2^31,
 2^63 - 1, 2^64 - 1, 10^20, ...), two tokens swapped, the text cut short.
@@ -29,6 +30,10 @@ SEEDS = [
      "--classes", "3", "--batch", "2"],
     ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab", "16",
      "--seq", "4", "--batch", "2"],
+    # Mixed precision asked for by the module (fsdp.param_dtype = bf16):
+    # its parser, verifier and the pipeline's bf16 path see mutants too.
+    ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab", "16",
+     "--seq", "4", "--batch", "2", "--dtype", "bf16"],
 ]
 NUMBERS = ["0", "1", "-1", "2", "3", "7", "2147483647", "2147483648",
            "4294967296", "9223372036854775807", "9223372036854775808",

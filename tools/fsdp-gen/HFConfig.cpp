@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -45,12 +46,19 @@ public:
       return bad(key, "must be a positive integer");
     out = v->get<int64_t>();
   }
+  /// A positive number that a positive, finite f32 holds (the IR keeps
+  /// rope's theta and the norm's epsilon in f32 attributes).
   void number(const char *key, double &out) {
     const json *v = find(key, false);
     if (!v)
       return;
     if (!v->is_number() || !(v->get<double>() > 0.0))
       return bad(key, "must be a positive number");
+    float rounded = float(v->get<double>());
+    if (!(rounded > 0.0f) || std::isinf(rounded))
+      return bad(key, "is " + v->dump() +
+                          ": it must be positive and finite as an f32 (the "
+                          "IR keeps it in one)");
     out = v->get<double>();
   }
   void boolean(const char *key, bool &out) {
@@ -72,8 +80,9 @@ public:
   /// trains without dropout).
   void dropout(const char *key, std::vector<std::string> &notes) {
     const json *v = find(key, false);
-    if (v && (!v->is_number() || v->get<double>() < 0.0))
-      return bad(key, "must be a probability");
+    if (v && (!v->is_number() || !(v->get<double>() >= 0.0) ||
+              v->get<double>() > 1.0))
+      return bad(key, "must be a probability (from 0 to 1)");
     if (v && v->get<double>() != 0.0)
       notes.push_back(std::string(key) + " = " + v->dump() +
                       " is not modelled: the step trains without dropout");
@@ -120,8 +129,15 @@ void readGPT2(KeyReader &r, HFModel &m) {
   if (ctx != c.positions)
     r.bad("n_ctx", "differs from n_positions");
   c.seq = c.positions;
-  int64_t inner = 4 * c.dim;
-  r.only("n_inner", json(inner), /*nullOk=*/true);
+  if (c.heads > 0 && c.dim % c.heads != 0)
+    r.bad("n_head", "must divide n_embd: " + std::to_string(c.dim) +
+                        " is not a multiple of " + std::to_string(c.heads));
+  // n_inner's only value is 4 n_embd; an n_embd that large is refused by
+  // the size check (and 4 n_embd would not be an int64).
+  if (c.dim <= std::numeric_limits<int64_t>::max() / 4)
+    r.only("n_inner", json(4 * c.dim), /*nullOk=*/true);
+  else
+    r.ignore("n_inner");
   // What our GPT-2 is (llm.c's): tanh GELU, eps 1e-5, std 0.02, a tied
   // head, attention scaled by 1/sqrt(head size) and nothing else.
   r.only("activation_function", json("gelu_new"));
@@ -157,6 +173,11 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.boolean("tie_word_embeddings", c.tiedHead);
   if (c.heads > 0 && c.dim % c.heads != 0)
     r.bad("num_attention_heads", "must divide hidden_size");
+  else if (c.heads > 0 && (c.dim / c.heads) % 2 != 0)
+    r.bad("num_attention_heads",
+          "must leave an even head size for rotary embeddings: hidden_size " +
+              std::to_string(c.dim) + " / " + std::to_string(c.heads) + " = " +
+              std::to_string(c.dim / c.heads));
   if (c.kvHeads > 0 && c.heads % c.kvHeads != 0)
     r.bad("num_key_value_heads", "must divide num_attention_heads");
   if (c.heads > 0)
@@ -192,6 +213,24 @@ std::optional<int64_t> countParameters(const LlamaConfig &c) {
       __builtin_mul_overflow(table, c.tiedHead ? 1 : 2, &table) ||
       __builtin_add_overflow(all, table, &total) ||
       __builtin_add_overflow(total, c.dim, &total))
+    return std::nullopt;
+  return total;
+}
+
+std::optional<int64_t> countParameters(const GPT2Config &c) {
+  int64_t positions = c.positions ? c.positions : c.seq;
+  int64_t dd, block, all, tables, wpe, total;
+  if (__builtin_mul_overflow(c.dim, c.dim, &dd) ||
+      __builtin_mul_overflow(dd, 12, &dd) ||
+      __builtin_mul_overflow(c.dim, 13, &block) ||
+      __builtin_add_overflow(dd, block, &block) ||
+      __builtin_mul_overflow(c.layers, block, &all) ||
+      __builtin_mul_overflow(c.vocab, c.dim, &tables) ||
+      __builtin_mul_overflow(positions, c.dim, &wpe) ||
+      __builtin_add_overflow(tables, wpe, &tables) ||
+      __builtin_add_overflow(all, tables, &total) ||
+      __builtin_mul_overflow(c.dim, 2, &dd) ||
+      __builtin_add_overflow(total, dd, &total))
     return std::nullopt;
   return total;
 }

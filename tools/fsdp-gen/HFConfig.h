@@ -25,6 +25,10 @@ namespace fsdp_gen {
 /// norm's gain and the head (V x C, unless tied).
 /// None when the count overflows int64.
 std::optional<int64_t> countParameters(const LlamaConfig &c);
+/// The parameters of a GPT-2: per block 12 C^2 + 13 C, the token and
+/// position tables (V x C, positions x C) and the final norm (2 C); the
+/// head is tied. None when the count overflows int64.
+std::optional<int64_t> countParameters(const GPT2Config &c);
 
 /// What a config.json describes.
 struct HFModel {

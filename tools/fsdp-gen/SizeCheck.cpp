@@ -13,6 +13,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
 
@@ -92,30 +94,78 @@ public:
   std::optional<std::string> error;
 };
 
-std::optional<std::string> checkLayers(int64_t layers, llvm::StringRef what) {
-  if (layers <= kMaxLayers)
+/// "19.9 GB" or "512.0 MB".
+std::string formatBytes(double bytes) {
+  return bytes >= 1e9 ? llvm::formatv("{0:f1} GB", bytes / 1e9).str()
+                      : llvm::formatv("{0:f1} MB", bytes / 1e6).str();
+}
+
+/// The generated IR, `layers` (the option or key `name`) of `opsPerLayer`
+/// ops and `fixedOps` others, must stay within kMaxOps.
+std::optional<std::string> checkOps(llvm::StringRef name, int64_t layers,
+                                    llvm::StringRef what, int64_t opsPerLayer,
+                                    int64_t fixedOps) {
+  int64_t most = (kMaxOps - fixedOps) / opsPerLayer;
+  if (layers <= most)
     return std::nullopt;
-  return ("--layers " + llvm::Twine(layers) +
-          " is too large: fsdp-gen builds at most " + llvm::Twine(kMaxLayers) +
-          " " + what + " (the IR of a deeper model would not fit in memory)")
+  double ops = double(layers) * double(opsPerLayer) + double(fixedOps);
+  return llvm::formatv("{0} {1} is too large: its IR ({2} ops, {3} per {4}) "
+                       "would take about {5} of fsdp-gen's memory and "
+                       "several times that in fsdp-opt; fsdp-gen builds at "
+                       "most {6} ops ({7}): {8} {9}",
+                       name, layers, llvm::format("%.0f", ops), opsPerLayer,
+                       what.drop_back(), formatBytes(ops * kBytesPerOp),
+                       kMaxOps, formatBytes(double(kMaxOps * kBytesPerOp)),
+                       most, what)
+      .str();
+}
+
+/// A vocabulary's ids are i32 (the token and target tensors).
+std::optional<std::string> checkVocab(llvm::StringRef name, int64_t vocab) {
+  if (vocab <= kMaxVocab)
+    return std::nullopt;
+  return (name + " " + llvm::Twine(vocab) +
+          " is too large: token ids are i32, so a vocabulary has at most " +
+          llvm::Twine(kMaxVocab) + " entries")
       .str();
 }
 } // namespace
 
-std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
-                                                int64_t eb) {
-  if (auto error = checkLayers(c.layers, "blocks"))
+SizeNames fsdp_gen::gpt2ConfigNames(bool seqGiven) {
+  SizeNames n;
+  n.layers = "n_layer", n.dim = "n_embd", n.heads = "n_head";
+  n.vocab = "vocab_size", n.positions = "n_positions";
+  if (!seqGiven)
+    n.seq = "n_positions";
+  return n;
+}
+
+SizeNames fsdp_gen::llamaConfigNames(bool seqGiven) {
+  SizeNames n;
+  n.layers = "num_hidden_layers", n.dim = "hidden_size";
+  n.heads = "num_attention_heads", n.kvHeads = "num_key_value_heads";
+  n.ffn = "intermediate_size", n.vocab = "vocab_size";
+  if (!seqGiven)
+    n.seq = "max_position_embeddings";
+  return n;
+}
+
+std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c, int64_t eb,
+                                                const SizeNames &n) {
+  // Per block: 12 params and their loads, 2 layer norms, 4 linears,
+  // attention, gelu, 2 adds, the unit, its compute and yield; around them
+  // the ends' params, loads and ops, @root's unit and the function.
+  if (auto error = checkOps(n.layers, c.layers, "blocks", 37, 21))
     return error;
-  Size L = Size::option("--layers", c.layers), C = Size::option("--dim", c.dim),
-       H = Size::option("--heads", c.heads),
-       V = Size::option("--vocab", c.vocab), T = Size::option("--seq", c.seq),
-       B = Size::option("--batch", c.batch);
+  Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
+       H = Size::option(n.heads, c.heads), V = Size::option(n.vocab, c.vocab),
+       T = Size::option(n.seq, c.seq), B = Size::option(n.batch, c.batch);
   Checker check;
   // Parameters; the others of a block (norms, biases, the C x C and
   // C x 4C projections) are no larger than the two weights checked.
   check.requireTensor("the token table wte (vocab x dim elements)", V * C, eb);
   Size positions =
-      c.positions > c.seq ? Size::option("n_positions", c.positions) : T;
+      c.positions > c.seq ? Size::option(n.positions, c.positions) : T;
   check.requireTensor("the position table wpe (positions x dim elements)",
                       positions * C, eb);
   check.requireTensor("a block's weight attn.qkv.w (3 dim x dim elements)",
@@ -133,12 +183,12 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
   check.requireTensor("the logits (batch x seq x vocab elements)", B * T * V,
                       eb);
   // Whole-model totals. A unit's flat parameter is at most all of them.
-  Size params =
-      V * C + T * C + L * (Size(12) * C * C + Size(13) * C) + Size(2) * C;
+  Size params = V * C + positions * C + L * (Size(12) * C * C + Size(13) * C) +
+                Size(2) * C;
   Size state = Size(4) * params * eb;
   check.requireBytes("the parameters with their gradients and two AdamW "
-                     "moments (4 x (vocab dim + seq dim + layers (12 dim^2 + "
-                     "13 dim) + 2 dim) elements)",
+                     "moments (4 x (vocab dim + positions dim + layers (12 "
+                     "dim^2 + 13 dim) + 2 dim) elements)",
                      state);
   // Every value of the forward, which the backward keeps: per block
   // 18 batch x seq x dim values, the attention probabilities and four
@@ -149,12 +199,16 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c,
       (BTC * Size(2) + BT * V + L * (Size(18) * BTC + B * H * T * T)) * eb +
       (L * Size(4) * BT + Size(4) * BT) * Size(4);
   check.requireStep(state, activations);
-  return check.error;
+  if (check.error)
+    return check.error;
+  return checkVocab(n.vocab, c.vocab);
 }
 
 std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
                                                 int64_t eb) {
-  if (auto error = checkLayers(c.layers, "layers"))
+  // Per layer: 2 params and their loads, a linear, a ReLU, the unit, its
+  // compute and yield; the function, its return and the loss.
+  if (auto error = checkOps("--layers", c.layers, "layers", 9, 3))
     return error;
   Size L = Size::option("--layers", c.layers),
        W = Size::option("--width", c.width),
@@ -195,20 +249,18 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
   return check.error;
 }
 
-std::optional<std::string> fsdp_gen::checkSizes(const LlamaConfig &c,
-                                                int64_t eb, bool configKeys) {
-  if (auto error = checkLayers(c.layers, "blocks"))
+std::optional<std::string>
+fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
+  // Per block: 7 params and their loads, 2 RMS norms, 5 linears, rope,
+  // attention, swiglu, 2 adds, the unit, its compute and yield; around
+  // them the ends' and the function.
+  if (auto error = checkOps(n.layers, c.layers, "blocks", 29, 19))
     return error;
-  auto name = [&](const char *flag, const char *key) {
-    return configKeys ? key : flag;
-  };
-  Size L = Size::option(name("--layers", "num_hidden_layers"), c.layers),
-       C = Size::option(name("--dim", "hidden_size"), c.dim),
-       H = Size::option(name("--heads", "num_attention_heads"), c.heads),
-       K = Size::option(name("--kv-heads", "num_key_value_heads"), c.kvHeads),
-       F = Size::option(name("--ffn-dim", "intermediate_size"), c.ffn),
-       V = Size::option(name("--vocab", "vocab_size"), c.vocab),
-       T = Size::option("--seq", c.seq), B = Size::option("--batch", c.batch);
+  Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
+       H = Size::option(n.heads, c.heads),
+       K = Size::option(n.kvHeads, c.kvHeads), F = Size::option(n.ffn, c.ffn),
+       V = Size::option(n.vocab, c.vocab), T = Size::option(n.seq, c.seq),
+       B = Size::option(n.batch, c.batch);
   // The head size C / H is at most C, so K x C bounds the kv projections.
   Size kv = K * Size(c.dim / c.heads);
   Checker check;
@@ -251,5 +303,7 @@ std::optional<std::string> fsdp_gen::checkSizes(const LlamaConfig &c,
                          eb +
                      (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
-  return check.error;
+  if (check.error)
+    return check.error;
+  return checkVocab(n.vocab, c.vocab);
 }

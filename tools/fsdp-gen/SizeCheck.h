@@ -18,23 +18,43 @@
 
 namespace fsdp_gen {
 
-/// The most blocks (gpt2) or layers (mlp) fsdp-gen builds: each adds some
-/// 30 ops to @forward and over 100 to the training step, so a deeper model
-/// would not fit in memory as IR long before its sizes overflow.
-constexpr int64_t kMaxLayers = int64_t(1) << 20;
+/// What the errors call each size: fsdp-gen's options by default, or a
+/// config.json's keys (`names.seq` is the positions key unless --seq gave
+/// the length). `batch` is always the option.
+struct SizeNames {
+  const char *layers = "--layers", *dim = "--dim", *heads = "--heads",
+             *kvHeads = "--kv-heads", *ffn = "--ffn-dim", *vocab = "--vocab",
+             *seq = "--seq", *batch = "--batch", *positions = "n_positions";
+};
+/// The keys of a gpt2 or llama config.json.
+SizeNames gpt2ConfigNames(bool seqGiven);
+SizeNames llamaConfigNames(bool seqGiven);
 
-/// An error naming the options (`--dim 4000000000 is too large: ...`) when a
-/// size of the model does not fit int64, or nullopt when all do.
-/// `elementBytes` is the size of one parameter element (4 for f32).
+/// The most ops fsdp-gen builds. The IR is proportional to the layers
+/// (types and attributes are uniqued, so the tensors' sizes cost nothing):
+/// measured, an op of a generated model takes under kBytesPerOp bytes of
+/// fsdp-gen's memory (about 490 for a GPT-2 block's, 400 for a Llama's),
+/// so a model at the bound takes at most kMaxOps x kBytesPerOp = 512 MiB
+/// there. fsdp-opt's training step of it takes about four times as much
+/// (docs/llama.md), which a machine of a few GB still compiles.
+constexpr int64_t kMaxOps = int64_t(1) << 20;
+constexpr int64_t kBytesPerOp = 512;
+
+/// The most token ids an i32 holds: the vocabulary's bound.
+constexpr int64_t kMaxVocab = 2147483647;
+
+/// An error naming the options (`--dim 4000000000 is too large: ...`) when
+/// the model would not fit fsdp-gen's memory (kMaxOps), a size of it does
+/// not fit int64, or the vocabulary has ids no i32 holds; nullopt when all
+/// fit. `elementBytes` is the size of one parameter element (4 for f32).
 std::optional<std::string> checkSizes(const GPT2Config &config,
-                                      int64_t elementBytes);
+                                      int64_t elementBytes,
+                                      const SizeNames &names = {});
 std::optional<std::string> checkSizes(const MLPConfig &config,
                                       int64_t elementBytes);
-/// With `configKeys`, sizes are named by their config.json keys
-/// (`hidden_size 5120`) instead of fsdp-gen's options.
 std::optional<std::string> checkSizes(const LlamaConfig &config,
                                       int64_t elementBytes,
-                                      bool configKeys = false);
+                                      const SizeNames &names = {});
 
 } // namespace fsdp_gen
 

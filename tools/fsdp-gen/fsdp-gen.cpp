@@ -34,6 +34,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 using namespace mlir;
@@ -50,10 +51,12 @@ cl::opt<std::string> preset(
              "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
-cl::opt<int64_t> layers("layers",
-                        cl::desc("Number of blocks (gpt2, llama) or linear "
-                                 "layers (mlp)"),
-                        cl::cat(genCategory));
+cl::opt<int64_t> layers(
+    "layers",
+    cl::desc("Number of blocks (gpt2, llama) or linear layers (mlp); the IR "
+             "is bounded to 1048576 ops (at most 28339 gpt2 blocks, 36157 "
+             "llama blocks, 116508 mlp layers)"),
+    cl::cat(genCategory));
 cl::opt<int64_t> dim("dim", cl::desc("gpt2, llama: model width C"),
                      cl::cat(genCategory));
 cl::opt<int64_t> heads("heads", cl::desc("gpt2, llama: attention heads"),
@@ -82,8 +85,13 @@ cl::opt<int64_t> inFeatures("in-features", cl::desc("mlp: input features"),
                             cl::cat(genCategory));
 cl::opt<int64_t> classes("classes", cl::desc("mlp: output classes"),
                          cl::cat(genCategory));
-cl::opt<std::string> dtype("dtype", cl::desc("Element type: f32 or bf16"),
-                           cl::init("f32"), cl::cat(genCategory));
+cl::opt<std::string>
+    dtype("dtype",
+          cl::desc("Compute type: f32, or bf16 (mixed precision: f32 master "
+                   "parameters, and fsdp.param_dtype = bf16 on the module, "
+                   "which fsdp-opt's --fsdp-train-pipeline takes as "
+                   "param-dtype=bf16)"),
+          cl::init("f32"), cl::cat(genCategory));
 cl::opt<bool> noUnits("no-units",
                       cl::desc("Emit a flat @forward without FSDP units"),
                       cl::cat(genCategory));
@@ -104,6 +112,20 @@ cl::opt<std::string> outputFilename("o", cl::desc("Output file (default: -)"),
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "fsdp-gen: error: " << message << "\n";
   std::exit(1);
+}
+
+/// `value` as errors print it (%g).
+std::string gText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Whether `value` rounds to a positive, finite f32 (the IR's attributes
+/// of rope's theta and the norms' epsilon are f32).
+bool isPositiveF32(double value) {
+  float rounded = float(value);
+  return value > 0 && rounded > 0.0f && std::isfinite(rounded);
 }
 
 /// Takes an explicit option over the preset's value; every size must be
@@ -206,13 +228,17 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
   apply(seq, c.seq);
   apply(batch, c.batch);
   if (ropeTheta.getNumOccurrences()) {
-    if (!(ropeTheta > 0) || !std::isfinite(ropeTheta))
-      fail("--rope-theta must be positive and finite");
+    if (!isPositiveF32(ropeTheta))
+      fail("--rope-theta must be positive and finite as an f32 (the IR "
+           "keeps it in one), got " +
+           gText(ropeTheta));
     c.ropeTheta = ropeTheta;
   }
   if (normEps.getNumOccurrences()) {
-    if (!(normEps > 0) || !std::isfinite(normEps))
-      fail("--norm-eps must be positive and finite");
+    if (!isPositiveF32(normEps))
+      fail("--norm-eps must be positive and finite as an f32 (the IR keeps "
+           "it in one), got " +
+           gText(normEps));
     c.normEps = normEps;
   }
   checkLlamaShape(c, "llama");
@@ -254,14 +280,12 @@ void describeModel(const fsdp_gen::HFModel &m) {
   llvm::outs() << configPath << ": " << m.modelType << ", ";
   if (m.modelType == "gpt2") {
     const fsdp_gen::GPT2Config &c = m.gpt2;
-    // The size check has bounded every product (fsdp-gen's SizeCheck).
-    if (std::optional<std::string> error = fsdp_gen::checkSizes(c, 4))
-      fail(*error);
-    int64_t P = c.vocab * c.dim + c.positions * c.dim + 2 * c.dim +
-                c.layers * (12 * c.dim * c.dim + 13 * c.dim);
+    std::optional<int64_t> P = fsdp_gen::countParameters(c);
+    if (!P)
+      fail(configPath + ": the parameter count exceeds int64");
     llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
                  << " heads, vocab " << c.vocab << ", " << c.positions
-                 << " positions, tied head: " << P << " parameters\n";
+                 << " positions, tied head: " << *P << " parameters\n";
     return;
   }
   const fsdp_gen::LlamaConfig &c = m.llama;
@@ -306,8 +330,9 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
            " exceeds the config's max_position_embeddings (" +
            llvm::Twine(positions) + ")");
     checkLlamaShape(c, configPath);
-    if (std::optional<std::string> error =
-            fsdp_gen::checkSizes(c, elementBytes, /*configKeys=*/true))
+    if (std::optional<std::string> error = fsdp_gen::checkSizes(
+            c, elementBytes,
+            fsdp_gen::llamaConfigNames(seq.getNumOccurrences() > 0)))
       fail(configPath + ": " + *error);
     return fsdp_gen::buildLlama(context, c, element);
   }
@@ -317,8 +342,10 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
   if (c.seq > c.positions)
     fail("--seq " + llvm::Twine(c.seq) + " exceeds the config's n_positions (" +
          llvm::Twine(c.positions) + ")");
-  if (std::optional<std::string> error = fsdp_gen::checkSizes(c, elementBytes))
-    fail(*error);
+  if (std::optional<std::string> error = fsdp_gen::checkSizes(
+          c, elementBytes,
+          fsdp_gen::gpt2ConfigNames(seq.getNumOccurrences() > 0)))
+    fail(configPath + ": " + *error);
   return fsdp_gen::buildGPT2(context, c, element);
 }
 
@@ -382,12 +409,16 @@ int main(int argc, char **argv) {
 
   MLIRContext context;
   context.loadDialect<fsdp::FSDPDialect>();
-  Type element = llvm::StringSwitch<Type>(dtype)
-                     .Case("f32", Float32Type::get(&context))
-                     .Case("bf16", BFloat16Type::get(&context))
-                     .Default(Type());
-  if (!element)
+  // The parameters are f32 whatever --dtype says: bf16 is mixed precision
+  // over f32 master weights (docs/mixed-precision.md), which the module
+  // asks fsdp-opt for.
+  Type computeType = llvm::StringSwitch<Type>(dtype)
+                         .Case("f32", Float32Type::get(&context))
+                         .Case("bf16", BFloat16Type::get(&context))
+                         .Default(Type());
+  if (!computeType)
     fail("unknown --dtype '" + dtype + "', expected f32 or bf16");
+  Type element = Float32Type::get(&context);
   int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
   bool isLlama = kind == "llama";
@@ -408,6 +439,8 @@ int main(int argc, char **argv) {
     if (failed(pm.run(*module)))
       fail("wrapping the generated model into units failed");
   }
+  if (!computeType.isF32())
+    (*module)->setAttr(fsdp::kParamDtypeAttrName, TypeAttr::get(computeType));
   if (failed(verify(*module)))
     fail("the generated model does not verify (a bug in fsdp-gen)");
   writeModule(*module);

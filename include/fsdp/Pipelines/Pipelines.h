@@ -90,7 +90,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> paramDtype{
       *this, "param-dtype",
       llvm::cl::desc("Gathered parameters, activations and gradients: f32 or "
-                     "bf16 (see --fsdp-mixed-precision)"),
+                     "bf16 (default: the model's fsdp.param_dtype, else f32; "
+                     "see --fsdp-mixed-precision)"),
       llvm::cl::init(FsdpMixedPrecisionPassOptions().paramDtype)};
   Option<std::string> reduceDtype{
       *this, "reduce-dtype",

@@ -2,7 +2,7 @@
 // RUN: not fsdp-opt %s -split-input-file --fsdp-autodiff="beta1=1.0" 2>&1 | FileCheck %s --check-prefix=BETA
 // RUN: not fsdp-opt %s -split-input-file --fsdp-autodiff="forward=model" 2>&1 | FileCheck %s --check-prefix=MISSING
 
-// BETA: fsdp-autodiff: beta1 and beta2 must lie in [0, 1)
+// BETA: fsdp-autodiff: beta1 must lie in [0, 1) as an f32, got 1
 // MISSING: fsdp-autodiff: no function @model with a body to differentiate
 
 fsdp.param @w : tensor<4x4xf32> init <normal, std = 0.02>

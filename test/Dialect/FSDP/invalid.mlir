@@ -1024,6 +1024,27 @@ func.func @f() attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2]>} {
 
 // -----
 
+// The compute type a model asks for (fsdp-gen --dtype bf16): f32 or bf16,
+// on a module.
+// expected-error @+1 {{'fsdp.param_dtype' must be a module's f32 or bf16 (the compute type its parameters are gathered in)}}
+module attributes {fsdp.param_dtype = f16} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.param_dtype' must be a module's f32 or bf16}}
+module attributes {fsdp.param_dtype = "bf16"} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.param_dtype' must be a module's f32 or bf16}}
+func.func @f() attributes {fsdp.param_dtype = bf16} {
+  return
+}
+
+// -----
+
 // The world size of old plans' IR is the mesh now.
 // expected-error @+1 {{unknown fsdp dialect attribute 'fsdp.world_size'}}
 module attributes {fsdp.world_size = 2 : i64} {

@@ -3,6 +3,7 @@
 #include "fsdp/Dialect/FSDP/Analysis/NetworkModel.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir::fsdp;
 
@@ -85,10 +86,15 @@ NetworkTopology mlir::fsdp::makeTwoLevelNetwork(const TwoLevelOptions &o,
     error = "nic-share must be rank or group, got '" + o.nicShare + "'";
     return {};
   }
-  if (o.ranksPerNode < 1 || o.intraGBps <= 0 || o.nicGBps <= 0 ||
-      o.nicsPerNode < 1 || o.intraLatencyUs < 0 || o.interLatencyUs < 0) {
+  // Written so that NaN fails too. An infinite bandwidth is an ideal
+  // link; an infinite latency is no network.
+  auto rate = [](double v) { return v > 0; };
+  auto latency = [](double v) { return v >= 0 && std::isfinite(v); };
+  if (o.ranksPerNode < 1 || !rate(o.intraGBps) || !rate(o.nicGBps) ||
+      o.nicsPerNode < 1 || !latency(o.intraLatencyUs) ||
+      !latency(o.interLatencyUs)) {
     error = "intra-gbps and nic-gbps must be positive, nics-per-node at "
-            "least 1, latencies at least 0";
+            "least 1, latencies finite and at least 0";
     return {};
   }
   NetworkTopology net;

@@ -62,6 +62,18 @@ static LogicalResult verifyRemat(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// fsdp.param_dtype: the compute type a module asks for.
+static LogicalResult verifyParamDtype(Operation *op, NamedAttribute attr) {
+  auto type = llvm::dyn_cast<TypeAttr>(attr.getValue());
+  if (!llvm::isa<ModuleOp>(op) || !type ||
+      !llvm::isa<Float32Type, BFloat16Type>(type.getValue()))
+    return emitError(op->getLoc())
+           << "'" << attr.getName().getValue()
+           << "' must be a module's f32 or bf16 (the compute type its "
+              "parameters are gathered in)";
+  return success();
+}
+
 /// `fsdp.forward` and `fsdp.train_step` mark functions whose single result
 /// is the scalar loss; everything downstream (autodiff, the runtime's
 /// progress line) relies on that, so it is a verifier rule, not a pass check.
@@ -91,6 +103,8 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return verifyScheduleChoice(op, attr);
   if (name == kRematAttrName)
     return verifyRemat(op, attr);
+  if (name == kParamDtypeAttrName)
+    return verifyParamDtype(op, attr);
   if (name != kForwardAttrName && name != kTrainStepAttrName)
     return emitError(op->getLoc())
            << "unknown fsdp dialect attribute '" << name << "'";
@@ -223,6 +237,11 @@ MeshAttr mlir::fsdp::getMesh(Operation *op) {
   if (!module)
     module = op->getParentOfType<ModuleOp>();
   return module ? module->getAttrOfType<MeshAttr>(kMeshAttrName) : MeshAttr();
+}
+
+Type mlir::fsdp::getRequestedParamDtype(ModuleOp module) {
+  auto type = module->getAttrOfType<TypeAttr>(kParamDtypeAttrName);
+  return type ? type.getValue() : Type();
 }
 
 int64_t mlir::fsdp::getShardSize(Operation *op) {

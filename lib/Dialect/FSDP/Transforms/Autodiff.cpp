@@ -15,6 +15,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPAUTODIFFPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -72,18 +75,41 @@ private:
 };
 } // namespace
 
+/// `value` as the errors print it (%g: inf, nan, 1e+39).
+static std::string optionText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// Whether `value` stays finite as the f32 the AdamW attributes keep.
+static bool isFiniteF32(double value) { return std::isfinite(float(value)); }
+
 LogicalResult FsdpAutodiffPass::checkOptions(ModuleOp module) {
-  auto bad = [&](StringRef what) {
-    return emitError(module.getLoc()) << "fsdp-autodiff: " << what;
+  auto bad = [&](StringRef what, double value) {
+    return emitError(module.getLoc())
+           << "fsdp-autodiff: " << what << ", got " << optionText(value);
   };
-  if (!(learningRate >= 0.0))
-    return bad("lr must be non-negative");
-  if (!(beta1 >= 0.0 && beta1 < 1.0) || !(beta2 >= 0.0 && beta2 < 1.0))
-    return bad("beta1 and beta2 must lie in [0, 1)");
-  if (!(epsilon > 0.0))
-    return bad("eps must be positive");
-  if (!(weightDecay >= 0.0))
-    return bad("weight-decay must be non-negative");
+  // The values are compared as the f32s the step keeps them in: 1e39
+  // becomes infinite, 0.99999999999 becomes 1 and 1e-50 becomes 0.
+  if (!(learningRate >= 0.0) || !isFiniteF32(learningRate))
+    return bad("lr must be non-negative and finite as an f32", learningRate);
+  for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
+                            std::pair<StringRef, double>{"beta2", beta2}})
+    if (!(beta >= 0.0 && float(beta) < 1.0f))
+      return bad((name + " must lie in [0, 1) as an f32").str(), beta);
+  if (!(float(epsilon) > 0.0f) || !isFiniteF32(epsilon))
+    return bad("eps must be positive and finite as an f32", epsilon);
+  if (!(weightDecay >= 0.0) || !isFiniteF32(weightDecay))
+    return bad("weight-decay must be non-negative and finite as an f32",
+               weightDecay);
+  // AdamW scales each decayed parameter by 1 - lr x weight-decay a step:
+  // at 1 or more that erases or flips every weight.
+  if (double(float(learningRate)) * double(float(weightDecay)) >= 1.0)
+    return emitError(module.getLoc())
+           << "fsdp-autodiff: lr x weight-decay must be below 1 (each step "
+              "scales the weights by 1 - lr x weight-decay), got "
+           << optionText(learningRate) << " x " << optionText(weightDecay);
   return success();
 }
 

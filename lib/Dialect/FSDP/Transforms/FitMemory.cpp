@@ -18,6 +18,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 namespace mlir::fsdp {
@@ -316,6 +318,15 @@ LogicalResult FsdpFitMemoryPass::checkOptions() {
     return emitError(loc) << "fsdp-fit-memory: mesh=auto needs a world "
                              "size: run --fsdp-mesh first (its ranks are "
                              "the world the mesh is chosen for)";
+  // Checked here, once: each trial compile would refuse it again.
+  if (float norm = float(gradClip);
+      gradClip != 0.0 && (!(norm > 0.0f) || std::isinf(norm))) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", double(gradClip));
+    return emitError(loc) << "fsdp-fit-memory: grad-clip must be 0 (no "
+                             "clipping) or a positive, finite f32, got "
+                          << text;
+  }
   return selectNetwork();
 }
 

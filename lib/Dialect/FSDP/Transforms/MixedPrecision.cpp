@@ -247,7 +247,12 @@ struct FsdpMixedPrecisionPass
 void FsdpMixedPrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
-  FailureOr<Type> paramType = parseFloatType(context, paramDtype);
+  // Not given: what the model asks for (fsdp-gen --dtype bf16), else f32.
+  FailureOr<Type> paramType = Type(Float32Type::get(context));
+  if (!paramDtype.empty())
+    paramType = parseFloatType(context, paramDtype);
+  else if (Type requested = getRequestedParamDtype(module))
+    paramType = requested;
   FailureOr<Type> reduceType = parseFloatType(context, reduceDtype);
   if (failed(paramType) || failed(reduceType)) {
     emitError(module.getLoc())

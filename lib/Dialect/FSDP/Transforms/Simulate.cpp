@@ -18,6 +18,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSIMULATEPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -60,8 +62,19 @@ FailureOr<Hardware> FsdpSimulatePass::selectHardware() {
     return failure();
   }
   Hardware hw = *named;
-  if (computeTflops < 0 || busGBps < 0 || memoryGBps < 0) {
-    emitError(module.getLoc()) << "fsdp-simulate: rates must be positive";
+  // Written so that NaN fails too (it would silently mean the preset's);
+  // an infinite rate is an infinitely fast machine (every op takes no
+  // time), an infinite latency no machine.
+  auto rate = [](double v) { return v >= 0; };
+  if (!rate(computeTflops) || !rate(busGBps) || !rate(memoryGBps)) {
+    emitError(module.getLoc())
+        << "fsdp-simulate: rates must be at least 0 (0: the preset's)";
+    return failure();
+  }
+  if (std::isnan(latencyUs) || std::isinf(latencyUs)) {
+    emitError(module.getLoc())
+        << "fsdp-simulate: latency-us must be finite (negative: the "
+           "preset's)";
     return failure();
   }
   if (computeTflops > 0) { // the f32 rate; bf16 keeps the preset's ratio

@@ -160,6 +160,13 @@ constexpr llvm::StringLiteral kRematAttrName = "fsdp.remat";
 /// over its own options: {forward_prefetch, backward_prefetch,
 /// bucket_bytes, reshard_after_forward}.
 constexpr llvm::StringLiteral kScheduleChoiceAttrName = "fsdp.schedule_choice";
+/// The module attribute a model asks for mixed precision with (`fsdp-gen
+/// --dtype bf16` sets it): the compute type, f32 or bf16, that
+/// --fsdp-mixed-precision takes when its param-dtype is not given. The
+/// parameters themselves stay f32 (the master weights).
+constexpr llvm::StringLiteral kParamDtypeAttrName = "fsdp.param_dtype";
+/// The compute type `module` asks for (kParamDtypeAttrName), or null.
+Type getRequestedParamDtype(ModuleOp module);
 /// The module attribute --fsdp-schedule sets: gathers allowed in flight.
 constexpr llvm::StringLiteral kMaxInflightGathersAttrName =
     "fsdp.max_inflight_gathers";

@@ -429,8 +429,10 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
       right after the cast. A reduced shard not in f32 is cast to f32
       before AdamW.
 
-    With `param-dtype=f32 reduce-dtype=f32` (the defaults) the pass changes
-    nothing. Master parameters must be f32.
+    `param-dtype` not given is what the module asks for in its
+    `fsdp.param_dtype` attribute (`fsdp-gen --dtype bf16` sets it), else
+    f32. With `param-dtype=f32 reduce-dtype=f32` (the defaults) the pass
+    changes nothing. Master parameters must be f32.
 
     Before (one unit, 2 ranks):
     ```mlir
@@ -460,8 +462,9 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"",
-           "Gathered parameters, activations and gradients: f32 or bf16">,
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
+           "Gathered parameters, activations and gradients: f32 or bf16 "
+           "(default: the module's fsdp.param_dtype, else f32)">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"f32\"",
            "Reduce-scatters of the full-size gradients: f32 or bf16">
@@ -607,7 +610,7 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "As --fsdp-schedule's">,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true", "As --fsdp-schedule's">,
-    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"",
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "As --fsdp-mixed-precision's">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">,
