@@ -3,9 +3,11 @@
 // The writer: each rank's safetensors file (temporary, fsync, rename,
 // directory fsync), a barrier that also carries any rank's failure, rank
 // 0's manifest last, then --keep-last. The fault points (checkpointFault)
-// lie between those steps. prepare() allocates at setup what every write
-// needs (the staging buffer, the texts with room for any step: see
-// PreparedJson.h), so that a write allocates nothing while training.
+// lie between those steps. prepare() claims the directory (rank 0's lock,
+// found by every other rank in its own: CheckpointLock.h) and allocates at
+// setup what every write needs (the staging buffer, the texts with room
+// for any step: see PreparedJson.h), so that a write allocates nothing
+// while training.
 // CheckpointResume.cpp reads them back; CheckpointJson.cpp has the
 // manifest's JSON.
 //

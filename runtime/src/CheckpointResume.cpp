@@ -2,8 +2,12 @@
 //
 // Rank 0 walks D/step-* from the newest: a checkpoint counts when its
 // manifest parses and every rank file it lists has its size and CRC-32.
-// The ranks take rank 0's choice, each checks it against its own run
-// (the same checks on every rank: the same error), and loads its shards:
+// The ranks take rank 0's choice, each reads that manifest from its own
+// --resume directory and the ranks compare what they read (a copy at
+// another path is the same checkpoint), each checks it against its own
+// run (the same checks on every rank: the same error), and loads its
+// shards, every rank but 0 checking the size and CRC-32 of each file it
+// reads from first:
 // of unit u, new rank k of N' owns [floor(kP/N'), floor((k+1)P/N')), and
 // reads from each old rank file the part of that range the old rank owned
 // (the same arithmetic at the old world size), through the mapped file.
@@ -274,6 +278,7 @@ bool checkCompatible(const ResumePoint &point, const Plan &plan,
                     " (not bitwise)");
   return true;
 }
+
 /// Every rank reads the manifest of rank 0's choice from its own --resume
 /// directory, and the ranks compare what they read (its size and CRC-32),
 /// not their paths: a copy of the checkpoint at another path (a node's

@@ -7,7 +7,9 @@
 // manifest.json (the layout, the run's identity, every file's size and
 // CRC-32). Every file goes to a temporary name, is fsynced and renamed,
 // its directory fsynced; the manifest follows a barrier after every rank's
-// file: a checkpoint without its manifest does not exist. `--resume D`
+// file: a checkpoint without its manifest does not exist. Rank 0 holds
+// D/fsdp-run.lock while the run lasts (one job per directory), and every
+// rank checks that its D is rank 0's. `--resume D`
 // continues from the newest complete one; at another world size each rank
 // reads, from the old files, the byte ranges of its new shard (the
 // floor(kP/N) layout makes that arithmetic). docs/runtime.md has the
