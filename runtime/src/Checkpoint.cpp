@@ -188,6 +188,7 @@ Checkpointer::Checkpointer(const Plan &plan, Session &session,
 Checkpointer::~Checkpointer() = default;
 
 bool Checkpointer::prepare(std::string &error) {
+  RecordScope scope(CollectiveLabel{0, -1, "checkpoint directory agreement"});
   bool ok = checkSetup(error);
   if (!allRanksSucceeded(comm, ok, error) || !claimDirectory(error))
     return false;
