@@ -13,7 +13,9 @@
 #     150; FUZZ_DATA_CASES, default 600 data files, FUZZ_CONFIG_CASES,
 #     default 400 configs, and FUZZ_SAFETENSORS_CASES, default 400
 #     --init-from files, each stopping after FUZZ_DATA_TIME_BUDGET
-#     seconds, default 40; docs/testing.md).
+#     seconds, default 40; FUZZ_RANK_CASES, default 40 per-rank option
+#     mixes of 2 ranks, stopping after FUZZ_RANK_TIME_BUDGET seconds,
+#     default 30; docs/testing.md).
 # CTest runs `build-sanitize.sh --check` (the `sanitizers` test).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,6 +81,7 @@ python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
@@ -91,4 +94,9 @@ python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_SAFETENSORS_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_CHECKPOINT_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+# 2 ranks a case under mpirun: two at a time on 2 cores, a minute before a
+# case counts as hung.
+python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_RANK_CASES:-40}" --time-budget "${FUZZ_RANK_TIME_BUDGET:-30}" \
+  --jobs 2 --timeout 60
 echo "sanitizers: all clean"

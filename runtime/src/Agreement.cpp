@@ -33,7 +33,8 @@ std::vector<AgreedField> parse(const std::string &text) {
   return fields;
 }
 
-/// `text` on rank `root`, on every rank.
+} // namespace
+
 std::string broadcastText(Communicator &comm, const std::string &text,
                           int root) {
   uint64_t length = text.size();
@@ -43,7 +44,6 @@ std::string broadcastText(Communicator &comm, const std::string &text,
     comm.broadcast(result.data(), length, root);
   return result;
 }
-} // namespace
 
 std::string checkRanksAgree(Communicator &comm,
                             const std::vector<AgreedField> &fields) {
@@ -72,6 +72,20 @@ std::string checkRanksAgree(Communicator &comm,
   }
   return "ranks disagree: rank " + std::to_string(other) +
          " differs from rank 0 in " + diff + "; every rank refuses to start";
+}
+
+bool allRanksSucceeded(Communicator &comm, bool ok, std::string &error) {
+  if (comm.size() == 1)
+    return ok;
+  // The lowest failing rank, as size - rank under a max (0: none).
+  uint64_t failing = ok ? 0 : uint64_t(comm.size() - comm.rank());
+  uint64_t first = comm.allReduceMax(failing);
+  if (first == 0)
+    return true;
+  int root = comm.size() - int(first);
+  error =
+      "rank " + std::to_string(root) + ": " + broadcastText(comm, error, root);
+  return false;
 }
 
 } // namespace fsdp::rt

@@ -3,21 +3,25 @@
 // The writer: each rank's safetensors file (temporary, fsync, rename,
 // directory fsync), a barrier that also carries any rank's failure, rank
 // 0's manifest last, then --keep-last. The fault points (checkpointFault)
-// lie between those steps. prepare() allocates at setup what every write
-// needs (the staging buffer, the texts with room for any step: see
-// PreparedJson.h), so that a write allocates nothing while training.
+// lie between those steps. prepare() claims the directory (rank 0's lock,
+// found by every other rank in its own: CheckpointLock.h) and allocates at
+// setup what every write needs (the staging buffer, the texts with room
+// for any step: see PreparedJson.h), so that a write allocates nothing
+// while training.
 // CheckpointResume.cpp reads them back; CheckpointJson.cpp has the
 // manifest's JSON.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Checkpoint.h"
+#include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/PlanFormat.h"
 #include "fsdp/runtime/SafeTensors.h"
 
 #include "CheckpointFiles.h"
+#include "CheckpointLock.h"
 #include "PreparedJson.h"
 #include "SafeTensorsHeader.h"
 
@@ -45,6 +49,29 @@ std::vector<ManifestUnit> planLayout(const Plan &plan) {
     units[param.unit].params.push_back(
         {param.name, param.shape, param.unitOffset});
   return units;
+}
+
+OptimizerSettings optimizerSettings(const Plan &plan,
+                                    std::optional<double> lrOverride) {
+  using plan::Opcode;
+  OptimizerSettings settings;
+  for (const Instruction &inst : plan.program) {
+    Opcode op = inst.kernel->opcode;
+    auto param = [&](const char *name) {
+      return inst.params[plan::paramIndex(op, name)];
+    };
+    if ((op == Opcode::AdamW || op == Opcode::AdamWShard) && !settings.known)
+      settings = {true,
+                  lrOverride.value_or(param("lr")),
+                  param("beta1"),
+                  param("beta2"),
+                  param("eps"),
+                  param("weight_decay"),
+                  settings.gradClip};
+    else if (op == Opcode::ClipCoefficient && !settings.gradClip)
+      settings.gradClip = param("max_norm");
+  }
+  return settings;
 }
 
 std::string shardTensorName(const std::string &unit, const char *part) {
@@ -121,6 +148,8 @@ struct Checkpointer::Prepared {
   /// collective's).
   CollectiveLabel barrier{0, -1, "checkpoint barrier"},
       sizes{0, -1, "checkpoint file sizes"};
+  /// Rank 0: the directory's lock, held while the run lasts.
+  CheckpointLock lock;
 };
 
 namespace {
@@ -159,6 +188,24 @@ Checkpointer::Checkpointer(const Plan &plan, Session &session,
 Checkpointer::~Checkpointer() = default;
 
 bool Checkpointer::prepare(std::string &error) {
+  RecordScope scope(CollectiveLabel{0, -1, "checkpoint directory agreement"});
+  bool ok = checkSetup(error);
+  if (!allRanksSucceeded(comm, ok, error) || !claimDirectory(error))
+    return false;
+  Prepared &p = *prepared;
+  for (int r = 0; r < comm.size(); ++r)
+    p.files.push_back({rankFileName(r, comm.size()), r, 0, 0});
+  p.steps = listCheckpointSteps(options.dir);
+  p.steps.reserve(p.steps.size() + 2 +
+                  size_t(options.every > 0 ? run.steps / options.every : 0));
+  note.reserve(PATH_MAX + 160);
+  ok = prepareRankFile(error) && (comm.rank() != 0 || prepareManifest(error));
+  return allRanksSucceeded(comm, ok, error);
+}
+
+/// What this rank can check alone: the build, the plan's shards, the
+/// path's length.
+bool Checkpointer::checkSetup(std::string &error) {
   if (!checkpointsAvailable()) {
     error = "--checkpoint-dir " + options.dir + ": " +
             safeTensorsUnavailableReason();
@@ -175,22 +222,63 @@ bool Checkpointer::prepare(std::string &error) {
     error = options.dir + ": the checkpoint directory's path is too long";
     return false;
   }
-  // Every rank: the directory exists for each once its own mkdir returns.
-  if (mkdir(options.dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    error = options.dir +
-            ": cannot create the checkpoint directory: " + std::strerror(errno);
-    return false;
+  return true;
+}
+
+/// Rank 0 creates the directory and takes its lock (one job writes it);
+/// every other rank must find that lock, with this job's id, in its own
+/// --checkpoint-dir: the ranks write into one directory, whatever its
+/// path on each node. A collective; the same error on every rank.
+bool Checkpointer::claimDirectory(std::string &error) {
+  bool lead = comm.rank() == 0, created = false;
+  bool ok = !lead ||
+            (((created = mkdir(options.dir.c_str(), 0755) == 0) ||
+              errno == EEXIST || failCreate(error)) &&
+             checkWritableDirectory(options.dir, error) &&
+             prepared->lock.acquire(options.dir, comm.size(), lockNote, error));
+  if (allRanksSucceeded(comm, ok, error)) {
+    std::string lock = broadcastText(comm, prepared->lock.text(), 0);
+    std::string leadDir = broadcastText(comm, options.dir, 0);
+    ok = lead || (findLock(lock, leadDir, error) &&
+                  checkWritableDirectory(options.dir, error));
+    if (allRanksSucceeded(comm, ok, error))
+      return true;
   }
-  if (!checkWritableDirectory(options.dir, error))
-    return false;
-  Prepared &p = *prepared;
-  for (int r = 0; r < comm.size(); ++r)
-    p.files.push_back({rankFileName(r, comm.size()), r, 0, 0});
-  p.steps = listCheckpointSteps(options.dir);
-  p.steps.reserve(p.steps.size() + 2 +
-                  size_t(options.every > 0 ? run.steps / options.every : 0));
-  note.reserve(PATH_MAX + 160);
-  return prepareRankFile(error) && (comm.rank() != 0 || prepareManifest(error));
+  // Refused: nothing of this run is left in the directory.
+  prepared->lock.release();
+  if (created)
+    rmdir(options.dir.c_str());
+  return false;
+}
+
+bool Checkpointer::failCreate(std::string &error) {
+  error = options.dir +
+          ": cannot create the checkpoint directory: " + std::strerror(errno);
+  return false;
+}
+
+/// Whether this rank's --checkpoint-dir holds rank 0's lock `lock` (rank 0
+/// writes into `leadDir`). A shared filesystem may show another node's new
+/// file a moment late: a missing or other lock is read again for up to
+/// two seconds.
+bool Checkpointer::findLock(const std::string &lock, const std::string &leadDir,
+                            std::string &error) {
+  std::string text, why;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (attempt)
+      usleep(100000);
+    if (readCheckpointLock(options.dir, text, why) && text == lock)
+      return true;
+  }
+  if (why.empty())
+    why = std::string(kCheckpointLockName) + " is another job's (" +
+          describeLockOwner(text) + ")";
+  error = "--checkpoint-dir " + options.dir +
+          " is not the directory rank 0 writes (" + leadDir +
+          "): it lacks rank 0's lock (" + why +
+          "); every rank writes its file into one directory that all share "
+          "(on several nodes: a shared filesystem, mounted at any path)";
+  return false;
 }
 
 /// The rank file's tensors and metadata, its header prepared for any step,
@@ -349,11 +437,8 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   };
   double fileSeconds = since(start);
   checkpointFault("rank-file-renamed", step, rank);
-  if (!agree(step, ok, error)) {
-    formatPath(path, "%s/%s", stepDir, p.files[size_t(rank)].name.c_str());
-    unlink(path);
-    return false;
-  }
+  if (!agree(step, ok, error))
+    return discardStep(stepDir);
   // Every rank's size and CRC-32 to rank 0, one broadcast each.
   p.sizes.step = step;
   for (int r = 0; r < comm.size(); ++r) {
@@ -365,8 +450,9 @@ bool Checkpointer::write(int64_t step, std::string &error) {
   }
   checkpointFault("before-manifest", step, rank);
   ok = rank != 0 || writeManifest(stepDir, step, error);
+  // Without its manifest the step is no checkpoint: its files go too.
   if (!agree(step, ok, error))
-    return false;
+    return discardStep(stepDir);
   written = step;
   if (rank == 0 && options.keepLast > 0)
     pruneOld(step);
@@ -381,6 +467,18 @@ bool Checkpointer::write(int64_t step, std::string &error) {
                 fileSeconds);
   note.assign(text); // within the room prepare() reserved
   return true;
+}
+
+/// A failed write: this rank's file of the step goes, and the step's
+/// directory with the last of them (each rank removes its file, then tries
+/// the directory: whichever comes last finds it empty). Returns false.
+bool Checkpointer::discardStep(const char *stepDir) {
+  char path[PATH_MAX];
+  formatPath(path, "%s/%s", stepDir,
+             prepared->files[size_t(comm.rank())].name.c_str());
+  unlink(path);
+  rmdir(stepDir);
+  return false;
 }
 
 /// Step `step`'s directory among the known ones (sorted; room reserved).
@@ -426,6 +524,7 @@ extern "C" void onStopSignal(int signal) {
     _exit(128 + signal);
   }
   gStopSignal = signal;
+  removeReservedOutputs();
 }
 } // namespace
 

@@ -37,6 +37,19 @@ ordered emitRun(const RunIdentity &run) {
   return data;
 }
 
+/// The optimizer's settings (null where the plan has no optimizer).
+ordered emitOptimizer(const OptimizerSettings &o) {
+  if (!o.known)
+    return nullptr;
+  ordered settings = {{"lr", o.lr},
+                      {"beta1", o.beta1},
+                      {"beta2", o.beta2},
+                      {"eps", o.eps},
+                      {"weight_decay", o.weightDecay}};
+  settings["grad_clip"] = o.gradClip ? ordered(*o.gradClip) : ordered(nullptr);
+  return settings;
+}
+
 ordered emitUnits(const std::vector<ManifestUnit> &units) {
   ordered list = ordered::array();
   for (const ManifestUnit &unit : units) {
@@ -99,6 +112,35 @@ struct Reader {
   }
 };
 
+/// The optimizer's settings: optional (a manifest written before they were
+/// recorded, or a plan without an optimizer, has none).
+bool readOptimizer(Reader &r, const json &j, OptimizerSettings &o) {
+  auto it = j.find("optimizer");
+  if (it == j.end() || it->is_null())
+    return true;
+  if (!it->is_object())
+    return r.fail("optimizer", "an object");
+  std::pair<const char *, double *> fields[] = {
+      {"lr", &o.lr},
+      {"beta1", &o.beta1},
+      {"beta2", &o.beta2},
+      {"eps", &o.eps},
+      {"weight_decay", &o.weightDecay}};
+  for (auto [key, out] : fields) {
+    auto value = it->find(key);
+    if (value == it->end() || !value->is_number())
+      return r.fail(std::string("optimizer.") + key, "a number");
+    *out = value->get<double>();
+  }
+  auto clip = it->find("grad_clip");
+  if (clip == it->end() || !(clip->is_null() || clip->is_number()))
+    return r.fail("optimizer.grad_clip", "a number or null");
+  if (clip->is_number())
+    o.gradClip = clip->get<double>();
+  o.known = true;
+  return true;
+}
+
 bool readRun(Reader &r, const json &j, RunIdentity &run) {
   auto it = j.find("data");
   if (it == j.end() || !it->is_object())
@@ -118,7 +160,8 @@ bool readRun(Reader &r, const json &j, RunIdentity &run) {
   if (!r.integer(j, "seed", seed, "") || !r.string(j, "lr", run.lr, "") ||
       !r.string(j, "lr_schedule", run.lrSchedule, "") ||
       !r.integer(j, "steps", run.steps, "") ||
-      !r.integer(j, "threads", run.threads, ""))
+      !r.integer(j, "threads", run.threads, "") ||
+      !readOptimizer(r, j, run.optimizer))
     return false;
   run.seed = uint64_t(seed);
   return true;
@@ -208,6 +251,7 @@ std::string emitManifest(const Manifest &m) {
                {"lr_schedule", m.run.lrSchedule},
                {"steps", m.run.steps},
                {"threads", m.run.threads},
+               {"optimizer", emitOptimizer(m.run.optimizer)},
                {"data", emitRun(m.run)},
                {"units", emitUnits(m.units)},
                {"files", files}};

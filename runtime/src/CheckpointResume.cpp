@@ -2,14 +2,19 @@
 //
 // Rank 0 walks D/step-* from the newest: a checkpoint counts when its
 // manifest parses and every rank file it lists has its size and CRC-32.
-// The ranks take rank 0's choice, each checks it against its own run
-// (the same checks on every rank: the same error), and loads its shards:
+// The ranks take rank 0's choice, each reads that manifest from its own
+// --resume directory and the ranks compare what they read (a copy at
+// another path is the same checkpoint), each checks it against its own
+// run (the same checks on every rank: the same error), and loads its
+// shards, every rank but 0 checking the size and CRC-32 of each file it
+// reads from first:
 // of unit u, new rank k of N' owns [floor(kP/N'), floor((k+1)P/N')), and
 // reads from each old rank file the part of that range the old rank owned
 // (the same arithmetic at the old world size), through the mapped file.
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/Checkpoint.h"
 #include "fsdp/runtime/FlightRecorder.h"
 #include "fsdp/runtime/SafeTensors.h"
@@ -40,6 +45,22 @@ std::string hex(uint64_t value, int digits) {
   return text;
 }
 
+/// Why rank file `f` of `stepDir` is not the one its manifest lists (its
+/// size and CRC-32; "" when it is).
+std::string fileDifference(const std::string &stepDir, const ManifestFile &f) {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  if (!fileCrc32(stepDir + "/" + f.name, bytes, crc))
+    return f.name + ": cannot be read";
+  if (bytes != f.bytes)
+    return f.name + ": " + std::to_string(bytes) +
+           " bytes, the manifest says " + std::to_string(f.bytes);
+  if (crc != f.crc32)
+    return f.name + ": CRC-32 " + hex(crc, 8) + ", the manifest says " +
+           hex(f.crc32, 8);
+  return "";
+}
+
 /// Why checkpoint `stepDir` is not complete ("" when it is).
 std::string incompleteReason(const std::string &stepDir, int64_t step,
                              Manifest &manifest) {
@@ -54,21 +75,12 @@ std::string incompleteReason(const std::string &stepDir, int64_t step,
     return "the manifest lists " + std::to_string(manifest.files.size()) +
            " files for " + std::to_string(manifest.worldSize) + " ranks";
   for (const ManifestFile &f : manifest.files) {
-    uint64_t bytes = 0;
-    uint32_t crc = 0;
     if (f.name != rankFileName(int(f.rank), int(manifest.worldSize)) ||
         &f != &manifest.files[size_t(f.rank)])
       return "the manifest lists '" + f.name + "' out of place";
-    if (!fileCrc32(stepDir + "/" + f.name, bytes, crc))
-      return f.name + ": cannot be read";
-    if (bytes != f.bytes)
-      return f.name + ": " + std::to_string(bytes) +
-             " bytes, the manifest "
-             "says " +
-             std::to_string(f.bytes);
-    if (crc != f.crc32)
-      return f.name + ": CRC-32 " + hex(crc, 8) + ", the manifest says " +
-             hex(f.crc32, 8);
+    std::string why = fileDifference(stepDir, f);
+    if (!why.empty())
+      return why;
   }
   return "";
 }
@@ -148,21 +160,85 @@ std::string runDifference(const RunIdentity &a, const RunIdentity &b) {
   if (a.seed != b.seed)
     return "the seed differs: " + std::to_string(a.seed) +
            " in the checkpoint, --seed " + std::to_string(b.seed) + " here";
-  if (a.lr != b.lr)
-    return "the learning rate differs: " + a.lr + " in the checkpoint, " +
-           b.lr + " here (--lr)";
-  if (a.lrSchedule != b.lrSchedule)
-    return "the learning-rate schedule differs: " + a.lrSchedule +
-           " in the checkpoint, " + b.lrSchedule +
-           " here (--lr-schedule, --warmup-steps, --min-lr, --steps)";
   return "";
+}
+
+std::string number(double value, bool exact = false) {
+  char text[32];
+  std::snprintf(text, sizeof(text), exact ? "%.9g" : "%g", value);
+  return text;
+}
+
+/// The optimizer's settings and the learning-rate schedule that differ
+/// between the checkpoint's run `a` and this one `b`, each "name old ->
+/// new". A manifest without the settings (an older one) is compared by
+/// its `lr` field: --lr, or "compiled".
+std::vector<std::string> hyperparameterChanges(const RunIdentity &a,
+                                               const RunIdentity &b) {
+  std::vector<std::string> changes;
+  auto compare = [&](const char *name, const std::string &x,
+                     const std::string &y) {
+    if (x != y)
+      changes.push_back(std::string(name) + " " + x + " -> " + y);
+  };
+  const OptimizerSettings &x = a.optimizer, &y = b.optimizer;
+  if (!x.known || !y.known)
+    compare("lr", a.lr, b.lr);
+  // The plan holds its settings as floats, and the kernels apply them so:
+  // --lr 0.01 over a plan compiled with lr=0.01 is no change.
+  auto exact = [&](const char *name, double p, double q) {
+    if (float(p) == float(q))
+      return;
+    bool close = number(p) == number(q);
+    changes.push_back(std::string(name) + " " + number(p, close) + " -> " +
+                      number(q, close));
+  };
+  if (x.known && y.known) {
+    exact("lr", x.lr, y.lr);
+    exact("beta1", x.beta1, y.beta1);
+    exact("beta2", x.beta2, y.beta2);
+    exact("eps", x.eps, y.eps);
+    exact("weight-decay", x.weightDecay, y.weightDecay);
+    if (x.gradClip && y.gradClip)
+      exact("grad-clip", *x.gradClip, *y.gradClip);
+    else
+      compare("grad-clip", x.gradClip ? number(*x.gradClip) : "none",
+              y.gradClip ? number(*y.gradClip) : "none");
+  }
+  compare("lr-schedule", "'" + a.lrSchedule + "'", "'" + b.lrSchedule + "'");
+  return changes;
+}
+
+/// The hyperparameters' check: an error listing every change, or with
+/// --resume-changed-hyperparameters a note for each.
+bool checkHyperparameters(const RunIdentity &saved, const RunIdentity &run,
+                          bool accept, std::string &error,
+                          std::vector<std::string> &notes) {
+  std::vector<std::string> changes = hyperparameterChanges(saved, run);
+  if (changes.empty())
+    return true;
+  std::string list;
+  for (const std::string &change : changes) {
+    list += (list.empty() ? "" : ", ") + change;
+    if (accept)
+      notes.push_back("--resume-changed-hyperparameters: " + change);
+  }
+  if (accept)
+    return true;
+  error = "the optimizer's settings differ (the checkpoint's -> this "
+          "run's): " +
+          list +
+          " (--lr, the compiled AdamW and grad-clip options, --lr-schedule, "
+          "--warmup-steps, --min-lr, --steps); "
+          "--resume-changed-hyperparameters continues with this run's";
+  return false;
 }
 
 /// The checks of a chosen checkpoint against this run; `notes` gets what
 /// differs harmlessly.
 bool checkCompatible(const ResumePoint &point, const Plan &plan,
-                     const RunIdentity &run, int ranks, std::string &error,
-                     std::vector<std::string> &notes) {
+                     const RunIdentity &run, int ranks, bool accept,
+                     std::string &error, std::vector<std::string> &notes) {
   const Manifest &m = point.manifest;
   auto fail = [&](const std::string &why) {
     error = "--resume " + point.stepDir + ": " + why;
@@ -171,13 +247,22 @@ bool checkCompatible(const ResumePoint &point, const Plan &plan,
   std::string layout = layoutDifference(m.units, planLayout(plan));
   if (!layout.empty())
     return fail("the layout differs from " + plan.path + "'s: " + layout);
-  if (m.worldSize == ranks && m.planChecksum != plan.checksum)
-    return fail("written by plan " + hex(m.planChecksum, 8) + ", " + plan.path +
-                " is " + hex(plan.checksum, 8) + " at the same world size (" +
-                std::to_string(ranks) + "): another plan");
   std::string differs = runDifference(m.run, run);
   if (!differs.empty())
     return fail(differs);
+  if (!checkHyperparameters(m.run, run, accept, error, notes))
+    return fail(error);
+  // Another plan of the same layout at the same world size (recompiled
+  // with other settings) resumes only where changes are accepted.
+  std::string another = "written by plan " + hex(m.planChecksum, 8) + ", " +
+                        plan.path + " is " + hex(plan.checksum, 8) +
+                        " at the same world size (" + std::to_string(ranks) +
+                        "): another plan";
+  if (m.worldSize == ranks && m.planChecksum != plan.checksum) {
+    if (!accept)
+      return fail(another);
+    notes.push_back(another + " (not bitwise)");
+  }
   if (m.step >= run.steps)
     return fail("the checkpoint is at step " + std::to_string(m.step) +
                 "; --steps " + std::to_string(run.steps) +
@@ -193,11 +278,36 @@ bool checkCompatible(const ResumePoint &point, const Plan &plan,
                     " (not bitwise)");
   return true;
 }
+
+/// Every rank reads the manifest of rank 0's choice from its own --resume
+/// directory, and the ranks compare what they read (its size and CRC-32),
+/// not their paths: a copy of the checkpoint at another path (a node's
+/// local disk) is the same checkpoint, another checkpoint is not.
+bool agreeOnManifest(const std::string &stepDir, int64_t step,
+                     Communicator &comm, std::string &text,
+                     std::string &error) {
+  std::string path = stepDir + "/manifest.json", identity;
+  if (readText(path, text))
+    identity = "step-" + std::to_string(step) + "/manifest.json of " +
+               std::to_string(text.size()) + " bytes, CRC-32 " +
+               hex(fastCrc32(text.data(), text.size()), 8);
+  else
+    identity = path + " cannot be read";
+  RecordScope scope(CollectiveLabel{0, -1, "resume manifest agreement"});
+  std::string differs =
+      checkRanksAgree(comm, {{"the --resume checkpoint", identity}});
+  if (differs.empty())
+    return true;
+  error = differs + " (every rank resumes from the same checkpoint: one "
+                    "directory, or copies of it)";
+  return false;
+}
 } // namespace
 
 bool findResumePoint(const std::string &dir, const Plan &plan,
                      const RunIdentity &run, Communicator &comm,
-                     ResumePoint &point, std::string &error) {
+                     ResumePoint &point, std::string &error,
+                     bool acceptChangedHyperparameters) {
   if (!checkpointsAvailable()) {
     error = "--resume " + dir + ": " + safeTensorsUnavailableReason();
     return false;
@@ -216,23 +326,43 @@ bool findResumePoint(const std::string &dir, const Plan &plan,
   }
   point.stepDir = stepDirectory(dir, step);
   std::string text, why;
-  if (!readText(point.stepDir + "/manifest.json", text) ||
-      !parseManifest(text, point.manifest, why)) {
-    error = point.stepDir + "/manifest.json: " +
-            (why.empty() ? "cannot be read on this rank" : why);
+  if (!agreeOnManifest(point.stepDir, step, comm, text, error))
+    return false;
+  if (!parseManifest(text, point.manifest, why)) {
+    error = point.stepDir + "/manifest.json: " + why;
     return false;
   }
-  return checkCompatible(point, plan, run, comm.size(), error, point.notes);
+  return checkCompatible(point, plan, run, comm.size(),
+                         acceptChangedHyperparameters, error, point.notes);
 }
 
 namespace {
 /// The rank files of a checkpoint, opened when first read.
 struct OldFiles {
   const ResumePoint &point;
+  /// Rank 0 checked every file's size and CRC-32 when it chose the point.
+  bool checked;
   std::vector<std::unique_ptr<SafeTensorsReader>> readers;
+  std::vector<bool> verified;
+  /// Every other rank checks, before it reads one, that a file it reads
+  /// from is the one the manifest lists (its copy may differ).
+  bool verify(int rank, std::string &error) {
+    if (checked || verified[size_t(rank)])
+      return true;
+    std::string why =
+        fileDifference(point.stepDir, point.manifest.files[size_t(rank)]);
+    if (!why.empty()) {
+      error = "--resume " + point.stepDir + ": " + why;
+      return false;
+    }
+    verified[size_t(rank)] = true;
+    return true;
+  }
   SafeTensorsReader *get(int rank, std::string &error) {
-    if (readers.empty())
+    if (readers.empty()) {
       readers.resize(size_t(point.manifest.worldSize));
+      verified.resize(readers.size());
+    }
     if (!readers[rank]) {
       auto reader = std::make_unique<SafeTensorsReader>();
       if (!reader->open(point.stepDir + "/" +
@@ -279,6 +409,8 @@ bool loadPart(OldFiles &files, const UnitDesc &unit, const char *part,
             hi = std::min(old.end, mine.end);
     if (lo >= hi)
       continue;
+    if (!files.verify(int(r), error))
+      return false;
     const TensorInfo *t = reader->find(name);
     if (!t || t->dtype != TensorDType::F32 ||
         t->shape != std::vector<int64_t>{old.end - old.begin}) {
@@ -294,18 +426,20 @@ bool loadPart(OldFiles &files, const UnitDesc &unit, const char *part,
 
 bool loadCheckpoint(const ResumePoint &point, const Plan &plan,
                     Session &session, Communicator &comm, std::string &error) {
-  OldFiles files{point, {}};
-  for (uint32_t u = 0; u < plan.units.size(); ++u) {
+  OldFiles files{point, comm.rank() == 0, {}, {}};
+  bool ok = true;
+  for (uint32_t u = 0; ok && u < plan.units.size(); ++u) {
     const UnitDesc &unit = plan.units[u];
     plan::ShardRange mine = plan.shardOf(u, comm.rank());
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
       std::vector<float> host(plan.buffers[buffer].numElements(), 0.0f);
-      if (!loadPart(files, unit, part, mine, host.data(), error))
-        return false;
+      if (!(ok = loadPart(files, unit, part, mine, host.data(), error)))
+        break;
       session.writeBuffer(buffer, host);
     }
   }
-  return true;
+  RecordScope scope(CollectiveLabel{0, -1, "resume load agreement"});
+  return allRanksSucceeded(comm, ok, error);
 }
 
 } // namespace fsdp::rt

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Communicator.h"
+#include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/PlanFormat.h"
 
 #include "CollectiveMath.h"
@@ -189,6 +190,10 @@ public:
   }
 
   [[noreturn]] void abort(int code) override {
+    // Whatever ends the job this way (an MPI error such as a dead peer's,
+    // a rank's error), this rank's temporaries go first: MPI_Abort's
+    // launcher then kills the processes.
+    removeTemporaryFiles();
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
   }

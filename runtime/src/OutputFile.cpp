@@ -17,6 +17,9 @@ namespace {
 /// Fixed storage: the signal handler may only read it and unlink.
 constexpr int kMaxTemporaries = 16;
 char gTemporaries[kMaxTemporaries][4096];
+/// Whether slot i holds a reserved output (OutputFile), which a stop
+/// signal drops at once (removeReservedOutputs).
+volatile sig_atomic_t gIsOutput[kMaxTemporaries];
 volatile sig_atomic_t gNumTemporaries = 0;
 
 extern "C" void onTerminate(int signal) {
@@ -81,7 +84,7 @@ void syncDirectory(const std::string &path) {
 }
 } // namespace
 
-void registerTemporaryFile(std::string_view path) {
+void registerTemporaryFile(std::string_view path, bool output) {
   if (path.empty() || path.size() >= sizeof(gTemporaries[0]))
     return;
   // A slot forgotten before is taken again (a run that checkpoints every
@@ -91,6 +94,7 @@ void registerTemporaryFile(std::string_view path) {
     ++n;
   if (n >= kMaxTemporaries)
     return;
+  gIsOutput[n] = output;
   // The first character last: a signal meanwhile sees an empty slot.
   std::memcpy(gTemporaries[n] + 1, path.data() + 1, path.size() - 1);
   gTemporaries[n][path.size()] = '\0';
@@ -108,6 +112,12 @@ void forgetTemporaryFile(std::string_view path) {
 void removeTemporaryFiles() {
   for (int i = 0; i < gNumTemporaries && i < kMaxTemporaries; ++i)
     if (gTemporaries[i][0])
+      unlink(gTemporaries[i]);
+}
+
+void removeReservedOutputs() {
+  for (int i = 0; i < gNumTemporaries && i < kMaxTemporaries; ++i)
+    if (gTemporaries[i][0] && gIsOutput[i])
       unlink(gTemporaries[i]);
 }
 
@@ -147,7 +157,7 @@ bool OutputFile::reserve(const std::string &file, const std::string &name,
     error = path + ": cannot write output: " + std::strerror(errno);
     return false;
   }
-  registerTemporaryFile(tmp);
+  registerTemporaryFile(tmp, /*output=*/true);
   int failed = bytes ? posix_fallocate(fd, 0, off_t(bytes)) : 0;
   // A filesystem without fallocate still gets its output, unreserved.
   if (failed && failed != EOPNOTSUPP && failed != EINVAL) {

@@ -9,7 +9,7 @@
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
 //            [--checkpoint-dir DIR [--checkpoint-every K] [--keep-last M]]
-//            [--resume DIR]
+//            [--resume DIR [--resume-changed-hyperparameters]]
 //
 // Loads and validates the plan, checks and reserves every output, makes
 // the ranks agree on everything that changes numbers, allocates the arena
@@ -92,6 +92,9 @@ struct Options {
   /// --peak-tflops: one rank's device peak, for MFU (0: detect).
   double peakTflops = 0.0;
   bool profile = false, describe = false, heapBreakdown = false;
+  /// --resume-changed-hyperparameters: resume with other optimizer
+  /// settings or schedule, each change printed.
+  bool resumeChangedHyperparameters = false;
 };
 
 const char *const kUsage =
@@ -114,6 +117,7 @@ const char *const kUsage =
     "                [--skip-collectives] [--sync-collectives] [--describe]\n"
     "                [--checkpoint-dir DIR] [--checkpoint-every K]\n"
     "                [--keep-last M] [--resume DIR]\n"
+    "                [--resume-changed-hyperparameters]\n"
     "       fsdp-run --list-devices\n";
 
 /// Set once the ranks are connected: an error on any rank then ends the
@@ -337,6 +341,8 @@ bool parseCheckpointOption(ArgCursor &c, Options &o) {
     o.keepLast = parseInt(arg, c.value(), 1);
   else if (arg == "--resume")
     o.resumeDir = c.value();
+  else if (arg == "--resume-changed-hyperparameters")
+    o.resumeChangedHyperparameters = true;
   else
     return false;
   return true;
@@ -348,6 +354,8 @@ void checkCheckpointOptions(const Options &o) {
     die("--checkpoint-every and --keep-last need --checkpoint-dir DIR", 2);
   if (!o.resumeDir.empty() && !o.initFromPath.empty())
     die("--resume continues a run; --init-from starts one: give one", 2);
+  if (o.resumeChangedHyperparameters && o.resumeDir.empty())
+    die("--resume-changed-hyperparameters needs --resume DIR", 2);
   for (const std::string *dir : {&o.checkpointDir, &o.resumeDir})
     if (!dir->empty() && !checkpointsAvailable())
       die(*dir + ": checkpoints: " + safeTensorsUnavailableReason());
@@ -423,6 +431,8 @@ std::vector<AgreedField> agreedFields(const Options &o, const Plan &plan,
       {"checkpoint every",
        o.checkpointDir.empty() ? "no" : std::to_string(o.checkpointEvery)},
       {"resume", o.resumeDir.empty() ? "no" : "yes"},
+      {"resume changed hyperparameters",
+       o.resumeChangedHyperparameters ? "yes" : "no"},
   };
   // The weights' file by its header and size (reading the data to hash it
   // would read the whole file on every rank).
@@ -944,9 +954,12 @@ uint64_t memoryInUse(const Backend &backend) {
 }
 
 /// What a checkpoint records of this run, and --resume checks.
-RunIdentity runIdentity(const Options &o, const StepInputs &inputs,
-                        const TokenData *data, int ranks) {
+RunIdentity runIdentity(const Options &o, const Plan &plan,
+                        const StepInputs &inputs, const TokenData *data,
+                        int ranks) {
   RunIdentity run;
+  run.optimizer = optimizerSettings(
+      plan, o.lr >= 0.0 ? std::optional<double>(o.lr) : std::nullopt);
   run.seed = o.seed;
   if (data) {
     run.dataKind = "tokens";
@@ -972,21 +985,38 @@ RunIdentity runIdentity(const Options &o, const StepInputs &inputs,
   return run;
 }
 
-/// --resume: the newest complete checkpoint loaded into the session.
-/// Returns the first step to run (1 without --resume).
-int64_t resume(const Options &o, const Plan &plan, Communicator &comm,
-               Session &session, const RunIdentity &run) {
+/// An error every rank has (an agreement, or a collective that carried
+/// one rank's error to all): each rank says it and ends its run with exit
+/// code 1 on its own, no MPI_Abort.
+int refuseTogether(const Communicator &comm, const std::string &error) {
+  removeTemporaryFiles();
+  if (comm.size() > 1)
+    std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm.rank(),
+                 error.c_str());
+  else
+    std::fprintf(stderr, "fsdp-run: error: %s\n", error.c_str());
+  std::fflush(stderr);
+  return 1;
+}
+
+/// --resume: the newest complete checkpoint loaded into the session;
+/// `first` is the first step to run (1 without --resume). False with
+/// `error`, the same on every rank.
+bool resume(const Options &o, const Plan &plan, Communicator &comm,
+            Session &session, const RunIdentity &run, int64_t &first,
+            std::string &error) {
+  first = 1;
   if (o.resumeDir.empty())
-    return 1;
+    return true;
   ResumePoint point;
-  std::string error;
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
-  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error))
-    die(error);
+  if (!findResumePoint(o.resumeDir, plan, run, comm, point, error,
+                       o.resumeChangedHyperparameters))
+    return false;
   auto found = Clock::now();
   if (!loadCheckpoint(point, plan, session, comm, error))
-    die(error);
+    return false;
   std::chrono::duration<double> checked = found - start,
                                 loaded = Clock::now() - found;
   if (comm.rank() == 0) {
@@ -997,7 +1027,8 @@ int64_t resume(const Options &o, const Plan &plan, Communicator &comm,
                 point.stepDir.c_str(), (long long)point.manifest.step + 1,
                 (long long)o.steps, checked.count(), loaded.count());
   }
-  return point.manifest.step + 1;
+  first = point.manifest.step + 1;
+  return true;
 }
 
 /// A run that a signal stopped: rank 0's line; the exit code.
@@ -1257,8 +1288,10 @@ int run(int argc, char **argv) {
     std::printf("fsdp-run: gradient clipping: global norm at most %g (in "
                 "the compiled step)\n",
                 *clip);
-  RunIdentity identity = runIdentity(options, inputs, data, comm->size());
-  int64_t first = resume(options, plan, *comm, session, identity);
+  RunIdentity identity = runIdentity(options, plan, inputs, data, comm->size());
+  int64_t first = 1;
+  if (!resume(options, plan, *comm, session, identity, first, error))
+    return refuseTogether(*comm, error);
   std::unique_ptr<Checkpointer> checkpointer;
   if (!options.checkpointDir.empty()) {
     checkpointer = std::make_unique<Checkpointer>(
@@ -1267,7 +1300,9 @@ int run(int argc, char **argv) {
                           options.keepLast},
         identity);
     if (!checkpointer->prepare(error))
-      die(error);
+      return refuseTogether(*comm, error);
+    if (comm->rank() == 0 && !checkpointer->lockTakenOver().empty())
+      std::printf("fsdp-run: %s\n", checkpointer->lockTakenOver().c_str());
   }
   StepControl control{checkpointer.get(), options.steps};
   // Setup is over (a resumed checkpoint loaded): from here on, whatever

@@ -31,6 +31,19 @@ struct AgreedField {
 std::string checkRanksAgree(Communicator &comm,
                             const std::vector<AgreedField> &fields);
 
+/// A collective: every rank says whether its own part of a setup step
+/// (reading its checkpoint files, claiming the checkpoint directory)
+/// succeeded. True on every rank when all did; otherwise false on every
+/// rank with the same `error`: the lowest failing rank's, prefixed with
+/// "rank K: " where there are several ranks. So every rank can refuse
+/// with one message and exit on its own, none left waiting in a
+/// collective for a rank that gave up.
+bool allRanksSucceeded(Communicator &comm, bool ok, std::string &error);
+
+/// A collective: `text` of rank `root`, on every rank.
+std::string broadcastText(Communicator &comm, const std::string &text,
+                          int root);
+
 } // namespace fsdp::rt
 
 #endif // FSDP_RUNTIME_AGREEMENT_H

@@ -7,7 +7,9 @@
 // manifest.json (the layout, the run's identity, every file's size and
 // CRC-32). Every file goes to a temporary name, is fsynced and renamed,
 // its directory fsynced; the manifest follows a barrier after every rank's
-// file: a checkpoint without its manifest does not exist. `--resume D`
+// file: a checkpoint without its manifest does not exist. Rank 0 holds
+// D/fsdp-run.lock while the run lasts (one job per directory), and every
+// rank checks that its D is rank 0's. `--resume D`
 // continues from the newest complete one; at another world size each rank
 // reads, from the old files, the byte ranges of its new shard (the
 // floor(kP/N) layout makes that arithmetic). docs/runtime.md has the
@@ -27,12 +29,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace fsdp::rt {
 
 inline constexpr int kCheckpointVersion = 1;
+
+/// The optimizer's settings that a step applies: AdamW's (`lr` is --lr
+/// where given, else the compiled one) and gradient clipping's largest
+/// global norm (none: no clipping). Not `known` for a plan without an
+/// optimizer, nor in a manifest written before they were recorded.
+struct OptimizerSettings {
+  bool known = false;
+  double lr = 0.0, beta1 = 0.0, beta2 = 0.0, eps = 0.0, weightDecay = 0.0;
+  std::optional<double> gradClip;
+};
+/// The plan's optimizer settings, with `lrOverride` (--lr) where given.
+OptimizerSettings optimizerSettings(const Plan &plan,
+                                    std::optional<double> lrOverride);
 
 /// What a checkpoint records of the run besides its shards: what resume
 /// checks (a difference is an error) and what it only reports.
@@ -47,6 +63,7 @@ struct RunIdentity {
   std::string lrSchedule = "constant, warmup 0";
   int64_t steps = 0; ///< --steps of the run that wrote it
   int64_t threads = 0;
+  OptimizerSettings optimizer;
 };
 
 struct ManifestParam {
@@ -108,9 +125,11 @@ public:
                CheckpointOptions options, RunIdentity run);
   ~Checkpointer();
 
-  /// Creates the directory where missing and checks that it is one and
-  /// writable, and allocates what writing needs, before any step; false
-  /// with `error` naming it.
+  /// A collective, before any step: rank 0 creates the directory where
+  /// missing and takes its lock (CheckpointLock.h); every rank checks that
+  /// its directory is rank 0's (it holds that lock) and writable; each
+  /// allocates what writing needs. False with `error` naming what failed,
+  /// the same on every rank.
   bool prepare(std::string &error);
   /// Whether step `step` of a run ending at `last` writes one.
   bool due(int64_t step, int64_t last) const {
@@ -124,15 +143,23 @@ public:
   const std::string &dir() const { return options.dir; }
   /// Rank 0's line on the last checkpoint written (its size and time).
   const std::string &lastNote() const { return note; }
+  /// Rank 0's line on a stale lock taken over by prepare() ("" if none).
+  const std::string &lockTakenOver() const { return lockNote; }
 
 private:
   struct Prepared;
+  bool checkSetup(std::string &error);
+  bool claimDirectory(std::string &error);
+  bool failCreate(std::string &error);
+  bool findLock(const std::string &lock, const std::string &leadDir,
+                std::string &error);
   bool prepareRankFile(std::string &error);
   bool prepareManifest(std::string &error);
   bool writeRankFile(const char *stepDir, int64_t step, ManifestFile &file,
                      std::string &error);
   bool agree(int64_t step, bool ok, std::string &error);
   bool writeManifest(const char *stepDir, int64_t step, std::string &error);
+  bool discardStep(const char *stepDir);
   void pruneOld(int64_t step);
   void noteStep(int64_t step);
 
@@ -142,7 +169,7 @@ private:
   CheckpointOptions options;
   RunIdentity run;
   int64_t written = -1;
-  std::string note;
+  std::string note, lockNote;
   std::unique_ptr<Prepared> prepared;
 };
 
@@ -155,14 +182,23 @@ struct ResumePoint {
 };
 
 /// Finds the newest complete checkpoint under `dir` (rank 0 checks every
-/// file's size and CRC-32, the ranks take its choice) and checks it
-/// against this run: layout, plan, data, seed, learning rate, global
-/// batch. False with `error` naming what differs or why none is usable.
+/// file's size and CRC-32, the ranks take its choice, each reads its
+/// manifest from its own `dir` and the ranks compare what they read) and
+/// checks it against this run: layout, plan, data, seed, global batch, the
+/// optimizer's settings and the learning-rate schedule. With
+/// `acceptChangedHyperparameters` (--resume-changed-hyperparameters) the
+/// optimizer's settings and the schedule may differ, each change a note.
+/// A collective; false with `error` naming what differs or why none is
+/// usable, the same on every rank.
 bool findResumePoint(const std::string &dir, const Plan &plan,
                      const RunIdentity &run, Communicator &comm,
-                     ResumePoint &point, std::string &error);
+                     ResumePoint &point, std::string &error,
+                     bool acceptChangedHyperparameters = false);
 /// Loads this rank's shards of the parameters and moments from the point's
-/// files (only the byte ranges overlapping its shards) into the session.
+/// files (only the byte ranges overlapping its shards) into the session;
+/// every rank but rank 0 (which checked them all) first checks the size
+/// and CRC-32 of each file it reads from. A collective; false with
+/// `error`, the same on every rank.
 bool loadCheckpoint(const ResumePoint &point, const Plan &plan,
                     Session &session, Communicator &comm, std::string &error);
 

@@ -48,11 +48,18 @@ private:
 /// Also removes the board and other files registered with
 /// registerTemporaryFile: names that must not outlive a failed run.
 /// (A string_view: a checkpoint registers its temporaries without
-/// allocating.)
-void registerTemporaryFile(std::string_view path);
+/// allocating.) `output`: a reserved output's temporary (OutputFile).
+void registerTemporaryFile(std::string_view path, bool output = false);
 void forgetTemporaryFile(std::string_view path);
 /// Unlinks every registered temporary (async-signal-safe).
 void removeTemporaryFiles();
+/// Unlinks the reserved outputs' temporaries only (async-signal-safe): a
+/// stop signal's first step. A stopped run writes none of its outputs,
+/// and the launcher that signals a rank whose peer died kills it soon
+/// after (Open MPI: SIGTERM, then SIGKILL), while it may wait in a
+/// collective that never ends. A checkpoint being written and the
+/// directory's lock stay: the stop still writes its checkpoint.
+void removeReservedOutputs();
 /// SIGTERM and SIGINT remove the temporaries and exit 128 + signal; a
 /// file-size limit makes writes fail (EFBIG) instead of killing the run.
 void installOutputCleanup();
