@@ -43,7 +43,42 @@ def arguments(description, default_cases):
                    help="run the saved crashers instead of fresh cases")
     p.add_argument("--crashers", default=CRASHERS)
     p.add_argument("--work", default=None, help="scratch directory")
-    return p.parse_args()
+    p.add_argument("--valgrind", action="store_true",
+                   help="run our tools under valgrind's memcheck (for a "
+                   "build without sanitizers): a report fails the case")
+    args = p.parse_args()
+    if args.valgrind:
+        use_valgrind(args.bin)
+        args.timeout = max(args.timeout, VALGRIND_TIMEOUT)
+    return args
+
+
+# Errors that only show without ASan (its allocator and its
+# allow_user_poisoning=0 change what a heap corruption touches) are caught by
+# memcheck on the normal build: scripts/valgrind-check.sh, docs/testing.md.
+VALGRIND = ["valgrind", "-q", "--error-exitcode=97",
+            "--exit-on-first-error=yes", "--leak-check=no"]
+VALGRIND_TIMEOUT = 300.0
+_wrapped_bin = None
+
+
+def use_valgrind(bin_dir):
+    """From now on run_tool starts every tool of `bin_dir` (also one that
+    mpirun starts) under valgrind."""
+    global _wrapped_bin
+    _wrapped_bin = os.path.realpath(bin_dir)
+
+
+def wrap(argv):
+    if _wrapped_bin is None:
+        return argv
+    out = []
+    for a in argv:
+        if os.path.dirname(os.path.realpath(a)) == _wrapped_bin and \
+                os.path.basename(a).startswith("fsdp-"):
+            out += VALGRIND
+        out.append(a)
+    return out
 
 
 def known_patterns(crashers):
@@ -68,7 +103,7 @@ def run_tool(argv, timeout, env=None):
     env = dict(env if env is not None else os.environ,
                OMPI_MCA_orte_tmpdir_base=session)
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE,
+        p = subprocess.run(wrap(argv), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"") + (e.stderr or b"")
@@ -79,6 +114,8 @@ def run_tool(argv, timeout, env=None):
     out = p.stdout.decode("utf-8", "replace") + err
     if "Sanitizer" in err or "runtime error:" in err:
         return "sanitizer report (exit %d)" % p.returncode, out
+    if _wrapped_bin is not None and p.returncode == 97:
+        return "valgrind report", out
     if p.returncode < 0:
         return "killed by signal %d" % -p.returncode, out
     if p.returncode == 0:
