@@ -15,22 +15,23 @@
 #include "fsdp/runtime/SafeTensors.h"
 
 #include "CheckpointFiles.h"
+#include "RegularFile.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <memory>
-#include <sstream>
 
 namespace fsdp::rt {
 namespace {
-bool readText(const std::string &path, std::string &text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream all;
-  all << in.rdbuf();
-  text = all.str();
-  return bool(in) || in.eof();
+/// A manifest: a regular file only (RegularFile.h), at most 64 MiB.
+bool readText(const std::string &path, std::string &text,
+              std::string *why = nullptr) {
+  std::string reason;
+  bool ok = readRegularFile(path, "", uint64_t(64) << 20, text, reason);
+  if (why)
+    *why = reason;
+  return ok;
 }
 
 std::string hex(uint64_t value, int digits) {
@@ -44,8 +45,10 @@ std::string hex(uint64_t value, int digits) {
 std::string incompleteReason(const std::string &stepDir, int64_t step,
                              Manifest &manifest) {
   std::string text, why;
-  if (!readText(stepDir + "/manifest.json", text))
-    return "no manifest (an interrupted checkpoint)";
+  if (!readText(stepDir + "/manifest.json", text, &why))
+    return why == std::string("cannot open: ") + std::strerror(ENOENT)
+               ? "no manifest (an interrupted checkpoint)"
+               : "manifest.json: " + why;
   if (!parseManifest(text, manifest, why))
     return "manifest.json: " + why;
   if (manifest.step != step)
@@ -59,8 +62,8 @@ std::string incompleteReason(const std::string &stepDir, int64_t step,
     if (f.name != rankFileName(int(f.rank), int(manifest.worldSize)) ||
         &f != &manifest.files[size_t(f.rank)])
       return "the manifest lists '" + f.name + "' out of place";
-    if (!fileCrc32(stepDir + "/" + f.name, bytes, crc))
-      return f.name + ": cannot be read";
+    if (!fileCrc32(stepDir + "/" + f.name, bytes, crc, why))
+      return f.name + ": " + why;
     if (bytes != f.bytes)
       return f.name + ": " + std::to_string(bytes) +
              " bytes, the manifest "
@@ -216,7 +219,7 @@ bool findResumePoint(const std::string &dir, const Plan &plan,
   }
   point.stepDir = stepDirectory(dir, step);
   std::string text, why;
-  if (!readText(point.stepDir + "/manifest.json", text) ||
+  if (!readText(point.stepDir + "/manifest.json", text, &why) ||
       !parseManifest(text, point.manifest, why)) {
     error = point.stepDir + "/manifest.json: " +
             (why.empty() ? "cannot be read on this rank" : why);
