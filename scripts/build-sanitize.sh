@@ -11,9 +11,11 @@
 #     (FUZZ_PLAN_CASES, default 1500 plans, FUZZ_MODEL_CASES, default 600
 #     models, each fuzzer stopping after FUZZ_TIME_BUDGET seconds, default
 #     150; FUZZ_DATA_CASES, default 600 data files, FUZZ_CONFIG_CASES,
-#     default 400 configs, and FUZZ_SAFETENSORS_CASES, default 400
-#     --init-from files, each stopping after FUZZ_DATA_TIME_BUDGET
-#     seconds, default 40; docs/testing.md).
+#     default 400 configs, FUZZ_SAFETENSORS_CASES, default 400
+#     --init-from files, and FUZZ_OPTIONS_CASES, default 300 command
+#     lines (extreme option values, special files in every input
+#     position), each stopping after FUZZ_DATA_TIME_BUDGET seconds,
+#     default 40; docs/testing.md).
 # CTest runs `build-sanitize.sh --check` (the `sanitizers` test).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,6 +81,7 @@ python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
@@ -91,4 +94,6 @@ python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_SAFETENSORS_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_CHECKPOINT_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_OPTIONS_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 echo "sanitizers: all clean"
