@@ -11,9 +11,11 @@
 #     (FUZZ_PLAN_CASES, default 1500 plans, FUZZ_MODEL_CASES, default 600
 #     models, each fuzzer stopping after FUZZ_TIME_BUDGET seconds, default
 #     150; FUZZ_DATA_CASES, default 600 data files, FUZZ_CONFIG_CASES,
-#     default 400 configs, and FUZZ_SAFETENSORS_CASES, default 400
-#     --init-from files, each stopping after FUZZ_DATA_TIME_BUDGET
-#     seconds, default 40; FUZZ_RANK_CASES, default 40 per-rank option
+#     default 400 configs, FUZZ_SAFETENSORS_CASES, default 400
+#     --init-from files, and FUZZ_OPTIONS_CASES, default 300 command
+#     lines (extreme option values, special files in every input
+#     position), each stopping after FUZZ_DATA_TIME_BUDGET seconds,
+#     default 40; FUZZ_RANK_CASES, default 40 per-rank option
 #     mixes of 2 ranks, stopping after FUZZ_RANK_TIME_BUDGET seconds,
 #     default 30; docs/testing.md).
 # CTest runs `build-sanitize.sh --check` (the `sanitizers` test).
@@ -82,6 +84,7 @@ python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --replay
+python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
@@ -99,4 +102,6 @@ python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
 python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --seed 1 \
   --cases "${FUZZ_RANK_CASES:-40}" --time-budget "${FUZZ_RANK_TIME_BUDGET:-30}" \
   --jobs 2 --timeout 60
+python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_OPTIONS_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
 echo "sanitizers: all clean"

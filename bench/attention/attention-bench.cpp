@@ -17,6 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/CommandLine.h"
+
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
 
@@ -34,19 +36,31 @@
 using namespace fsdp::rt;
 
 namespace {
-[[noreturn]] void die(const std::string &message) {
+const char *const kUsage =
+    "usage: fsdp-attention-bench [--reps N] [--threads A,B,...] "
+    "[--seq T1,T2,...]\n"
+    "                            [--blas openblas|blis]\n";
+
+[[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-attention-bench: error: %s\n", message.c_str());
-  std::exit(1);
+  std::exit(code);
 }
 
-std::vector<int64_t> parseList(const std::string &text) {
+/// A comma-separated list of integers in [1, max] for option `flag`.
+std::vector<int64_t> parseList(const std::string &flag, const std::string &text,
+                               int64_t max) {
   std::vector<int64_t> values;
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(',', start);
     if (end == std::string::npos)
       end = text.size();
-    values.push_back(std::stoll(text.substr(start, end - start)));
+    int64_t value = 0;
+    std::string error;
+    if (!parseIntegerOption(flag, text.substr(start, end - start).c_str(), 1,
+                            max, value, error))
+      die(error, 2);
+    values.push_back(value);
     start = end + 1;
   }
   return values;
@@ -141,28 +155,26 @@ void runCase(const cpu::Blas &blas, int threads, int64_t T, int64_t C,
 }
 } // namespace
 
-int main(int argc, char **argv) {
+/// Times both forms at every thread count, width and length.
+int run(int argc, char **argv) {
   std::string library = "openblas";
   int reps = 7;
   std::vector<int64_t> threadCounts = {1, omp_get_num_procs()};
   std::vector<int64_t> seqs = {64, 128, 256, 512, 1024};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc)
-        die(arg + " needs a value");
-      return std::string(argv[++i]);
-    };
+  ToolArguments args(argc, argv, kUsage, die);
+  while (args.next()) {
+    const std::string &arg = args.arg();
+    args.answerHelp();
     if (arg == "--blas")
-      library = value();
+      library = args.value();
     else if (arg == "--reps")
-      reps = std::stoi(value());
+      reps = int(args.integer(1, 1000000));
     else if (arg == "--threads")
-      threadCounts = parseList(value());
+      threadCounts = parseList(arg, args.value(), 4096);
     else if (arg == "--seq")
-      seqs = parseList(value());
+      seqs = parseList(arg, args.value(), 1 << 20);
     else
-      die("unknown option '" + arg + "'");
+      args.unknown();
   }
   if (threadCounts.size() == 2 && threadCounts[0] == threadCounts[1])
     threadCounts.pop_back();
@@ -196,4 +208,13 @@ int main(int argc, char **argv) {
   std::printf("\nmat. MiB: probs + scratch, 2 B NH T^2 floats; blk. KiB: "
               "lse, B NH T floats; ratio: blocked / materialized\n");
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // A length too large to allocate throws: an error line, never an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
 }

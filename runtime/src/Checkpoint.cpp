@@ -141,7 +141,7 @@ struct Checkpointer::Prepared {
   /// Every rank's file, with the figures of the last write.
   std::vector<ManifestFile> files;
   /// The step directories under the checkpoint directory, ascending: the
-  /// ones there at setup and those written since (--keep-last).
+  /// ones there at setup and those written since (rank 0, --keep-last).
   std::vector<int64_t> steps;
   /// The flight recorder's labels of the write's collectives (their step
   /// set at each write; the recorder's records copy them, as they do every
@@ -195,9 +195,16 @@ bool Checkpointer::prepare(std::string &error) {
   Prepared &p = *prepared;
   for (int r = 0; r < comm.size(); ++r)
     p.files.push_back({rankFileName(r, comm.size()), r, 0, 0});
-  p.steps = listCheckpointSteps(options.dir);
-  p.steps.reserve(p.steps.size() + 2 +
-                  size_t(options.every > 0 ? run.steps / options.every : 0));
+  // --keep-last M: rank 0's list of the step directories, pruned after
+  // each write to those here at setup, the M kept and the one written:
+  // room for that (M at most the writes this run makes), never one entry
+  // per planned step (--steps may be 10^12).
+  if (options.keepLast > 0 && comm.rank() == 0) {
+    int64_t writes = (options.every > 0 ? run.steps / options.every : 0) + 2;
+    p.steps = listCheckpointSteps(options.dir);
+    p.steps.reserve(p.steps.size() + 2 +
+                    size_t(std::min(options.keepLast, writes)));
+  }
   note.reserve(PATH_MAX + 160);
   ok = prepareRankFile(error) && (comm.rank() != 0 || prepareManifest(error));
   return allRanksSucceeded(comm, ok, error);
@@ -481,11 +488,16 @@ bool Checkpointer::discardStep(const char *stepDir) {
   return false;
 }
 
-/// Step `step`'s directory among the known ones (sorted; room reserved).
+/// Step `step`'s directory among the known ones (sorted; room reserved),
+/// where --keep-last prunes them (rank 0).
 void Checkpointer::noteStep(int64_t step) {
   std::vector<int64_t> &steps = prepared->steps;
+  if (options.keepLast == 0 || comm.rank() != 0)
+    return;
   auto at = std::lower_bound(steps.begin(), steps.end(), step);
-  if (at == steps.end() || *at != step)
+  // Never more than prepare() made room for (nothing allocated while
+  // training); the bound holds, this only guards it.
+  if ((at == steps.end() || *at != step) && steps.size() < steps.capacity())
     steps.insert(at, step);
 }
 

@@ -6,6 +6,8 @@
 #include "fsdp/runtime/OutputFile.h"
 #include "fsdp/runtime/PlanFormat.h"
 
+#include "RegularFile.h"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -172,8 +174,9 @@ bool writeFileAtomic(const char *path, const std::vector<FileChunk> &chunks,
   return true;
 }
 
-bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc,
+               std::string &why) {
+  int fd = openRegularFile(path, "", why);
   if (fd < 0)
     return false;
   std::vector<char> buffer(1 << 20);
@@ -184,6 +187,7 @@ bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
+      why = n < 0 ? std::string("cannot read: ") + std::strerror(errno) : "";
       close(fd);
       return n == 0;
     }

@@ -57,8 +57,10 @@ uint32_t fastCrc32(const void *data, size_t size, uint32_t previous = 0);
 bool writeFileAtomic(const char *path, const std::vector<FileChunk> &chunks,
                      Staging staging, const FaultPoints &faults,
                      uint64_t &bytes, uint32_t &crc, std::string &error);
-/// The size and CRC-32 of a file, read through; false when it cannot be read.
-bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc);
+/// The size and CRC-32 of a regular file, read through; false, `why` saying
+/// why, when it is not one (RegularFile.h) or cannot be read.
+bool fileCrc32(const std::string &path, uint64_t &bytes, uint32_t &crc,
+               std::string &why);
 
 /// Per unit, the buffers a rank file holds and their parts: its shard
 /// ("param") and AdamW's moments ("adam_m", "adam_v").

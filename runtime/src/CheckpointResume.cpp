@@ -20,22 +20,23 @@
 #include "fsdp/runtime/SafeTensors.h"
 
 #include "CheckpointFiles.h"
+#include "RegularFile.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <memory>
-#include <sstream>
 
 namespace fsdp::rt {
 namespace {
-bool readText(const std::string &path, std::string &text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream all;
-  all << in.rdbuf();
-  text = all.str();
-  return bool(in) || in.eof();
+/// A manifest: a regular file only (RegularFile.h), at most 64 MiB.
+bool readText(const std::string &path, std::string &text,
+              std::string *why = nullptr) {
+  std::string reason;
+  bool ok = readRegularFile(path, "", uint64_t(64) << 20, text, reason);
+  if (why)
+    *why = reason;
+  return ok;
 }
 
 std::string hex(uint64_t value, int digits) {
@@ -50,8 +51,9 @@ std::string hex(uint64_t value, int digits) {
 std::string fileDifference(const std::string &stepDir, const ManifestFile &f) {
   uint64_t bytes = 0;
   uint32_t crc = 0;
-  if (!fileCrc32(stepDir + "/" + f.name, bytes, crc))
-    return f.name + ": cannot be read";
+  std::string why;
+  if (!fileCrc32(stepDir + "/" + f.name, bytes, crc, why))
+    return f.name + ": " + why;
   if (bytes != f.bytes)
     return f.name + ": " + std::to_string(bytes) +
            " bytes, the manifest says " + std::to_string(f.bytes);
@@ -65,8 +67,10 @@ std::string fileDifference(const std::string &stepDir, const ManifestFile &f) {
 std::string incompleteReason(const std::string &stepDir, int64_t step,
                              Manifest &manifest) {
   std::string text, why;
-  if (!readText(stepDir + "/manifest.json", text))
-    return "no manifest (an interrupted checkpoint)";
+  if (!readText(stepDir + "/manifest.json", text, &why))
+    return why == std::string("cannot open: ") + std::strerror(ENOENT)
+               ? "no manifest (an interrupted checkpoint)"
+               : "manifest.json: " + why;
   if (!parseManifest(text, manifest, why))
     return "manifest.json: " + why;
   if (manifest.step != step)
@@ -286,13 +290,13 @@ bool checkCompatible(const ResumePoint &point, const Plan &plan,
 bool agreeOnManifest(const std::string &stepDir, int64_t step,
                      Communicator &comm, std::string &text,
                      std::string &error) {
-  std::string path = stepDir + "/manifest.json", identity;
-  if (readText(path, text))
+  std::string path = stepDir + "/manifest.json", identity, why;
+  if (readText(path, text, &why))
     identity = "step-" + std::to_string(step) + "/manifest.json of " +
                std::to_string(text.size()) + " bytes, CRC-32 " +
                hex(fastCrc32(text.data(), text.size()), 8);
   else
-    identity = path + " cannot be read";
+    identity = path + ": " + why;
   RecordScope scope(CollectiveLabel{0, -1, "resume manifest agreement"});
   std::string differs =
       checkRanksAgree(comm, {{"the --resume checkpoint", identity}});

@@ -2,6 +2,8 @@
 
 #include "fsdp/runtime/Data.h"
 
+#include "RegularFile.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -31,29 +33,18 @@ constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * 4;
 /// chunk of a token file's body never splits an id).
 constexpr size_t kChunkBytes = size_t(1) << 20;
 
-/// Opens a regular file for reading; never throws.
+/// Opens a regular file for reading (RegularFile.h); never throws.
 bool openFile(const std::string &path, int &fd, uint64_t &size,
               std::string &error) {
+  std::string why;
+  fd = openRegularFile(path, "data file", why);
   struct stat info;
-  if (stat(path.c_str(), &info) != 0) {
-    error = path + ": cannot open data file: " + std::strerror(errno);
-    return false;
+  if (fd >= 0 && fstat(fd, &info) == 0) {
+    size = uint64_t(info.st_size);
+    return true;
   }
-  if (S_ISDIR(info.st_mode)) {
-    error = path + ": is a directory, not a data file";
-    return false;
-  }
-  if (!S_ISREG(info.st_mode)) {
-    error = path + ": is not a regular file (a device, pipe or socket)";
-    return false;
-  }
-  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || fstat(fd, &info) != 0) {
-    error = path + ": cannot open data file: " + std::strerror(errno);
-    return false;
-  }
-  size = uint64_t(info.st_size);
-  return true;
+  error = path + ": " + (fd < 0 ? why : "cannot open data file");
+  return false;
 }
 
 /// Reads exactly `count` bytes at `offset`, or fails with `error` naming

@@ -319,6 +319,17 @@ std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv) {
 
 bool haveMpi() { return true; }
 
+void abortMpiJob(int code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1)
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 } // namespace fsdp::rt
 #else
 namespace fsdp::rt {
@@ -326,5 +337,6 @@ std::unique_ptr<Communicator> createMpiCommunicator(int *, char ***) {
   return nullptr;
 }
 bool haveMpi() { return false; }
+void abortMpiJob(int) {}
 } // namespace fsdp::rt
 #endif

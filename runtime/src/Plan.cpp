@@ -10,18 +10,15 @@
 
 #include "fsdp/runtime/Plan.h"
 #include "EvalStep.h"
+#include "RegularFile.h"
 
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <exception>
-#include <fcntl.h>
 #include <map>
 #include <set>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace fsdp::rt {
 namespace {
@@ -88,58 +85,11 @@ int64_t product(const std::vector<int64_t> &shape) {
 /// refused before it is read.
 constexpr uint64_t kMaxPlanFileSize = uint64_t(1) << 30;
 
-/// Reads the whole of `path` into `bytes`. Only a regular file is read: a
-/// directory or a device is refused, and a FIFO does not block the open.
+/// Reads the whole of `path` into `bytes`. Only a regular file is read
+/// (RegularFile.h): a directory, a device or a FIFO is refused at once.
 bool readPlanFile(const std::string &path, std::string &bytes,
                   std::string &why) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    why = "cannot open plan file: " + std::string(std::strerror(errno));
-    return false;
-  }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    why = "cannot read plan file: " + std::string(std::strerror(errno));
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    why = std::string("cannot read plan file: ") +
-          (S_ISDIR(st.st_mode)    ? "is a directory"
-           : S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
-           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
-               ? "is a device, not a regular file"
-               : "not a regular file");
-    return false;
-  }
-  if (uint64_t(st.st_size) > kMaxPlanFileSize) {
-    why = "not a plan file (" + std::to_string(st.st_size) +
-          " bytes, larger than the " + std::to_string(kMaxPlanFileSize) +
-          " a plan may have)";
-    return false;
-  }
-  bytes.clear();
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      why = "cannot read plan file: " + std::string(std::strerror(errno));
-      return false;
-    }
-    if (n == 0)
-      return true;
-    if (bytes.size() + size_t(n) > kMaxPlanFileSize) {
-      why = "not a plan file (it grows past " +
-            std::to_string(kMaxPlanFileSize) + " bytes while read)";
-      return false;
-    }
-    bytes.append(chunk, size_t(n));
-  }
+  return readRegularFile(path, "plan file", kMaxPlanFileSize, bytes, why);
 }
 
 /// a * b == c, exactly (no overflow in the product).

@@ -4,10 +4,21 @@
 #include "fsdp/runtime/MemoryTimeline.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
 namespace fsdp::rt {
+
+/// a * b + c, or INT64_MAX where that does not fit (--steps may be
+/// 2^63 - 1): a reservation that large fails cleanly, naming the file.
+static uint64_t bytesFor(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t product, sum;
+  if (__builtin_mul_overflow(a, b, &product) ||
+      __builtin_add_overflow(product, c, &sum) || sum > uint64_t(INT64_MAX))
+    return uint64_t(INT64_MAX);
+  return sum;
+}
 
 uint64_t traceBytes(const Plan &plan, int64_t steps) {
   uint64_t perStep = 0;
@@ -15,7 +26,7 @@ uint64_t traceBytes(const Plan &plan, int64_t steps) {
   // about 430 characters of names and 13 figures of at most 20 digits.
   for (const Instruction &inst : plan.program)
     perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 800;
-  return 4096 + perStep * uint64_t(steps);
+  return bytesFor(perStep, uint64_t(steps), 4096);
 }
 
 std::string traceFileFor(const std::string &path, int rank, int ranks) {
@@ -104,7 +115,8 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 // at most 24 characters each per step, and per evaluation its step, loss,
 // seconds and batches (at most 100 characters with their keys).
 uint64_t reportBytes(int64_t steps, int64_t evaluations) {
-  return 1600 + 72 * uint64_t(steps) + 100 * uint64_t(evaluations);
+  return bytesFor(72, uint64_t(steps),
+                  bytesFor(100, uint64_t(evaluations), 1600));
 }
 
 /// `values` as a JSON list of %.9g numbers.

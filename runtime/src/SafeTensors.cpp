@@ -11,6 +11,7 @@
 #include "fsdp/runtime/OutputFile.h"
 
 #include "BFloat16.h"
+#include "RegularFile.h"
 #include "SafeTensorsHeader.h"
 
 #include <algorithm>
@@ -211,13 +212,13 @@ bool SafeTensorsReader::open(const std::string &path, std::string &error) {
     error = path + ": " + reason;
     return false;
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = openRegularFile(path, "", why);
   if (fd < 0)
-    return fail(std::string("cannot open: ") + std::strerror(errno));
+    return fail(why);
   struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (fstat(fd, &info) != 0) {
     ::close(fd);
-    return fail("not a regular file (a directory, device or pipe)");
+    return fail(std::string("cannot open: ") + std::strerror(errno));
   }
   uint64_t size = uint64_t(info.st_size);
   void *mapped = size >= 8 ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0)

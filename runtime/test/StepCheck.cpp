@@ -46,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/CommandLine.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
@@ -65,12 +66,21 @@ using namespace fsdp::rt;
 namespace {
 Communicator *gComm = nullptr;
 
-[[noreturn]] void die(const std::string &message) {
+[[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-step-check: error: %s\n", message.c_str());
+  std::fflush(stderr);
   if (gComm && gComm->size() > 1)
-    gComm->abort(1);
-  std::exit(1);
+    gComm->abort(code);
+  std::exit(code);
 }
+
+const char *const kUsage =
+    "usage: fsdp-step-check PLAN --lr X --beta1 X --beta2 X --eps X "
+    "--weight-decay X\n"
+    "           [--no-decay A,B] [--steps S] [--seed N] [--dump-grads FILE]\n"
+    "           [--max-norm X] [--poison-transients]\n"
+    "   or: fsdp-step-check PLAN --dump-grads FILE [--seed N] (step 1's "
+    "gradients only)\n";
 
 /// A counter-based hash: the same value for the same arguments on every
 /// rank and world size.
@@ -104,41 +114,40 @@ struct Options {
 
 Options parse(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc)
-        die(arg + " needs a value");
-      return std::string(argv[++i]);
-    };
+  ToolArguments args(argc, argv, kUsage, die);
+  while (args.next()) {
+    const std::string &arg = args.arg();
+    args.answerHelp();
     if (arg == "--steps")
-      o.steps = std::stoll(value());
+      o.steps = args.integer(1, 1000000);
     else if (arg == "--seed")
-      o.seed = std::stoull(value());
+      o.seed = uint64_t(args.integer(0, INT64_MAX));
     else if (arg == "--lr")
-      o.lr = std::stod(value());
+      o.lr = args.number(0.0, 10.0);
     else if (arg == "--beta1")
-      o.beta1 = std::stod(value());
+      o.beta1 = args.number(0.0, 1.0);
     else if (arg == "--beta2")
-      o.beta2 = std::stod(value());
+      o.beta2 = args.number(0.0, 1.0);
     else if (arg == "--eps")
-      o.eps = std::stod(value());
+      o.eps = args.number(0.0, 1.0);
     else if (arg == "--weight-decay")
-      o.weightDecay = std::stod(value());
+      o.weightDecay = args.number(0.0, 10.0);
     else if (arg == "--no-decay") {
-      std::stringstream list(value());
+      std::stringstream list(args.value());
       std::string name;
       while (std::getline(list, name, ','))
         if (!name.empty())
           o.noDecay.insert(name);
     } else if (arg == "--dump-grads")
-      o.dumpPath = value();
+      o.dumpPath = args.value();
     else if (arg == "--max-norm")
-      o.maxNorm = std::stod(value());
+      o.maxNorm = args.number(0.0, 1e30);
     else if (arg == "--poison-transients")
       o.poison = true;
-    else if (arg[0] == '-')
-      die("unknown option '" + arg + "'");
+    else if (!arg.empty() && arg[0] == '-')
+      args.unknown();
+    else if (arg.empty())
+      die("the plan's path is empty", 2);
     else
       o.planPath = arg;
   }
@@ -148,11 +157,7 @@ Options parse(int argc, char **argv) {
       (check && (o.lr < 0 || o.beta1 < 0 || o.beta2 < 0 || o.eps < 0 ||
                  o.weightDecay < 0)) ||
       (!check && o.dumpPath.empty()))
-    die("usage: fsdp-step-check PLAN --lr X --beta1 X --beta2 X --eps X "
-        "--weight-decay X [--no-decay A,B] [--steps S] [--seed N] "
-        "[--dump-grads FILE] [--max-norm X] [--poison-transients]\n  or: "
-        "fsdp-step-check PLAN --dump-grads FILE "
-        "[--seed N] (step 1's gradients only)");
+    die(kUsage, 2);
   o.checkAdamW = check;
   return o;
 }
@@ -242,14 +247,10 @@ void feed(const Plan &plan, Session &session, Communicator &comm, uint64_t seed,
 }
 } // namespace
 
-int main(int argc, char **argv) {
-  Options o = parse(argc, argv);
-  std::unique_ptr<Communicator> comm = haveMpi()
-                                           ? createMpiCommunicator(&argc, &argv)
-                                           : createLocalCommunicator();
-  gComm = comm.get();
-  bool lead = comm->rank() == 0;
-  int N = comm->size();
+/// Runs and checks the steps on the ranks of `comm`; the exit code.
+int check(const Options &o, Communicator &comm) {
+  bool lead = comm.rank() == 0;
+  int N = comm.size();
 
   Plan plan;
   std::string error;
@@ -259,10 +260,10 @@ int main(int argc, char **argv) {
     die(o.planPath + ": compiled for world size " +
         std::to_string(plan.worldSize) + ", launched on " + std::to_string(N));
   std::unique_ptr<Backend> backend =
-      createCpuBackend({1, "openblas", comm.get(), "auto"}, error);
+      createCpuBackend({1, "openblas", &comm, "auto"}, error);
   if (!backend)
     die(error);
-  Session session(plan, *backend, *comm);
+  Session session(plan, *backend, comm);
   if (!session.initialize(o.seed, error))
     die(error);
 
@@ -320,7 +321,7 @@ int main(int argc, char **argv) {
     const BufferDesc &buffer = plan.buffers[plan.units[u].shardBuffer];
     std::vector<float> shard = session.readBuffer(plan.units[u].shardBuffer);
     forEachShardSegment(
-        plan, u, comm->rank(), N,
+        plan, u, comm.rank(), N,
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
           uint64_t h = hashName(param.name);
           for (int64_t i = 0; i < count; ++i)
@@ -341,7 +342,7 @@ int main(int argc, char **argv) {
       uint32_t buffer = which == 0   ? plan.units[u].shardBuffer
                         : which == 1 ? adamw[u]->ins[0]
                                      : adamw[u]->outs[which - 1];
-      units.push_back(gatherUnit(session, *comm, plan, u, buffer));
+      units.push_back(gatherUnit(session, comm, plan, u, buffer));
     }
     return byParam(plan, units);
   };
@@ -354,14 +355,14 @@ int main(int argc, char **argv) {
   }
   std::vector<double> worst(P, 0.0);
   for (int64_t t = 1; t <= o.steps; ++t) {
-    feed(plan, session, *comm, o.seed, t);
+    feed(plan, session, comm, o.seed, t);
     std::vector<std::vector<float>> before = gatherAll(0);
     if (o.poison)
       poisonTransients(plan, session);
     float localLoss = session.forwardBackward();
     std::vector<std::vector<float>> grads = gatherAll(1);
     std::optional<double> reported = session.gradNorm();
-    double loss = comm->allReduceMean(localLoss);
+    double loss = comm.allReduceMean(localLoss);
     if (t == 1 && !o.dumpPath.empty() && lead) {
       FILE *f = std::fopen(o.dumpPath.c_str(), "w");
       if (!f)
@@ -453,4 +454,21 @@ int main(int argc, char **argv) {
                 (long long)checked, (long long)failed);
   std::fflush(stdout);
   return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  Options o = parse(argc, argv);
+  std::unique_ptr<Communicator> comm = haveMpi()
+                                           ? createMpiCommunicator(&argc, &argv)
+                                           : createLocalCommunicator();
+  gComm = comm.get();
+  // An exception ends the whole job while the communicator lives.
+  int code = 1;
+  try {
+    code = check(o, *comm);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
+  gComm = nullptr;
+  return code;
 }

@@ -19,6 +19,7 @@ import hashlib
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,26 +93,49 @@ def known_patterns(crashers):
     return patterns
 
 
-def run_tool(argv, timeout, env=None):
+def run_tool(argv, timeout, env=None, stop_after=None):
     """(verdict, output): verdict None when clean, else why it failed.
 
     Each run gets an Open MPI session directory of its own: concurrent MPI
     singletons share one under /tmp by default, and one that ends can
     remove it under another's start (orte_session_dir failed), a failure
-    of the harness, not of the tool."""
+    of the harness, not of the tool.
+
+    stop_after: a run still going after that many seconds (a long but
+    valid one) gets SIGTERM; stopping then with exit code 75 (fsdp-run's
+    stop after a step) or 143 (during setup) is clean too."""
     session = tempfile.mkdtemp(prefix="fuzz-ompi-")
     env = dict(env if env is not None else os.environ,
                OMPI_MCA_orte_tmpdir_base=session)
+    stopped = False
     try:
-        p = subprocess.run(wrap(argv), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"") + (e.stderr or b"")
-        return "timeout after %gs" % timeout, out.decode("utf-8", "replace")
+        with subprocess.Popen(wrap(argv), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env) as proc:
+            try:
+                if stop_after is not None:
+                    try:
+                        proc.wait(timeout=min(stop_after, timeout))
+                    except subprocess.TimeoutExpired:
+                        proc.send_signal(signal.SIGTERM)
+                        stopped = True
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                out = (stdout or b"") + (stderr or b"")
+                return "timeout after %gs" % timeout, out.decode(
+                    "utf-8", "replace")
+            p = subprocess.CompletedProcess(argv, proc.returncode, stdout,
+                                            stderr)
     finally:
         shutil.rmtree(session, ignore_errors=True)
     err = p.stderr.decode("utf-8", "replace")
     out = p.stdout.decode("utf-8", "replace") + err
+    # Stopped by our SIGTERM: after a step (75), or during setup
+    # (128 + SIGTERM, temporaries removed).
+    if stopped and p.returncode in (75, 128 + signal.SIGTERM) and \
+            "Sanitizer" not in err and "runtime error:" not in err:
+        return None, out
     if "Sanitizer" in err or "runtime error:" in err:
         return "sanitizer report (exit %d)" % p.returncode, out
     if _wrapped_bin is not None and p.returncode == 97:

@@ -12,11 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
+#include <fcntl.h>
 #include <limits>
 #include <set>
-#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using json = nlohmann::json;
 
@@ -235,15 +238,59 @@ std::optional<int64_t> countParameters(const GPT2Config &c) {
   return total;
 }
 
-bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    error = path + ": cannot open";
+namespace {
+/// The whole of `path`, a regular file only: a FIFO would block the open
+/// (O_NONBLOCK, then fstat, so that nothing blocks), a directory or a
+/// device reads as nonsense. Configs are small: at most 16 MiB.
+bool readConfigText(const std::string &path, std::string &text,
+                    std::string &error) {
+  // stat first: a socket cannot be opened at all (ENXIO).
+  struct stat info;
+  bool named = stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode);
+  int fd = named ? -1 : ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (!named && (fd < 0 || fstat(fd, &info) != 0)) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    if (fd >= 0)
+      ::close(fd);
     return false;
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!S_ISREG(info.st_mode) || info.st_size > (16 << 20)) {
+    const char *kind = S_ISDIR(info.st_mode)    ? "a directory"
+                       : S_ISFIFO(info.st_mode) ? "a FIFO"
+                       : S_ISCHR(info.st_mode)  ? "a character device"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                                                : "a block device";
+    error = path + (S_ISREG(info.st_mode)
+                        ? std::string(": larger than the 16 MiB a config may "
+                                      "have")
+                        : std::string(": not a regular file (") + kind + ")");
+    if (fd >= 0)
+      ::close(fd);
+    return false;
+  }
+  text.resize(size_t(info.st_size));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::pread(fd, &text[done], text.size() - done, off_t(done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      error = path + ": cannot read: " + std::strerror(errno);
+    if (n <= 0)
+      break;
+    done += size_t(n);
+  }
+  ::close(fd);
+  text.resize(done);
+  return error.empty();
+}
+} // namespace
+
+bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
+  std::string text;
+  if (!readConfigText(path, text, error))
+    return false;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     error = path + ": not a JSON object";
     return false;

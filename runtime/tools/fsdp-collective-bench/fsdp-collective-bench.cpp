@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/CommandLine.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
 
@@ -81,32 +82,53 @@ Times measure(Communicator &comm, int64_t total) {
   });
   return t;
 }
-} // namespace
 
-int main(int argc, char **argv) {
-  int minMb = 1, maxMb = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string arg = argv[i];
-    if (arg == "--min-mb")
-      minMb = std::atoi(argv[i + 1]);
-    else if (arg == "--max-mb")
-      maxMb = std::atoi(argv[i + 1]);
+const char *const kUsage =
+    "usage: [mpirun -np N] fsdp-collective-bench [--min-mb M] [--max-mb M]\n";
+
+/// Set once the ranks are connected: an error then ends the whole job.
+Communicator *gComm = nullptr;
+
+[[noreturn]] void die(const std::string &message, int code = 1) {
+  std::fprintf(stderr, "fsdp-collective-bench: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (gComm && gComm->size() > 1)
+    gComm->abort(code);
+  std::exit(code);
+}
+
+/// --min-mb and --max-mb: the smallest and largest tensor, doubling.
+void parseOptions(int argc, char **argv, int &minMb, int &maxMb) {
+  ToolArguments args(argc, argv, kUsage, die);
+  while (args.next()) {
+    args.answerHelp();
+    if (args.arg() == "--min-mb")
+      minMb = int(args.integer(1, 65536));
+    else if (args.arg() == "--max-mb")
+      maxMb = int(args.integer(1, 65536));
+    else
+      args.unknown();
   }
-  std::unique_ptr<Communicator> comm = haveMpi()
-                                           ? createMpiCommunicator(&argc, &argv)
-                                           : createLocalCommunicator();
-  int n = comm->size(), rank = comm->rank();
+  if (minMb > maxMb)
+    die("--min-mb " + std::to_string(minMb) + " is above --max-mb " +
+            std::to_string(maxMb),
+        2);
+}
+
+/// Rank 0's table: one line per size, minMb to maxMb doubling.
+void runSizes(Communicator &comm, int minMb, int maxMb) {
+  int n = comm.size(), rank = comm.rank();
   if (rank == 0)
     std::printf("collective-bench: %s\n"
                 "%8s %7s %17s | %15s %13s | %15s %13s\n"
                 "%8s %7s %8s %8s | %7s %7s %6s %6s | %7s %7s %6s %6s\n",
-                comm->description().c_str(), "size", "memcpy", "MiB moved/rank",
+                comm.description().c_str(), "size", "memcpy", "MiB moved/rank",
                 "all-gather ms", "busbw GB/s", "red.-scatter ms", "busbw GB/s",
                 "(f32)", "GB/s", "f32", "bf16", "f32", "bf16", "f32", "bf16",
                 "f32", "bf16", "f32", "bf16");
   for (int mb = minMb; mb <= maxMb; mb *= 2) {
     int64_t total = int64_t(mb) * (1 << 20) / sizeof(float);
-    Times t = measure(*comm, total);
+    Times t = measure(comm, total);
     double factor = double(n - 1) / n;
     double f32 = double(total) * 4, bf16 = double(total) * 2;
     auto busbw = [&](double bytes, double seconds) {
@@ -123,5 +145,23 @@ int main(int argc, char **argv) {
                   busbw(bf16, t.scatterBF16));
     std::fflush(stdout);
   }
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int minMb = 1, maxMb = 256;
+  parseOptions(argc, argv, minMb, maxMb);
+  std::unique_ptr<Communicator> comm = haveMpi()
+                                           ? createMpiCommunicator(&argc, &argv)
+                                           : createLocalCommunicator();
+  gComm = comm.get();
+  // An exception (a size too large to allocate) ends the whole job while
+  // the communicator lives.
+  try {
+    runSizes(*comm, minMb, maxMb);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
+  gComm = nullptr;
   return 0;
 }

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/CommandLine.h"
 #include "fsdp/runtime/Plan.h"
 
 #include "cpu/Blas.h"
@@ -30,9 +31,13 @@ using namespace fsdp;
 using namespace fsdp::rt;
 
 namespace {
-[[noreturn]] void die(const std::string &message) {
+const char *const kUsage =
+    "usage: fsdp-gemm-bench PLAN [--blas openblas|blis] [--threads N]\n"
+    "                       [--seconds S]\n";
+
+[[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-gemm-bench: error: %s\n", message.c_str());
-  std::exit(1);
+  std::exit(code);
 }
 
 struct Gemm {
@@ -126,34 +131,41 @@ double benchGemm(cpu::Blas &blas, const Gemm &gemm, int calls, double seconds,
               flops / perCall * 1e-9);
   return perCall;
 }
-} // namespace
 
-int main(int argc, char **argv) {
-  std::string planPath, library = "openblas";
-  int threads = 2;
-  double seconds = 0.3;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc)
-        die(arg + " needs a value");
-      return std::string(argv[++i]);
-    };
+/// The command line: a plan and the benchmark's knobs.
+void parseOptions(int argc, char **argv, std::string &planPath,
+                  std::string &library, int &threads, double &seconds) {
+  ToolArguments args(argc, argv, kUsage, die);
+  while (args.next()) {
+    const std::string &arg = args.arg();
+    args.answerHelp();
     if (arg == "--blas")
-      library = value();
+      library = args.value();
     else if (arg == "--threads")
-      threads = std::stoi(value());
+      threads = int(args.integer(1, 4096));
     else if (arg == "--seconds")
-      seconds = std::stod(value());
-    else if (arg[0] == '-')
-      die("unknown option '" + arg + "'");
+      seconds = args.number(0.0, 3600.0, "seconds");
+    else if (!arg.empty() && arg[0] == '-')
+      args.unknown();
+    else if (arg.empty() || !planPath.empty())
+      die(arg.empty() ? "the plan's path is empty" : "more than one plan given",
+          2);
     else
       planPath = arg;
   }
+}
+} // namespace
+
+/// Times every GEMM shape of the plan; the exit code.
+int run(int argc, char **argv) {
+  std::string planPath, library = "openblas";
+  int threads = 2;
+  double seconds = 0.3;
+  parseOptions(argc, argv, planPath, library, threads, seconds);
   Plan plan;
   std::string error;
   if (planPath.empty())
-    die("usage: fsdp-gemm-bench PLAN [--blas NAME] [--threads N]");
+    die(std::string("no plan given\n") + kUsage, 2);
   if (!loadPlan(planPath, plan, error))
     die(error);
   std::unique_ptr<cpu::Blas> blas = cpu::Blas::open(library, threads, error);
@@ -172,4 +184,14 @@ int main(int argc, char **argv) {
               stepFlops * 1e-9, stepSeconds * 1e3,
               stepSeconds > 0 ? stepFlops / stepSeconds * 1e-9 : 0.0);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  // Nothing should throw (a shape too large to allocate may): an error
+  // line and exit code 1, never an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
 }

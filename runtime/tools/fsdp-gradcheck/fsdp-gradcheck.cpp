@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/CommandLine.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Plan.h"
 #include "fsdp/runtime/Session.h"
@@ -30,9 +31,13 @@ using namespace fsdp;
 using namespace fsdp::rt;
 
 namespace {
-[[noreturn]] void die(const std::string &message) {
+const char *const kUsage =
+    "usage: fsdp-gradcheck PLAN [--seed N] [--blas openblas|blis]\n"
+    "                      [--epsilon E] [--tolerance T]\n";
+
+[[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-gradcheck: error: %s\n", message.c_str());
-  std::exit(1);
+  std::exit(code);
 }
 
 /// Random inputs: token ids below the vocabulary of the kernel that reads
@@ -82,29 +87,30 @@ struct Options {
 /// The command line: a plan and the check's knobs.
 Options parseOptions(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc)
-        die(arg + " needs a value");
-      return std::string(argv[++i]);
-    };
+  ToolArguments args(argc, argv, kUsage, die);
+  while (args.next()) {
+    const std::string &arg = args.arg();
+    args.answerHelp();
     if (arg == "--seed")
-      o.seed = std::stoull(value());
+      o.seed = uint64_t(args.integer(0, INT64_MAX));
     else if (arg == "--blas")
-      o.blas = value();
+      o.blas = args.value();
     else if (arg == "--epsilon")
-      o.epsilon = std::stod(value());
+      o.epsilon = args.number(1e-8, 1.0);
     else if (arg == "--tolerance")
-      o.tolerance = std::stod(value());
-    else if (arg[0] == '-')
-      die("unknown option '" + arg + "'");
+      o.tolerance = args.number(0.0, 1e6);
+    else if (!arg.empty() && arg[0] == '-')
+      args.unknown();
+    else if (arg.empty() || !o.planPath.empty())
+      die(arg.empty() ? "the plan's path is empty"
+                      : "more than one plan given ('" + o.planPath + "', '" +
+                            arg + "')",
+          2);
     else
       o.planPath = arg;
   }
   if (o.planPath.empty())
-    die("usage: fsdp-gradcheck PLAN [--seed N] [--blas NAME] [--epsilon E] "
-        "[--tolerance T]");
+    die(std::string("no plan given\n") + kUsage, 2);
   return o;
 }
 
@@ -192,7 +198,9 @@ bool checkParam(const Plan &plan, Session &session, uint32_t p,
 }
 } // namespace
 
-int main(int argc, char **argv) {
+/// Loads the plan, runs it once and checks every parameter's gradient;
+/// the exit code.
+int run(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   Plan plan;
   std::string error;
@@ -221,4 +229,14 @@ int main(int argc, char **argv) {
                                                                 : failed)++;
   std::printf("gradcheck: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  // Nothing should throw; if anything does, it is an error line and exit
+  // code 1, never an abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    die(std::string("unexpected error: ") + e.what());
+  }
 }

@@ -30,6 +30,7 @@
 #include "fsdp/runtime/Agreement.h"
 #include "fsdp/runtime/Backend.h"
 #include "fsdp/runtime/Checkpoint.h"
+#include "fsdp/runtime/CommandLine.h"
 #include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/Data.h"
 #include "fsdp/runtime/FlightRecorder.h"
@@ -55,6 +56,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -82,6 +84,8 @@ struct Options {
   double collectiveTimeout = 300.0;
   int64_t stallRank = -1, stallStep = 1;
   double stallSeconds = 0.0;
+  /// --debug-throw RANK[:STEP] (-1: none).
+  int64_t throwRank = -1, throwStep = 0;
   uint64_t seed = 1;
   double lr = -1.0;
   /// --lr-schedule, --warmup-steps, --min-lr (-1: not given).
@@ -124,54 +128,77 @@ const char *const kUsage =
 /// whole job (MPI_Abort), so no rank waits forever in a collective.
 Communicator *gComm = nullptr;
 
-[[noreturn]] void die(const std::string &message, int code = 1) {
+/// The error line, then the end of the run: of the whole job at more
+/// than one rank (through gComm while it lives, else MPI_Abort on MPI's
+/// world where MPI runs). Allocates nothing (an exception's `what`).
+[[noreturn]] void dieWith(const char *prefix, const char *message, int code) {
   removeTemporaryFiles();
   if (gComm && gComm->size() > 1)
-    std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", gComm->rank(),
-                 message.c_str());
+    std::fprintf(stderr, "fsdp-run: rank %d: error: %s%s\n", gComm->rank(),
+                 prefix, message);
   else
-    std::fprintf(stderr, "fsdp-run: error: %s\n", message.c_str());
+    std::fprintf(stderr, "fsdp-run: error: %s%s\n", prefix, message);
   std::fflush(stderr);
   if (gComm && gComm->size() > 1)
     gComm->abort(code);
+  abortMpiJob(code); // returns at one rank or without MPI
   std::exit(code);
 }
 
-int64_t parseInt(const std::string &flag, const char *text, int64_t min) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text, &end, 10);
-  if (errno || *end || end == text || v < min)
-    die(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
-            text + "'",
-        2);
-  return v;
+[[noreturn]] void die(const std::string &message, int code = 1) {
+  dieWith("", message.c_str(), code);
+}
+
+/// An exception that escaped: exit code 1, never an abort or a crash.
+[[noreturn]] void dieUnexpected(const char *what) {
+  dieWith("unexpected error: ", what, 1);
+}
+
+/// The largest step count any option takes: --steps + 1 (the step after
+/// the last, as --debug-stall counts) stays far from overflowing.
+constexpr int64_t kMaxSteps = 1000000000000000; // 10^15
+
+/// `text` as an integer in [min, max] for `flag`, or the run ends (exit 2).
+int64_t parseInt(const std::string &flag, const char *text, int64_t min,
+                 int64_t max = kMaxSteps) {
+  int64_t value = 0;
+  std::string error;
+  if (!parseIntegerOption(flag, text, min, max, value, error))
+    die(error, 2);
+  return value;
 }
 
 /// The command line, one argument at a time: `value()` takes the next
-/// argument as the current option's value (or ends the run without one).
+/// argument as the current option's value (or ends the run without one,
+/// or with an empty one: an unset shell variable is no path).
 struct ArgCursor {
   int argc;
   char **argv;
   int i = 1;
   std::string arg;
   const char *value() {
-    if (i + 1 >= argc)
-      die(arg + " needs a value\n" + kUsage, 2);
+    const char *text = i + 1 < argc ? argv[i + 1] : nullptr;
+    std::string why = optionValueError(arg, text);
+    if (!why.empty())
+      die(text ? why : why + "\n" + kUsage, 2);
     return argv[++i];
   }
 };
 
-/// A number >= 0 for `flag` (seconds, a learning rate): `expects` says
-/// what in the error.
-double parseNonNegative(const std::string &flag, const char *text,
-                        const char *expects) {
-  char *end = nullptr;
-  double v = std::strtod(text, &end);
-  if (*end || end == text || !(v >= 0.0))
-    die(flag + " expects " + expects + ", got '" + text + "'", 2);
-  return v;
+/// A finite number in [min, max] for `flag` (seconds, a learning rate):
+/// `what` says what in the error.
+double parseNumber(const std::string &flag, const char *text, double min,
+                   double max, const char *what = "a number") {
+  double value = 0.0;
+  std::string error;
+  if (!parseNumberOption(flag, text, min, max, value, error, what))
+    die(error, 2);
+  return value;
 }
+
+/// The ranges of the floating options: a learning rate above 10 or a
+/// timeout of more than 11 days is a typo, not a setting.
+constexpr double kMaxLr = 10.0, kMaxSeconds = 1e6, kMaxTflops = 1e5;
 
 /// The options of what is trained: steps, data, seed, learning rate,
 /// logging. False when `c.arg` is none of them.
@@ -188,9 +215,9 @@ bool parseTrainingOption(ArgCursor &c, Options &o) {
               o.dataFormatName + "'",
           2);
   } else if (arg == "--seed")
-    o.seed = parseInt(arg, c.value(), 0);
+    o.seed = uint64_t(parseInt(arg, c.value(), 0, INT64_MAX));
   else if (arg == "--lr")
-    o.lr = parseNonNegative(arg, c.value(), "a non-negative number");
+    o.lr = parseNumber(arg, c.value(), 0.0, kMaxLr);
   else if (arg == "--log-every")
     o.logEvery = parseInt(arg, c.value(), 1);
   else if (arg == "--init-from")
@@ -219,7 +246,7 @@ bool parseScheduleOption(ArgCursor &c, Options &o) {
   } else if (arg == "--warmup-steps")
     o.warmupSteps = parseInt(arg, c.value(), 0);
   else if (arg == "--min-lr")
-    o.minLr = parseNonNegative(arg, c.value(), "a non-negative number");
+    o.minLr = parseNumber(arg, c.value(), 0.0, kMaxLr);
   else
     return false;
   return true;
@@ -231,7 +258,7 @@ bool parseScheduleOption(ArgCursor &c, Options &o) {
 bool parseBackendOption(ArgCursor &c, Options &o) {
   const std::string &arg = c.arg;
   if (arg == "--threads")
-    o.threads = parseInt(arg, c.value(), 1);
+    o.threads = parseInt(arg, c.value(), 1, 4096);
   else if (arg == "--blas")
     o.blas = c.value();
   else if (arg == "--backend") {
@@ -243,7 +270,7 @@ bool parseBackendOption(ArgCursor &c, Options &o) {
       die("unknown backend '" + o.backend + "' (expected " + names + ")", 2);
     }
   } else if (arg == "--device")
-    o.device = parseInt(arg, c.value(), 0);
+    o.device = parseInt(arg, c.value(), 0, 65535);
   else if (arg == "--tf32") {
     std::string text = c.value();
     if (text != "on" && text != "off")
@@ -264,12 +291,27 @@ void parseDebugStall(const std::string &text, Options &o) {
   size_t colon = text.find(':');
   if (colon == std::string::npos)
     die("--debug-stall expects RANK:SECONDS[:STEP], got '" + text + "'", 2);
-  o.stallRank = parseInt("--debug-stall", text.substr(0, colon).c_str(), 0);
+  o.stallRank =
+      parseInt("--debug-stall", text.substr(0, colon).c_str(), 0, INT32_MAX);
   size_t second = text.find(':', colon + 1);
-  o.stallSeconds =
-      std::strtod(text.substr(colon + 1, second - colon - 1).c_str(), nullptr);
+  o.stallSeconds = parseNumber(
+      "--debug-stall", text.substr(colon + 1, second - colon - 1).c_str(), 0.0,
+      kMaxSeconds, "seconds");
   if (second != std::string::npos)
-    o.stallStep = parseInt("--debug-stall", text.c_str() + second + 1, 0);
+    o.stallStep =
+        parseInt("--debug-stall", text.c_str() + second + 1, 0, kMaxSteps + 1);
+}
+
+/// --debug-throw RANK[:STEP], fault injection for testing what an
+/// exception that escapes does: rank RANK throws before step STEP (0 by
+/// default: before the ranks agree, as --debug-stall counts).
+void parseDebugThrow(const std::string &text, Options &o) {
+  size_t colon = text.find(':');
+  o.throwRank =
+      parseInt("--debug-throw", text.substr(0, colon).c_str(), 0, INT32_MAX);
+  if (colon != std::string::npos)
+    o.throwStep =
+        parseInt("--debug-throw", text.c_str() + colon + 1, 0, kMaxSteps + 1);
 }
 
 /// The options of the collectives: how they run, their watchdog and flight
@@ -288,11 +330,14 @@ bool parseCollectiveOption(ArgCursor &c, Options &o) {
   else if (arg == "--sync-collectives")
     o.syncCollectives = true;
   else if (arg == "--collective-timeout")
-    o.collectiveTimeout = parseNonNegative(arg, c.value(), "seconds >= 0");
+    o.collectiveTimeout =
+        parseNumber(arg, c.value(), 0.0, kMaxSeconds, "seconds");
   else if (arg == "--flight-recorder")
     o.flightRecorderDir = c.value();
   else if (arg == "--debug-stall")
     parseDebugStall(c.value(), o);
+  else if (arg == "--debug-throw")
+    parseDebugThrow(c.value(), o);
   else
     return false;
   return true;
@@ -321,7 +366,7 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
   else if (arg == "--heap-breakdown")
     o.heapBreakdown = true;
   else if (arg == "--peak-tflops")
-    o.peakTflops = parseNonNegative(arg, c.value(), "a non-negative number");
+    o.peakTflops = parseNumber(arg, c.value(), 0.0, kMaxTflops);
   else if (arg == "--describe")
     o.describe = true;
   else
@@ -338,7 +383,7 @@ bool parseCheckpointOption(ArgCursor &c, Options &o) {
   else if (arg == "--checkpoint-every")
     o.checkpointEvery = parseInt(arg, c.value(), 1);
   else if (arg == "--keep-last")
-    o.keepLast = parseInt(arg, c.value(), 1);
+    o.keepLast = parseInt(arg, c.value(), 1, 1000000);
   else if (arg == "--resume")
     o.resumeDir = c.value();
   else if (arg == "--resume-changed-hyperparameters")
@@ -378,6 +423,8 @@ Options parseOptions(int argc, char **argv) {
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-')
       die("unknown option '" + arg + "'\n" + kUsage, 2);
+    else if (arg.empty())
+      die("the plan's path is empty", 2);
     else if (o.planPath.empty())
       o.planPath = arg;
     else
@@ -795,10 +842,14 @@ const TokenData *loadValidation(const Options &o, const Plan &plan, int ranks,
   return &tokens;
 }
 
-/// Sleeps where --debug-stall says: rank stallRank before step `step`.
+/// Sleeps where --debug-stall says: rank stallRank before step `step`;
+/// throws where --debug-throw says.
 void stallAt(const Options &o, int rank, int64_t step) {
   if (o.stallRank == rank && o.stallStep == step)
     std::this_thread::sleep_for(std::chrono::duration<double>(o.stallSeconds));
+  if (o.throwRank == rank && o.throwStep == step)
+    throw std::runtime_error("--debug-throw: rank " + std::to_string(rank) +
+                             " before step " + std::to_string(step));
 }
 
 /// The ranks compare everything that changes numbers; false, each rank
@@ -1190,45 +1241,30 @@ void printWeightLines(const Options &o, const Plan &plan,
                                                        : "another model");
 }
 
-int run(int argc, char **argv) {
-  gHeapMarks.mark("process start (C++ runtime, libs)");
-  Options options = parseOptions(argc, argv);
-  installOutputCleanup();
-  // Ranks first: every later error can then end the whole job. Every
-  // collective from here on is recorded and watched.
-  std::unique_ptr<Communicator> raw = haveMpi()
-                                          ? createMpiCommunicator(&argc, &argv)
-                                          : createLocalCommunicator();
-  FlightRecorder recorder(raw->rank(), raw->size());
-  std::unique_ptr<Communicator> comm =
-      createWatchedCommunicator(std::move(raw), recorder);
-  gComm = comm.get();
+/// Everything after the ranks connected: the plan, the data and outputs,
+/// the agreement, the session and training. `comm` and `recorder` outlive
+/// it: run() catches what it throws while they live.
+int runOnRanks(const Options &options, Communicator &comm,
+               FlightRecorder &recorder, const NodeRank &local) {
   std::string error;
-  std::unique_ptr<Watchdog> watchdog;
-  if (comm->size() > 1)
-    watchdog = startWatchdog(recorder, *comm, options.collectiveTimeout,
-                             flightRecorderDir(options), removeTemporaryFiles);
-  gHeapMarks.mark("communicator (MPI), flight recorder");
-  NodeRank local = findNodeRank(options, *comm);
-
   Plan plan;
   if (!loadPlan(options.planPath, plan, error))
     die(error);
   if (options.describe) {
-    if (comm->rank() == 0)
+    if (comm.rank() == 0)
       std::fputs(describePlan(plan).c_str(), stdout);
     return 0;
   }
-  checkWorldSize(plan, comm->size());
+  checkWorldSize(plan, comm.size());
   gHeapMarks.mark("plan");
   StepInputs inputs;
   TokenData tokens;
   const TokenData *data =
-      loadInputs(options, plan, comm->size(), inputs, tokens);
+      loadInputs(options, plan, comm.size(), inputs, tokens);
   TokenData valTokens;
   int64_t valBatches = 0;
-  const TokenData *validation = loadValidation(options, plan, comm->size(),
-                                               inputs, valTokens, valBatches);
+  const TokenData *validation =
+      loadValidation(options, plan, comm.size(), inputs, valTokens, valBatches);
   gHeapMarks.mark("data");
   std::unique_ptr<InitialWeights> weights = openWeights(options, plan);
   if (weights)
@@ -1243,65 +1279,65 @@ int run(int argc, char **argv) {
   if (!options.exportPath.empty() &&
       !chooseExportNaming(plan, options.exportNames, paths.weightNames, error))
     die(error, 2);
-  if (!reserveRunOutputs(plan, paths, options.steps, comm->rank(), comm->size(),
+  if (!reserveRunOutputs(plan, paths, options.steps, comm.rank(), comm.size(),
                          outputs, error))
     die(error);
 
-  auto stall = [&](int64_t step) { stallAt(options, comm->rank(), step); };
+  auto stall = [&](int64_t step) { stallAt(options, comm.rank(), step); };
   stall(0);
-  if (!ranksAgree(options, plan, *comm, data, validation, weights.get()))
+  if (!ranksAgree(options, plan, comm, data, validation, weights.get()))
     return 1;
   // Every rank of the node has attached by now: the board's name can go.
-  if (comm->localRank() == 0)
+  if (comm.localRank() == 0)
     recorder.unlinkBoard();
 
-  std::unique_ptr<Backend> backend = startBackend(options, *comm, local);
+  std::unique_ptr<Backend> backend = startBackend(options, comm, local);
   gHeapMarks.mark("backend (BLAS, thread pools)");
-  Session session(plan, *backend, *comm);
+  Session session(plan, *backend, comm);
   startSession(session, options, recorder, weights.get());
   if (weights)
     weights->close(); // its mapped pages are no part of training
   std::string collectiveMode = options.syncCollectives
                                    ? "synchronously (--sync-collectives)"
                                    : backend->collectiveMode();
-  if (comm->rank() == 0) {
-    printStart(options, plan, *backend, *comm, collectiveMode, inputs, data);
+  if (comm.rank() == 0) {
+    printStart(options, plan, *backend, comm, collectiveMode, inputs, data);
     printWeightLines(options, plan, weights.get(), paths.weightNames);
   }
-  BatchFeeder feeder(inputs, data, options.seed, comm->rank(), comm->size());
+  BatchFeeder feeder(inputs, data, options.seed, comm.rank(), comm.size());
   std::optional<BatchFeeder> valFeeder;
   std::optional<Validator> validator;
   if (validation) {
-    valFeeder.emplace(inputs, validation, options.seed, comm->rank(),
-                      comm->size());
+    valFeeder.emplace(inputs, validation, options.seed, comm.rank(),
+                      comm.size());
     validator.emplace(
-        session, *comm, *valFeeder,
+        session, comm, *valFeeder,
         ValidationOptions{options.valEvery, valBatches, options.steps});
-    if (comm->rank() == 0)
+    if (comm.rank() == 0)
       printValidationPlan(options, plan, *validator, feeder.tokensPerStep());
   }
   std::optional<LrSchedule> schedule = makeSchedule(options, plan, session);
-  if (schedule && comm->rank() == 0)
+  if (schedule && comm.rank() == 0)
     std::printf("fsdp-run: lr schedule: %s\n", schedule->describe().c_str());
   if (std::optional<double> clip = session.maxGradNorm();
-      clip && comm->rank() == 0)
+      clip && comm.rank() == 0)
     std::printf("fsdp-run: gradient clipping: global norm at most %g (in "
                 "the compiled step)\n",
                 *clip);
-  RunIdentity identity = runIdentity(options, plan, inputs, data, comm->size());
+  RunIdentity identity = runIdentity(options, plan, inputs, data, comm.size());
   int64_t first = 1;
-  if (!resume(options, plan, *comm, session, identity, first, error))
-    return refuseTogether(*comm, error);
+  if (!resume(options, plan, comm, session, identity, first, error))
+    return refuseTogether(comm, error);
   std::unique_ptr<Checkpointer> checkpointer;
   if (!options.checkpointDir.empty()) {
     checkpointer = std::make_unique<Checkpointer>(
-        plan, session, *comm,
+        plan, session, comm,
         CheckpointOptions{options.checkpointDir, options.checkpointEvery,
                           options.keepLast},
         identity);
     if (!checkpointer->prepare(error))
-      return refuseTogether(*comm, error);
-    if (comm->rank() == 0 && !checkpointer->lockTakenOver().empty())
+      return refuseTogether(comm, error);
+    if (comm.rank() == 0 && !checkpointer->lockTakenOver().empty())
       std::printf("fsdp-run: %s\n", checkpointer->lockTakenOver().c_str());
   }
   StepControl control{checkpointer.get(), options.steps};
@@ -1318,24 +1354,62 @@ int run(int argc, char **argv) {
       makeProgressMeter(options, plan, *backend, feeder.tokensPerStep());
   installStopSignals(); // a signal now stops after the step
   TrainResult result =
-      train(options, session, *comm, feeder, schedule, meter, *backend, stall,
+      train(options, session, comm, feeder, schedule, meter, *backend, stall,
             first, control, validator ? &*validator : nullptr);
   installOutputCleanup();
   if (result.stopped)
-    return reportStop(options, *comm, result.lastStep, control.stoppedBy);
-  HeapFigures heap = measureHeap(*comm, *backend, setupFigures);
-  finish(options, plan, session, *backend, *comm, collectiveMode, result, heap,
+    return reportStop(options, comm, result.lastStep, control.stoppedBy);
+  HeapFigures heap = measureHeap(comm, *backend, setupFigures);
+  finish(options, plan, session, *backend, comm, collectiveMode, result, heap,
          meter, outputs, paths.weightNames);
   return 0;
+}
+
+int run(int argc, char **argv) {
+  gHeapMarks.mark("process start (C++ runtime, libs)");
+  Options options = parseOptions(argc, argv);
+  installOutputCleanup();
+  // Ranks first: every later error can then end the whole job. Every
+  // collective from here on is recorded and watched.
+  std::unique_ptr<Communicator> raw = haveMpi()
+                                          ? createMpiCommunicator(&argc, &argv)
+                                          : createLocalCommunicator();
+  FlightRecorder recorder(raw->rank(), raw->size());
+  std::unique_ptr<Communicator> comm =
+      createWatchedCommunicator(std::move(raw), recorder);
+  // gComm is null again before the communicator goes: main()'s handler
+  // must not use a destroyed one.
+  struct Forget {
+    ~Forget() { gComm = nullptr; }
+  } forget;
+  gComm = comm.get();
+  std::unique_ptr<Watchdog> watchdog;
+  if (comm->size() > 1)
+    watchdog = startWatchdog(recorder, *comm, options.collectiveTimeout,
+                             flightRecorderDir(options), removeTemporaryFiles);
+  gHeapMarks.mark("communicator (MPI), flight recorder");
+  NodeRank local = findNodeRank(options, *comm);
+  // An exception ends the whole job here, the communicator alive
+  // (MPI_Abort): unwinding past it would finalize MPI on this rank alone,
+  // the others waiting in a collective.
+  try {
+    return runOnRanks(options, *comm, recorder, local);
+  } catch (const std::exception &e) {
+    dieUnexpected(e.what());
+  } catch (...) {
+    dieUnexpected("an exception of unknown type");
+  }
 }
 } // namespace
 
 int main(int argc, char **argv) {
-  // Nothing below should throw; if anything does, it is an error line and
-  // exit code 1, never an abort.
+  // Nothing should throw. run() ends the job on an exception once the
+  // ranks are connected; one before that ends here (gComm is null then).
   try {
     return run(argc, argv);
   } catch (const std::exception &e) {
-    die(std::string("unexpected error: ") + e.what());
+    dieUnexpected(e.what());
+  } catch (...) {
+    dieUnexpected("an exception of unknown type");
   }
 }

@@ -100,6 +100,12 @@ std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv);
 /// True when this build can run more than one rank.
 bool haveMpi();
 
+/// Ends every rank of an MPI job of more than one rank with `code`
+/// (MPI_Abort on MPI's world), no communicator object needed: for an
+/// error where none can be used any more (an exception that escaped).
+/// Returns where MPI is not running or runs one rank.
+void abortMpiJob(int code);
+
 } // namespace fsdp::rt
 
 #endif // FSDP_RUNTIME_COMMUNICATOR_H
