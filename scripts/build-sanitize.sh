@@ -7,17 +7,18 @@
 #   * the lit tests of test/Runtime and test/fsdp-opt with these tools,
 #   * the CPU kernel test (OpenBLAS),
 #   * a 2-rank mpirun of a tiny plan (the collective path),
-#   * the fuzzers: their saved crashers, then fresh cases with fixed seeds
-#     (FUZZ_PLAN_CASES, default 1500 plans, FUZZ_MODEL_CASES, default 600
-#     models, each fuzzer stopping after FUZZ_TIME_BUDGET seconds, default
-#     150; FUZZ_DATA_CASES, default 600 data files, FUZZ_CONFIG_CASES,
-#     default 400 configs, FUZZ_SAFETENSORS_CASES, default 400
-#     --init-from files, and FUZZ_OPTIONS_CASES, default 300 command
-#     lines (extreme option values, special files in every input
-#     position), each stopping after FUZZ_DATA_TIME_BUDGET seconds,
-#     default 40; FUZZ_RANK_CASES, default 40 per-rank option
-#     mixes of 2 ranks, stopping after FUZZ_RANK_TIME_BUDGET seconds,
-#     default 30; docs/testing.md).
+#   * the fuzzers: their saved crashers, then fresh cases with fixed seeds,
+#     each fuzzer stopping after a count or a time budget. Two sweeps:
+#     FSDP_TEST_SWEEP=long (what CI runs, .ci/run): 1500 plans and 600
+#     models (150 s each at most), 600 data files, 400 configs, 400
+#     --init-from files, 300 checkpoints and 300 command lines (40 s each),
+#     40 per-rank option mixes (30 s); quick (the default, the README's
+#     test command): 400, 150 (40 s), 150, 100, 100, 80, 80 (10 s), 12
+#     (12 s). FUZZ_PLAN_CASES, FUZZ_MODEL_CASES, FUZZ_DATA_CASES,
+#     FUZZ_CONFIG_CASES, FUZZ_SAFETENSORS_CASES, FUZZ_CHECKPOINT_CASES,
+#     FUZZ_OPTIONS_CASES, FUZZ_RANK_CASES and the budgets FUZZ_TIME_BUDGET,
+#     FUZZ_DATA_TIME_BUDGET, FUZZ_RANK_TIME_BUDGET override a figure
+#     (docs/testing.md).
 # CTest runs `build-sanitize.sh --check` (the `sanitizers` test).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -85,23 +86,37 @@ python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --replay
 python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --replay
+# Fresh cases: the sweep's budgets (CI runs the long one, scripts/test.sh the
+# quick one by default; each FUZZ_* variable overrides its figure).
+if [ "${FSDP_TEST_SWEEP:-quick}" = long ]; then
+  big=(1500 600 150); small=(600 400 400 300 300 40); short=40; rank=30
+else
+  big=(400 150 40); small=(150 100 100 80 80 12); short=10; rank=12
+fi
 python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_PLAN_CASES:-1500}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
+  --cases "${FUZZ_PLAN_CASES:-${big[0]}}" \
+  --time-budget "${FUZZ_TIME_BUDGET:-${big[2]}}"
 python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_MODEL_CASES:-600}" --time-budget "${FUZZ_TIME_BUDGET:-150}"
+  --cases "${FUZZ_MODEL_CASES:-${big[1]}}" \
+  --time-budget "${FUZZ_TIME_BUDGET:-${big[2]}}"
 python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_DATA_CASES:-600}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+  --cases "${FUZZ_DATA_CASES:-${small[0]}}" \
+  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
 python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_CONFIG_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+  --cases "${FUZZ_CONFIG_CASES:-${small[1]}}" \
+  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
 python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_SAFETENSORS_CASES:-400}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+  --cases "${FUZZ_SAFETENSORS_CASES:-${small[2]}}" \
+  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
 python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_CHECKPOINT_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+  --cases "${FUZZ_CHECKPOINT_CASES:-${small[3]}}" \
+  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
+python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --seed 1 \
+  --cases "${FUZZ_OPTIONS_CASES:-${small[4]}}" \
+  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
 # 2 ranks a case under mpirun: two at a time on 2 cores, a minute before a
 # case counts as hung.
 python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_RANK_CASES:-40}" --time-budget "${FUZZ_RANK_TIME_BUDGET:-30}" \
-  --jobs 2 --timeout 60
-python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_OPTIONS_CASES:-300}" --time-budget "${FUZZ_DATA_TIME_BUDGET:-40}"
+  --cases "${FUZZ_RANK_CASES:-${small[5]}}" \
+  --time-budget "${FUZZ_RANK_TIME_BUDGET:-$rank}" --jobs 2 --timeout 60
 echo "sanitizers: all clean"

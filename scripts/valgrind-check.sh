@@ -8,13 +8,15 @@
 #     (test/Dialect/FSDP/compute-parse-invalid.mlir, -verify-diagnostics);
 #   * every saved crasher of every fuzzer (their --replay);
 #   * a bounded sample of each fuzzer's fresh cases, seed 1
-#     (FUZZ_VALGRIND_CASES per fuzzer, default 6).
+#     (FUZZ_VALGRIND_CASES per fuzzer: 6 in the long sweep that CI runs,
+#     FSDP_TEST_SWEEP=long, 2 in the quick one).
 # CTest runs it as the `valgrind` test.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 bin="$build/bin"
-cases="${FUZZ_VALGRIND_CASES:-6}"
+if [ "${FSDP_TEST_SWEEP:-quick}" = long ]; then sample=6; else sample=2; fi
+cases="${FUZZ_VALGRIND_CASES:-$sample}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 echo "== valgrind: parser error cases"
