@@ -99,51 +99,18 @@ constexpr size_t dtypeSize(DType type) {
 enum class InitKind : uint32_t { Zeros = 0, Ones = 1, Normal = 2 };
 
 /// Kernels, in kKernels order (an opcode is its index there). The names
-/// are the fsdp dialect's op names.
+/// are the fsdp dialect's op names. Generated, with the table, from
+/// include/fsdp/Dialect/FSDP/IR/FSDPKernels.td (KernelTable.inc).
 enum class Opcode : uint32_t {
-  Embedding,
-  EmbeddingBackward,
-  LayerNorm,
-  LayerNormBackward,
-  Linear,
-  LinearGradInput,
-  LinearGradWeight,
-  BiasGrad,
-  Add,
-  Gelu,
-  GeluBackward,
-  Relu,
-  ReluBackward,
-  Attention,
-  AttentionBackward,
-  AttentionBlocked,
-  AttentionBackwardBlocked,
-  CrossEntropy,
-  CrossEntropyBackward,
-  AdamW,
-  Fill,
-  AllGather,
-  ReduceScatter,
-  AdamWShard,
-  Copy,
-  // Llama's ops (plan version 8).
-  RmsNorm,
-  RmsNormBackward,
-  SwiGlu,
-  SwiGluBackward,
-  Rope,
-  RopeBackward,
-  TokenEmbeddingBackward,
-  Cast,
-  Wait,
-  // Gradient clipping by global norm (plan version 9).
-  GradSqSum,
-  AllReduceSum,
-  ClipCoefficient,
-  // Hybrid sharding's replica all-reduce (plan version 12).
-  AllReduceMean, // the last: kNumOpcodes counts from it
+#define FSDP_KERNEL_OPCODES
+#include "fsdp/runtime/KernelTable.inc"
 };
-inline constexpr size_t kNumOpcodes = size_t(Opcode::AllReduceMean) + 1;
+// The generated file defines FSDP_KERNEL_LAST_OPCODE as the last enumerator.
+#define FSDP_KERNEL_LAST_OPCODE
+#include "fsdp/runtime/KernelTable.inc"
+inline constexpr size_t kNumOpcodes =
+    size_t(Opcode::FSDP_KERNEL_LAST_OPCODE) + 1;
+#undef FSDP_KERNEL_LAST_OPCODE
 
 /// The blocks of a GPU's grad_sq_sum (a fixed count, so that its sum is
 /// the same for every device): each leaves one double partial sum in the
@@ -249,6 +216,20 @@ struct OperandInfo {
 inline constexpr size_t kMaxKernelInputs = 5, kMaxKernelOutputs = 3,
                         kMaxKernelParams = 5;
 
+/// A numeric parameter of a kernel (stored as a double in the plan), and
+/// what the compiler stores when the IR leaves it out: the value of the
+/// parameter `sameAs` (kv_heads: heads), or `defaultValue` (the op's
+/// DefaultValuedAttr; an f32 one is the float widened). `type` is the
+/// attribute the compiler builds for it.
+enum class ParamType : uint8_t { F32, I64 };
+struct ParamInfo {
+  std::string_view name; ///< empty: no parameter (ends the list)
+  ParamType type = ParamType::F32;
+  bool hasDefault = false;
+  double defaultValue = 0;
+  std::string_view sameAs;
+};
+
 /// A kernel: its name, its operands (with their element-type rules and
 /// roles; the counts follow from them), and the named numeric parameters it
 /// takes, stored in this order in the plan.
@@ -256,7 +237,7 @@ struct KernelInfo {
   Opcode opcode;
   std::string_view name;
   uint32_t minInputs, maxInputs, outputs;
-  std::array<std::string_view, kMaxKernelParams> params; ///< empty ends it
+  std::array<ParamInfo, kMaxKernelParams> params; ///< unnamed ends it
   std::array<OperandInfo, kMaxKernelInputs> ins;
   std::array<OperandInfo, kMaxKernelOutputs> outs;
 };
@@ -299,11 +280,26 @@ constexpr OperandInfo anyFloats(std::string_view name) {
 constexpr OperandInfo anyResult(std::string_view name) {
   return {name, ElementRule::AnyFloat, OperandRole::Result, false};
 }
+constexpr ParamInfo f32Param(std::string_view name) {
+  return {name, ParamType::F32, false, 0, {}};
+}
+constexpr ParamInfo f32Param(std::string_view name, double defaultValue) {
+  return {name, ParamType::F32, true, defaultValue, {}};
+}
+constexpr ParamInfo i64Param(std::string_view name) {
+  return {name, ParamType::I64, false, 0, {}};
+}
+constexpr ParamInfo i64Param(std::string_view name, double defaultValue) {
+  return {name, ParamType::I64, true, defaultValue, {}};
+}
+constexpr ParamInfo sameAs(std::string_view name, std::string_view other) {
+  return {name, ParamType::I64, false, 0, other};
+}
 constexpr KernelInfo
 kernel(Opcode opcode, std::string_view name,
        std::array<OperandInfo, kMaxKernelInputs> ins,
        std::array<OperandInfo, kMaxKernelOutputs> outs,
-       std::array<std::string_view, kMaxKernelParams> params = {}) {
+       std::array<ParamInfo, kMaxKernelParams> params = {}) {
   KernelInfo info{opcode, name, 0, 0, 0, params, ins, outs};
   for (const OperandInfo &operand : ins)
     if (!operand.name.empty()) {
@@ -316,122 +312,14 @@ kernel(Opcode opcode, std::string_view name,
 }
 } // namespace table
 
+/// The table, generated from FSDPKernels.td (see its comments and
+/// docs/plan-format.md for what each kernel does).
 inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
   using namespace table;
   using O = Opcode;
-  constexpr std::array<std::string_view, kMaxKernelParams> adamw = {
-      "lr", "beta1", "beta2", "eps", "weight_decay"};
   return std::array<KernelInfo, kNumOpcodes>{{
-      // Without wpe: the token embedding alone (Llama's).
-      kernel(O::Embedding, "embedding",
-             {tokenIds("tokens"), floats("wte"), optionalFloats("wpe")},
-             {result("result")}),
-      kernel(O::EmbeddingBackward, "embedding_backward",
-             {floats("grad"), tokenIds("tokens")},
-             {result("wte_grad"), result("wpe_grad")}),
-      kernel(O::LayerNorm, "layer_norm",
-             {floats("input"), floats("weight"), floats("bias")},
-             {result("result"), statResult("mean"), statResult("rstd")},
-             {"epsilon"}),
-      kernel(
-          O::LayerNormBackward, "layer_norm_backward",
-          {floats("grad"), floats("input"), floats("weight"), stat("mean"),
-           stat("rstd")},
-          {result("input_grad"), result("weight_grad"), result("bias_grad")}),
-      kernel(O::Linear, "linear",
-             {floats("input"), floats("weight"), optionalFloats("bias")},
-             {result("result")}),
-      kernel(O::LinearGradInput, "linear_grad_input",
-             {floats("grad"), floats("weight")}, {result("result")}),
-      kernel(O::LinearGradWeight, "linear_grad_weight",
-             {floats("grad"), floats("input")}, {result("result")}),
-      kernel(O::BiasGrad, "bias_grad", {floats("grad")}, {result("result")}),
-      kernel(O::Add, "add", {floats("lhs"), floats("rhs")}, {result("result")}),
-      kernel(O::Gelu, "gelu", {floats("input")}, {result("result")}),
-      kernel(O::GeluBackward, "gelu_backward",
-             {floats("grad"), floats("input")}, {result("result")}),
-      kernel(O::Relu, "relu", {floats("input")}, {result("result")}),
-      kernel(O::ReluBackward, "relu_backward",
-             {floats("grad"), floats("input")}, {result("result")}),
-      kernel(O::Attention, "attention", {floats("qkv")},
-             {result("result"), result("probs")}, {"heads", "kv_heads"}),
-      kernel(O::AttentionBackward, "attention_backward",
-             {floats("grad"), floats("qkv"), floats("probs")},
-             {result("result"), scratch("dprobs")}, {"heads", "kv_heads"}),
-      // Without the T x T matrix: one log-sum-exp per row instead.
-      kernel(O::AttentionBlocked, "attention_blocked", {floats("qkv")},
-             {result("result"), statResult("lse")}, {"heads", "kv_heads"}),
-      kernel(O::AttentionBackwardBlocked, "attention_backward_blocked",
-             {floats("grad"), floats("qkv"), stat("lse"), floats("output")},
-             {result("result")}, {"heads", "kv_heads"}),
-      // The mean loss, and per-row losses that a GPU reduces with many
-      // blocks in a fixed order.
-      kernel(O::CrossEntropy, "cross_entropy",
-             {floats("logits"), tokenIds("targets")},
-             {statResult("loss"), statScratch("row_losses")}),
-      kernel(O::CrossEntropyBackward, "cross_entropy_backward",
-             {stat("grad"), floats("logits"), tokenIds("targets")},
-             {result("result")}),
-      kernel(O::AdamW, "adamw", {stat("grad")},
-             {updated("param"), updated("m"), updated("v")}, adamw),
-      kernel(O::Fill, "fill", {}, {result("result")}, {"value"}),
-      // The unit's local shard into its full flat parameter; a narrower
-      // gathered type (mixed precision) rounds the shard into its own slot
-      // first, which then moves in that type.
-      kernel(O::AllGather, "all_gather", {anyFloats("shard")},
-             {result("gathered")}, {"stream", "token", "group", "axis"}),
-      // A full flat gradient into the local shard of its mean.
-      kernel(O::ReduceScatter, "reduce_scatter", {floats("grad")},
-             {result("shard")}, {"stream", "token", "group", "axis"}),
-      // With `scale` (a scalar: gradient clipping's coefficient), AdamW on
-      // grad x scale.
-      kernel(O::AdamWShard, "adamw_shard",
-             {stat("grad"), optionalStat("scale")},
-             {updated("param"), updated("m"), updated("v")}, adamw),
-      kernel(O::Copy, "copy", {floats("source")}, {result("result")}),
-      // Llama's ops. RMSNorm saves one f32 rstd per row; rope rotates the
-      // q and k heads of a fused qkv in place of attention's input (its
-      // backward is the inverse rotation, with the same parameters).
-      kernel(O::RmsNorm, "rms_norm", {floats("input"), floats("weight")},
-             {result("result"), statResult("rstd")}, {"epsilon"}),
-      kernel(O::RmsNormBackward, "rms_norm_backward",
-             {floats("grad"), floats("input"), floats("weight"), stat("rstd")},
-             {result("input_grad"), result("weight_grad")}),
-      kernel(O::SwiGlu, "swiglu", {floats("gate"), floats("up")},
-             {result("result")}),
-      kernel(O::SwiGluBackward, "swiglu_backward",
-             {floats("grad"), floats("gate"), floats("up")},
-             {result("gate_grad"), result("up_grad")}),
-      kernel(O::Rope, "rope", {floats("qkv")}, {result("result")},
-             {"heads", "kv_heads", "theta"}),
-      kernel(O::RopeBackward, "rope_backward", {floats("grad")},
-             {result("result")}, {"heads", "kv_heads", "theta"}),
-      kernel(O::TokenEmbeddingBackward, "token_embedding_backward",
-             {floats("grad"), tokenIds("tokens")}, {result("wte_grad")}),
-      // Element-wise conversion, rounding to nearest even when narrower.
-      kernel(O::Cast, "cast", {anyFloats("source")}, {anyResult("result")}),
-      // The started collective's input and output: read, so that their
-      // lifetimes reach the wait.
-      kernel(O::Wait, "wait", {anyFloats("source"), anyFloats("result")}, {},
-             {"token"}),
-      // Gradient clipping. grad_sq_sum: the sum of squares (in double) of
-      // this rank's elements of a unit's gradient shard (of the unit of
-      // `flat_size` elements; a shorter shard's last element is not one),
-      // plus `acc`; the GPU's blocks leave their partial sums in
-      // `partials`. all_reduce_sum: the sum over ranks, synchronous (it
-      // runs where it stands, on the compute stream). clip_coefficient:
-      // min(1, max_norm / (sqrt(sum_sq) + kClipEpsilon)).
-      kernel(O::GradSqSum, "grad_sq_sum", {floats("grad"), optionalStat("acc")},
-             {statResult("sum"), statScratch("partials")}, {"flat_size"}),
-      kernel(O::AllReduceSum, "all_reduce_sum", {stat("value")},
-             {statResult("sum")}, {"axis"}),
-      kernel(O::ClipCoefficient, "clip_coefficient", {stat("sum_sq")},
-             {statResult("coefficient")}, {"max_norm"}),
-      // Hybrid sharding: a gradient shard (a unit's, as reduce_scatter
-      // leaves it) averaged in place over the replica group; `result` is
-      // the `shard` buffer itself.
-      kernel(O::AllReduceMean, "all_reduce_mean", {floats("shard")},
-             {result("result")}, {"stream", "token", "group", "axis"}),
+#define FSDP_KERNEL_TABLE
+#include "fsdp/runtime/KernelTable.inc"
   }};
 }();
 
@@ -462,7 +350,7 @@ constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
         return false;
     }
     for (size_t i = 1; i < kMaxKernelParams; ++i)
-      if (info.params[i - 1].empty() && !info.params[i].empty())
+      if (info.params[i - 1].name.empty() && !info.params[i].name.empty())
         return false;
   }
   return true;
@@ -489,7 +377,7 @@ constexpr const KernelInfo *findKernel(uint32_t opcode) {
 
 constexpr size_t numParams(const KernelInfo &info) {
   size_t n = 0;
-  while (n < info.params.size() && !info.params[n].empty())
+  while (n < info.params.size() && !info.params[n].name.empty())
     ++n;
   return n;
 }
@@ -499,7 +387,7 @@ constexpr size_t numParams(const KernelInfo &info) {
 constexpr size_t paramIndex(Opcode opcode, std::string_view name) {
   const KernelInfo &info = kernelInfo(opcode);
   size_t i = 0;
-  while (i < numParams(info) && info.params[i] != name)
+  while (i < numParams(info) && info.params[i].name != name)
     ++i;
   return i;
 }
@@ -509,7 +397,7 @@ constexpr bool sameParams(Opcode a, Opcode b) {
   if (numParams(kernelInfo(a)) != numParams(kernelInfo(b)))
     return false;
   for (size_t i = 0; i < numParams(kernelInfo(a)); ++i)
-    if (paramIndex(b, kernelInfo(a).params[i]) != i)
+    if (paramIndex(b, kernelInfo(a).params[i].name) != i)
       return false;
   return true;
 }
