@@ -37,14 +37,14 @@ using namespace llvm;
 
 namespace {
 enum Action { GenTable, GenOpcodesPy, GenDoc };
-cl::opt<Action> action(
-    cl::desc("what to generate"),
-    cl::values(clEnumValN(GenTable, "gen-kernel-table",
-                          "the runtime's opcode enum and kernel table"),
-               clEnumValN(GenOpcodesPy, "gen-kernel-opcodes-py",
-                          "plan_tool.py's OPCODES"),
-               clEnumValN(GenDoc, "gen-kernel-table-doc",
-                          "plan-format.md's kernel table")));
+cl::opt<Action>
+    action(cl::desc("what to generate"),
+           cl::values(clEnumValN(GenTable, "gen-kernel-table",
+                                 "the runtime's opcode enum and kernel table"),
+                      clEnumValN(GenOpcodesPy, "gen-kernel-opcodes-py",
+                                 "plan_tool.py's OPCODES"),
+                      clEnumValN(GenDoc, "gen-kernel-table-doc",
+                                 "plan-format.md's kernel table")));
 
 struct Operand {
   std::string name, rule, role;
@@ -71,10 +71,9 @@ std::vector<Operand> readOperands(const Record *def, StringRef field) {
       PrintFatalError(def, "operand " + Twine(i) + " of '" + field +
                                "' is no FSDP_KernelOperand");
     const Record *rec = arg->getDef();
-    operands.push_back({dag->getArgNameStr(i).str(),
-                        rec->getValueAsString("rule").str(),
-                        rec->getValueAsString("role").str(),
-                        rec->getValueAsBit("optional")});
+    operands.push_back(
+        {dag->getArgNameStr(i).str(), rec->getValueAsString("rule").str(),
+         rec->getValueAsString("role").str(), rec->getValueAsBit("optional")});
   }
   return operands;
 }
@@ -107,8 +106,8 @@ Kernel readKernel(const Record *def) {
 void checkKernel(const Kernel &k, size_t index) {
   if (k.opcode != int64_t(index))
     PrintFatalError(k.def, "kernel '" + k.name + "' has opcode " +
-                               Twine(k.opcode) + ", expected " +
-                               Twine(index) + " (opcodes are 0..N-1)");
+                               Twine(k.opcode) + ", expected " + Twine(index) +
+                               " (opcodes are 0..N-1)");
   bool optional = false;
   for (const Operand &in : k.ins) {
     if (in.role != "Input")
@@ -126,8 +125,9 @@ void checkKernel(const Kernel &k, size_t index) {
     scratch |= out.role == "Scratch";
   }
   for (const Param &p : k.params)
-    if (!p.sameAs.empty() &&
-        llvm::none_of(k.params, [&](const Param &q) { return q.name == p.sameAs; }))
+    if (!p.sameAs.empty() && llvm::none_of(k.params, [&](const Param &q) {
+          return q.name == p.sameAs;
+        }))
       PrintFatalError(k.def, "parameter '" + p.name + "' defaults to '" +
                                  p.sameAs + "', which the kernel lacks");
 }
@@ -151,8 +151,8 @@ OpArgs readOpArgs(const Record *op) {
 void checkOperands(const Record *op, const OpArgs &args, const Kernel &k) {
   auto fail = [&](const Twine &what) {
     PrintFatalError(op, "op '" + op->getValueAsString("opName") +
-                            "' and kernel '" + k.name + "' disagree: " +
-                            what + " (FSDPKernels.td)");
+                            "' and kernel '" + k.name + "' disagree: " + what +
+                            " (FSDPKernels.td)");
   };
   if (args.operands.size() != k.ins.size())
     fail("the op has " + Twine(args.operands.size()) +
@@ -194,7 +194,8 @@ void takeDefaults(const Record *op, const OpArgs &args, Kernel &k) {
 /// The op's C++ methods that its kernels require: getFlops for a GEMM
 /// (the interface's default counts 0), getKernelScratch for scratch
 /// outputs; and neither where none of its kernels needs it.
-void checkMethods(const Record *op, const std::vector<const Kernel *> &kernels) {
+void checkMethods(const Record *op,
+                  const std::vector<const Kernel *> &kernels) {
   std::vector<StringRef> methods =
       op->getValueAsListOfStrings("fsdpKernelMethods");
   auto declares = [&](StringRef m) { return llvm::is_contained(methods, m); };
@@ -240,8 +241,9 @@ void linkOps(const RecordKeeper &records, std::vector<Kernel> &kernels) {
       if (it == byEnumerator.end())
         PrintFatalError(op, "no kernel '" + name + "' in FSDPKernels.td");
       Kernel &k = *it->second;
-      bool named = k.name == opName ||
-                   (single.empty() && StringRef(k.name).starts_with(opName + "_"));
+      bool named =
+          k.name == opName ||
+          (single.empty() && StringRef(k.name).starts_with(opName + "_"));
       if (!named)
         PrintFatalError(op, "op '" + opName + "' lowers to kernel '" + k.name +
                                 "', which is not named after it");
@@ -269,12 +271,15 @@ void checkOpNames(const RecordKeeper &records,
     auto it = plainOps.find(k.name);
     if (it != plainOps.end() && !k.byHand)
       PrintFatalError(it->second,
-                      "op 'fsdp." + k.name + "' is named after a kernel: "
-                      "derive it from FSDP_KernelOp, or mark the kernel "
-                      "byHand and give it a case in LowerToRuntime.cpp");
+                      "op 'fsdp." + k.name +
+                          "' is named after a kernel: "
+                          "derive it from FSDP_KernelOp, or mark the kernel "
+                          "byHand and give it a case in LowerToRuntime.cpp");
     if (it == plainOps.end() && k.byHand)
-      PrintFatalError(k.def, "kernel '" + k.name + "' is lowered by hand "
-                             "from op 'fsdp." + k.name + "', which is missing");
+      PrintFatalError(k.def, "kernel '" + k.name +
+                                 "' is lowered by hand "
+                                 "from op 'fsdp." +
+                                 k.name + "', which is missing");
   }
 }
 
@@ -303,12 +308,12 @@ std::vector<Kernel> readKernels(const RecordKeeper &records) {
 /// PlanFormat.h's spelling of an operand (namespace plan::table).
 std::string operandSpelling(const Operand &o) {
   static const std::map<std::string, std::string> helpers = {
-      {"Float/Input", "floats"},        {"Float/Input/opt", "optionalFloats"},
-      {"TokenIds/Input", "tokenIds"},   {"F32/Input", "stat"},
+      {"Float/Input", "floats"},         {"Float/Input/opt", "optionalFloats"},
+      {"TokenIds/Input", "tokenIds"},    {"F32/Input", "stat"},
       {"F32/Input/opt", "optionalStat"}, {"AnyFloat/Input", "anyFloats"},
-      {"Float/Result", "result"},       {"F32/Result", "statResult"},
-      {"AnyFloat/Result", "anyResult"}, {"Float/Scratch", "scratch"},
-      {"F32/Scratch", "statScratch"},   {"F32/Updated", "updated"}};
+      {"Float/Result", "result"},        {"F32/Result", "statResult"},
+      {"AnyFloat/Result", "anyResult"},  {"Float/Scratch", "scratch"},
+      {"F32/Scratch", "statScratch"},    {"F32/Updated", "updated"}};
   std::string key = o.rule + "/" + o.role + (o.optional ? "/opt" : "");
   auto it = helpers.find(key);
   if (it == helpers.end())

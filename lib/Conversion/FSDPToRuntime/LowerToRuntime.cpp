@@ -194,7 +194,9 @@ public:
   /// The numeric parameters the kernel table names, copied from `op`; one
   /// that the IR leaves out takes the table's default (the op's
   /// DefaultValuedAttr, or another parameter's value: kv_heads is heads).
-  DictionaryAttr paramsOf(Operation *op, const plan::KernelInfo &info) {
+  /// Fails on a parameter with neither.
+  FailureOr<DictionaryAttr> paramsOf(Operation *op,
+                                     const plan::KernelInfo &info) {
     SmallVector<NamedAttribute> attrs;
     for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
       const plan::ParamInfo &param = info.params[i];
@@ -203,11 +205,15 @@ public:
       if (!value && !param.sameAs.empty())
         value = op->getAttr(StringRef(param.sameAs));
       if (!value && param.hasDefault)
-        value = param.type == plan::ParamType::F32
-                    ? Attribute(builder.getF32FloatAttr(
-                          float(param.defaultValue)))
-                    : Attribute(builder.getI64IntegerAttr(
-                          int64_t(param.defaultValue)));
+        value =
+            param.type == plan::ParamType::F32
+                ? Attribute(builder.getF32FloatAttr(float(param.defaultValue)))
+                : Attribute(
+                      builder.getI64IntegerAttr(int64_t(param.defaultValue)));
+      if (!value)
+        return op->emitOpError()
+               << "has no '" << key << "', which kernel '"
+               << StringRef(info.name) << "' takes and has no default for";
       attrs.push_back(builder.getNamedAttr(key, value));
     }
     return attrs.empty() ? DictionaryAttr() : builder.getDictionaryAttr(attrs);
@@ -316,8 +322,12 @@ LogicalResult ProgramBuilder::lowerAdamWShard(AdamWShardOp adamw) {
   SmallVector<Value> ins = {of(adamw.getGrad())};
   if (Value scale = adamw.getScale())
     ins.push_back(of(scale));
+  FailureOr<DictionaryAttr> params =
+      paramsOf(op, plan::kernelInfo(Opcode::AdamWShard));
+  if (failed(params))
+    return failure();
   kernel(op, Opcode::AdamWShard, ins, {shards[0], shards[1], shards[2]},
-         paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
+         *params);
   return success();
 }
 
@@ -365,8 +375,11 @@ LogicalResult ProgramBuilder::lowerAdamW(AdamWOp adamw) {
     m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
     v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
   }
-  kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v},
-         paramsOf(op, plan::kernelInfo(Opcode::AdamW)));
+  FailureOr<DictionaryAttr> params =
+      paramsOf(op, plan::kernelInfo(Opcode::AdamW));
+  if (failed(params))
+    return failure();
+  kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v}, *params);
   return success();
 }
 
@@ -417,7 +430,10 @@ LogicalResult ProgramBuilder::lowerByInterface(Operation *op) {
   kernelOp.getKernelScratch(scratch);
   for (RankedTensorType type : scratch)
     outs.push_back(buffer(loc, BufferKind::Scratch, toMemRef(type)));
-  kernel(op, info->opcode, ins, outs, paramsOf(op, *info));
+  FailureOr<DictionaryAttr> params = paramsOf(op, *info);
+  if (failed(params))
+    return failure();
+  kernel(op, info->opcode, ins, outs, *params);
   return success();
 }
 

@@ -325,8 +325,10 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
 
 /// Whether the table is what its readers assume: entry k has opcode k, the
 /// names are unique, operands and parameters are contiguous (optional
-/// inputs last), inputs are read and outputs written, and only inputs hold
-/// token ids.
+/// inputs last), inputs are read and outputs written (results before
+/// scratch), only inputs hold token ids, and a parameter's default names
+/// another parameter of the kernel. (fsdp-tblgen checks the same before
+/// writing the table; this keeps a hand edit of KernelTable.inc honest.)
 constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
   for (size_t k = 0; k < t.size(); ++k) {
     const KernelInfo &info = t[k];
@@ -346,12 +348,22 @@ constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
       const OperandInfo &out = info.outs[i];
       if (out.name.empty() != (i >= info.outputs) || out.optional ||
           (!out.name.empty() && (out.role == OperandRole::Input ||
-                                 out.rule == ElementRule::TokenIds)))
+                                 out.rule == ElementRule::TokenIds)) ||
+          (i > 0 && info.outs[i - 1].role == OperandRole::Scratch &&
+           out.role == OperandRole::Result))
         return false;
     }
-    for (size_t i = 1; i < kMaxKernelParams; ++i)
-      if (info.params[i - 1].name.empty() && !info.params[i].name.empty())
+    for (size_t i = 0; i < kMaxKernelParams; ++i) {
+      const ParamInfo &param = info.params[i];
+      if (i > 0 && info.params[i - 1].name.empty() && !param.name.empty())
         return false;
+      bool found = param.sameAs.empty();
+      for (size_t j = 0; j < kMaxKernelParams && !found; ++j)
+        found = j != i && !info.params[j].name.empty() &&
+                info.params[j].name == param.sameAs;
+      if (!found || (param.hasDefault && !param.sameAs.empty()))
+        return false;
+    }
   }
   return true;
 }
