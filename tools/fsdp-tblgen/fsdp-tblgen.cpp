@@ -23,7 +23,6 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/TableGen/Error.h"
 #include "llvm/TableGen/Main.h"
@@ -178,7 +177,7 @@ void checkOperands(const Record *op, const OpArgs &args, const Kernel &k) {
 }
 
 /// Takes the op's attribute defaults for the kernel's parameters.
-void takeDefaults(const Record *op, const OpArgs &args, Kernel &k) {
+void takeDefaults(const OpArgs &args, Kernel &k) {
   for (Param &p : k.params)
     for (const auto &[name, attr] : args.attrs) {
       if (name != p.name)
@@ -188,7 +187,6 @@ void takeDefaults(const Record *op, const OpArgs &args, Kernel &k) {
       if (value && attr->isSubClassOf("DefaultValuedAttr"))
         p.value = value->str();
     }
-  (void)op;
 }
 
 /// The op's C++ methods that its kernels require: getFlops for a GEMM
@@ -249,7 +247,7 @@ void linkOps(const RecordKeeper &records, std::vector<Kernel> &kernels) {
                                 "', which is not named after it");
       if (!single.empty())
         checkOperands(op, args, k);
-      takeDefaults(op, args, k);
+      takeDefaults(args, k);
       linked.push_back(&k);
     }
     checkMethods(op, linked);
