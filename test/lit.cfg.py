@@ -16,6 +16,8 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs",
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
+# MLIR's ODS, for fsdp-tblgen tests that read the dialect's .td files.
+config.substitutions.append(("%mlir_include", config.mlir_include_dir))
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%fsdp_tools_dir", config.fsdp_tools_dir))
 # The small English text that token models train on in the tests.
@@ -33,7 +35,7 @@ llvm_config.add_tool_substitutions(
     [ToolSubst(tool, unresolved="fatal")
      for tool in ("fsdp-opt", "fsdp-gen", "fsdp-translate", "fsdp-run",
                   "fsdp-gradcheck", "fsdp-step-check",
-                  "fsdp-collectives-test")],
+                  "fsdp-collectives-test", "fsdp-tblgen")],
     tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)

@@ -22,35 +22,10 @@
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
 /// the rest. crossEntropyForward and gradSqSum (which take a scratch only
 /// the GPU uses) and copy are bound by hand; casts are the backends' own.
-#define FSDP_RUNTIME_GEMM_KERNELS(X)                                           \
-  X(linearForward)                                                             \
-  X(linearGradInput)                                                           \
-  X(linearGradWeight)                                                          \
-  X(attentionForward)                                                          \
-  X(attentionBackward)                                                         \
-  X(blockedAttentionForward)                                                   \
-  X(blockedAttentionBackward)
-#define FSDP_RUNTIME_OTHER_KERNELS(X)                                          \
-  X(embeddingForward)                                                          \
-  X(embeddingBackward)                                                         \
-  X(layerNormForward)                                                          \
-  X(layerNormBackward)                                                         \
-  X(biasGrad)                                                                  \
-  X(add)                                                                       \
-  X(geluForward)                                                               \
-  X(geluBackward)                                                              \
-  X(reluForward)                                                               \
-  X(reluBackward)                                                              \
-  X(crossEntropyBackward)                                                      \
-  X(adamw)                                                                     \
-  X(fill)                                                                      \
-  X(rmsNormForward)                                                            \
-  X(rmsNormBackward)                                                           \
-  X(swigluForward)                                                             \
-  X(swigluBackward)                                                            \
-  X(ropeForward)                                                               \
-  X(ropeBackward)                                                              \
-  X(clipCoefficient)
+/// (FSDP_RUNTIME_GEMM_KERNELS, FSDP_RUNTIME_OTHER_KERNELS: generated from
+/// the kernels' `dispatch` in FSDPKernels.td.)
+#define FSDP_KERNEL_DISPATCH
+#include "fsdp/runtime/KernelTable.inc"
 
 namespace fsdp::rt {
 

@@ -2,7 +2,7 @@
 //
 // mlir-opt with the fsdp and fsdprt dialects, their passes and pipeline,
 // and the upstream dialects and passes a training step needs (and, for
-// tests only, the fsdp_test dialect of test/lib). When the output file
+// tests only, the test passes of test/lib). When the output file
 // ends in `.plan`, the result is written as a plan file for fsdp-run
 // instead of as IR:
 //
@@ -37,11 +37,9 @@
 using namespace mlir;
 
 namespace mlir::fsdp_test {
-// The test-only dialect fsdp_test (test/lib/Dialect/FSDPTest), declared here
-// as mlir-opt declares upstream's test dialect: its header stays out of the
-// tool's include path.
-void registerFSDPTestDialect(DialectRegistry &registry);
-// Test-only passes (test/lib/Analysis): the network model on group shapes.
+// Test-only passes (test/lib/Analysis): the network model on group shapes,
+// declared here as mlir-opt declares upstream's test passes: their header
+// stays out of the tool's include path.
 void registerFSDPTestPasses();
 } // namespace mlir::fsdp_test
 
@@ -130,9 +128,6 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<fsdp::FSDPDialect, fsdprt::FSDPRuntimeDialect,
                   func::FuncDialect, arith::ArithDialect>();
-  // For tests only: ops that implement the fsdp interfaces wrongly on
-  // purpose, so that lit tests reach the interface verifiers' errors.
-  fsdp_test::registerFSDPTestDialect(registry);
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "fsdp compiler: models to FSDP training steps\n", registry);
   if (StringRef(outputFilename).ends_with(".plan"))

@@ -28,55 +28,6 @@ using fsdprt::BufferKind;
 using plan::Opcode;
 
 namespace {
-/// Whether the op named `op` is the fsdp op of kernel `kernel`'s name.
-constexpr bool namesKernel(llvm::StringLiteral op, std::string_view kernel) {
-  if (op.size() != kernel.size() + 5)
-    return false;
-  for (size_t i = 0; i < op.size(); ++i)
-    if (op.data()[i] != (i < 5 ? "fsdp."[i] : kernel[i - 5]))
-      return false;
-  return true;
-}
-template <typename OpT> constexpr bool namesKernel(Opcode opcode) {
-  return namesKernel(OpT::getOperationName(), plan::kernelName(opcode));
-}
-// The ops with a case of their own below (adamw, the collectives and their
-// waits, the shard's adamw) name their kernels by opcode: renaming one is a
-// compile error here.
-static_assert(namesKernel<AdamWOp>(Opcode::AdamW) &&
-              namesKernel<AdamWShardOp>(Opcode::AdamWShard) &&
-              namesKernel<AllGatherOp>(Opcode::AllGather) &&
-              namesKernel<ReduceScatterOp>(Opcode::ReduceScatter) &&
-              namesKernel<AllReduceSumOp>(Opcode::AllReduceSum) &&
-              namesKernel<AllReduceMeanOp>(Opcode::AllReduceMean) &&
-              namesKernel<WaitOp>(Opcode::Wait));
-
-/// Whether fsdp op `OpT` lowers as the generic case below requires: an op
-/// named after a kernel of the table either has a case of its own or
-/// implements KernelOpInterface (derives from FSDP_KernelOp in
-/// FSDPOps.td), so that no kernel op reaches the lowering, or the
-/// simulator, without its kernel, scratch and costs.
-template <typename OpT> constexpr bool lowersByInterface() {
-  if (std::is_base_of_v<KernelOpInterface::Trait<OpT>, OpT>)
-    return true;
-  if (llvm::is_one_of<OpT, AdamWOp, AdamWShardOp, AllGatherOp, ReduceScatterOp,
-                      AllReduceSumOp, AllReduceMeanOp, WaitOp>::value)
-    return true;
-  for (const plan::KernelInfo &info : plan::kKernels)
-    if (namesKernel(OpT::getOperationName(), info.name))
-      return false;
-  return true;
-}
-template <typename... OpTs> constexpr bool allLowerByInterface() {
-  return (lowersByInterface<OpTs>() && ...);
-}
-static_assert(allLowerByInterface<
-#define GET_OP_LIST
-#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
-                  >(),
-              "an fsdp op named after a runtime kernel must derive from "
-              "FSDP_KernelOp (FSDPOps.td) or have a case of its own");
-
 MemRefType toMemRef(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -205,7 +156,7 @@ public:
     SmallVector<NamedAttribute> attrs;
     for (auto [i, value] : llvm::enumerate(values))
       attrs.push_back(
-          builder.getNamedAttr(StringRef(info.params[i]),
+          builder.getNamedAttr(StringRef(info.params[i].name),
                                builder.getI64IntegerAttr(int64_t(value))));
     return builder.getDictionaryAttr(attrs);
   }
@@ -240,21 +191,29 @@ public:
                : plan::CommAxis::Shard;
   }
 
-  /// The numeric parameters the kernel table names, copied from `op`.
-  DictionaryAttr paramsOf(Operation *op, const plan::KernelInfo &info) {
+  /// The numeric parameters the kernel table names, copied from `op`; one
+  /// that the IR leaves out takes the table's default (the op's
+  /// DefaultValuedAttr, or another parameter's value: kv_heads is heads).
+  /// Fails on a parameter with neither.
+  FailureOr<DictionaryAttr> paramsOf(Operation *op,
+                                     const plan::KernelInfo &info) {
     SmallVector<NamedAttribute> attrs;
     for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
-      StringRef key(info.params[i]);
+      const plan::ParamInfo &param = info.params[i];
+      StringRef key(param.name);
       Attribute value = op->getAttr(key);
-      // A default-valued attribute that the IR leaves out is not stored.
-      if (auto layerNorm = llvm::dyn_cast<LayerNormOp>(op); !value && layerNorm)
+      if (!value && !param.sameAs.empty())
+        value = op->getAttr(StringRef(param.sameAs));
+      if (!value && param.hasDefault)
         value =
-            builder.getF32FloatAttr(layerNorm.getEpsilon().convertToFloat());
-      // kv_heads defaults to heads (one kv head per query head).
-      if (!value && key == "kv_heads")
-        value = op->getAttr("heads");
+            param.type == plan::ParamType::F32
+                ? Attribute(builder.getF32FloatAttr(float(param.defaultValue)))
+                : Attribute(
+                      builder.getI64IntegerAttr(int64_t(param.defaultValue)));
       if (!value)
-        value = llamaDefaultParam(op, key);
+        return op->emitOpError()
+               << "has no '" << key << "', which kernel '"
+               << StringRef(info.name) << "' takes and has no default for";
       attrs.push_back(builder.getNamedAttr(key, value));
     }
     return attrs.empty() ? DictionaryAttr() : builder.getDictionaryAttr(attrs);
@@ -263,22 +222,6 @@ public:
   LogicalResult lower(Operation *op);
 
 private:
-  /// The defaults of Llama's ops' attributes, which the IR may leave out:
-  /// rms_norm's epsilon, rope's theta, and its kv_heads (heads).
-  Attribute llamaDefaultParam(Operation *op, StringRef key) {
-    if (auto norm = llvm::dyn_cast<RmsNormOp>(op))
-      return builder.getF32FloatAttr(norm.getEpsilon().convertToFloat());
-    auto params = [&](auto rope) -> Attribute {
-      if (key == "kv_heads")
-        return builder.getI64IntegerAttr(rope.getNumKvHeads());
-      return builder.getF32FloatAttr(rope.getTheta().convertToFloat());
-    };
-    if (auto rope = llvm::dyn_cast<RopeOp>(op))
-      return params(rope);
-    if (auto rope = llvm::dyn_cast<RopeBackwardOp>(op))
-      return params(rope);
-    return {};
-  }
   /// A float splat constant: a fill kernel into the result's buffer.
   LogicalResult lowerConstant(arith::ConstantOp constant);
   /// AdamW of a whole parameter, with its moments created at first use.
@@ -379,8 +322,12 @@ LogicalResult ProgramBuilder::lowerAdamWShard(AdamWShardOp adamw) {
   SmallVector<Value> ins = {of(adamw.getGrad())};
   if (Value scale = adamw.getScale())
     ins.push_back(of(scale));
+  FailureOr<DictionaryAttr> params =
+      paramsOf(op, plan::kernelInfo(Opcode::AdamWShard));
+  if (failed(params))
+    return failure();
   kernel(op, Opcode::AdamWShard, ins, {shards[0], shards[1], shards[2]},
-         paramsOf(op, plan::kernelInfo(Opcode::AdamWShard)));
+         *params);
   return success();
 }
 
@@ -428,8 +375,11 @@ LogicalResult ProgramBuilder::lowerAdamW(AdamWOp adamw) {
     m = buffer(loc, BufferKind::AdamM, type, adamw.getParamAttr());
     v = buffer(loc, BufferKind::AdamV, type, adamw.getParamAttr());
   }
-  kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v},
-         paramsOf(op, plan::kernelInfo(Opcode::AdamW)));
+  FailureOr<DictionaryAttr> params =
+      paramsOf(op, plan::kernelInfo(Opcode::AdamW));
+  if (failed(params))
+    return failure();
+  kernel(op, Opcode::AdamW, of(adamw.getGrad()), {param, m, v}, *params);
   return success();
 }
 
@@ -480,7 +430,10 @@ LogicalResult ProgramBuilder::lowerByInterface(Operation *op) {
   kernelOp.getKernelScratch(scratch);
   for (RankedTensorType type : scratch)
     outs.push_back(buffer(loc, BufferKind::Scratch, toMemRef(type)));
-  kernel(op, info->opcode, ins, outs, paramsOf(op, *info));
+  FailureOr<DictionaryAttr> params = paramsOf(op, *info);
+  if (failed(params))
+    return failure();
+  kernel(op, info->opcode, ins, outs, *params);
   return success();
 }
 

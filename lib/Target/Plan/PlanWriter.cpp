@@ -317,7 +317,8 @@ void PlanBuilder::writeProgram() {
     size_t count = plan::numParams(*info);
     w.put<uint32_t>(count);
     for (size_t i = 0; i < count; ++i) {
-      Attribute value = kernel.getParams()->get(StringRef(info->params[i]));
+      Attribute value =
+          kernel.getParams()->get(StringRef(info->params[i].name));
       if (auto f = llvm::dyn_cast<FloatAttr>(value))
         w.putF64(f.getValueAsDouble());
       else

@@ -79,7 +79,10 @@ def check_mutant_count(root):
 
 def check_blocked_cuda(root):
     doc = read(root, "docs/cuda.md")
-    plan = read(root, "runtime/include/fsdp/runtime/PlanFormat.h")
+    # The kernel table and the dispatch name lists are generated into
+    # KernelTable.inc (fsdp-tblgen), which PlanFormat.h and
+    # KernelDispatch.h include.
+    plan = read(root, "runtime/include/fsdp/runtime/KernelTable.inc")
     dispatch = read(root, "runtime/src/KernelDispatch.h")
     backend = read(root, "runtime/src/cuda/CudaBackend.cpp")
     claims = ("`attention_blocked`" in doc
@@ -89,7 +92,7 @@ def check_blocked_cuda(root):
             and "case Opcode::AttentionBlocked:" in dispatch
             and "case Opcode::AttentionBackwardBlocked:" in dispatch
             and re.search(r"GEMM_KERNELS\(X\)[^#]*X\(blockedAttentionForward\)"
-                          r"[^#]*X\(blockedAttentionBackward\)", dispatch)
+                          r"[^#]*X\(blockedAttentionBackward\)", plan)
             and "FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)" in backend)
     report(claims and bool(code),
            "blocked-cuda: docs/cuda.md says the plan's attention_blocked "

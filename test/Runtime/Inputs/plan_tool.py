@@ -62,19 +62,8 @@ SUMMARY = struct.Struct("<IIQQQ11QdQ")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
-OPCODES = ["embedding", "embedding_backward", "layer_norm",
-           "layer_norm_backward", "linear", "linear_grad_input",
-           "linear_grad_weight", "bias_grad", "add", "gelu", "gelu_backward",
-           "relu", "relu_backward", "attention", "attention_backward",
-           "attention_blocked", "attention_backward_blocked",
-           "cross_entropy", "cross_entropy_backward", "adamw", "fill",
-           "all_gather", "reduce_scatter", "adamw_shard", "copy",
-           # Llama's ops (plan version 8)
-           "rms_norm", "rms_norm_backward", "swiglu", "swiglu_backward",
-           "rope", "rope_backward", "token_embedding_backward",
-           "cast", "wait",
-           # Gradient clipping (plan version 9)
-           "grad_sq_sum", "all_reduce_sum", "clip_coefficient", "all_reduce_mean"]
+# The kernels by opcode: generated from FSDPKernels.td (plan_opcodes.py).
+from plan_opcodes import OPCODES  # noqa: E402
 NONE = 0xFFFFFFFF
 
 # Field formats of each record kind, for packing edited values.

@@ -99,7 +99,7 @@ LogicalResult KernelOp::verify() {
   size_t expected = plan::numParams(*info);
   size_t given = getParams() ? getParams()->size() : 0;
   for (size_t i = 0; i < expected; ++i) {
-    StringRef key(info->params[i]);
+    StringRef key(info->params[i].name);
     Attribute value = getParams() ? getParams()->get(key) : Attribute();
     if (!llvm::isa_and_nonnull<IntegerAttr, FloatAttr>(value))
       return emitOpError() << "kernel '" << getName()

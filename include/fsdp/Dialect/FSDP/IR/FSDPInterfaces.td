@@ -40,11 +40,11 @@ def FSDP_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     scratch outputs (the kernel's operands are the op's operands, then its
     results, then the scratch buffers), `--fsdp-simulate` for its FLOPs and
     bytes moved. Ops derive from the ODS class `FSDP_KernelOp`, which names
-    the kernel and declares the methods: an op that leaves out `getFlops`
-    does not link. The verifier checks the op against the kernel table
-    (`runtime/include/fsdp/runtime/PlanFormat.h`): the kernel's name is the
-    op's, its inputs are the op's operands, its outputs the op's results
-    and then its scratch buffers.
+    the kernel and declares the methods; fsdp-tblgen checks the op's ODS
+    against its kernel (FSDPKernels.td): the kernel's name is the op's, its
+    inputs are the op's operands, its results the op's results. The
+    verifier checks what ODS cannot tell: the scratch buffers that follow
+    the results, and the element types (`plan::ElementRule`).
   }];
   let methods = [
     InterfaceMethod<[{
@@ -73,10 +73,13 @@ def FSDP_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     InterfaceMethod<[{
         The floating-point operations the cost model charges the op: the
         multiply-adds of its GEMMs (2 FLOPs each). Element-wise and
-        reduction ops return 0: the simulator charges them by bytes moved,
-        which bounds them on every machine it models.
+        reduction ops keep the default, 0: the simulator charges them by
+        bytes moved, which bounds them on every machine it models. An op
+        whose kernel is a GEMM (`gemm` in FSDPKernels.td) lists `getFlops`
+        in its `kernelMethods`, and only such an op (fsdp-tblgen checks
+        it).
       }],
-      "double", "getFlops">,
+      "double", "getFlops", (ins), [{}], [{ return 0.0; }]>,
     InterfaceMethod<[{
         Bytes the kernel reads and writes: by default every operand read
         once and every result written once (scratch is not counted).

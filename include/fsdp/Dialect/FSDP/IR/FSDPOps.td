@@ -8,6 +8,7 @@ include "fsdp/Dialect/FSDP/IR/FSDPTypes.td"
 include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
 include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.td"
 include "fsdp/Dialect/FSDP/IR/FSDPKernelOpBase.td"
+include "fsdp/Dialect/FSDP/IR/FSDPKernels.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
@@ -30,10 +31,9 @@ def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
 /// enumerator): FSDP_KernelOpBase (FSDPKernelOpBase.td) for the fsdp
 /// dialect, with the traits of every fsdp op. Deriving from this class is
 /// what makes an op lowerable: it declares KernelOpInterface, generates
-/// getKernelOpcode(), and leaves getFlops() (and the methods named in
-/// `kernelMethods`, such as getKernelScratch or getBytesMoved) to
-/// FSDPOps.cpp: an op without them does not link. See
-/// docs/adding-an-op.md.
+/// getKernelOpcode(), and leaves the methods named in `kernelMethods`
+/// (getFlops for a GEMM, getKernelScratch, getBytesMoved) to FSDPOps.cpp:
+/// an op without them does not link. See docs/adding-an-op.md.
 class FSDP_KernelOp<string mnemonic, string kernel, list<Trait> traits = [],
                     list<string> kernelMethods = []>
     : FSDP_KernelOpBase<FSDP_Dialect, mnemonic, kernel,
@@ -219,7 +219,7 @@ def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm", "LayerNorm"> {
                       FSDP_FloatTensor:$rstd);
 }
 
-def FSDP_LinearOp : FSDP_DiffOp<"linear", "Linear"> {
+def FSDP_LinearOp : FSDP_DiffOp<"linear", "Linear", [], ["getFlops"]> {
   let summary = "y = x W^T + b (PyTorch nn.Linear layout)";
   let description = [{
     `input` is `... x K`, `weight` is `N x K`, the optional `bias` is `N`;
@@ -276,7 +276,7 @@ def FSDP_CastOp : FSDP_DiffOp<"cast", "Cast"> {
       "$source attr-dict `:` type($source) `->` type($result)";
 }
 
-def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
+def FSDP_AttentionOp : FSDP_DiffOp<"attention", "", [], ["getFlops"]> {
   let summary = "causal multi-head self-attention from a fused qkv tensor";
   let description = [{
     `qkv` is `B x T x (C + 2 kv_heads hs)` with `hs = C / heads`, holding
@@ -314,6 +314,7 @@ def FSDP_AttentionOp : FSDP_DiffOp<"attention", ""> {
                            "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$saved);
+  let fsdpKernelVariants = ["Attention", "AttentionBlocked"];
   let extraClassDeclaration = [{
     /// The key/value head count: kv_heads, or heads when it is absent.
     int64_t getKvHeadCount() { return getKvHeads().value_or(getHeads()); }
@@ -459,14 +460,16 @@ def FSDP_LayerNormBackwardOp :
 }
 
 def FSDP_LinearGradInputOp :
-    FSDP_BackwardOp<"linear_grad_input", "LinearGradInput"> {
+    FSDP_BackwardOp<"linear_grad_input", "LinearGradInput", [],
+                    ["getFlops"]> {
   let summary = "dx = dy W (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$weight);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
 def FSDP_LinearGradWeightOp :
-    FSDP_BackwardOp<"linear_grad_weight", "LinearGradWeight"> {
+    FSDP_BackwardOp<"linear_grad_weight", "LinearGradWeight", [],
+                    ["getFlops"]> {
   let summary = "dW = dy^T x, summed over all leading dimensions (one GEMM)";
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
@@ -492,7 +495,7 @@ def FSDP_ReluBackwardOp : FSDP_BackwardOp<"relu_backward", "ReluBackward"> {
 
 def FSDP_AttentionBackwardOp :
     FSDP_BackwardOp<"attention_backward", "", [],
-                    ["getKernelScratch"]> {
+                    ["getKernelScratch", "getFlops"]> {
   let summary = "gradient of the fused qkv tensor";
   let description = [{
     `saved` is what the forward of the same `impl` saved: the probabilities
@@ -509,6 +512,7 @@ def FSDP_AttentionBackwardOp :
                            "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs FSDP_FloatTensor:$result);
+  let fsdpKernelVariants = ["AttentionBackward", "AttentionBackwardBlocked"];
   let extraClassDeclaration = [{
     /// The key/value head count: kv_heads, or heads when it is absent.
     int64_t getKvHeadCount() { return getKvHeads().value_or(getHeads()); }
