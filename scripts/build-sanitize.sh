@@ -78,14 +78,9 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
 grep -q "summary: 3 steps" "$tmp/mpi.log"
 
 echo "== sanitizers: fuzzers"
-python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --replay
-python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --replay
+for f in plans models data configs safetensors checkpoints rank_options options; do
+  python3 "$root/test/fuzz/fuzz_$f.py" --bin "$bin" --replay
+done
 # Fresh cases: the sweep's budgets (CI runs the long one, scripts/test.sh the
 # quick one by default; each FUZZ_* variable overrides its figure).
 if [ "${FSDP_TEST_SWEEP:-quick}" = long ]; then
@@ -93,30 +88,20 @@ if [ "${FSDP_TEST_SWEEP:-quick}" = long ]; then
 else
   big=(400 150 40); small=(150 100 100 80 80 12); short=10; rank=12
 fi
-python3 "$root/test/fuzz/fuzz_plans.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_PLAN_CASES:-${big[0]}}" \
-  --time-budget "${FUZZ_TIME_BUDGET:-${big[2]}}"
-python3 "$root/test/fuzz/fuzz_models.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_MODEL_CASES:-${big[1]}}" \
-  --time-budget "${FUZZ_TIME_BUDGET:-${big[2]}}"
-python3 "$root/test/fuzz/fuzz_data.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_DATA_CASES:-${small[0]}}" \
-  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
-python3 "$root/test/fuzz/fuzz_configs.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_CONFIG_CASES:-${small[1]}}" \
-  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
-python3 "$root/test/fuzz/fuzz_safetensors.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_SAFETENSORS_CASES:-${small[2]}}" \
-  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
-python3 "$root/test/fuzz/fuzz_checkpoints.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_CHECKPOINT_CASES:-${small[3]}}" \
-  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
-python3 "$root/test/fuzz/fuzz_options.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_OPTIONS_CASES:-${small[4]}}" \
-  --time-budget "${FUZZ_DATA_TIME_BUDGET:-$short}"
+fresh() { # fuzzer cases seconds [more options]
+  python3 "$root/test/fuzz/fuzz_$1.py" --bin "$bin" --seed 1 --cases "$2" \
+    --time-budget "$3" "${@:4}"
+}
+fresh plans "${FUZZ_PLAN_CASES:-${big[0]}}" "${FUZZ_TIME_BUDGET:-${big[2]}}"
+fresh models "${FUZZ_MODEL_CASES:-${big[1]}}" "${FUZZ_TIME_BUDGET:-${big[2]}}"
+budget="${FUZZ_DATA_TIME_BUDGET:-$short}"
+fresh data "${FUZZ_DATA_CASES:-${small[0]}}" "$budget"
+fresh configs "${FUZZ_CONFIG_CASES:-${small[1]}}" "$budget"
+fresh safetensors "${FUZZ_SAFETENSORS_CASES:-${small[2]}}" "$budget"
+fresh checkpoints "${FUZZ_CHECKPOINT_CASES:-${small[3]}}" "$budget"
+fresh options "${FUZZ_OPTIONS_CASES:-${small[4]}}" "$budget"
 # 2 ranks a case under mpirun: two at a time on 2 cores, a minute before a
 # case counts as hung.
-python3 "$root/test/fuzz/fuzz_rank_options.py" --bin "$bin" --seed 1 \
-  --cases "${FUZZ_RANK_CASES:-${small[5]}}" \
-  --time-budget "${FUZZ_RANK_TIME_BUDGET:-$rank}" --jobs 2 --timeout 60
+fresh rank_options "${FUZZ_RANK_CASES:-${small[5]}}" \
+  "${FUZZ_RANK_TIME_BUDGET:-$rank}" --jobs 2 --timeout 60
 echo "sanitizers: all clean"

@@ -30,7 +30,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuzzlib  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = fuzzlib.ROOT
 INPUTS = os.path.join(ROOT, "test", "fsdp-gen", "Inputs")
 SEEDS = ["gpt2-config.json", "llama-13b-config.json",
          "llama2-7b-config.json", "llama3-8b-config.json"]

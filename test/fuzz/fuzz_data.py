@@ -31,8 +31,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuzzlib  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-CORPUS = os.path.join(ROOT, "data", "corpus.txt")
+ROOT = fuzzlib.ROOT
+CORPUS = fuzzlib.CORPUS
 MAGIC, HEADER_INTS = 20240520, 256
 HEADER_BYTES = 4 * HEADER_INTS
 # Seed plans: byte-level (vocab 256) and a small vocabulary, a batch of

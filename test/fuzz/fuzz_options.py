@@ -41,10 +41,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuzzlib  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-CORPUS = os.path.join(ROOT, "data", "corpus.txt")
-GEN = ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab",
-       "256", "--seq", "4", "--batch", "2"]
+ROOT = fuzzlib.ROOT
+CORPUS = fuzzlib.CORPUS
+GEN = fuzzlib.TINY_GPT2
 RANK_FILE = "rank-0-of-1.safetensors"
 # A valid run longer than this gets SIGTERM (it must stop cleanly).
 STOP_AFTER = 6.0

@@ -33,8 +33,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuzzlib  # noqa: E402
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-CORPUS = os.path.join(ROOT, "data", "corpus.txt")
+ROOT = fuzzlib.ROOT
+CORPUS = fuzzlib.CORPUS
 PLANS = [
     ("gpt2", ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2",
               "--vocab", "256", "--seq", "4", "--batch", "2"]),

@@ -27,6 +27,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRASHERS = os.path.join(HERE, "crashers")
+ROOT = os.path.join(HERE, "..", "..")
+# The text most fuzzers train on, and the tiny GPT-2 several start from.
+CORPUS = os.path.join(ROOT, "data", "corpus.txt")
+TINY_GPT2 = ["gpt2", "--layers", "1", "--dim", "8", "--heads", "2", "--vocab",
+             "256", "--seq", "4", "--batch", "2"]
 
 
 def arguments(description, default_cases):
