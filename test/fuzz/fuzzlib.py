@@ -63,7 +63,8 @@ def arguments(description, default_cases):
 # allow_user_poisoning=0 change what a heap corruption touches) are caught by
 # memcheck on the normal build: scripts/valgrind-check.sh, docs/testing.md.
 VALGRIND = ["valgrind", "-q", "--error-exitcode=97",
-            "--exit-on-first-error=yes", "--leak-check=no"]
+            "--exit-on-first-error=yes", "--leak-check=no",
+            "--suppressions=" + os.path.join(HERE, "valgrind.supp")]
 VALGRIND_TIMEOUT = 300.0
 _wrapped_bin = None
 
