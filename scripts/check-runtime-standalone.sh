@@ -9,6 +9,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build/runtime-standalone}"
+# ccache hits across checkouts (a CI clone, a worktree), as in build.sh:
+# without it every fresh clone compiled the runtime from scratch (2 min).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}"
 
 cmake -G Ninja -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
