@@ -24,9 +24,7 @@ valgrind -q --error-exitcode=97 "$bin/fsdp-opt" \
   "$root/test/Dialect/FSDP/compute-parse-invalid.mlir" \
   -split-input-file -verify-diagnostics >/dev/null
 
-fuzzers=(plans models data configs safetensors checkpoints rank_options)
-[ -f "$root/test/fuzz/fuzz_options.py" ] && fuzzers+=(options)
-for f in "${fuzzers[@]}"; do
+for f in plans models data configs safetensors checkpoints rank_options options; do
   echo "== valgrind: fuzz_$f.py, saved crashers and $cases fresh cases"
   python3 "$root/test/fuzz/fuzz_$f.py" --bin "$bin" --valgrind --replay
   python3 "$root/test/fuzz/fuzz_$f.py" --bin "$bin" --valgrind --seed 1 \
