@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/CommandLine.h"
+#include "fsdp/runtime/support/CommandLine.h"
 
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"

@@ -83,10 +83,10 @@ Equivalence (--equivalence, before the variants)
   The tiny Llama that prepare.sh compiled (reference.json's
   "tiny-llama-shape": 2 layers, dim 64, 4 heads, 2 kv heads, ffn 172, byte
   vocabulary, 8 x 64 tokens, lr 1e-3), its parameters set to the values our
-  runtime initialises them with (our_init: runtime/src/Init.cpp's
+  runtime initialises them with (our_init: runtime/src/exec/Init.cpp's
   generator, reproduced in Python and checked bit for bit against
   fsdp-run --export by test/Runtime/torch-llama-baseline.test), trained on fsdp-run's batches of data/corpus.txt
-  (our_batch: runtime/src/Data.cpp's windows) in fp32 with TF32 off and
+  (our_batch: runtime/src/io/Data.cpp's windows) in fp32 with TF32 off and
   manual attention, with this file's AdamW: its losses must be the CPU
   backend's (reference.json "tiny-llama", 30 steps) within 5e-3 relative,
   as our GPU's must. That checks the model, the initial values and the
@@ -233,7 +233,7 @@ def _fnv1a(name):
 
 
 def our_init(name, count, init, seed=1):
-    """The values runtime/src/Init.cpp initialises parameter `name` with
+    """The values runtime/src/exec/Init.cpp initialises parameter `name` with
     (`count` elements; init "ones", "zeros" or "normal(STD)"; fsdp-run's
     --seed, 1 by default), as Python floats rounded through float32 by the
     caller. Pure Python: for small models only."""
@@ -253,7 +253,7 @@ def our_init(name, count, init, seed=1):
 
 def our_batch(data, step, batch, seq):
     """Step `step`'s (from 1) inputs and targets as fsdp-run reads them
-    (runtime/src/Data.cpp TokenData::batch, one rank): B*T + 1 consecutive
+    (runtime/src/io/Data.cpp TokenData::batch, one rank): B*T + 1 consecutive
     tokens from window (step - 1) mod windows; `data` is the list of token
     ids. Returns (inputs, targets), each B lists of T ids."""
     per = batch * seq

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a rank allocates beyond the arena, measured: the process heap of
-fsdp-run (its malloc counter, fsdp/runtime/HeapMeter.h) after setup and at
+fsdp-run (its malloc counter, fsdp/runtime/support/HeapMeter.h) after setup and at
 its peak while training, next to the arena the compiler planned.
 
 For a small GPT-2 (6 layers, dim 64, byte vocabulary, corpus.txt) and

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/exec/Backend.h"
 
 namespace fsdp::rt {
 namespace {

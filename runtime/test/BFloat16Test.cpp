@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "BFloat16.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <cmath>
 #include <cstdint>

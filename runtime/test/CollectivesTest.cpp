@@ -37,12 +37,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "BFloat16.h"
-#include "CollectiveStreams.h"
-#include "fsdp/runtime/Backend.h"
-#include "fsdp/runtime/Communicator.h"
-#include "fsdp/runtime/Plan.h"
+#include "cpu/CollectiveStreams.h"
 #include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/exec/Backend.h"
+#include "fsdp/runtime/plan/Plan.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <array>
 #include <cmath>

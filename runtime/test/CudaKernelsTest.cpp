@@ -31,10 +31,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "BFloat16.h"
 #include "TestData.h"
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
+#include "fsdp/runtime/support/BFloat16.h"
 #include "kernels/Kernels.h"
 
 #include <algorithm>

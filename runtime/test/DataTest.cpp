@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/Data.h"
+#include "fsdp/runtime/io/Data.h"
 
 #include <cstdio>
 #include <cstdlib>

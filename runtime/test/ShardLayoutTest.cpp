@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/ShardLayout.h"
-#include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/plan/Plan.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -1,14 +1,14 @@
 //===- CpuBackend.cpp - the CPU backend: our kernels plus a CBLAS ---------===//
 
-#include "fsdp/runtime/Backend.h"
-#include "fsdp/runtime/Communicator.h"
-#include "fsdp/runtime/FlightRecorder.h"
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/comm/FlightRecorder.h"
+#include "fsdp/runtime/exec/Backend.h"
 
-#include "BFloat16.h"
 #include "Blas.h"
-#include "CollectiveStreams.h"
-#include "KernelDispatch.h"
 #include "Kernels.h"
+#include "cpu/CollectiveStreams.h"
+#include "fsdp/runtime/exec/KernelDispatch.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <array>

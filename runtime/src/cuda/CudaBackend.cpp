@@ -19,13 +19,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/Backend.h"
-#include "fsdp/runtime/Communicator.h"
-#include "fsdp/runtime/PeakFlops.h"
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/exec/Backend.h"
+#include "fsdp/runtime/support/PeakFlops.h"
 
-#include "KernelDispatch.h"
 #include "Module.h"
 #include "Nccl.h"
+#include "fsdp/runtime/exec/KernelDispatch.h"
 #include "kernels/Kernels.h"
 
 #include <cublas_v2.h>

@@ -5,7 +5,7 @@
 // --list-devices), so that a CPU run neither pays for cuBLAS's static
 // initialisation and the CUDA libraries' mappings nor needs them installed.
 // The module exports one C symbol, fsdpCudaModule, which returns this table;
-// the loader (src/CudaModule.cpp) checks its version and sizes before it
+// the loader (src/cuda/CudaModule.cpp) checks its version and sizes before it
 // calls anything, so that a module left over from another build is refused
 // with a message instead of crashing on a different layout.
 //
@@ -18,7 +18,7 @@
 #ifndef FSDP_RUNTIME_CUDA_MODULE_H
 #define FSDP_RUNTIME_CUDA_MODULE_H
 
-#include "fsdp/runtime/Backend.h"
+#include "fsdp/runtime/exec/Backend.h"
 
 #include <cstdint>
 #include <string>

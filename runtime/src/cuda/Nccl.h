@@ -24,8 +24,8 @@
 #ifndef FSDP_RUNTIME_CUDA_NCCL_H
 #define FSDP_RUNTIME_CUDA_NCCL_H
 
-#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/comm/Communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

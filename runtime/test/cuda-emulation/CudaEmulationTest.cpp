@@ -29,10 +29,10 @@
 // on any failure.
 //
 //===----------------------------------------------------------------------===//
-#include "BFloat16.h"
 #include "Kernels.h" // the kernels header, copied by preprocess.py
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <cmath>
 #include <cstdio>

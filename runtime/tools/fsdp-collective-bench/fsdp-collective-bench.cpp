@@ -16,11 +16,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/CommandLine.h"
-#include "fsdp/runtime/Communicator.h"
 #include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/support/CommandLine.h"
 
-#include "BFloat16.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <chrono>

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/CommandLine.h"
-#include "fsdp/runtime/Plan.h"
+#include "fsdp/runtime/plan/Plan.h"
+#include "fsdp/runtime/support/CommandLine.h"
 
 #include "cpu/Blas.h"
 

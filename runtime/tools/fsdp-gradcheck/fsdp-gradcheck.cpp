@@ -14,11 +14,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/Backend.h"
-#include "fsdp/runtime/CommandLine.h"
-#include "fsdp/runtime/Communicator.h"
-#include "fsdp/runtime/Plan.h"
-#include "fsdp/runtime/Session.h"
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/exec/Backend.h"
+#include "fsdp/runtime/exec/Session.h"
+#include "fsdp/runtime/plan/Plan.h"
+#include "fsdp/runtime/support/CommandLine.h"
 
 #include <algorithm>
 #include <cmath>

@@ -83,7 +83,7 @@ def check_blocked_cuda(root):
     # KernelTable.inc (fsdp-tblgen), which PlanFormat.h and
     # KernelDispatch.h include.
     plan = read(root, "runtime/include/fsdp/runtime/KernelTable.inc")
-    dispatch = read(root, "runtime/src/KernelDispatch.h")
+    dispatch = read(root, "runtime/include/fsdp/runtime/exec/KernelDispatch.h")
     backend = read(root, "runtime/src/cuda/CudaBackend.cpp")
     claims = ("`attention_blocked`" in doc
               and "not yet wired" not in doc.lower())

@@ -1,6 +1,6 @@
 """usage: torch_llama_init.py BENCH_GPU_DIR WEIGHTS_FILE
 
-Compares torch_llama.our_init (runtime/src/Init.cpp's generator, in pure
+Compares torch_llama.our_init (runtime/src/exec/Init.cpp's generator, in pure
 Python) with the parameters fsdp-run --export --export-names ours wrote
 (safetensors, the plan's names, in plan order) for the micro Llama of
 torch-llama-baseline.test (2 layers, dim 16, 4 heads, 2 kv heads, ffn 24,

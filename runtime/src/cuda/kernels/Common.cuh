@@ -55,10 +55,11 @@ __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
   return __bfloat162float(x); // exact: bf16 is a float's top half
 }
 
-/// Rounds to nearest even, bit for bit runtime/src/BFloat16.h's
-/// roundToBF16 (what the CPU backend stores): __float2bfloat16_rn, except
-/// for NaN, which CUDA turns into the canonical 0x7FFF and roundToBF16
-/// keeps, quiet, with its sign and top payload bits.
+/// Rounds to nearest even, bit for bit
+/// runtime/include/fsdp/runtime/support/BFloat16.h's roundToBF16 (what the CPU
+/// backend stores): __float2bfloat16_rn, except for NaN, which CUDA turns into
+/// the canonical 0x7FFF and roundToBF16 keeps, quiet, with its sign and top
+/// payload bits.
 __device__ __forceinline__ __nv_bfloat16 toBF16(float x) {
   const unsigned int word = __float_as_uint(x);
   if ((word & 0x7FFFFFFFu) > 0x7F800000u)

@@ -262,7 +262,8 @@ void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
                   int64_t T, int64_t H, int64_t KV, int64_t hs, float theta);
 
 /// The cast kernel: n elements widened (exact) or rounded to nearest even
-/// (bit for bit runtime/src/BFloat16.h's roundToBF16, NaN included).
+/// (bit for bit runtime/include/fsdp/runtime/support/BFloat16.h's roundToBF16,
+/// NaN included).
 void cast(const Context &ctx, __nv_bfloat16 *out, const float *in, int64_t n);
 void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n);
 

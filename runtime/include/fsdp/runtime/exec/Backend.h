@@ -1,0 +1,154 @@
+//===- Backend.h - what executes a plan's kernels ---------------*- C++ -*-===//
+//
+// A backend owns the arena (allocated once, laid out by the compiler) and
+// runs one kernel at a time on it. The CPU backend is the reference; the
+// CUDA backend implements the same interface.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_BACKEND_H
+#define FSDP_RUNTIME_BACKEND_H
+
+#include "fsdp/runtime/plan/Plan.h"
+#include "fsdp/runtime/support/SteadyClock.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// "cpu: 2 threads, openblas (...; core SkylakeX)": names the GEMM
+  /// library and the kernel it runs.
+  virtual std::string description() const = 0;
+  /// Allocates the arena, once, and fills it with a canary pattern so that
+  /// measureHighWaterMark can tell which bytes kernels have touched.
+  virtual bool allocateArena(uint64_t bytes, std::string &error) = 0;
+  /// Takes, at setup, what `plan`'s kernels need beyond the arena (the
+  /// CPU's widening buffer for bf16 kernels), so that a step allocates
+  /// nothing.
+  virtual bool prepare(const Plan &plan, std::string &error) { return true; }
+  virtual void write(uint64_t offset, const void *data, uint64_t bytes) = 0;
+  virtual void read(uint64_t offset, void *data, uint64_t bytes) = 0;
+  /// Runs one kernel; `step` is the 1-based step number (AdamW's bias
+  /// correction). `params` overrides the instruction's parameters.
+  virtual void run(const Plan &plan, const Instruction &inst,
+                   const double *params, int64_t step) = 0;
+  /// Starts the collectives `group` (all_gathers or reduce_scatters: one,
+  /// or a bucket to issue as one fused collective) on plan stream `stream`
+  /// (>= 1), each under the token in its parameters, and returns without
+  /// waiting for them where the backend can overlap them with compute (the
+  /// CPU: a thread per stream; the GPU: a CUDA stream per plan stream). The
+  /// default runs them here.
+  virtual void start(const Plan &plan,
+                     const std::vector<const Instruction *> &group,
+                     uint32_t stream) {
+    for (const Instruction *inst : group)
+      run(plan, *inst, inst->params.data(), 0);
+  }
+  /// When a started collective ran, in steady-clock nanoseconds; zeros
+  /// where the backend cannot tell.
+  struct Span {
+    int64_t startNanos = 0, endNanos = 0;
+  };
+  /// Makes the kernels after this call wait for collective `token` (the
+  /// CPU blocks until it has finished; the GPU orders the compute stream
+  /// after it).
+  virtual Span wait(uint32_t token) { return {}; }
+  /// How started collectives run: "a thread per stream", "synchronously
+  /// (MPI without thread support)", "CUDA streams".
+  virtual std::string collectiveMode() const { return "synchronously"; }
+  /// True when collectives run through the host Communicator (the CPU's
+  /// MPI), which records them in the flight recorder itself; false where
+  /// they are enqueued on a device (NCCL): the executor records those.
+  virtual bool hostCollectives() const { return true; }
+  /// Waits for all kernels issued so far.
+  virtual void synchronize() {}
+  /// One past the highest arena byte that differs from the canary.
+  virtual uint64_t measureHighWaterMark() = 0;
+
+  /// Device memory in use (the device's total less its free bytes: our
+  /// arena, the libraries' share and anything else on the device), once
+  /// setup is done and the most seen when a step had finished; `measured`
+  /// is false where there is no device (the CPU).
+  struct DeviceMemory {
+    bool measured = false;
+    uint64_t afterSetup = 0, peak = 0, total = 0;
+  };
+  virtual DeviceMemory deviceMemory() const { return {}; }
+  /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as
+  /// the backend runs them), 0 when unknown (PeakFlops.h).
+  virtual double peakFlops(bool bf16) const { return 0.0; }
+};
+
+class Communicator;
+
+struct CpuBackendOptions {
+  int threads = 0;               ///< 0: all cores
+  std::string blas = "openblas"; ///< or "blis"
+  Communicator *comm = nullptr;  ///< the ranks' collectives (required)
+  /// Started collectives on a thread per stream: "on", "off" (in place, on
+  /// the compute thread), or "auto": on only where every rank of the node
+  /// has a core to spare for them (ranks x (threads + 1) <= cores), since
+  /// MPI's shared-memory collectives are work for the CPU cores themselves
+  /// (docs/overlap.md measures both). Agreed over all ranks.
+  std::string collectiveThreads = "auto";
+};
+
+/// The CPU backend; on failure (no BLAS library) returns null with `error`.
+std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
+                                          std::string &error);
+
+struct CudaBackendOptions {
+  int device = -1; ///< -1: the node-local rank's, mod devices
+  /// The rank's index on its node (nodeLocalRank, NodeRank.h: mpirun's or
+  /// srun's variable, else MPI's shared-memory split); -1: comm's.
+  int localRank = -1;
+  bool tf32 = true;             ///< cuBLAS TF32 tensor-op math for GEMMs
+  Communicator *comm = nullptr; ///< the ranks' host communicator (required):
+                                ///< bootstraps NCCL, reduces the loss
+  /// A collective unfinished this long (seconds; 0: never) when the host
+  /// waits for the step aborts the NCCL communicators and ends the job.
+  double collectiveTimeout = 300.0;
+};
+
+/// The CUDA backend (cuBLAS, our kernels, NCCL). Returns null with `error`
+/// when this build has no CUDA or the machine no usable GPU. Every rank
+/// must call it (NCCL's setup is collective).
+std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
+                                           std::string &error);
+
+/// The CUDA devices this process sees, one line each, or why there are
+/// none (also in a build without CUDA).
+std::string listCudaDevices();
+
+/// Every backend's options, as a tool takes them; each backend reads its
+/// own.
+struct BackendOptions {
+  Communicator *comm = nullptr;
+  int threads = 0;                        ///< cpu
+  std::string blas = "openblas";          ///< cpu
+  std::string collectiveThreads = "auto"; ///< cpu
+  int device = -1;                        ///< cuda
+  int localRank = -1;                     ///< cuda
+  bool tf32 = true;                       ///< cuda
+  double collectiveTimeout = 300.0;       ///< cuda
+};
+
+/// The backends this build registers, by name ("cpu", "cuda"), in
+/// Backends.cpp: a new backend is its folder plus one line there.
+const std::vector<std::string> &backendNames();
+bool isBackend(const std::string &name);
+/// Backend `name`; null with `error` when it cannot start (or is unknown).
+std::unique_ptr<Backend> createBackend(const std::string &name,
+                                       const BackendOptions &options,
+                                       std::string &error);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_BACKEND_H

@@ -1,0 +1,189 @@
+//===- Session.h - a plan running on a backend ------------------*- C++ -*-===//
+
+#ifndef FSDP_RUNTIME_SESSION_H
+#define FSDP_RUNTIME_SESSION_H
+
+#include "fsdp/runtime/comm/Communicator.h"
+#include "fsdp/runtime/comm/FlightRecorder.h"
+#include "fsdp/runtime/exec/Backend.h"
+#include "fsdp/runtime/plan/Plan.h"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// Where Session::initialize reads parameter elements instead of the
+/// initializers: io/Weights.h's InitialWeights (--init-from). An interface
+/// here because exec/ sits below io/ (docs/runtime.md, "Layers").
+class ParamSource {
+public:
+  virtual ~ParamSource() = default;
+  /// Elements [begin, begin + count) of parameter `param` (plan order);
+  /// false with `error` when they cannot be read.
+  virtual bool read(uint32_t param, int64_t begin, int64_t count, float *out,
+                    std::string &error) const = 0;
+};
+
+/// Wall time spent in each kernel kind over all steps so far.
+struct KernelTimes {
+  std::array<double, plan::kKernels.size()> seconds{};
+  std::array<int64_t, plan::kKernels.size()> calls{};
+};
+
+class Session {
+public:
+  Session(const Plan &plan, Backend &backend, Communicator &comm)
+      : plan(plan), backend(backend), comm(comm) {}
+
+  /// Allocates the arena and initialises this rank's shard of every unit
+  /// from the parameters' initializers and `seed` (deterministically:
+  /// element i of a parameter depends only on the seed, the parameter's
+  /// name and i, so every world size starts from the same model), or from
+  /// `weights` (--init-from: the rank reads its shard's elements), and
+  /// every optimizer moment to zero.
+  bool initialize(uint64_t seed, std::string &error,
+                  const ParamSource *weights = nullptr);
+
+  /// Copies the step input at `position` (token ids, targets, features).
+  void setInput(uint32_t position, const void *data, uint64_t bytes);
+
+  /// One training step (forward, backward, AdamW); returns the loss.
+  float step(int64_t step);
+  /// The plan's evaluation step (its first plan.evalKernels kernels: the
+  /// forward and the loss) on the inputs set; returns this rank's loss.
+  /// Parameters and moments are unchanged; the collectives it started are
+  /// finished on return. Its kernels are neither in kernelTimes() nor in
+  /// the trace (they would blur the training step's profile); `afterStep`
+  /// labels its collectives for the flight recorder.
+  float evaluate(int64_t afterStep);
+  /// Forward and backward only (every kernel but AdamW): parameters are
+  /// unchanged and each unit's AdamW gradient buffer holds its gradient
+  /// shard.
+  float forwardBackward();
+
+  /// Uses `lr` for every AdamW instead of the compiled learning rate.
+  void overrideLearningRate(double lr) { lrOverride = lr; }
+  /// The rate the next step's AdamW uses: the override, or the compiled
+  /// rate (the first AdamW's; the pipeline compiles one for all), or
+  /// nullopt for a plan without an optimizer.
+  std::optional<double> learningRate() const;
+
+  /// The global gradient norm of the last step (or forward-backward) of a
+  /// plan that clips its gradients: the square root of their sum of
+  /// squares over every rank's shards, which the step all-reduced (the
+  /// same on every rank); nullopt for a plan that does not clip.
+  std::optional<double> gradNorm();
+  /// The norm a plan clips its gradients to (its clip_coefficient's
+  /// max_norm), or nullopt.
+  std::optional<double> maxGradNorm() const;
+
+  std::vector<float> readBuffer(uint32_t buffer);
+  /// Elements [first, first + count) of an f32 buffer, into `out` (what
+  /// lies past the buffer's end is not read).
+  void readBufferRange(uint32_t buffer, int64_t first, int64_t count,
+                       float *out);
+  void writeBuffer(uint32_t buffer, const std::vector<float> &values);
+  /// The buffer the AdamW of unit `unit` reads its gradient shard from.
+  std::optional<uint32_t> gradientShard(uint32_t unit) const;
+  /// The full values of every parameter, gathered from all ranks, in
+  /// plan order (a collective: every rank must call it).
+  std::vector<std::vector<float>> gatherParams();
+
+  const KernelTimes &kernelTimes() const { return times; }
+  /// Forgets the times so far (the first step's page faults, say).
+  void resetKernelTimes() { times = KernelTimes(); }
+
+  /// Skips every collective and wait: the compute of the same plan alone,
+  /// for measuring how much communication a schedule hides. Losses are
+  /// then meaningless (gathered buffers hold stale values). Gradient
+  /// clipping's scalar all-reduce still runs (one latency), so that the
+  /// coefficient is computed from a sum, not from what its buffer held.
+  void setSkipCollectives(bool skip) { skipCollectives = skip; }
+  /// Runs every started collective where it starts, on this thread, and
+  /// skips the waits: the same plan without overlap, for comparison.
+  void setSynchronousCollectives(bool sync) { synchronous = sync; }
+
+  /// One executed kernel, for a timeline (microseconds since the session
+  /// started tracing), on lane 0 (compute; waits included), 1 (gathers) or
+  /// 2 (reduce-scatters).
+  struct TraceEvent {
+    uint32_t instruction;
+    int64_t step;
+    double start, duration;
+    uint32_t lane;
+    /// The process's heap bytes when it started, from the heap sampler
+    /// (0 without one).
+    uint64_t heapBytes = 0;
+  };
+  /// Samples the process's heap at every traced kernel (fsdp-run passes
+  /// its heap meter's count); null: none.
+  void setHeapSampler(uint64_t (*sampler)()) { heapSampler = sampler; }
+  /// Records every collective of the plan (issued, started, finished) for
+  /// the watchdog and its dumps; null: none.
+  void setFlightRecorder(FlightRecorder *recorder) {
+    this->recorder = recorder;
+  }
+
+  /// Records every kernel of every later step.
+  void startTrace();
+  const std::vector<TraceEvent> &traceEvents() const { return trace; }
+  uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
+
+private:
+  /// Runs kernels [0, end) of the program; collectives still in flight at
+  /// `end` are waited for there.
+  float run(int64_t step, bool optimizer, size_t end);
+  /// Waits for the collectives the evaluation step started whose waits lie
+  /// after it (plan.evalDrainTokens).
+  void finishEvaluation();
+  /// The phases of one instruction of `run`.
+  bool skips(const Instruction &inst, bool optimizer) const;
+  bool startsAsync(const Instruction &inst) const;
+  /// Starts the collective at `index` and those grouped with it (a bucket)
+  /// as one; `index` moves to the last of them. Timed at their waits.
+  void startGroup(size_t &index, int64_t step);
+  /// Waits for a started collective: its time and trace event are the
+  /// span the backend measured.
+  void finishWait(const Instruction &wait, int64_t step);
+  /// Runs a kernel (or a collective where it is) with `params`; returns
+  /// its trace lane.
+  uint32_t runKernel(size_t index, const double *params, int64_t step);
+  /// Counts instruction `index`'s time since `begin` and traces it.
+  void account(size_t index, int64_t step,
+               std::chrono::steady_clock::time_point begin, uint32_t lane);
+  /// A record of collective `index` at `step` in the flight recorder (0
+  /// without one).
+  uint64_t issueRecord(size_t index, int64_t step);
+
+  const Plan &plan;
+  Backend &backend;
+  Communicator &comm;
+  /// The shard group this rank gathers with outside the plan (--export's
+  /// final gather): `comm` without a replicate axis, else split from it
+  /// on first use.
+  Communicator &shardGroup();
+  std::unique_ptr<Communicator> shardComm;
+  std::optional<double> lrOverride;
+  KernelTimes times;
+  FlightRecorder *recorder = nullptr;
+  std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
+  bool tracing = false, skipCollectives = false, synchronous = false;
+  std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
+  bool evaluating = false;
+  std::chrono::steady_clock::time_point traceOrigin;
+  std::vector<TraceEvent> trace;
+  uint64_t (*heapSampler)() = nullptr;
+};
+
+/// Elements [begin, end) of parameter `param`, initialised with `seed`.
+void initializeParam(const ParamDesc &param, uint64_t seed, int64_t begin,
+                     int64_t end, float *out);
+
+} // namespace fsdp::rt
+
+#endif // FSDP_RUNTIME_SESSION_H

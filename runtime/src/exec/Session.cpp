@@ -1,0 +1,355 @@
+//===- Session.cpp - a plan running on a backend --------------------------===//
+
+#include "fsdp/runtime/exec/Session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace fsdp::rt {
+
+Communicator &Session::shardGroup() {
+  if (plan.replicas() == 1)
+    return comm;
+  if (!shardComm) {
+    // The first call is on every rank (gatherParams is collective).
+    std::string why;
+    int rank = comm.rank(), shards = int(plan.shardSize);
+    shardComm = comm.split(rank / shards, rank,
+                           "shard group " + std::to_string(rank / shards), why);
+    if (!shardComm) {
+      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", rank, why.c_str());
+      comm.abort(1);
+    }
+  }
+  return *shardComm;
+}
+
+bool Session::initialize(uint64_t seed, std::string &error,
+                         const ParamSource *weights) {
+  if (!backend.allocateArena(plan.arenaSize, error) ||
+      !backend.prepare(plan, error))
+    return false;
+  std::vector<float> host;
+  bool read = true;
+  for (size_t u = 0; u < plan.units.size() && read; ++u) {
+    const UnitDesc &unit = plan.units[u];
+    const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
+    host.assign(buffer.numElements(), 0.0f);
+    forEachShardSegment(
+        plan, uint32_t(u), int(plan::shardIndex(comm.rank(), plan.shardSize)),
+        int(plan.shardSize),
+        [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
+          if (!weights)
+            initializeParam(param, seed, begin, begin + count,
+                            host.data() + at);
+          else if (read)
+            read = weights->read(uint32_t(&param - plan.params.data()), begin,
+                                 count, host.data() + at, error);
+        });
+    backend.write(buffer.offset, host.data(), buffer.size);
+  }
+  if (!read)
+    return false;
+  for (const BufferDesc &buffer : plan.buffers)
+    if (buffer.kind == plan::BufferKind::AdamM ||
+        buffer.kind == plan::BufferKind::AdamV) {
+      host.assign(buffer.numElements(), 0.0f);
+      backend.write(buffer.offset, host.data(), buffer.size);
+    }
+  return true;
+}
+
+void Session::setInput(uint32_t position, const void *data, uint64_t bytes) {
+  const BufferDesc &buffer = plan.buffers[plan.inputs.at(position)];
+  backend.write(buffer.offset, data, std::min(bytes, buffer.size));
+}
+
+/// A started collective that joins the one before it into a bucket.
+static bool isGroupedStart(const Instruction &inst) {
+  plan::Opcode opcode = inst.kernel->opcode;
+  if (opcode != plan::Opcode::AllGather &&
+      opcode != plan::Opcode::ReduceScatter &&
+      opcode != plan::Opcode::AllReduceMean)
+    return false;
+  plan::CollectiveParams p = plan::collectiveParams(inst.params.data());
+  return p.started() && p.grouped();
+}
+
+/// A gather, reduce-scatter or replica all-reduce (started or where it
+/// is), not a wait.
+static bool isCollective(plan::Opcode opcode) {
+  return opcode == plan::Opcode::AllGather ||
+         opcode == plan::Opcode::ReduceScatter ||
+         opcode == plan::Opcode::AllReduceMean;
+}
+
+/// Whether this run leaves `inst` out: AdamW in a forward-backward, every
+/// collective and wait with skipped collectives, the waits of synchronous
+/// ones (their collectives ran where they started). Gradient clipping's
+/// scalar all-reduce always runs: it costs a latency, and without it the
+/// clipping coefficient would come from whatever its buffer held.
+bool Session::skips(const Instruction &inst, bool optimizer) const {
+  plan::Opcode opcode = inst.kernel->opcode;
+  bool adamw =
+      opcode == plan::Opcode::AdamW || opcode == plan::Opcode::AdamWShard;
+  if (adamw && !optimizer)
+    return true;
+  if ((isCollective(opcode) || opcode == plan::Opcode::Wait) && skipCollectives)
+    return true;
+  return opcode == plan::Opcode::Wait && synchronous;
+}
+
+/// A collective this run starts and waits for later (not synchronous).
+bool Session::startsAsync(const Instruction &inst) const {
+  return isCollective(inst.kernel->opcode) &&
+         plan::collectiveParams(inst.params.data()).started() && !synchronous;
+}
+
+void Session::startGroup(size_t &index, int64_t step) {
+  const Instruction &inst = plan.program[index];
+  plan::CollectiveParams collective =
+      plan::collectiveParams(inst.params.data());
+  // The collective and the ones grouped with it (a bucket) start as
+  // one; this returns at once, the waits account for time and trace.
+  std::vector<const Instruction *> group = {&inst};
+  startedAt[collective.tokenId()] = index;
+  while (index + 1 < plan.program.size() &&
+         isGroupedStart(plan.program[index + 1])) {
+    group.push_back(&plan.program[++index]);
+    startedAt[plan::collectiveParams(group.back()->params.data()).tokenId()] =
+        index;
+  }
+  // The stream's communicator (a thread's, on the CPU) takes the
+  // records over; a GPU's NCCL enqueue starts them here.
+  std::vector<uint64_t> ids;
+  for (const Instruction *member : group) {
+    ids.push_back(issueRecord(member - plan.program.data(), step));
+    tokenRecord[plan::collectiveParams(member->params.data()).tokenId()] =
+        ids.back();
+  }
+  {
+    RecordScope scope(ids);
+    backend.start(plan, group, collective.streamId());
+  }
+  if (recorder && !backend.hostCollectives())
+    for (size_t k = 0; k < ids.size(); ++k)
+      recorder->start(ids[k], collective.streamId(),
+                      std::string(group[k]->kernel->name), 0);
+}
+
+void Session::finishWait(const Instruction &wait, int64_t step) {
+  auto token = uint32_t(plan::waitToken(wait.params.data()));
+  size_t at = startedAt[token];
+  Backend::Span span = backend.wait(token);
+  if (recorder)
+    recorder->finishIfOpen(tokenRecord[token]);
+  if (evaluating)
+    return; // not part of the training step's profile
+  const Instruction &startInst = plan.program[at];
+  if (tracing && span.endNanos > span.startNanos)
+    trace.push_back(
+        {uint32_t(at), step,
+         double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
+         double(span.endNanos - span.startNanos) * 1e-3,
+         plan::collectiveParams(startInst.params.data()).streamId()});
+  double ran = double(span.endNanos - span.startNanos) * 1e-9;
+  times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
+  ++times.calls[uint32_t(startInst.kernel->opcode)];
+}
+
+uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
+  const Instruction &inst = plan.program[index];
+  plan::Opcode opcode = inst.kernel->opcode;
+  uint64_t id = 0;
+  uint32_t lane = 0;
+  if (isCollective(opcode) || opcode == plan::Opcode::AllReduceSum) {
+    id = issueRecord(index, step);
+    // The all-reduce runs on the compute stream: lane 0.
+    lane = opcode == plan::Opcode::AllGather       ? plan::kGatherStream
+           : opcode == plan::Opcode::ReduceScatter ? plan::kScatterStream
+           : opcode == plan::Opcode::AllReduceMean ? plan::kReplicaStream
+                                                   : 0;
+  }
+  {
+    RecordScope scope(std::vector<uint64_t>{id});
+    if (id && !backend.hostCollectives())
+      recorder->start(id, 0, std::string(inst.kernel->name), 0);
+    backend.run(plan, inst, params, step);
+  }
+  if (id)
+    recorder->finishIfOpen(id);
+  return lane;
+}
+
+void Session::account(size_t index, int64_t step,
+                      std::chrono::steady_clock::time_point begin,
+                      uint32_t lane) {
+  if (evaluating)
+    return; // not part of the training step's profile
+  auto end = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(end - begin).count();
+  uint32_t opcode = uint32_t(plan.program[index].kernel->opcode);
+  times.seconds[opcode] += seconds;
+  ++times.calls[opcode];
+  if (tracing)
+    trace.push_back(
+        {uint32_t(index), step,
+         std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
+         seconds * 1e6, lane, heapSampler ? heapSampler() : 0});
+}
+
+/// Parameter `index` of the first kernel of `plan` with opcode `a` or
+/// `b`, or nullopt when it has none.
+static std::optional<double> firstParam(const Plan &plan, plan::Opcode a,
+                                        plan::Opcode b, size_t index) {
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == a || inst.kernel->opcode == b)
+      return inst.params[index];
+  return std::nullopt;
+}
+
+std::optional<double> Session::learningRate() const {
+  if (lrOverride)
+    return lrOverride;
+  return firstParam(plan, plan::Opcode::AdamW, plan::Opcode::AdamWShard,
+                    plan::kAdamWLearningRate);
+}
+
+std::optional<double> Session::maxGradNorm() const {
+  plan::Opcode clip = plan::Opcode::ClipCoefficient;
+  return firstParam(plan, clip, clip, plan::paramIndex(clip, "max_norm"));
+}
+
+std::optional<double> Session::gradNorm() {
+  if (plan.gradSqBuffer == plan::kNone)
+    return std::nullopt;
+  float sumSq = 0.0f;
+  backend.read(plan.buffers[plan.gradSqBuffer].offset, &sumSq, sizeof(sumSq));
+  return std::sqrt(double(sumSq));
+}
+
+void Session::finishEvaluation() {
+  // Started only where they run asynchronously; the loader listed them.
+  if (skipCollectives || synchronous)
+    return;
+  for (uint32_t token : plan.evalDrainTokens) {
+    backend.wait(token);
+    if (recorder)
+      recorder->finishIfOpen(tokenRecord[token]);
+  }
+}
+
+float Session::run(int64_t step, bool optimizer, size_t end) {
+  using plan::Opcode;
+  std::vector<double> params;
+  for (size_t index = 0; index < end; ++index) {
+    const Instruction &inst = plan.program[index];
+    if (skips(inst, optimizer))
+      continue;
+    Opcode opcode = inst.kernel->opcode;
+    params = inst.params;
+    if ((opcode == Opcode::AdamW || opcode == Opcode::AdamWShard) && lrOverride)
+      params[plan::kAdamWLearningRate] = *lrOverride;
+    auto begin = std::chrono::steady_clock::now();
+    if (startsAsync(inst))
+      startGroup(index, step); // counted and traced at its wait
+    else if (opcode == Opcode::Wait) {
+      finishWait(inst, step);
+      account(index, step, begin, 0);
+    } else
+      account(index, step, begin, runKernel(index, params.data(), step));
+  }
+  if (end < plan.program.size())
+    finishEvaluation();
+  backend.synchronize();
+  float loss = 0.0f;
+  backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));
+  return loss;
+}
+
+uint64_t Session::issueRecord(size_t index, int64_t step) {
+  if (!recorder)
+    return 0;
+  const Instruction &inst = plan.program[index];
+  std::string kind(inst.kernel->name);
+  CollectiveLabel label{
+      step, int64_t(index),
+      kind + (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") +
+          (evaluating ? " (evaluation after the step)" : "")};
+  uint32_t flat = inst.kernel->opcode == plan::Opcode::AllGather ? inst.outs[0]
+                                                                 : inst.ins[0];
+  return recorder->issue(label, kind, plan.buffers[flat].size);
+}
+
+float Session::step(int64_t step) {
+  return run(step, /*optimizer=*/true, plan.program.size());
+}
+
+float Session::evaluate(int64_t afterStep) {
+  evaluating = true;
+  float loss = run(afterStep, /*optimizer=*/false, plan.evalKernels);
+  evaluating = false;
+  return loss;
+}
+
+void Session::startTrace() {
+  tracing = true;
+  traceOrigin = std::chrono::steady_clock::now();
+  trace.clear();
+}
+
+float Session::forwardBackward() {
+  return run(1, /*optimizer=*/false, plan.program.size());
+}
+
+std::vector<float> Session::readBuffer(uint32_t id) {
+  const BufferDesc &buffer = plan.buffers[id];
+  std::vector<float> values(buffer.numElements());
+  backend.read(buffer.offset, values.data(), buffer.size);
+  return values;
+}
+
+void Session::readBufferRange(uint32_t id, int64_t first, int64_t count,
+                              float *out) {
+  const BufferDesc &buffer = plan.buffers[id];
+  uint64_t begin = std::min<uint64_t>(buffer.size, uint64_t(first) * 4);
+  backend.read(buffer.offset + begin, out,
+               std::min<uint64_t>(buffer.size - begin, uint64_t(count) * 4));
+}
+
+void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {
+  const BufferDesc &buffer = plan.buffers[id];
+  backend.write(buffer.offset, values.data(),
+                std::min<uint64_t>(buffer.size, values.size() * sizeof(float)));
+}
+
+std::optional<uint32_t> Session::gradientShard(uint32_t unit) const {
+  for (const Instruction &inst : plan.program)
+    if (inst.kernel->opcode == plan::Opcode::AdamWShard &&
+        inst.outs[0] == plan.units[unit].shardBuffer)
+      return inst.ins[0];
+  return std::nullopt;
+}
+
+std::vector<std::vector<float>> Session::gatherParams() {
+  std::vector<std::vector<float>> values(plan.params.size());
+  std::vector<float> full;
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    const UnitDesc &unit = plan.units[u];
+    std::vector<float> shard = readBuffer(unit.shardBuffer);
+    full.assign(unit.flatSize, 0.0f);
+    RecordScope scope(
+        CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
+    shardGroup().allGatherFrom(shard.data(), full.data(), unit.flatSize);
+    for (size_t p = 0; p < plan.params.size(); ++p)
+      if (plan.params[p].unit == u)
+        values[p].assign(full.begin() + plan.params[p].unitOffset,
+                         full.begin() + plan.params[p].unitOffset +
+                             plan.params[p].numElements());
+  }
+  return values;
+}
+
+} // namespace fsdp::rt

@@ -1,0 +1,1 @@
+#include "fsdp/runtime/low/Low.h"

@@ -1,0 +1,2 @@
+#include "fsdp/runtime/Format.h"
+#include "low/Private.h"

@@ -1,0 +1,1 @@
+// In a folder layers.txt does not name.

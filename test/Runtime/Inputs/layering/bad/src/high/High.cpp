@@ -1,0 +1,3 @@
+#include "fsdp/runtime/high/High.h"
+#include "low/Private.h"
+#include <fsdp/runtime/Missing.h>

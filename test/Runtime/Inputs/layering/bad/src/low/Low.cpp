@@ -1,0 +1,2 @@
+#include "fsdp/runtime/low/Low.h"
+#include "fsdp/runtime/high/High.h"

@@ -1,0 +1,1 @@
+// The plan format (layer "format").

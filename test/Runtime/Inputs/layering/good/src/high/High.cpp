@@ -1,0 +1,2 @@
+#include "fsdp/runtime/high/High.h"
+#include <fsdp/runtime/Format.h>

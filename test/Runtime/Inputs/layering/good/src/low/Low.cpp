@@ -1,0 +1,3 @@
+#include "fsdp/runtime/low/Low.h"
+#include "low/Private.h"
+#include <vector>
