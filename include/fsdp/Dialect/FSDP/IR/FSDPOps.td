@@ -32,8 +32,8 @@ def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
 /// dialect, with the traits of every fsdp op. Deriving from this class is
 /// what makes an op lowerable: it declares KernelOpInterface, generates
 /// getKernelOpcode(), and leaves the methods named in `kernelMethods`
-/// (getFlops for a GEMM, getKernelScratch, getBytesMoved) to FSDPOps.cpp:
-/// an op without them does not link. See docs/adding-an-op.md.
+/// (getFlops for a GEMM, getKernelScratch, getBytesMoved) to
+/// FSDPKernelOpInterface.cpp: an op without them does not link. See docs/adding-an-op.md.
 class FSDP_KernelOp<string mnemonic, string kernel, list<Trait> traits = [],
                     list<string> kernelMethods = []>
     : FSDP_KernelOpBase<FSDP_Dialect, mnemonic, kernel,
