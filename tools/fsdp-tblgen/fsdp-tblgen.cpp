@@ -616,13 +616,27 @@ std::string docParam(const Param &p) {
   return p.name;
 }
 
+/// The shape rules as the table's column shows them: `input [*R, C]`,
+/// ..., then the dim checks and the derivation.
+std::string docShapes(const Kernel &k) {
+  std::vector<std::string> parts;
+  for (const ShapeRule &rule : k.shapes)
+    parts.push_back(rule.operand + " `" + rule.pattern + "`");
+  for (const std::string &check : k.dimChecks)
+    parts.push_back("`" + check + "`");
+  if (!k.derive.empty())
+    parts.push_back(k.derive);
+  return llvm::join(parts, ", ");
+}
+
 void emitDoc(raw_ostream &os, const std::vector<Kernel> &kernels) {
-  os << "| opcode | kernel | inputs | outputs | params | notes |\n"
-        "|---|---|---|---|---|---|\n";
+  os << "| opcode | kernel | inputs | outputs | params | shapes | notes |\n"
+        "|---|---|---|---|---|---|---|\n";
   for (const Kernel &k : kernels)
     os << "| " << k.opcode << " | " << k.name << " | "
        << joined(k.ins, docOperand) << " | " << joined(k.outs, docOperand)
-       << " | " << joined(k.params, docParam) << " | " << k.notes << " |\n";
+       << " | " << joined(k.params, docParam) << " | " << docShapes(k) << " | "
+       << k.notes << " |\n";
 }
 
 bool generate(raw_ostream &os, const RecordKeeper &records) {
