@@ -21,6 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/KernelShapes.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -29,6 +31,8 @@
 #include "llvm/TableGen/Record.h"
 
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,13 +56,19 @@ struct Operand {
 struct Param {
   std::string name, type, sameAs, value; ///< value: the default, if any
 };
+/// A shape rule: operand `operand` (its name) has shape `pattern`.
+struct ShapeRule {
+  std::string operand, pattern;
+};
 struct Kernel {
   const Record *def = nullptr;
   int64_t opcode = 0;
-  std::string enumerator, name, dispatch, notes;
+  std::string enumerator, name, dispatch, notes, derive, extraCheck;
   bool gemm = false, byHand = false;
   std::vector<Operand> ins, outs;
   std::vector<Param> params;
+  std::vector<ShapeRule> shapes;
+  std::vector<std::string> dimChecks;
 };
 
 std::vector<Operand> readOperands(const Record *def, StringRef field) {
@@ -89,6 +99,17 @@ Kernel readKernel(const Record *def) {
   k.byHand = def->getValueAsBit("byHand");
   k.ins = readOperands(def, "ins");
   k.outs = readOperands(def, "outs");
+  k.derive = def->getValueAsString("derive").str();
+  k.extraCheck = def->getValueAsString("extraCheck").str();
+  for (StringRef rule : def->getValueAsListOfStrings("shapes")) {
+    auto [operand, pattern] = rule.split(':');
+    if (pattern.empty())
+      PrintFatalError(def,
+                      "shape rule '" + rule + "' is not \"operand: pattern\"");
+    k.shapes.push_back({operand.trim().str(), pattern.trim().str()});
+  }
+  for (StringRef check : def->getValueAsListOfStrings("dimChecks"))
+    k.dimChecks.push_back(check.trim().str());
   const DagInit *params = def->getValueAsDag("kernelParams");
   for (unsigned i = 0; i < params->getNumArgs(); ++i) {
     const Record *rec = cast<DefInit>(params->getArg(i))->getDef();
@@ -129,6 +150,74 @@ void checkKernel(const Kernel &k, size_t index) {
         }))
       PrintFatalError(k.def, "parameter '" + p.name + "' defaults to '" +
                                  p.sameAs + "', which the kernel lacks");
+}
+
+/// shapes::Derive's enumerator for `derive` ("" for None).
+std::optional<fsdp::plan::shapes::Derive> deriveOf(StringRef derive) {
+  using fsdp::plan::shapes::Derive;
+  if (derive.empty())
+    return Derive::None;
+  if (derive == "AttentionHeads")
+    return Derive::AttentionHeads;
+  if (derive == "RopeHeads")
+    return Derive::RopeHeads;
+  return std::nullopt;
+}
+
+/// The flat operand index of `name` (input i: i, output j: kMaxInputs +
+/// j), or -1.
+int operandIndex(const Kernel &k, StringRef name) {
+  for (size_t i = 0; i < k.ins.size(); ++i)
+    if (k.ins[i].name == name)
+      return int(i);
+  for (size_t j = 0; j < k.outs.size(); ++j)
+    if (k.outs[j].name == name)
+      return int(fsdp::plan::shapes::kMaxInputs + j);
+  return -1;
+}
+
+/// The shape rules: each names an operand of the kernel once, parses, and
+/// every dim a check names is one that a pattern or the derivation binds.
+void checkShapeRules(const Kernel &k) {
+  namespace shapes = fsdp::plan::shapes;
+  auto fail = [&](const Twine &what) {
+    PrintFatalError(k.def, "kernel '" + k.name + "': " + what);
+  };
+  std::optional<shapes::Derive> derive = deriveOf(k.derive);
+  if (!derive)
+    fail("unknown derive '" + k.derive + "' (shapes::Derive)");
+  if (k.shapes.size() > shapes::kMaxRules ||
+      k.dimChecks.size() > shapes::kMaxChecks)
+    fail("more shape rules or dim checks than KernelShapes.h holds");
+  std::set<std::string> operands, dims;
+  for (std::string_view d : shapes::derivedDims(*derive))
+    if (!d.empty())
+      dims.insert(std::string(d));
+  for (const ShapeRule &rule : k.shapes) {
+    if (operandIndex(k, rule.operand) < 0)
+      fail("a shape pattern for '" + rule.operand + "', which it lacks");
+    if (!operands.insert(rule.operand).second)
+      fail("two shape patterns for '" + rule.operand + "'");
+    if (!shapes::wellFormed(rule.pattern, /*check=*/false))
+      fail("malformed shape pattern '" + rule.pattern + "'");
+    shapes::forEachDim(
+        rule.pattern, [&](std::string_view d) { dims.insert(std::string(d)); });
+  }
+  for (const std::string &check : k.dimChecks) {
+    if (!shapes::wellFormed(check, /*check=*/true))
+      fail("malformed dim check '" + check + "'");
+    shapes::forEachDim(check, [&](std::string_view d) {
+      if (!dims.count(std::string(d)))
+        fail("dim check '" + check + "' names '" + std::string(d) +
+             "', which no shape pattern binds");
+    });
+  }
+  if (k.derive == "AttentionHeads" || k.derive == "RopeHeads")
+    if (!dims.count("W") || llvm::none_of(k.params, [](const Param &p) {
+          return p.name == "heads";
+        }))
+      fail("derive '" + k.derive +
+           "' needs qkv's width W and a parameter 'heads'");
 }
 
 /// The op's operands and attributes, from its `arguments` dag.
@@ -291,6 +380,7 @@ std::vector<Kernel> readKernels(const RecordKeeper &records) {
   std::map<std::string, const Kernel *> names;
   for (size_t i = 0; i < kernels.size(); ++i) {
     checkKernel(kernels[i], i);
+    checkShapeRules(kernels[i]);
     if (!names.emplace(kernels[i].name, &kernels[i]).second)
       PrintFatalError(kernels[i].def, "two kernels named " + kernels[i].name);
   }
@@ -351,6 +441,22 @@ void emitDispatchList(raw_ostream &os, const std::vector<Kernel> &kernels,
   os << "\n";
 }
 
+/// KernelRules.h's entry of kernel `k`: its rules, dim checks,
+/// derivation and extra check.
+void emitShapes(raw_ostream &os, const Kernel &k) {
+  std::vector<std::string> rules, checks;
+  for (const ShapeRule &rule : k.shapes)
+    rules.push_back("{" + std::to_string(operandIndex(k, rule.operand)) +
+                    ", \"" + rule.pattern + "\"}");
+  for (const std::string &check : k.dimChecks)
+    checks.push_back("\"" + check + "\"");
+  os << "rules(O::" << k.enumerator << ",\n"
+     << "      {{" << llvm::join(rules, ", ") << "}},\n"
+     << "      {" << llvm::join(checks, ", ") << "},\n"
+     << "      Derive::" << (k.derive.empty() ? "None" : k.derive) << ", \""
+     << k.extraCheck << "\"),\n";
+}
+
 void emitTable(raw_ostream &os, const std::vector<Kernel> &kernels) {
   os << "// The kernel table, generated by fsdp-tblgen -gen-kernel-table from\n"
         "// include/fsdp/Dialect/FSDP/IR/FSDPKernels.td: do not edit (ninja\n"
@@ -372,6 +478,10 @@ void emitTable(raw_ostream &os, const std::vector<Kernel> &kernels) {
        << "       {" << joined(k.params, paramSpelling) << "}),\n";
   }
   os << "#undef FSDP_KERNEL_TABLE\n#endif\n\n";
+  os << "#ifdef FSDP_KERNEL_SHAPES\n";
+  for (const Kernel &k : kernels)
+    emitShapes(os, k);
+  os << "#undef FSDP_KERNEL_SHAPES\n#endif\n\n";
   os << "#ifdef FSDP_KERNEL_DISPATCH\n";
   emitDispatchList(os, kernels, "FSDP_RUNTIME_GEMM_KERNELS", true);
   emitDispatchList(os, kernels, "FSDP_RUNTIME_OTHER_KERNELS", false);

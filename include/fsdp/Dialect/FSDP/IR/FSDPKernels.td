@@ -62,6 +62,17 @@ def params;
 /// FSDP_KernelOp but has a case of its own in LowerToRuntime.cpp (fsdp-tblgen
 /// requires the op to exist, and every other op named after a kernel to be
 /// an FSDP_KernelOp of it). `notes` go into plan-format.md's table.
+///
+/// Shapes (runtime/include/fsdp/runtime/KernelShapes.h evaluates them, for
+/// the plan loader and the dispatch): `shapes` gives operands' patterns as
+/// "operand: pattern" over named dims ([*R, C]: the leading dims R and the
+/// width C; [#N, C]: leading dims by their product; #C: the element count
+/// only); `dimChecks` the conditions on dims ("C > 0": a width a kernel
+/// divides by, "R <= INT": what reaches BLAS or a CUDA grid, "P >= T");
+/// `derive` what a pattern cannot say, from the parameters
+/// (shapes::Derive: "AttentionHeads", "RopeHeads"); `extraCheck` the
+/// loader's named check against the rest of the plan (units, buffer kinds,
+/// the vocabulary: runtime/src/PlanKernelChecks.cpp).
 class FSDP_Kernel<int opcode_, string enumerator_, string name_, dag ins_,
                   dag outs_, dag params_ = (params)> {
   int opcode = opcode_;
@@ -74,6 +85,10 @@ class FSDP_Kernel<int opcode_, string enumerator_, string name_, dag ins_,
   bit gemm = 0;
   bit byHand = 0;
   string notes = "";
+  list<string> shapes = [];
+  list<string> dimChecks = [];
+  string derive = "";
+  string extraCheck = "";
 }
 
 defvar KCollective = (params KI64:$stream, KI64:$token, KI64:$group,
@@ -81,85 +96,131 @@ defvar KCollective = (params KI64:$stream, KI64:$token, KI64:$group,
 defvar KAdamW = (params KF32:$lr, KF32:$beta1, KF32:$beta2, KF32:$eps,
                  KF32:$weight_decay);
 defvar KHeads = (params KI64:$heads, KHeadsOr:$kv_heads);
+/// The dim checks of the kernels over rows R of width C, the GEMMs and
+/// attention.
+defvar KRowChecks = ["C > 0", "R <= INT"];
+defvar KGemmChecks = ["OC > 0", "IC > 0", "OC <= INT", "IC <= INT",
+                      "N <= INT"];
+defvar KAttentionChecks = ["T > 0", "W > 0", "T <= INT", "W <= INT",
+                           "B*H*T <= INT"];
+defvar KVocabularyChecks = ["V > 0", "N <= INT", "V <= INT"];
 
 def : FSDP_Kernel<0, "Embedding", "embedding",
     (ins KIds:$tokens, KFloats:$wte, KOptFloats:$wpe), (outs KResult:$result)> {
   let dispatch = "embeddingForward";
   let notes = "without wpe: the token embedding alone (Llama's)";
+  let shapes = ["tokens: [B, T]", "wte: [V, C]", "wpe: [P, C]",
+                "result: [B, T, C]"];
+  let dimChecks = ["P >= T", "B*T <= INT"];
+  let extraCheck = "noteTableRows";
 }
 def : FSDP_Kernel<1, "EmbeddingBackward", "embedding_backward",
     (ins KFloats:$grad, KIds:$tokens),
     (outs KResult:$wte_grad, KResult:$wpe_grad)> {
   let dispatch = "embeddingBackward";
+  let shapes = ["grad: [B, T, C]", "tokens: [B, T]", "wte_grad: [V, C]",
+                "wpe_grad: [P, C]"];
+  let dimChecks = ["P >= T", "B*T <= INT"];
 }
 def : FSDP_Kernel<2, "LayerNorm", "layer_norm",
     (ins KFloats:$input, KFloats:$weight, KFloats:$bias),
     (outs KResult:$result, KStatResult:$mean, KStatResult:$rstd),
     (params KF32:$epsilon)> {
   let dispatch = "layerNormForward";
+  let shapes = ["input: [*R, C]", "weight: #C", "bias: #C", "result: [*R, C]",
+                "mean: #R", "rstd: #R"];
+  let dimChecks = KRowChecks;
 }
 def : FSDP_Kernel<3, "LayerNormBackward", "layer_norm_backward",
     (ins KFloats:$grad, KFloats:$input, KFloats:$weight, KStat:$mean,
          KStat:$rstd),
     (outs KResult:$input_grad, KResult:$weight_grad, KResult:$bias_grad)> {
   let dispatch = "layerNormBackward";
+  let shapes = ["grad: [*R, C]", "input: [*R, C]", "weight: #C", "mean: #R",
+                "rstd: #R", "input_grad: [*R, C]", "weight_grad: #C",
+                "bias_grad: #C"];
+  let dimChecks = KRowChecks;
 }
 def : FSDP_Kernel<4, "Linear", "linear",
     (ins KFloats:$input, KFloats:$weight, KOptFloats:$bias),
     (outs KResult:$result)> {
   let dispatch = "linearForward";
   let gemm = 1;
+  let shapes = ["input: [*N, IC]", "weight: [OC, IC]", "bias: #OC",
+                "result: [#N, OC]"];
+  let dimChecks = KGemmChecks;
 }
 def : FSDP_Kernel<5, "LinearGradInput", "linear_grad_input",
     (ins KFloats:$grad, KFloats:$weight), (outs KResult:$result)> {
   let dispatch = "linearGradInput";
   let gemm = 1;
+  let shapes = ["grad: [*N, OC]", "weight: [OC, IC]", "result: [#N, IC]"];
+  let dimChecks = KGemmChecks;
 }
 def : FSDP_Kernel<6, "LinearGradWeight", "linear_grad_weight",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
   let dispatch = "linearGradWeight";
   let gemm = 1;
+  let shapes = ["grad: [*N, OC]", "input: [#N, IC]", "result: [OC, IC]"];
+  let dimChecks = KGemmChecks;
 }
 def : FSDP_Kernel<7, "BiasGrad", "bias_grad", (ins KFloats:$grad),
     (outs KResult:$result)> {
   let dispatch = "biasGrad";
+  let shapes = ["grad: [*N, C]", "result: #C"];
+  let dimChecks = ["C > 0"];
 }
 def : FSDP_Kernel<8, "Add", "add", (ins KFloats:$lhs, KFloats:$rhs),
     (outs KResult:$result)> {
   let dispatch = "add";
+  let shapes = ["lhs: [*S]", "rhs: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<9, "Gelu", "gelu", (ins KFloats:$input),
     (outs KResult:$result)> {
   let dispatch = "geluForward";
+  let shapes = ["input: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<10, "GeluBackward", "gelu_backward",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
   let dispatch = "geluBackward";
+  let shapes = ["grad: [*S]", "input: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<11, "Relu", "relu", (ins KFloats:$input),
     (outs KResult:$result)> {
   let dispatch = "reluForward";
+  let shapes = ["input: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<12, "ReluBackward", "relu_backward",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
   let dispatch = "reluBackward";
+  let shapes = ["grad: [*S]", "input: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<13, "Attention", "attention", (ins KFloats:$qkv),
     (outs KResult:$result, KResult:$probs), KHeads> {
   let dispatch = "attentionForward";
   let gemm = 1;
+  let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "probs: [B, H, T, T]"];
+  let dimChecks = KAttentionChecks;
+  let derive = "AttentionHeads";
 }
 def : FSDP_Kernel<14, "AttentionBackward", "attention_backward",
     (ins KFloats:$grad, KFloats:$qkv, KFloats:$probs),
     (outs KResult:$result, KScratch:$dprobs), KHeads> {
   let dispatch = "attentionBackward";
   let gemm = 1;
+  let shapes = ["grad: [B, T, C]", "qkv: [B, T, W]", "probs: [B, H, T, T]",
+                "result: [B, T, W]", "dprobs: #B*H*T*T"];
+  let dimChecks = KAttentionChecks;
+  let derive = "AttentionHeads";
 }
 def : FSDP_Kernel<15, "AttentionBlocked", "attention_blocked",
     (ins KFloats:$qkv), (outs KResult:$result, KStatResult:$lse), KHeads> {
   let dispatch = "blockedAttentionForward";
   let gemm = 1;
   let notes = "without the T x T matrix: one log-sum-exp per row (B x H x T)";
+  let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "lse: [B, H, T]"];
+  let dimChecks = KAttentionChecks;
+  let derive = "AttentionHeads";
 }
 def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
     (ins KFloats:$grad, KFloats:$qkv, KStat:$lse, KFloats:$output),
@@ -167,22 +228,35 @@ def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
   let dispatch = "blockedAttentionBackward";
   let gemm = 1;
   let notes = "output: the forward's result";
+  let shapes = ["grad: [B, T, C]", "qkv: [B, T, W]", "lse: [B, H, T]",
+                "output: [B, T, C]", "result: [B, T, W]"];
+  let dimChecks = KAttentionChecks;
+  let derive = "AttentionHeads";
 }
 def : FSDP_Kernel<17, "CrossEntropy", "cross_entropy",
     (ins KFloats:$logits, KIds:$targets),
     (outs KStatResult:$loss, KStatScratch:$row_losses)> {
   let notes = "loss: the mean; row_losses: per-row losses, which the GPU "
               "reduces in a fixed order with many blocks";
+  let shapes = ["logits: [*N, V]", "targets: #N", "loss: #1", "row_losses: #N"];
+  let dimChecks = KVocabularyChecks;
+  let extraCheck = "checkVocabulary";
 }
 def : FSDP_Kernel<18, "CrossEntropyBackward", "cross_entropy_backward",
     (ins KStat:$grad, KFloats:$logits, KIds:$targets),
     (outs KResult:$result)> {
   let dispatch = "crossEntropyBackward";
+  let shapes = ["grad: #1", "logits: [*N, V]", "targets: #N",
+                "result: [*N, V]"];
+  let dimChecks = KVocabularyChecks;
+  let extraCheck = "checkVocabulary";
 }
 def : FSDP_Kernel<19, "AdamW", "adamw", (ins KStat:$grad),
     (outs KUpdated:$param, KUpdated:$m, KUpdated:$v), KAdamW> {
   let byHand = 1;
   let dispatch = "adamw";
+  let shapes = ["grad: [*S]", "param: [*S]", "m: [*S]", "v: [*S]"];
+  let extraCheck = "checkAdamWBuffers";
 }
 def : FSDP_Kernel<20, "Fill", "fill", (ins), (outs KResult:$result),
     (params KF32:$value)> {
@@ -194,11 +268,13 @@ def : FSDP_Kernel<21, "AllGather", "all_gather", (ins KAnyFloats:$shard),
   let notes = "the unit's local shard into its full flat parameter; a "
               "narrower gathered type (mixed precision) rounds the shard "
               "into its own slot first, which then moves in that type";
+  let extraCheck = "checkSharded";
 }
 def : FSDP_Kernel<22, "ReduceScatter", "reduce_scatter", (ins KFloats:$grad),
     (outs KResult:$shard), KCollective> {
   let byHand = 1;
   let notes = "a full flat gradient into the local shard of its mean";
+  let extraCheck = "checkSharded";
 }
 def : FSDP_Kernel<23, "AdamWShard", "adamw_shard",
     (ins KStat:$grad, KOptStat:$scale),
@@ -206,28 +282,42 @@ def : FSDP_Kernel<23, "AdamWShard", "adamw_shard",
   let byHand = 1;
   let notes = "scale (since version 9): a scalar, gradient clipping's "
               "coefficient; AdamW on grad x scale";
+  let shapes = ["grad: [*S]", "param: [*S]", "m: [*S]", "v: [*S]", "scale: #1"];
+  let extraCheck = "checkShardUpdate";
 }
 def : FSDP_Kernel<24, "Copy", "copy", (ins KFloats:$source),
-    (outs KResult:$result)>;
+    (outs KResult:$result)> {
+  let shapes = ["source: #N", "result: #N"];
+  let extraCheck = "checkNoOverlap";
+}
+
 def : FSDP_Kernel<25, "RmsNorm", "rms_norm",
     (ins KFloats:$input, KFloats:$weight),
     (outs KResult:$result, KStatResult:$rstd), (params KF32:$epsilon)> {
   let dispatch = "rmsNormForward";
   let notes = "rstd: one per row (since version 8, as all of Llama's)";
+  let shapes = ["input: [*R, C]", "weight: #C", "result: [*R, C]", "rstd: #R"];
+  let dimChecks = KRowChecks;
 }
 def : FSDP_Kernel<26, "RmsNormBackward", "rms_norm_backward",
     (ins KFloats:$grad, KFloats:$input, KFloats:$weight, KStat:$rstd),
     (outs KResult:$input_grad, KResult:$weight_grad)> {
   let dispatch = "rmsNormBackward";
+  let shapes = ["grad: [*R, C]", "input: [*R, C]", "weight: #C", "rstd: #R",
+                "input_grad: [*R, C]", "weight_grad: #C"];
+  let dimChecks = KRowChecks;
 }
 def : FSDP_Kernel<27, "SwiGlu", "swiglu", (ins KFloats:$gate, KFloats:$up),
     (outs KResult:$result)> {
   let dispatch = "swigluForward";
+  let shapes = ["gate: [*S]", "up: [*S]", "result: [*S]"];
 }
 def : FSDP_Kernel<28, "SwiGluBackward", "swiglu_backward",
     (ins KFloats:$grad, KFloats:$gate, KFloats:$up),
     (outs KResult:$gate_grad, KResult:$up_grad)> {
   let dispatch = "swigluBackward";
+  let shapes = ["grad: [*S]", "gate: [*S]", "up: [*S]", "gate_grad: [*S]",
+                "up_grad: [*S]"];
 }
 def : FSDP_Kernel<29, "Rope", "rope", (ins KFloats:$qkv),
     (outs KResult:$result),
@@ -235,19 +325,29 @@ def : FSDP_Kernel<29, "Rope", "rope", (ins KFloats:$qkv),
   let dispatch = "ropeForward";
   let notes = "qkv: B x T x (heads + 2 kv_heads) hs; q and k rotated, v "
               "copied";
+  let shapes = ["qkv: [B, T, W]", "result: [B, T, W]"];
+  let derive = "RopeHeads";
 }
 def : FSDP_Kernel<30, "RopeBackward", "rope_backward", (ins KFloats:$grad),
     (outs KResult:$result),
     (params KI64:$heads, KHeadsOr:$kv_heads, KF32:$theta)> {
   let dispatch = "ropeBackward";
   let notes = "the gradient rotated back";
+  let shapes = ["grad: [B, T, W]", "result: [B, T, W]"];
+  let derive = "RopeHeads";
 }
 def : FSDP_Kernel<31, "TokenEmbeddingBackward", "token_embedding_backward",
-    (ins KFloats:$grad, KIds:$tokens), (outs KResult:$wte_grad)>;
+    (ins KFloats:$grad, KIds:$tokens), (outs KResult:$wte_grad)> {
+  let shapes = ["grad: [B, T, C]", "tokens: [B, T]", "wte_grad: [V, C]"];
+  let dimChecks = ["B*T <= INT"];
+}
+
 def : FSDP_Kernel<32, "Cast", "cast", (ins KAnyFloats:$source),
     (outs KAnyResult:$result)> {
   let notes = "element-wise, same shape; rounds to nearest even when "
               "narrower";
+  let shapes = ["source: #N", "result: #N"];
+  let extraCheck = "checkNoOverlap";
 }
 def : FSDP_Kernel<33, "Wait", "wait",
     (ins KAnyFloats:$source, KAnyFloats:$result), (outs),
@@ -263,12 +363,16 @@ def : FSDP_Kernel<34, "GradSqSum", "grad_sq_sum",
               "rank's elements of a unit's gradient shard, floor(kP/N) .. "
               "floor((k+1)P/N) - 1 of the unit's flat_size P; partials: "
               "512 f32, one double per block of the GPU's reduction";
+  let shapes = ["acc: #1", "sum: #1", "partials: #512"];
+  let extraCheck = "checkGradSqSum";
 }
 def : FSDP_Kernel<35, "AllReduceSum", "all_reduce_sum", (ins KStat:$value),
     (outs KStatResult:$sum), (params KI64:$axis)> {
   let byHand = 1;
   let notes = "a scalar summed over the shard group's ranks, synchronous; "
               "axis since version 12";
+  let shapes = ["value: #1", "sum: #1"];
+  let extraCheck = "checkReduceAxis";
 }
 def : FSDP_Kernel<36, "ClipCoefficient", "clip_coefficient",
     (ins KStat:$sum_sq), (outs KStatResult:$coefficient),
@@ -276,6 +380,8 @@ def : FSDP_Kernel<36, "ClipCoefficient", "clip_coefficient",
   let dispatch = "clipCoefficient";
   let notes = "min(1, max_norm / (sqrt(sum_sq) + 1e-6)), PyTorch's "
               "clip_grad_norm_";
+  let shapes = ["sum_sq: #1", "coefficient: #1"];
+  let extraCheck = "checkMaxNorm";
 }
 def : FSDP_Kernel<37, "AllReduceMean", "all_reduce_mean", (ins KFloats:$shard),
     (outs KResult:$result), KCollective> {
@@ -283,6 +389,7 @@ def : FSDP_Kernel<37, "AllReduceMean", "all_reduce_mean", (ins KFloats:$shard),
   let notes = "hybrid sharding (since version 12): a unit's gradient shard "
               "averaged in place over the replica group; result is the "
               "shard's buffer";
+  let extraCheck = "checkSharded";
 }
 
 #endif // FSDP_KERNELS_TD

@@ -1,0 +1,523 @@
+//===- KernelShapes.h - kernel shape rules and their evaluator --*- C++ -*-===//
+//
+// Each kernel of FSDPKernels.td states its operands' shapes as patterns
+// over named dims (`shapes`), the conditions on those dims (`dimChecks`)
+// and, where a pattern cannot say it, a derivation from its parameters
+// (`derive`: attention's and rope's head counts). This header evaluates
+// them: it binds the dims across the operands and says precisely which
+// rule an operand breaks. It knows nothing of plans or of MLIR: the plan
+// loader calls it with buffers' shapes, fsdp-tblgen with nothing (it only
+// parses the patterns), an op verifier with an op's operand types.
+//
+// Patterns (one per operand; an absent optional operand has none):
+//   [A, B, 3]    rank 3: dims A and B (bound at their first use, then
+//                compared) and a literal
+//   [*R, C]      rank >= 1: the leading dims as a list R (its value is
+//                their product); a later [*R, ...] must repeat them
+//                exactly, a later R or #R compares the product
+//   [#N, C]      rank >= 1: the leading dims by their product N only
+//   #B*H*T       any rank: the element count is the product
+// Dim checks: `X > 0`, `X >= Y`, `X <= INT` (2^31 - 1, what BLAS and CUDA
+// grids index), each side a product of dims and literals; a check naming
+// a dim that no present operand binds is skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_KERNELSHAPES_H
+#define FSDP_RUNTIME_KERNELSHAPES_H
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fsdp::plan::shapes {
+
+/// What a kernel derives from its parameters where a pattern cannot say
+/// it (the record's `derive`).
+enum class Derive : uint8_t {
+  None,
+  /// qkv's width W = (heads + 2 kv_heads) hs with kv_heads dividing heads:
+  /// binds H, KV, hs and C = H hs.
+  AttentionHeads,
+  /// The same tiling without the division, an even hs and a positive
+  /// finite theta: binds H, KV and hs.
+  RopeHeads,
+};
+
+/// The dims `derive` binds (a rule naming one is evaluated after it).
+constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
+  switch (derive) {
+  case Derive::AttentionHeads:
+    return {"H", "KV", "hs", "C"};
+  case Derive::RopeHeads:
+    return {"H", "KV", "hs", {}};
+  case Derive::None:
+    break;
+  }
+  return {};
+}
+
+inline constexpr int64_t kIntLimit = 2147483647; ///< INT in a dim check
+inline constexpr size_t kMaxDims = 12, kMaxRank = 16, kMaxRules = 8,
+                        kMaxChecks = 6, kMaxInputs = 5, kMaxOperands = 8;
+
+/// An operand's shape as the caller holds it (a std::vector, an
+/// llvm::ArrayRef): no copy.
+struct ShapeRef {
+  const int64_t *data = nullptr;
+  size_t size = 0;
+  bool present = false; ///< false: an optional operand left out
+  ShapeRef() = default;
+  template <typename Container>
+  ShapeRef(const Container &c)
+      : data(c.data()), size(c.size()), present(true) {}
+  int64_t operator[](size_t i) const { return data[i]; }
+};
+
+/// One rule: operand `operand` (input i is i, output j is kMaxInputs + j)
+/// has shape `pattern`.
+struct Rule {
+  uint8_t operand = 0;
+  std::string_view pattern; ///< empty: no rule (ends the list)
+};
+
+/// A kernel's rules, as generated from its record.
+struct KernelRules {
+  std::array<Rule, kMaxRules> rules;
+  std::array<std::string_view, kMaxChecks> checks;
+  Derive derive = Derive::None;
+};
+
+/// A numeric parameter by name, for a derivation.
+struct NamedParam {
+  std::string_view name;
+  double value = 0;
+};
+using Params = std::array<NamedParam, 5>;
+
+/// The dims bound so far: a value each (a list's product) and, for a
+/// leading-dims wildcard, the list.
+class Dims {
+public:
+  /// The value of dim `name`; -1 when it is not bound.
+  int64_t operator[](std::string_view name) const {
+    const Dim *d = find(name);
+    return d ? d->value : -1;
+  }
+  bool bound(std::string_view name) const { return find(name) != nullptr; }
+  /// Binds `name` to `value`; false when full.
+  bool bind(std::string_view name, int64_t value) {
+    return bindList(name, value, nullptr, 0, false);
+  }
+  /// Binds wildcard `name` to the list `list[0, rank)` of product `value`.
+  bool bindList(std::string_view name, int64_t value, const int64_t *list,
+                size_t rank, bool listed = true) {
+    if (count == kMaxDims || rank > kMaxRank)
+      return false;
+    Dim &d = dims[count++];
+    d.name = name;
+    d.value = value;
+    d.listed = listed;
+    d.rank = rank;
+    for (size_t i = 0; i < rank; ++i)
+      d.list[i] = list[i];
+    return true;
+  }
+  /// The leading-dims list of `name`, when a wildcard bound it.
+  bool list(std::string_view name, const int64_t *&data, size_t &rank) const {
+    const Dim *d = find(name);
+    if (!d || !d->listed)
+      return false;
+    data = d->list.data();
+    rank = d->rank;
+    return true;
+  }
+  /// "A = 2, B = 3" for the bound dims among `names` (an error's context).
+  std::string describe(std::string_view text) const;
+
+private:
+  struct Dim {
+    std::string_view name;
+    int64_t value = 0;
+    bool listed = false;
+    size_t rank = 0;
+    std::array<int64_t, kMaxRank> list{};
+  };
+  const Dim *find(std::string_view name) const {
+    for (size_t i = 0; i < count; ++i)
+      if (dims[i].name == name)
+        return &dims[i];
+    return nullptr;
+  }
+  std::array<Dim, kMaxDims> dims{};
+  size_t count = 0;
+};
+
+namespace detail {
+constexpr bool isNameStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+constexpr bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+/// A token of a pattern or a check: a name, a number, or one character
+/// ('[', ']', ',', '*', '#', '>', '<', '='); kind 0 at the end.
+struct Token {
+  char kind = 0; ///< 'a' name, '0' number, else the character
+  std::string_view text;
+  int64_t number = 0;
+};
+class Lexer {
+public:
+  constexpr explicit Lexer(std::string_view s) : s(s) {}
+  constexpr Token next() {
+    while (pos < s.size() && s[pos] == ' ')
+      ++pos;
+    Token t;
+    if (pos == s.size())
+      return t;
+    size_t start = pos;
+    if (isNameStart(s[pos])) {
+      while (pos < s.size() && (isNameStart(s[pos]) || isDigit(s[pos])))
+        ++pos;
+      t.kind = 'a';
+    } else if (isDigit(s[pos])) {
+      while (pos < s.size() && isDigit(s[pos]) && t.number < kIntLimit)
+        t.number = t.number * 10 + (s[pos++] - '0');
+      t.kind = '0';
+    } else {
+      t.kind = s[pos++];
+    }
+    t.text = s.substr(start, pos - start);
+    return t;
+  }
+  constexpr Token peek() const { return Lexer(*this).next(); }
+
+private:
+  std::string_view s;
+  size_t pos = 0;
+};
+
+/// An atom's value: a literal, INT, or a bound dim; false when unbound.
+inline bool atomValue(const Token &t, const Dims &dims, int64_t &value) {
+  if (t.kind == '0') {
+    value = t.number;
+    return true;
+  }
+  if (t.text == "INT") {
+    value = kIntLimit;
+    return true;
+  }
+  if (!dims.bound(t.text))
+    return false;
+  value = dims[t.text];
+  return true;
+}
+
+/// A product `a*b*...` from the lexer's position. `state`: 1 evaluated
+/// (`value`, -1 when it overflows), 0 an unbound dim among its atoms,
+/// -1 malformed. `single` is its one atom, when it has one.
+inline int product(Lexer &lex, const Dims &dims, int64_t &value,
+                   Token *single = nullptr) {
+  value = 1;
+  int state = 1;
+  for (size_t atoms = 0;; ++atoms) {
+    Token t = lex.next();
+    if (t.kind != 'a' && t.kind != '0')
+      return -1;
+    if (single)
+      *single = atoms == 0 ? t : Token{};
+    int64_t v = 0;
+    if (!atomValue(t, dims, v))
+      state = 0;
+    else if (value >= 0 && __builtin_mul_overflow(value, v, &value))
+      value = -1;
+    if (lex.peek().kind != '*')
+      return state;
+    lex.next();
+  }
+}
+} // namespace detail
+
+inline std::string Dims::describe(std::string_view text) const {
+  std::string out;
+  detail::Lexer lex(text);
+  for (detail::Token t = lex.next(); t.kind; t = lex.next()) {
+    if (t.kind != 'a' || !bound(t.text) ||
+        out.find(std::string(t.text) + " =") != std::string::npos)
+      continue;
+    out += (out.empty() ? "" : ", ") + std::string(t.text) + " = " +
+           std::to_string((*this)[t.text]);
+  }
+  return out;
+}
+
+/// "[2, 3]" as errors print a shape.
+inline std::string shapeText(ShapeRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size; ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+/// Matches a `#product` pattern (after the '#'): binds a single unbound
+/// dim to the element count, else compares.
+inline int matchCount(detail::Lexer &lex, ShapeRef shape, Dims &dims) {
+  int64_t elements = 1;
+  for (size_t i = 0; i < shape.size; ++i)
+    if (elements >= 0 && __builtin_mul_overflow(elements, shape[i], &elements))
+      elements = -1;
+  int64_t value = 0;
+  detail::Token single;
+  int state = detail::product(lex, dims, value, &single);
+  if (state < 0 || lex.next().kind != 0)
+    return -1;
+  if (state == 0)
+    return single.kind == 'a' && dims.bind(single.text, elements) ? 1 : -1;
+  return value >= 0 && value == elements;
+}
+
+/// Matches the leading dims shape[0, n) against wildcard `name` (`list`:
+/// `*name`, exactly; else `#name`, by product).
+inline bool matchLeading(std::string_view name, bool list, ShapeRef shape,
+                         size_t n, Dims &dims) {
+  int64_t value = 1;
+  for (size_t i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(value, shape[i], &value))
+      return false;
+  if (!dims.bound(name))
+    return list ? dims.bindList(name, value, shape.data, n)
+                : dims.bind(name, value);
+  const int64_t *known = nullptr;
+  size_t rank = 0;
+  if (!list || !dims.list(name, known, rank))
+    return dims[name] == value;
+  if (rank != n)
+    return false;
+  for (size_t i = 0; i < n; ++i)
+    if (known[i] != shape[i])
+      return false;
+  return true;
+}
+
+/// Matches `pattern` against `shape`, binding its dims: 1 it matches, 0
+/// it does not, -1 the pattern is malformed.
+inline int match(std::string_view pattern, ShapeRef shape, Dims &dims) {
+  detail::Lexer lex(pattern);
+  detail::Token t = lex.next();
+  if (t.kind == '#')
+    return matchCount(lex, shape, dims);
+  if (t.kind != '[')
+    return -1;
+  // Items: count them first (the rank), then match from both ends.
+  std::array<detail::Token, kMaxRank + 1> items;
+  size_t n = 0;
+  char lead = 0; // '*' or '#' before the first item
+  for (t = lex.next(); t.kind != ']'; t = lex.next()) {
+    if (n > 0 && (t.kind != ',' || (t = lex.next()).kind == ']'))
+      return -1;
+    if (n == 0 && (t.kind == '*' || t.kind == '#')) {
+      lead = t.kind;
+      if ((t = lex.next()).kind != 'a')
+        return -1;
+    }
+    if ((t.kind != 'a' && t.kind != '0') || n == items.size())
+      return -1;
+    items[n++] = t;
+  }
+  if (lex.next().kind != 0)
+    return -1;
+  size_t fixed = lead ? n - 1 : n;
+  if (lead ? shape.size < fixed : shape.size != fixed)
+    return 0;
+  size_t leading = shape.size - fixed;
+  if (lead && !matchLeading(items[0].text, lead == '*', shape, leading, dims))
+    return 0;
+  for (size_t i = lead ? 1 : 0; i < n; ++i) {
+    int64_t d = shape[leading + i - (lead ? 1 : 0)], value = 0;
+    if (!detail::atomValue(items[i], dims, value)) {
+      if (items[i].kind != 'a' || !dims.bind(items[i].text, d))
+        return -1;
+      continue;
+    }
+    if (value != d)
+      return 0;
+  }
+  return 1;
+}
+
+/// Evaluates dim check `check`: 1 holds, 0 fails, 2 names an unbound dim
+/// (skipped), -1 malformed.
+inline int holds(std::string_view check, const Dims &dims) {
+  detail::Lexer lex(check);
+  int64_t lhs = 0, rhs = 0;
+  int left = detail::product(lex, dims, lhs);
+  detail::Token op = lex.next();
+  bool orEqual = lex.peek().kind == '=';
+  if (orEqual)
+    lex.next();
+  int right = detail::product(lex, dims, rhs);
+  if (left < 0 || right < 0 || lex.next().kind != 0 ||
+      (op.kind != '>' && op.kind != '<') || (op.kind == '<' && !orEqual))
+    return -1;
+  if (left == 0 || right == 0)
+    return 2;
+  if (lhs < 0 || rhs < 0) // an overflowing product is past any bound
+    return op.kind == '>' && lhs < 0 && rhs >= 0;
+  return op.kind == '<' ? lhs <= rhs : orEqual ? lhs >= rhs : lhs > rhs;
+}
+
+/// Whether `text` is a well-formed pattern (`check` false) or dim check
+/// (`check` true): what fsdp-tblgen asks of every one before it writes
+/// the table.
+inline bool wellFormed(std::string_view text, bool check) {
+  Dims dims; // nothing bound: products of several dims parse as unbound
+  if (check)
+    return holds(text, dims) != -1;
+  detail::Lexer lex(text);
+  if (lex.peek().kind == '#') {
+    lex.next();
+    int64_t value = 0;
+    return detail::product(lex, dims, value) >= 0 && lex.next().kind == 0;
+  }
+  // Bind every dim to 1: a bracket pattern then fails only when malformed.
+  for (detail::Lexer names(text);;) {
+    detail::Token t = names.next();
+    if (!t.kind)
+      break;
+    if (t.kind == 'a' && !dims.bound(t.text) && !dims.bind(t.text, 1))
+      return false;
+  }
+  std::array<int64_t, kMaxRank> ones{};
+  for (int64_t &d : ones)
+    d = 1;
+  for (size_t rank = 0; rank <= kMaxRank; ++rank) {
+    struct Shape {
+      const int64_t *p;
+      size_t n;
+      const int64_t *data() const { return p; }
+      size_t size() const { return n; }
+    };
+    Dims copy = dims;
+    if (match(text, ShapeRef(Shape{ones.data(), rank}), copy) == 1)
+      return true;
+  }
+  return false;
+}
+
+/// Calls fn(name) for each dim `text` names (INT aside).
+template <typename Fn> void forEachDim(std::string_view text, Fn fn) {
+  detail::Lexer lex(text);
+  for (detail::Token t = lex.next(); t.kind; t = lex.next())
+    if (t.kind == 'a' && t.text != "INT")
+      fn(t.text);
+}
+
+/// Whether `text` names one of the dims `derive` binds.
+inline bool namesDerived(std::string_view text, Derive derive) {
+  detail::Lexer lex(text);
+  for (detail::Token t = lex.next(); t.kind; t = lex.next())
+    for (std::string_view d : derivedDims(derive))
+      if (t.kind == 'a' && !d.empty() && t.text == d)
+        return true;
+  return false;
+}
+
+/// A parameter's value by name (NaN when the kernel has none of it).
+inline double param(const Params &params, std::string_view name) {
+  for (const NamedParam &p : params)
+    if (!p.name.empty() && p.name == name)
+      return p.value;
+  return std::nan("");
+}
+
+/// A head count: a whole number in [1, most] (NaN fails).
+inline bool wholeCount(double x, int64_t most) {
+  return x >= 1 && x <= double(most) && x == double(int64_t(x));
+}
+
+/// Attention's and rope's head counts against qkv's width W.
+inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
+                        std::string &why) {
+  double heads = param(params, "heads"), kvHeads = param(params, "kv_heads");
+  int64_t W = dims["W"];
+  bool attention = derive == Derive::AttentionHeads;
+  why = attention ? "inconsistent shapes or head count"
+                  : "inconsistent shapes or head counts";
+  // Both counts within [1, width] before they are converted.
+  if (W < 0 || !wholeCount(heads, W) || !wholeCount(kvHeads, W))
+    return false;
+  int64_t H = int64_t(heads), KV = int64_t(kvHeads);
+  if ((attention && H % KV) || W % (H + 2 * KV))
+    return false;
+  int64_t hs = W / (H + 2 * KV);
+  if (!attention && hs % 2)
+    return false;
+  if (!attention) {
+    double theta = param(params, "theta");
+    if (!(theta > 0.0) || std::isinf(theta)) {
+      why = "has a theta that is not positive and finite";
+      return false;
+    }
+  }
+  return dims.bind("H", H) && dims.bind("KV", KV) && dims.bind("hs", hs) &&
+         (!attention || dims.bind("C", H * hs));
+}
+
+/// Checks operands `shapes` (inputs then outputs, as Rule::operand counts
+/// them; `names` the same, for errors) against `rules`, binding `dims`.
+/// On failure returns false with `why`: "inconsistent shapes: input is
+/// [4, 3], not [*R, C] (C = 8)", a derivation's reason, or a dim check's.
+inline bool check(const KernelRules &rules,
+                  const std::array<ShapeRef, kMaxOperands> &shapes,
+                  const std::array<std::string_view, kMaxOperands> &names,
+                  const Params &params, Dims &dims, std::string &why) {
+  auto apply = [&](const Rule &rule) {
+    ShapeRef shape = shapes[rule.operand];
+    if (!shape.present)
+      return true;
+    int result = match(rule.pattern, shape, dims);
+    if (result == 1)
+      return true;
+    why = "inconsistent shapes: " + std::string(names[rule.operand]) + " is " +
+          shapeText(shape) + ", not " + std::string(rule.pattern);
+    std::string context = dims.describe(rule.pattern);
+    if (result < 0)
+      why += " (a malformed pattern)";
+    else if (!context.empty())
+      why += " (" + context + ")";
+    return false;
+  };
+  // Rules without derived dims, the derivation, then the rest.
+  for (const Rule &rule : rules.rules)
+    if (!rule.pattern.empty() && !namesDerived(rule.pattern, rules.derive) &&
+        !apply(rule))
+      return false;
+  if (rules.derive != Derive::None &&
+      !deriveHeads(rules.derive, params, dims, why))
+    return false;
+  for (const Rule &rule : rules.rules)
+    if (!rule.pattern.empty() && namesDerived(rule.pattern, rules.derive) &&
+        !apply(rule))
+      return false;
+  for (std::string_view c : rules.checks) {
+    int result = c.empty() ? 1 : holds(c, dims);
+    if (result == 1 || result == 2)
+      continue;
+    std::string context = dims.describe(c);
+    why = (c.find("INT") != std::string_view::npos
+               ? "has a dimension past the 2^31 - 1 that BLAS takes and CUDA "
+                 "grids index"
+               : "inconsistent shapes") +
+          std::string(result < 0 ? " (a malformed check " : " (not ") +
+          std::string(c) + (context.empty() ? "" : ": " + context) + ")";
+    return false;
+  }
+  return true;
+}
+
+} // namespace fsdp::plan::shapes
+
+#endif // FSDP_RUNTIME_KERNELSHAPES_H
