@@ -248,8 +248,17 @@ inline std::string Dims::describe(std::string_view text) const {
     if (t.kind != 'a' || !bound(t.text) ||
         out.find(std::string(t.text) + " =") != std::string::npos)
       continue;
-    out += (out.empty() ? "" : ", ") + std::string(t.text) + " = " +
-           std::to_string((*this)[t.text]);
+    out += (out.empty() ? "" : ", ") + std::string(t.text) + " = ";
+    const int64_t *data = nullptr;
+    size_t rank = 0;
+    if (!list(t.text, data, rank)) {
+      out += std::to_string((*this)[t.text]);
+      continue;
+    }
+    out += "[";
+    for (size_t i = 0; i < rank; ++i)
+      out += (i ? ", " : "") + std::to_string(data[i]);
+    out += "]";
   }
   return out;
 }
