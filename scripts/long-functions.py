@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists C++ functions longer than a limit (the architecture rule: no
-function in lib/ or runtime/src over about 80 lines except a kernel
-dispatch switch).
+function in any C++ folder (include, lib, tools, runtime, bench) over
+about 80 lines except a kernel dispatch switch).
 
 A small brace scanner, not a parser: it skips comments, strings and
 character literals, and calls a brace a function body when the text

@@ -1,62 +1,74 @@
 //===- Backends.cpp - the backends a tool can name ------------------------===//
 //
-// The one place that lists the backends: tools pick one by name and never
-// compare names themselves. A new backend is its own folder and target
-// plus one entry here.
+// The one place that turns a backend's options into the backend: tools
+// pick a backend by name, get its options type from here, fill them and
+// never compare names themselves. A new backend is its own folder and
+// target, its options type in BackendOptions and one overload here.
 //
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/runtime/Backend.h"
 
+#include <utility>
+
 namespace fsdp::rt {
 namespace {
-struct Registration {
-  const char *name;
-  std::unique_ptr<Backend> (*create)(const BackendOptions &, std::string &);
-};
-
-std::unique_ptr<Backend> startCpu(const BackendOptions &o, std::string &error) {
-  return createCpuBackend({o.threads, o.blas, o.comm, o.collectiveThreads},
-                          error);
+// Each backend from its own options only.
+std::unique_ptr<Backend> start(const CpuBackendOptions &o, std::string &error) {
+  return createCpuBackend(o, error);
 }
 
-std::unique_ptr<Backend> startCuda(const BackendOptions &o,
-                                   std::string &error) {
-  return createCudaBackend(
-      {o.device, o.localRank, o.tf32, o.comm, o.collectiveTimeout}, error);
+std::unique_ptr<Backend> start(const CudaBackendOptions &o,
+                               std::string &error) {
+  // Without CUDA, it says the build has none.
+  return createCudaBackend(o, error);
 }
 
-const Registration kBackends[] = {
-    {"cpu", startCpu},
-    {"cuda", startCuda}, // without CUDA, it says the build has none
-};
+/// Backend `name`'s default options, looked up among the variant's
+/// alternatives from the I-th on (no table: a lookup allocates nothing,
+/// and fsdp-run counts the heap its setup takes).
+template <size_t I = 0>
+bool findBackend(const std::string &name, BackendOptions &options) {
+  if constexpr (I == std::variant_size_v<BackendOptions>) {
+    return false;
+  } else {
+    if (name == std::variant_alternative_t<I, BackendOptions>::kName) {
+      options.emplace<I>();
+      return true;
+    }
+    return findBackend<I + 1>(name, options);
+  }
+}
+
+/// Every backend's name, in the variant's order.
+template <size_t... I>
+std::vector<std::string> allNames(std::index_sequence<I...>) {
+  return {std::variant_alternative_t<I, BackendOptions>::kName...};
+}
 } // namespace
 
+const char *backendName(const BackendOptions &options) {
+  return std::visit([](const auto &o) { return o.kName; }, options);
+}
+
 const std::vector<std::string> &backendNames() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> list;
-    for (const Registration &r : kBackends)
-      list.push_back(r.name);
-    return list;
-  }();
+  static const std::vector<std::string> names =
+      allNames(std::make_index_sequence<std::variant_size_v<BackendOptions>>());
   return names;
 }
 
 bool isBackend(const std::string &name) {
-  for (const Registration &r : kBackends)
-    if (name == r.name)
-      return true;
-  return false;
+  BackendOptions options;
+  return findBackend(name, options);
 }
 
-std::unique_ptr<Backend> createBackend(const std::string &name,
-                                       const BackendOptions &options,
+bool defaultBackendOptions(const std::string &name, BackendOptions &options) {
+  return findBackend(name, options);
+}
+
+std::unique_ptr<Backend> createBackend(const BackendOptions &options,
                                        std::string &error) {
-  for (const Registration &r : kBackends)
-    if (name == r.name)
-      return r.create(options, error);
-  error = "unknown backend '" + name + "'";
-  return nullptr;
+  return std::visit([&](const auto &o) { return start(o, error); }, options);
 }
 
 } // namespace fsdp::rt

@@ -519,48 +519,67 @@ void checkGroups(Communicator &comm) {
   }
 }
 
-/// Two duplicates on two stream threads at once, each running a group of
-/// collectives as one job, while the original communicator reduces.
-void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
+/// Inputs and outputs of every collective of checkStreams' two groups.
+struct StreamGather {
+  int64_t total;
+  std::vector<float> shard, full;
+};
+struct StreamScatter {
+  int64_t total;
+  std::vector<float> full, shard;
+};
+
+/// Two duplicates of `comm` for the stream threads; false (said by rank 0)
+/// where the communicator cannot duplicate itself.
+bool duplicateTwice(Communicator &comm,
+                    std::vector<std::unique_ptr<Communicator>> &comms) {
   std::string why;
-  std::vector<std::unique_ptr<Communicator>> comms;
   for (int s = 0; s < 2; ++s) {
     std::unique_ptr<Communicator> copy = comm.duplicate(why);
     if (!copy) {
       if (comm.rank() == 0)
         std::printf("collectives: no duplicate communicators (%s)\n",
                     why.c_str());
-      return;
+      return false;
     }
     expect(copy->rank() == comm.rank() && copy->size() == comm.size(),
            "duplicate: another rank or size");
     comms.push_back(std::move(copy));
   }
-  int N = comm.size(), k = comm.rank();
-  // Inputs and outputs of every collective of both groups.
-  struct Gather {
-    int64_t total;
-    std::vector<float> shard, full;
-  };
-  struct Scatter {
-    int64_t total;
-    std::vector<float> full, shard;
-  };
-  std::vector<Gather> gathers;
-  std::vector<Scatter> scatters;
+  return true;
+}
+
+/// A gather and a scatter of each size: rank `k`'s inputs, canaries in
+/// the outputs.
+void makeStreamInputs(const std::vector<int64_t> &sizes, int k, int N,
+                      std::vector<StreamGather> &gathers,
+                      std::vector<StreamScatter> &scatters) {
   for (int64_t total : sizes) {
     plan::ShardRange range = plan::shardRange(total, k, N);
-    Gather g{total, std::vector<float>(plan::maxShardSize(total, N), kCanary),
-             std::vector<float>(total, kCanary)};
+    StreamGather g{total,
+                   std::vector<float>(plan::maxShardSize(total, N), kCanary),
+                   std::vector<float>(total, kCanary)};
     for (int64_t i = range.begin; i < range.end; ++i)
       g.shard[i - range.begin] = gatherValue(total, i);
     gathers.push_back(std::move(g));
-    Scatter s{total, std::vector<float>(total),
-              std::vector<float>(plan::maxShardSize(total, N), kCanary)};
+    StreamScatter s{total, std::vector<float>(total),
+                    std::vector<float>(plan::maxShardSize(total, N), kCanary)};
     for (int64_t i = 0; i < total; ++i)
       s.full[i] = scatterValue(k, total, i);
     scatters.push_back(std::move(s));
   }
+}
+
+/// Two duplicates on two stream threads at once, each running a group of
+/// collectives as one job, while the original communicator reduces.
+void checkStreams(Communicator &comm, const std::vector<int64_t> &sizes) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (!duplicateTwice(comm, comms))
+    return;
+  int N = comm.size(), k = comm.rank();
+  std::vector<StreamGather> gathers;
+  std::vector<StreamScatter> scatters;
+  makeStreamInputs(sizes, k, N, gathers, scatters);
   {
     CollectiveStreams streams(std::move(comms));
     // Tokens 1.. for the gathers (stream 1), 100.. for the scatters

@@ -41,25 +41,20 @@ std::string writeTokenFile(const std::string &path,
   std::fclose(f);
   return path;
 }
-} // namespace
+/// The batches' shape in every check: B = 2 rows of T = 5.
+constexpr int64_t B = 2, T = 5;
 
-int main() {
-  std::string dir = "/tmp/fsdp-data-test." + std::to_string(getpid());
-  std::string mkdir = "mkdir -p " + dir;
-  if (std::system(mkdir.c_str()) != 0)
-    return 2;
-
-  // 103 tokens with id 257 i at position i; B = 2 rows of T = 5: W = 10 whole
-  // windows (the 101st token is the last target), 2 tokens never used.
-  std::vector<int> ids(103);
+/// 103 tokens with id 257 i at position i: W = 10 whole windows (the
+/// 101st token is the last target), 2 tokens never used; `data` is left
+/// loaded with them.
+void checkTokenFile(const std::string &dir, std::vector<int> &ids,
+                    TokenData &data) {
   for (int i = 0; i < 103; ++i)
     ids[i] = i * 257; // both bytes of every uint16 id matter
-  TokenData data;
   std::string error;
   check(
       data.load(writeTokenFile(dir + "/ids.bin", ids), DataFormat::Auto, error),
       "token file loads: " + error);
-  const int64_t B = 2, T = 5;
   check(data.windowsPerEpoch(B, T) == 10, "10 windows per epoch");
   check(data.unusedTail(B, T) == 2, "2 tail tokens unused");
   check(std::string(data.formatName()) == "tokens", "read as tokens");
@@ -88,9 +83,14 @@ int main() {
   data.batch(3, B, T, 1, 1, half.data(), halfY.data(), error);
   check(std::vector<int32_t>(whole.begin() + T, whole.end()) == half,
         "rank 1's rows are the global batch's second row");
+}
 
-  // Text is bytes; a file too short for one batch is refused.
+/// Text is bytes; a file too short for one batch is refused; the
+/// fingerprint tells data apart.
+void checkTextAndFingerprints(const std::string &dir, std::vector<int> &ids,
+                              const TokenData &data) {
   std::string text = dir + "/text.txt";
+  std::string error;
   FILE *f = std::fopen(text.c_str(), "wb");
   std::fputs("hello, world\n", f);
   std::fclose(f);
@@ -110,12 +110,15 @@ int main() {
   TokenData same;
   same.load(dir + "/ids.bin", DataFormat::Auto, error);
   check(same.fingerprint() == data.fingerprint(), "fingerprints agree");
+}
 
-  // Bytes are read where they lie, a batch at a time: a text file is
-  // batched like the token file, and a file that shrinks after loading is
-  // an error naming it, not a crash.
+/// Bytes are read where they lie, a batch at a time: a text file is
+/// batched like the token file, and a file that shrinks after loading is
+/// an error naming it, not a crash.
+void checkBytesReadLazily(const std::string &dir) {
   std::string longer = dir + "/longer.txt";
-  f = std::fopen(longer.c_str(), "wb");
+  std::string error;
+  FILE *f = std::fopen(longer.c_str(), "wb");
   for (int i = 0; i < 103; ++i)
     std::fputc('a' + i % 26, f);
   std::fclose(f);
@@ -132,6 +135,19 @@ int main() {
             error.find(longer) == 0 &&
             error.find("shrank") != std::string::npos,
         "a shrunken file is an error naming it: " + error);
+}
+} // namespace
+
+int main() {
+  std::string dir = "/tmp/fsdp-data-test." + std::to_string(getpid());
+  std::string mkdir = "mkdir -p " + dir;
+  if (std::system(mkdir.c_str()) != 0)
+    return 2;
+  std::vector<int> ids(103);
+  TokenData data;
+  checkTokenFile(dir, ids, data);
+  checkTextAndFingerprints(dir, ids, data);
+  checkBytesReadLazily(dir);
 
   std::string rm = "rm -rf " + dir;
   std::system(rm.c_str());

@@ -151,29 +151,11 @@ void checkSegments(const std::vector<int64_t> &sizes, int N) {
   for (int64_t i = 0; i < P; ++i)
     expect(visits[i] == 1, "flat element visited once", P, N, i, visits[i], 1);
 }
-} // namespace
 
-int main() {
-  // The seed's own examples.
-  expect(plan::shardRange(10, 0, 3).end == 3, "P=10 N=3 rank 0 ends at 3", 10,
-         3, 0, plan::shardRange(10, 0, 3).end, 3);
-  expect(plan::shardRange(10, 2, 3).begin == 6, "P=10 N=3 rank 2 starts at 6",
-         10, 3, 2, plan::shardRange(10, 2, 3).begin, 6);
-  expect(plan::shardRange(1, 0, 4).end == 0, "P=1 N=4: rank 0 is empty", 1, 4,
-         0, plan::shardRange(1, 0, 4).end, 0);
-  expect(plan::shardRange(1, 3, 4).begin == 0 &&
-             plan::shardRange(1, 3, 4).end == 1,
-         "P=1 N=4: rank 3 owns the element", 1, 4, 3,
-         plan::shardRange(1, 3, 4).end, 1);
-
-  // Every small case: units of 1 element, fewer elements than ranks.
-  for (int64_t P = 0; P < 300; ++P)
-    for (int64_t N = 1; N <= 40; ++N)
-      checkAllRanks(P, N);
-
-  // Large flat tensors: k * P overflows 64 bits (P near 2^62, k up to N),
-  // and P near 2^40 with up to 2^24 ranks (k * P near 2^64). Ranks sampled:
-  // the first few, the middle and the last few.
+/// Large flat tensors: k * P overflows 64 bits (P near 2^62, k up to N),
+/// and P near 2^40 with up to 2^24 ranks (k * P near 2^64). Ranks sampled:
+/// the first few, the middle and the last few.
+void checkLargeTensors() {
   const int64_t bigP[] = {(int64_t(1) << 40) - 1, int64_t(1) << 40,
                           (int64_t(1) << 40) + 7, 1099511627689LL,
                           (int64_t(1) << 62) - 3, (int64_t(1) << 62) + 12345};
@@ -201,10 +183,12 @@ int main() {
       expect(plan::shardRange(P, N - 1, N).end == P, "last shard ends at P", P,
              N, N - 1, plan::shardRange(P, N - 1, N).end, P);
     }
+}
 
-  // mulDivBelow(a, b, c) = floor(a b / c) for a <= c, b < c: random
-  // operands of every magnitude, so that both of its paths run (a b within
-  // 63 bits, and past it).
+/// mulDivBelow(a, b, c) = floor(a b / c) for a <= c, b < c: random
+/// operands of every magnitude, so that both of its paths run (a b within
+/// 63 bits, and past it).
+void checkMulDivBelow() {
   std::mt19937_64 random(42);
   for (int i = 0; i < 200000; ++i) {
     int64_t c = int64_t(random() >> (1 + random() % 63));
@@ -222,6 +206,30 @@ int main() {
         expect(plan::mulDivBelow(a, b, c) == int64_t((__int128)a * b / c),
                "mulDivBelow at the edges", a, c, b, plan::mulDivBelow(a, b, c),
                int64_t((__int128)a * b / c));
+}
+} // namespace
+
+int main() {
+  // The seed's own examples.
+  expect(plan::shardRange(10, 0, 3).end == 3, "P=10 N=3 rank 0 ends at 3", 10,
+         3, 0, plan::shardRange(10, 0, 3).end, 3);
+  expect(plan::shardRange(10, 2, 3).begin == 6, "P=10 N=3 rank 2 starts at 6",
+         10, 3, 2, plan::shardRange(10, 2, 3).begin, 6);
+  expect(plan::shardRange(1, 0, 4).end == 0, "P=1 N=4: rank 0 is empty", 1, 4,
+         0, plan::shardRange(1, 0, 4).end, 0);
+  expect(plan::shardRange(1, 3, 4).begin == 0 &&
+             plan::shardRange(1, 3, 4).end == 1,
+         "P=1 N=4: rank 3 owns the element", 1, 4, 3,
+         plan::shardRange(1, 3, 4).end, 1);
+
+  // Every small case: units of 1 element, fewer elements than ranks.
+  for (int64_t P = 0; P < 300; ++P)
+    for (int64_t N = 1; N <= 40; ++N)
+      checkAllRanks(P, N);
+
+  checkLargeTensors();
+
+  checkMulDivBelow();
 
   // Units of several parameters, including ones of a single element and
   // ones shorter than the world size, so that parameters straddle shard

@@ -245,98 +245,134 @@ void feed(const Plan &plan, Session &session, Communicator &comm, uint64_t seed,
     }
   }
 }
-} // namespace
+/// The steps of a plan run and checked on the ranks of `comm`: the plan's
+/// settings against the options, every parameter's AdamW update against
+/// the formula in double, the clipped norm against the full gradients'.
+class StepChecker {
+public:
+  StepChecker(const Options &o, Communicator &comm, const Plan &plan,
+              Session &session)
+      : o(o), comm(comm), plan(plan), session(session), lead(comm.rank() == 0),
+        N(comm.size()) {}
 
-/// Runs and checks the steps on the ranks of `comm`; the exit code.
-int check(const Options &o, Communicator &comm) {
-  bool lead = comm.rank() == 0;
-  int N = comm.size();
+  /// Checks the plan, sets the parameters, runs the steps; the exit code.
+  int run() {
+    checkNoDecay();
+    printLayout();
+    checkClip();
+    setParams();
+    findAdamW();
+    size_t P = plan.params.size();
+    m.resize(P), v.resize(P);
+    for (size_t p = 0; p < P; ++p) {
+      m[p].assign(plan.params[p].numElements(), 0.0);
+      v[p].assign(plan.params[p].numElements(), 0.0);
+    }
+    worst.assign(P, 0.0);
+    for (int64_t t = 1; t <= o.steps; ++t)
+      if (!step(t))
+        break;
+    report();
+    return failed ? 1 : 0;
+  }
 
-  Plan plan;
-  std::string error;
-  if (!loadPlan(o.planPath, plan, error))
-    die(error);
-  if (int(plan.worldSize) != N)
-    die(o.planPath + ": compiled for world size " +
-        std::to_string(plan.worldSize) + ", launched on " + std::to_string(N));
-  std::unique_ptr<Backend> backend =
-      createCpuBackend({1, "openblas", &comm, "auto"}, error);
-  if (!backend)
-    die(error);
-  Session session(plan, *backend, comm);
-  if (!session.initialize(o.seed, error))
-    die(error);
-
+private:
+  const Options &o;
+  Communicator &comm;
+  const Plan &plan;
+  Session &session;
+  bool lead;
+  int N;
   int64_t failed = 0, checked = 0;
-  auto fail = [&](const std::string &what) {
+  std::vector<const Instruction *> adamw;
+  /// The reference's AdamW moments, and each parameter's worst error as a
+  /// share of its tolerance.
+  std::vector<std::vector<double>> m, v;
+  std::vector<double> worst;
+
+  void fail(const std::string &what) {
     if (++failed <= 20 && lead)
       std::printf("FAILED %s\n", what.c_str());
-  };
+  }
 
-  // The no-decay set the test expects is the one the plan carries.
-  for (const ParamDesc &p : plan.params)
-    if (o.checkAdamW && p.noWeightDecay != bool(o.noDecay.count(p.name)))
-      fail(p.name + ": the plan says " +
-           (p.noWeightDecay ? "no_weight_decay" : "decay") +
-           ", the test expects the other");
-  for (const std::string &name : o.noDecay) {
-    bool found = false;
+  /// The no-decay set the test expects is the one the plan carries.
+  void checkNoDecay() {
     for (const ParamDesc &p : plan.params)
-      found |= p.name == name;
-    if (!found)
-      fail("--no-decay names '" + name + "', which the plan does not have");
-  }
-
-  // Which parameters a shard boundary splits (at this world size).
-  std::string straddleDecay, straddleNoDecay;
-  for (const ParamDesc &p : plan.params)
-    for (int k = 1; k < N; ++k) {
-      int64_t at = plan::shardRange(plan.units[p.unit].flatSize, k, N).begin;
-      if (at > p.unitOffset && at < p.unitOffset + p.numElements()) {
-        (p.noWeightDecay ? straddleNoDecay : straddleDecay) += " " + p.name;
-        break;
-      }
+      if (o.checkAdamW && p.noWeightDecay != bool(o.noDecay.count(p.name)))
+        fail(p.name + ": the plan says " +
+             (p.noWeightDecay ? "no_weight_decay" : "decay") +
+             ", the test expects the other");
+    for (const std::string &name : o.noDecay) {
+      bool found = false;
+      for (const ParamDesc &p : plan.params)
+        found |= p.name == name;
+      if (!found)
+        fail("--no-decay names '" + name + "', which the plan does not have");
     }
-  // Units whose shards differ by one element: a shorter one leaves the
-  // last element of its shard buffer unused.
-  std::string uneven;
-  for (const UnitDesc &u : plan.units)
-    if (u.flatSize % N != 0)
-      uneven += " " + u.name;
-  if (lead)
-    std::printf("step-check: %s, %d rank%s\nstep-check: split by a shard "
-                "boundary: decay [%s ], no-decay [%s ]\nstep-check: units "
-                "whose shards differ by one element: [%s ]\n",
-                o.planPath.c_str(), N, N == 1 ? "" : "s", straddleDecay.c_str(),
-                straddleNoDecay.c_str(), uneven.c_str());
-  std::optional<double> clip = session.maxGradNorm();
-  if (o.checkAdamW && (clip.has_value() != (o.maxNorm > 0) ||
-                       (clip && float(*clip) != float(o.maxNorm))))
-    fail("the plan clips to " + (clip ? std::to_string(*clip) : "nothing") +
-         ", the test expects " +
-         (o.maxNorm > 0 ? std::to_string(o.maxNorm) : "nothing"));
-
-  // Every parameter to values of its name and index alone.
-  for (uint32_t u = 0; u < plan.units.size(); ++u) {
-    const BufferDesc &buffer = plan.buffers[plan.units[u].shardBuffer];
-    std::vector<float> shard = session.readBuffer(plan.units[u].shardBuffer);
-    forEachShardSegment(
-        plan, u, comm.rank(), N,
-        [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
-          uint64_t h = hashName(param.name);
-          for (int64_t i = 0; i < count; ++i)
-            shard[at + i] = float(0.5 * uniform(o.seed, h, begin + i));
-        });
-    (void)buffer;
-    session.writeBuffer(plan.units[u].shardBuffer, shard);
   }
 
-  std::vector<const Instruction *> adamw(plan.units.size());
-  for (uint32_t u = 0; u < plan.units.size(); ++u)
-    if (!(adamw[u] = adamwOf(plan, u)))
-      die("unit '" + plan.units[u].name + "' has no AdamW");
+  /// Rank 0's lines on which parameters a shard boundary splits (at this
+  /// world size) and which units' shards differ by one element (a shorter
+  /// one leaves the last element of its shard buffer unused).
+  void printLayout() {
+    std::string straddleDecay, straddleNoDecay;
+    for (const ParamDesc &p : plan.params)
+      for (int k = 1; k < N; ++k) {
+        int64_t at = plan::shardRange(plan.units[p.unit].flatSize, k, N).begin;
+        if (at > p.unitOffset && at < p.unitOffset + p.numElements()) {
+          (p.noWeightDecay ? straddleNoDecay : straddleDecay) += " " + p.name;
+          break;
+        }
+      }
+    std::string uneven;
+    for (const UnitDesc &u : plan.units)
+      if (u.flatSize % N != 0)
+        uneven += " " + u.name;
+    if (lead)
+      std::printf("step-check: %s, %d rank%s\nstep-check: split by a shard "
+                  "boundary: decay [%s ], no-decay [%s ]\nstep-check: units "
+                  "whose shards differ by one element: [%s ]\n",
+                  o.planPath.c_str(), N, N == 1 ? "" : "s",
+                  straddleDecay.c_str(), straddleNoDecay.c_str(),
+                  uneven.c_str());
+  }
 
-  auto gatherAll = [&](int which) { // 0 param, 1 grad, 2 m, 3 v
+  /// The plan clips as --max-norm says.
+  void checkClip() {
+    std::optional<double> clip = session.maxGradNorm();
+    if (o.checkAdamW && (clip.has_value() != (o.maxNorm > 0) ||
+                         (clip && float(*clip) != float(o.maxNorm))))
+      fail("the plan clips to " + (clip ? std::to_string(*clip) : "nothing") +
+           ", the test expects " +
+           (o.maxNorm > 0 ? std::to_string(o.maxNorm) : "nothing"));
+  }
+
+  /// Every parameter to values of its name and index alone.
+  void setParams() {
+    for (uint32_t u = 0; u < plan.units.size(); ++u) {
+      std::vector<float> shard = session.readBuffer(plan.units[u].shardBuffer);
+      forEachShardSegment(plan, u, comm.rank(), N,
+                          [&](const ParamDesc &param, int64_t at, int64_t begin,
+                              int64_t count) {
+                            uint64_t h = hashName(param.name);
+                            for (int64_t i = 0; i < count; ++i)
+                              shard[at + i] =
+                                  float(0.5 * uniform(o.seed, h, begin + i));
+                          });
+      session.writeBuffer(plan.units[u].shardBuffer, shard);
+    }
+  }
+
+  void findAdamW() {
+    adamw.resize(plan.units.size());
+    for (uint32_t u = 0; u < plan.units.size(); ++u)
+      if (!(adamw[u] = adamwOf(plan, u)))
+        die("unit '" + plan.units[u].name + "' has no AdamW");
+  }
+
+  /// Every parameter's full values: 0 the parameters, 1 their gradients,
+  /// 2 and 3 AdamW's moments.
+  std::vector<std::vector<float>> gatherAll(int which) {
     std::vector<std::vector<float>> units;
     for (uint32_t u = 0; u < plan.units.size(); ++u) {
       uint32_t buffer = which == 0   ? plan.units[u].shardBuffer
@@ -345,42 +381,31 @@ int check(const Options &o, Communicator &comm) {
       units.push_back(gatherUnit(session, comm, plan, u, buffer));
     }
     return byParam(plan, units);
-  };
-
-  size_t P = plan.params.size();
-  std::vector<std::vector<double>> m(P), v(P);
-  for (size_t p = 0; p < P; ++p) {
-    m[p].assign(plan.params[p].numElements(), 0.0);
-    v[p].assign(plan.params[p].numElements(), 0.0);
   }
-  std::vector<double> worst(P, 0.0);
-  for (int64_t t = 1; t <= o.steps; ++t) {
-    feed(plan, session, comm, o.seed, t);
-    std::vector<std::vector<float>> before = gatherAll(0);
-    if (o.poison)
-      poisonTransients(plan, session);
-    float localLoss = session.forwardBackward();
-    std::vector<std::vector<float>> grads = gatherAll(1);
-    std::optional<double> reported = session.gradNorm();
-    double loss = comm.allReduceMean(localLoss);
-    if (t == 1 && !o.dumpPath.empty() && lead) {
-      FILE *f = std::fopen(o.dumpPath.c_str(), "w");
-      if (!f)
-        die(o.dumpPath + ": cannot write");
-      std::fprintf(f, "loss %.9e\n", loss);
-      for (size_t p = 0; p < P; ++p) {
-        std::fprintf(f, "grad %s %zu", plan.params[p].name.c_str(),
-                     grads[p].size());
-        for (float g : grads[p])
-          std::fprintf(f, " %.9e", g);
-        std::fprintf(f, "\n");
-      }
-      std::fclose(f);
+
+  /// --dump: the loss and step 1's full gradients, for comparing world
+  /// sizes.
+  void dumpGradients(double loss,
+                     const std::vector<std::vector<float>> &grads) {
+    FILE *f = std::fopen(o.dumpPath.c_str(), "w");
+    if (!f)
+      die(o.dumpPath + ": cannot write");
+    std::fprintf(f, "loss %.9e\n", loss);
+    for (size_t p = 0; p < grads.size(); ++p) {
+      std::fprintf(f, "grad %s %zu", plan.params[p].name.c_str(),
+                   grads[p].size());
+      for (float g : grads[p])
+        std::fprintf(f, " %.9e", g);
+      std::fprintf(f, "\n");
     }
-    if (!o.checkAdamW)
-      break;
-    // Clipping: the reported norm is the full gradients', and AdamW sees
-    // them scaled by PyTorch's coefficient.
+    std::fclose(f);
+  }
+
+  /// Clipping: the reported norm is the full gradients', and AdamW sees
+  /// them scaled by PyTorch's coefficient (returned; 1 without clipping).
+  double clipCoefficient(int64_t t,
+                         const std::vector<std::vector<float>> &grads,
+                         std::optional<double> reported) {
     double norm = globalNorm(grads), coef = 1.0;
     if (o.maxNorm > 0) {
       coef = std::min(1.0, o.maxNorm / (norm + 1e-6));
@@ -393,20 +418,19 @@ int check(const Options &o, Communicator &comm) {
              std::to_string(reported.value_or(-1.0)) + ", reference " +
              std::to_string(norm));
     }
-    if (o.poison)
-      poisonTransients(plan, session);
-    float stepLoss = session.step(t);
-    if (stepLoss != localLoss)
-      fail("step " + std::to_string(t) +
-           ": the step's loss differs from its forward's");
-    if (session.gradNorm() != reported)
-      fail("step " + std::to_string(t) +
-           ": the step's grad norm differs from its forward-backward's");
+    return coef;
+  }
+
+  /// Step `t`'s parameters and moments against AdamW in double on the
+  /// (clipped) gradients.
+  void checkUpdate(int64_t t, double coef,
+                   const std::vector<std::vector<float>> &grads,
+                   const std::vector<std::vector<float>> &before) {
     std::vector<std::vector<float>> after = gatherAll(0), ms = gatherAll(2),
                                     vs = gatherAll(3);
     const double c1 = 1.0 - std::pow(o.beta1, double(t)),
                  c2 = 1.0 - std::pow(o.beta2, double(t));
-    for (size_t p = 0; p < P; ++p) {
+    for (size_t p = 0; p < plan.params.size(); ++p) {
       const ParamDesc &param = plan.params[p];
       double wd = o.noDecay.count(param.name) ? 0.0 : o.weightDecay;
       for (size_t i = 0; i < grads[p].size(); ++i) {
@@ -437,23 +461,75 @@ int check(const Options &o, Communicator &comm) {
         }
       }
     }
+  }
+
+  /// Runs and checks step `t`; false when the run ends after it (only
+  /// the gradients were asked for).
+  bool step(int64_t t) {
+    feed(plan, session, comm, o.seed, t);
+    std::vector<std::vector<float>> before = gatherAll(0);
+    if (o.poison)
+      poisonTransients(plan, session);
+    float localLoss = session.forwardBackward();
+    std::vector<std::vector<float>> grads = gatherAll(1);
+    std::optional<double> reported = session.gradNorm();
+    double loss = comm.allReduceMean(localLoss);
+    if (t == 1 && !o.dumpPath.empty() && lead)
+      dumpGradients(loss, grads);
+    if (!o.checkAdamW)
+      return false;
+    double coef = clipCoefficient(t, grads, reported);
+    if (o.poison)
+      poisonTransients(plan, session);
+    float stepLoss = session.step(t);
+    if (stepLoss != localLoss)
+      fail("step " + std::to_string(t) +
+           ": the step's loss differs from its forward's");
+    if (session.gradNorm() != reported)
+      fail("step " + std::to_string(t) +
+           ": the step's grad norm differs from its forward-backward's");
+    checkUpdate(t, coef, grads, before);
     if (lead)
       std::printf("step-check: step %lld loss %.6f\n", (long long)t, loss);
+    return true;
   }
-  if (lead && o.checkAdamW)
-    for (size_t p = 0; p < P; ++p)
-      std::printf("step-check: %-12s %s worst error %.3f of tolerance\n",
-                  plan.params[p].name.c_str(),
-                  plan.params[p].noWeightDecay ? "no-decay" : "decay   ",
-                  worst[p]);
-  if (lead && !o.checkAdamW)
-    std::printf("step-check: step 1's gradients written to %s\n",
-                o.dumpPath.c_str());
-  if (lead && o.checkAdamW)
-    std::printf("step-check: %lld elements checked, %lld failed\n",
-                (long long)checked, (long long)failed);
-  std::fflush(stdout);
-  return failed ? 1 : 0;
+
+  void report() {
+    if (lead && o.checkAdamW)
+      for (size_t p = 0; p < plan.params.size(); ++p)
+        std::printf("step-check: %-12s %s worst error %.3f of tolerance\n",
+                    plan.params[p].name.c_str(),
+                    plan.params[p].noWeightDecay ? "no-decay" : "decay   ",
+                    worst[p]);
+    if (lead && !o.checkAdamW)
+      std::printf("step-check: step 1's gradients written to %s\n",
+                  o.dumpPath.c_str());
+    if (lead && o.checkAdamW)
+      std::printf("step-check: %lld elements checked, %lld failed\n",
+                  (long long)checked, (long long)failed);
+    std::fflush(stdout);
+  }
+};
+} // namespace
+
+/// Runs and checks the steps on the ranks of `comm`; the exit code.
+int check(const Options &o, Communicator &comm) {
+  int N = comm.size();
+  Plan plan;
+  std::string error;
+  if (!loadPlan(o.planPath, plan, error))
+    die(error);
+  if (int(plan.worldSize) != N)
+    die(o.planPath + ": compiled for world size " +
+        std::to_string(plan.worldSize) + ", launched on " + std::to_string(N));
+  std::unique_ptr<Backend> backend =
+      createCpuBackend({1, "openblas", &comm, "auto"}, error);
+  if (!backend)
+    die(error);
+  Session session(plan, *backend, comm);
+  if (!session.initialize(o.seed, error))
+    die(error);
+  return StepChecker(o, comm, plan, session).run();
 }
 
 int main(int argc, char **argv) {

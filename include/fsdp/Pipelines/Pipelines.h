@@ -10,6 +10,7 @@
 #define FSDP_PIPELINES_PIPELINES_H
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/ByteSize.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace fsdp::rt {
@@ -96,7 +97,9 @@ public:
 
 class Communicator;
 
+/// The CPU backend's options (--backend cpu).
 struct CpuBackendOptions {
+  static constexpr const char *kName = "cpu";
   int threads = 0;               ///< 0: all cores
   std::string blas = "openblas"; ///< or "blis"
   Communicator *comm = nullptr;  ///< the ranks' collectives (required)
@@ -112,7 +115,9 @@ struct CpuBackendOptions {
 std::unique_ptr<Backend> createCpuBackend(const CpuBackendOptions &options,
                                           std::string &error);
 
+/// The CUDA backend's options (--backend cuda).
 struct CudaBackendOptions {
+  static constexpr const char *kName = "cuda";
   int device = -1; ///< -1: the node-local rank's, mod devices
   /// The rank's index on its node (nodeLocalRank, NodeRank.h: mpirun's or
   /// srun's variable, else MPI's shared-memory split); -1: comm's.
@@ -135,26 +140,24 @@ std::unique_ptr<Backend> createCudaBackend(const CudaBackendOptions &options,
 /// none (also in a build without CUDA).
 std::string listCudaDevices();
 
-/// Every backend's options, as a tool takes them; each backend reads its
-/// own.
-struct BackendOptions {
-  Communicator *comm = nullptr;
-  int threads = 0;                        ///< cpu
-  std::string blas = "openblas";          ///< cpu
-  std::string collectiveThreads = "auto"; ///< cpu
-  int device = -1;                        ///< cuda
-  int localRank = -1;                     ///< cuda
-  bool tf32 = true;                       ///< cuda
-  double collectiveTimeout = 300.0;       ///< cuda
-};
+/// The options of one backend: which alternative it holds says which
+/// backend runs, and that backend sees only its own options. A new backend
+/// adds its options type (with its kName) here and its create function to
+/// Backends.cpp's overloads.
+using BackendOptions = std::variant<CpuBackendOptions, CudaBackendOptions>;
 
-/// The backends this build registers, by name ("cpu", "cuda"), in
-/// Backends.cpp: a new backend is its folder plus one line there.
+/// The backends this build registers, by name ("cpu", "cuda"): the
+/// alternatives of BackendOptions, in its order.
 const std::vector<std::string> &backendNames();
 bool isBackend(const std::string &name);
-/// Backend `name`; null with `error` when it cannot start (or is unknown).
-std::unique_ptr<Backend> createBackend(const std::string &name,
-                                       const BackendOptions &options,
+/// Backend `name`'s options as its type defaults them; false when no
+/// backend has that name.
+bool defaultBackendOptions(const std::string &name, BackendOptions &options);
+/// The name of the backend `options` are for.
+const char *backendName(const BackendOptions &options);
+/// The backend `options` are for, given them; null with `error` when it
+/// cannot start.
+std::unique_ptr<Backend> createBackend(const BackendOptions &options,
                                        std::string &error);
 
 } // namespace fsdp::rt

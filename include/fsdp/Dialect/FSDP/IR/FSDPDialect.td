@@ -18,9 +18,8 @@ def FSDP_Dialect : Dialect {
     The `fsdp` dialect describes a model for training: parameters are
     module-level symbols (`fsdp.param`) read with `fsdp.load`, the model is a
     function `@forward` returning a scalar loss, built from value-semantic ops
-    on static tensors at the granularity of llm.c's GPT-2 (embedding,
-    layer_norm, linear, attention, gelu, relu, residual add, cross-entropy),
-    and Llama's (rms_norm, swiglu, rope).
+    on static tensors, one op per runtime kernel as llm.c has them (the
+    operations below cover GPT-2 and Llama).
 
     FSDP units are explicit: `fsdp.unit` names the parameters that are
     flattened and gathered together, and `fsdp.compute` regions hold the ops

@@ -4,7 +4,7 @@
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
-#include "fsdp/Dialect/FSDP/Transforms/ByteSize.h"
+#include "fsdp/Support/ByteSize.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::fsdp {

@@ -3,7 +3,7 @@
 #ifndef FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H
 
-#include "fsdp/Dialect/FSDP/Transforms/ByteSize.h"
+#include "fsdp/Support/ByteSize.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"

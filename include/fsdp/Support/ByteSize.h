@@ -2,12 +2,14 @@
 //
 // memory-budget= takes what people write: 40GB, 37.5GiB, 512MiB, 4e10, or
 // plain bytes. GB, MB, KB are powers of ten (as the memory report prints
-// them), GiB, MiB, KiB powers of two.
+// them), GiB, MiB, KiB powers of two. Its own library (MLIRFSDPSupport):
+// the fsdp passes, the runtime dialect's passes and the pipelines take a
+// budget, and none of them should link the others to get it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_BYTESIZE_H
-#define FSDP_DIALECT_FSDP_TRANSFORMS_BYTESIZE_H
+#ifndef FSDP_SUPPORT_BYTESIZE_H
+#define FSDP_SUPPORT_BYTESIZE_H
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
@@ -59,4 +61,4 @@ public:
 };
 } // namespace llvm::cl
 
-#endif // FSDP_DIALECT_FSDP_TRANSFORMS_BYTESIZE_H
+#endif // FSDP_SUPPORT_BYTESIZE_H

@@ -1,6 +1,6 @@
 //===- ByteSize.cpp - parsing byte counts ---------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/ByteSize.h"
+#include "fsdp/Support/ByteSize.h"
 
 #include "llvm/ADT/StringSwitch.h"
 

@@ -1,0 +1,149 @@
+//===- EmuLlamaTest.cpp - Llama's ops: RMSNorm, SwiGLU, rope --------------===//
+//
+// Part of fsdp-cuda-emulation-test (CudaEmulationTest.cpp says how the
+// kernels run and are checked).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmulationCheck.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+// ------------------------------------------------------------ Llama's ops
+template <typename E = float>
+static void testRmsNorm(int N, int C, int off, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "rmsnorm%s N=%d C=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", N, C, off);
+  std::mt19937 rng(seed);
+  auto x = randv(size_t(N) * C, rng, -2, 3), w = randv(C, rng, 0.5f, 1.5f),
+       dout = randv(size_t(N) * C, rng);
+  roundTo<E>(x), roundTo<E>(w), roundTo<E>(dout);
+  const float eps = 1e-6f;
+  std::vector<float> rout(x.size()), rrstd(N);
+  cp::rmsNormForward(rout.data(), rrstd.data(), x.data(), w.data(), N, C, eps);
+  roundTo<E>(rout); // rstd is f32 whatever E is
+  Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
+    BufT<E> out(x.size(), off), bx(x.size(), off), bw(C, off);
+    Buf rstd(N, off);
+    bx.set(x), bw.set(w);
+    cu::rmsNormForward(ctx, out.p, rstd.p, bx.p, bw.p, N, C, eps);
+    checkCanary(nm, out), checkCanary(nm, rstd);
+    return {out.vec(), rstd.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
+          tol<E>(2e-5, 1));
+  compare(std::string(nm) + " rstd", o[1].data(), rrstd.data(), N, 2e-5);
+
+  std::vector<float> rdx(x.size()), rdw(C);
+  cp::rmsNormBackward(rdx.data(), rdw.data(), dout.data(), x.data(), w.data(),
+                      rrstd.data(), N, C);
+  roundTo<E>(rdx), roundTo<E>(rdw);
+  o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
+    BufT<E> dx(x.size(), off), dw(C, off), bd(x.size(), off), bx(x.size(), off),
+        bw(C, off);
+    Buf br(N, off);
+    bd.set(dout), bx.set(x), bw.set(w), br.set(rrstd);
+    cu::rmsNormBackward(ctx, dx.p, dw.p, bd.p, bx.p, bw.p, br.p, N, C);
+    checkCanary(nm, dx), checkCanary(nm, dw);
+    return {dx.vec(), dw.vec()};
+  });
+  compare(std::string(nm) + " dx", o[0].data(), rdx.data(), rdx.size(),
+          tol<E>(5e-5, 1));
+  compare(std::string(nm) + " dw", o[1].data(), rdw.data(), C, tol<E>(2e-5, 1));
+}
+
+template <typename E = float>
+static void testSwiGlu(int n, int off, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "swiglu%s n=%d off=%d", kIsBF16<E> ? " bf16" : "", n,
+           off);
+  std::mt19937 rng(seed);
+  auto g = randv(n, rng, -6, 6), u = randv(n, rng, -2, 2), dout = randv(n, rng);
+  // Gates where the sigmoid saturates: 1 - s must not become 0 * inf.
+  const float special[] = {-100.0f, 100.0f, -30.0f, 0.0f};
+  for (int i = 0; i < n && i < 4; ++i)
+    g[i] = special[i];
+  roundTo<E>(g), roundTo<E>(u), roundTo<E>(dout);
+  std::vector<float> rout(n), rdg(n), rdu(n);
+  cp::swigluForward(rout.data(), g.data(), u.data(), n);
+  cp::swigluBackward(rdg.data(), rdu.data(), dout.data(), g.data(), u.data(),
+                     n);
+  roundTo<E>(rout), roundTo<E>(rdg), roundTo<E>(rdu);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> out(n, off), dg(n, off), du(n, off), bg(n, off), bu(n, off),
+        bd(n, off);
+    bg.set(g), bu.set(u), bd.set(dout);
+    cu::swigluForward(ctx, out.p, bg.p, bu.p, n);
+    cu::swigluBackward(ctx, dg.p, du.p, bd.p, bg.p, bu.p, n);
+    checkCanary(nm, out), checkCanary(nm, dg), checkCanary(nm, du);
+    return {out.vec(), dg.vec(), du.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), n,
+          tol<E>(3e-6, 1), 1.0);
+  compare(std::string(nm) + " dgate", o[1].data(), rdg.data(), n,
+          tol<E>(3e-6, 1), 1.0);
+  compare(std::string(nm) + " dup", o[2].data(), rdu.data(), n, tol<E>(3e-6, 1),
+          1.0);
+}
+
+template <typename E = float>
+static void testRope(int B, int T, int H, int KV, int hs, float theta, int off,
+                     unsigned seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "rope%s B=%d T=%d H=%d KV=%d hs=%d theta=%g off=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, theta, off);
+  const size_t n = size_t(B) * T * (H + 2 * KV) * hs;
+  std::mt19937 rng(seed);
+  auto x = randv(n, rng, -2, 2);
+  roundTo<E>(x);
+  std::vector<float> rf(n), rb(n);
+  cp::ropeForward(rf.data(), x.data(), B, T, H, KV, hs, theta);
+  cp::ropeBackward(rb.data(), x.data(), B, T, H, KV, hs, theta);
+  roundTo<E>(rf), roundTo<E>(rb);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> f(n, off), b(n, off), bx(n, off);
+    bx.set(x);
+    cu::ropeForward(ctx, f.p, bx.p, B, T, H, KV, hs, theta);
+    cu::ropeBackward(ctx, b.p, bx.p, B, T, H, KV, hs, theta);
+    checkCanary(nm, f), checkCanary(nm, b);
+    return {f.vec(), b.vec()};
+  });
+  // powf, cosf and sinf of the host's libm on both sides here; on a GPU
+  // they differ by an ulp or two (CudaKernelsTest.cpp).
+  compare(std::string(nm) + " fwd", o[0].data(), rf.data(), n, tol<E>(2e-6, 1));
+  compare(std::string(nm) + " bwd", o[1].data(), rb.data(), n, tol<E>(2e-6, 1));
+}
+
+void groupLlama(unsigned &) {
+  unsigned seed = 70001;
+  for (int N : {1, 7, 33, 70})
+    for (int C : {1, 4, 33, 768})
+      testRmsNorm(N, C, N % 2, seed++);
+  testRmsNorm(3, 4100, 0, seed++); // column width 16
+  testRmsNorm(130, 20, 1, seed++); // N > groups
+  for (int n : {0, 1, 5, 1025, 4099})
+    for (int off : {0, 1})
+      testSwiGlu(n, off, seed++);
+  testRope(2, 5, 2, 2, 8, 10000.0f, 0, seed++);
+  testRope(1, 7, 4, 2, 6, 100.0f, 1, seed++);
+  testRope(3, 4, 3, 1, 4, 10000.0f, 0, seed++);
+  testRope(1, 300, 2, 1, 16, 500000.0f, 1, seed++);
+  testRope(0, 4, 2, 2, 4, 10000.0f, 0, seed++); // empty
+  // bf16: loaded bf16, computed in float, rounded once.
+  for (int N : {1, 33})
+    for (int C : {4, 33, 768})
+      testRmsNorm<BF16>(N, C, N % 2, seed++);
+  for (int n : {5, 1025})
+    testSwiGlu<BF16>(n, n % 2, seed++);
+  testRope<BF16>(2, 5, 2, 2, 8, 10000.0f, 0, seed++);
+  testRope<BF16>(1, 300, 4, 2, 16, 500000.0f, 1, seed++);
+  printf("llama done (%d failures so far)\n", gFailures);
+}

@@ -1,0 +1,140 @@
+//===- EmuOptimizerTest.cpp - AdamW and gradient clipping -----------------===//
+//
+// Part of fsdp-cuda-emulation-test (CudaEmulationTest.cpp says how the
+// kernels run and are checked).
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmulationCheck.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+// ------------------------------------------------------------ adamw
+void testAdamW(int n, int off, int step, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "adamw n=%d off=%d step=%d", n, off, step);
+  std::mt19937 rng(seed);
+  auto p = randv(n, rng), m = randv(n, rng, -0.1f, 0.1f),
+       v = randv(n, rng, 0, 0.01f), g = randv(n, rng);
+  auto rp = p, rm = m, rv = v;
+  cp::adamw(rp.data(), rm.data(), rv.data(), g.data(), n, 1e-3f, 0.9f, 0.95f,
+            1e-8f, 0.1f, step);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf bp(n, off), bm(n, off), bv(n, off), bg(n, off);
+    bp.set(p), bm.set(m), bv.set(v), bg.set(g);
+    cu::adamw(ctx, bp.p, bm.p, bv.p, bg.p, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+              step);
+    checkCanary(nm, bp), checkCanary(nm, bm), checkCanary(nm, bv);
+    return {bp.vec(), bm.vec(), bv.vec()};
+  });
+  compare(std::string(nm) + " param", o[0].data(), rp.data(), n, 1e-6);
+  compare(std::string(nm) + " m", o[1].data(), rm.data(), n, 1e-6);
+  compare(std::string(nm) + " v", o[2].data(), rv.data(), n, 1e-6);
+}
+
+// ------------------------------------------------------------ gradient
+// clipping AdamW with a device scale (the clipping coefficient) against the
+// CPU's.
+static void testAdamWScaled(int n, int off, float scale, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "adamw scale=%g n=%d off=%d", scale, n, off);
+  std::mt19937 rng(seed);
+  auto p = randv(n, rng), m = randv(n, rng, -0.1f, 0.1f),
+       v = randv(n, rng, 0, 0.01f), g = randv(n, rng);
+  auto rp = p, rm = m, rv = v;
+  cp::adamw(rp.data(), rm.data(), rv.data(), g.data(), n, 1e-3f, 0.9f, 0.95f,
+            1e-8f, 0.1f, 3, &scale);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf bp(n, off), bm(n, off), bv(n, off), bg(n, off), bs(1, 0, scale);
+    bp.set(p), bm.set(m), bv.set(v), bg.set(g);
+    cu::adamw(ctx, bp.p, bm.p, bv.p, bg.p, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+              3, bs.p);
+    checkCanary(nm, bp), checkCanary(nm, bm), checkCanary(nm, bv);
+    return {bp.vec(), bm.vec(), bv.vec()};
+  });
+  compare(std::string(nm) + " param", o[0].data(), rp.data(), n, 1e-6);
+  compare(std::string(nm) + " m", o[1].data(), rm.data(), n, 1e-6);
+  compare(std::string(nm) + " v", o[2].data(), rv.data(), n, 1e-6);
+}
+
+// The sum of squares of an f32 or bf16 shard, with or without an
+// accumulator, against the CPU's: both sum in double (the GPU by its fixed
+// blocks, the CPU by its parts), so they agree to the f32 rounding of the
+// result; every thread and block order gives the same bits.
+template <typename E = float>
+static void testGradSqSum(int n, int off, bool withAcc, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "gradSqSum%s n=%d off=%d acc=%d",
+           kIsBF16<E> ? " bf16" : "", n, off, int(withAcc));
+  std::mt19937 rng(seed);
+  auto g = randv(n, rng, -3.0f, 3.0f);
+  roundTo<E>(g);
+  float acc = 1.5f, ref = NAN;
+  cp::gradSqSum(&ref, g.data(), withAcc ? &acc : nullptr, n);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> bg(n, off);
+    bg.set(g);
+    Buf out(1), bacc(1, 0, acc), partials(2 * cu::kGradSqSumBlocks);
+    cu::gradSqSum(ctx, out.p, bg.p, withAcc ? bacc.p : nullptr, n, partials.p);
+    checkCanary(nm, out), checkCanary(nm, partials);
+    return {out.vec()};
+  });
+  compare(nm, o[0].data(), &ref, 1, 1e-6);
+}
+
+// The coefficient bit for bit: below 1, exactly 1, 0 for an infinite sum,
+// NaN for a NaN one.
+static void testClipCoefficient() {
+  for (float sum : {0.0f, 4.0f, 1e6f, INFINITY, NAN})
+    for (double maxNorm : {0.5, 2.001, 1e9}) {
+      char nm[96];
+      snprintf(nm, sizeof nm, "clipCoefficient sum=%g max=%g", sum, maxNorm);
+      float ref = -1.0f;
+      cp::clipCoefficient(&ref, &sum, maxNorm);
+      Outs o = runOrders(nm, [&]() -> Outs {
+        Buf in(1, 0, sum), out(1);
+        cu::clipCoefficient(ctx, out.p, in.p, maxNorm);
+        checkCanary(nm, out);
+        return {out.vec()};
+      });
+      compare(nm, o[0].data(), &ref, 1, 0.0);
+    }
+}
+
+static void testGradClip() {
+  unsigned seed = 7000;
+  for (int n : {0, 1, 7, 256, 1000})
+    for (int off : {0, 1})
+      for (bool acc : {false, true}) {
+        testGradSqSum<float>(n, off, acc, seed++);
+        testGradSqSum<BF16>(n, off, acc, seed++);
+      }
+  // More elements than the grid's threads: each strides over several.
+  testGradSqSum<float>(65536 + 300, 1, true, seed++);
+  testGradSqSum<BF16>(65536 + 300, 0, false, seed++);
+  testClipCoefficient();
+  for (float scale : {1.0f, 0.25f})
+    for (int n : {1, 7, 4096 + 5})
+      for (int off : {0, 1})
+        testAdamWScaled(n, off, scale, seed++);
+}
+
+void groupAdamW(unsigned &seed) {
+  for (int n : {1, 3, 4, 7, 1027, 4096 + 5})
+    for (int off : {0, 1, 2})
+      for (int step : {1, 10})
+        testAdamW(n, off, step, seed++);
+  printf("adamw done (%d failures so far)\n", gFailures);
+}
+
+void groupGradClip(unsigned &seed) {
+  testGradClip();
+  printf("gradclip done (%d failures so far)\n", gFailures);
+}

@@ -1,0 +1,1 @@
+#include "fsdp/Support/ByteSize.h"

@@ -1,0 +1,1 @@
+#include "fsdp/Dialect/FSDP/Transforms/ByteSize.h"

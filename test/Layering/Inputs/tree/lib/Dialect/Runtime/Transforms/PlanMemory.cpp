@@ -1,0 +1,1 @@
+#include "fsdp/Dialect/Runtime/Transforms/Passes.h"
