@@ -338,7 +338,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2x8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = 2, C = 8)}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = [2], C = 8)}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
@@ -346,7 +346,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: mean is [8], not #R (R = 2)}}
+  // expected-error @+1 {{inconsistent shapes: mean is [8], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>)
   return
 }
@@ -354,7 +354,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: rstd is [3], not #R (R = 2)}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [3], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<3xf32>)
   return
 }
@@ -410,7 +410,7 @@ func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [*N, OC] (N = 8, OC = 16)}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [*N, OC] (N = [2, 4], OC = 16)}}
   %0 = fsdp.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
   return
 }
@@ -514,7 +514,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x16xf32>, %t: tensor<2xi32>) {
-  // expected-error @+1 {{inconsistent shapes: targets is [2], not #N (N = 8)}}
+  // expected-error @+1 {{inconsistent shapes: targets is [2], not #N (N = [2, 4])}}
   %0 = fsdp.cross_entropy %x, %t : (tensor<2x4x16xf32>, tensor<2xi32>) -> tensor<f32>
   return
 }
@@ -590,7 +590,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<3xf32>) {
-  // expected-error @+1 {{inconsistent shapes: mean is [3], not #R (R = 2)}}
+  // expected-error @+1 {{inconsistent shapes: mean is [3], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
@@ -606,7 +606,7 @@ func.func @f(%g: tensor<4x16xf32>, %w: tensor<8x16xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [4, 16], not [#N, IC] (N = 4, IC = 8)}}
+  // expected-error @+1 {{inconsistent shapes: result is [4, 16], not [#N, IC] (N = [4], IC = 8)}}
   %0 = fsdp.linear_grad_input %g, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   return
 }
@@ -614,7 +614,7 @@ func.func @f(%g: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %x: tensor<2x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [#N, IC] (N = 4)}}
+  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [#N, IC] (N = [4])}}
   %0 = fsdp.linear_grad_weight %g, %x : (tensor<4x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
   return
 }
@@ -646,7 +646,7 @@ func.func @f(%g: tensor<4xf32>) {
 // -----
 
 func.func @f(%g: tensor<4xf32>, %x: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: input is [8], not [*S] (S = 4)}}
+  // expected-error @+1 {{inconsistent shapes: input is [8], not [*S] (S = [4])}}
   %0 = fsdp.gelu_backward %g, %x : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
   return
 }
@@ -654,7 +654,7 @@ func.func @f(%g: tensor<4xf32>, %x: tensor<8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4xf32>, %x: tensor<4xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [2], not [*S] (S = 4)}}
+  // expected-error @+1 {{inconsistent shapes: result is [2], not [*S] (S = [4])}}
   %0 = fsdp.relu_backward %g, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<2xf32>
   return
 }
@@ -752,7 +752,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4
 // -----
 
 func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<4xi32>) {
-  // expected-error @+1 {{inconsistent shapes: targets is [4], not #N (N = 2)}}
+  // expected-error @+1 {{inconsistent shapes: targets is [4], not #N (N = [2])}}
   %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<4xi32>) -> tensor<2x16xf32>
   return
 }
@@ -760,7 +760,7 @@ func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<4xi32>) {
 // -----
 
 func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<2xi32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [16, 2], not [*N, V] (N = 2, V = 16)}}
+  // expected-error @+1 {{inconsistent shapes: result is [16, 2], not [*N, V] (N = [2], V = 16)}}
   %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<2xi32>) -> tensor<16x2xf32>
   return
 }
@@ -1166,7 +1166,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = 2)}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = [2])}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1174,7 +1174,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = 2, C = 8)}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = [2], C = 8)}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>)
   return
 }
@@ -1222,7 +1222,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x4xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
-  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [*R, C] (R = 2, C = 4)}}
+  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [*R, C] (R = [2], C = 4)}}
   %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x4xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1230,7 +1230,7 @@ func.func @f(%g: tensor<2x4xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = 2)}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = [2])}}
   %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1238,7 +1238,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
-  // expected-error @+1 {{inconsistent shapes: up is [2, 4], not [*S] (S = 16)}}
+  // expected-error @+1 {{inconsistent shapes: up is [2, 4], not [*S] (S = [2, 8])}}
   %0 = fsdp.swiglu %g, %u : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
   return
 }
@@ -1246,7 +1246,7 @@ func.func @f(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
 // -----
 
 func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: up_grad is [8, 2], not [*S] (S = 16)}}
+  // expected-error @+1 {{inconsistent shapes: up_grad is [8, 2], not [*S] (S = [2, 8])}}
   %0:2 = fsdp.swiglu_backward %d, %g, %u : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8x2xf32>)
   return
 }

@@ -33,7 +33,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<16x4xf32>) {
 
 // A repeated leading-dims list: [*R, C] again is the same R exactly.
 func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [4, 2, 8], not [*R, C] (R = 8, C = 8)}}
+  // expected-error @+1 {{inconsistent shapes: result is [4, 2, 8], not [*R, C] (R = [2, 4], C = 8)}}
   %0, %1 = fsdp.rms_norm %x, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<4x2x8xf32>, tensor<2x4xf32>)
   return
 }
@@ -62,7 +62,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<2x4xf32>) {
 // The IR's reading of a count of leading dims: #R is [*R], the input's
 // leading dims exactly.
 func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: rstd is [8], not [*R] (R = 8)}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [8], not [*R] (R = [2, 4])}}
   %0, %1 = fsdp.rms_norm %x, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
   return
 }
@@ -72,7 +72,7 @@ func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) {
 // The IR's reading of leading dims by their product: [#N, OC] is
 // [*N, OC], the input's rows as they are.
 func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [*N, OC] (N = 8, OC = 16)}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [*N, OC] (N = [2, 4], OC = 16)}}
   %0 = fsdp.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
   return
 }
@@ -82,7 +82,7 @@ func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
 // The IR's reading of a count by an unbound dim: cast's #N and #N are
 // one shape.
 func.func @f(%x: tensor<2x8xf32>) {
-  // expected-error @+1 {{inconsistent shapes: result is [4, 4], not [*N] (N = 16)}}
+  // expected-error @+1 {{inconsistent shapes: result is [4, 4], not [*N] (N = [2, 8])}}
   %0 = fsdp.cast %x : tensor<2x8xf32> -> tensor<4x4xbf16>
   return
 }
@@ -109,7 +109,7 @@ func.func @f(%x: tensor<2x0xf32>, %w: tensor<0xf32>) {
 
 // A dim check against INT, what BLAS and CUDA grids index.
 func.func @f(%logits: tensor<2147483648x2xf32>, %targets: tensor<2147483648xi32>) {
-  // expected-error @+1 {{has a dimension past the 2^31 - 1 that BLAS takes and CUDA grids index (not N <= INT: N = 2147483648)}}
+  // expected-error @+1 {{has a dimension past the 2^31 - 1 that BLAS takes and CUDA grids index (not N <= INT: N = [2147483648])}}
   %0 = fsdp.cross_entropy %logits, %targets : (tensor<2147483648x2xf32>, tensor<2147483648xi32>) -> tensor<f32>
   return
 }
