@@ -4,7 +4,9 @@
 // cpu/Kernels.h): only the functions differ (cpu:: with a CBLAS, cuda::
 // with a stream and a cuBLAS handle). This decodes a compute instruction's
 // operands and dimensions from the plan once, for both, and calls the
-// member function of the same name on the backend's kernel set `k`.
+// member function of the same name on the backend's kernel set `k`: the
+// dims are those the kernel table's shape rules bind (KernelRules.h), the
+// calls are generated from the table's `call` fields (KernelTable.inc).
 // Collectives and waits are the backends' own business.
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +14,7 @@
 #ifndef FSDP_RUNTIME_KERNELDISPATCH_H
 #define FSDP_RUNTIME_KERNELDISPATCH_H
 
+#include "fsdp/runtime/KernelRules.h"
 #include "fsdp/runtime/Plan.h"
 
 #include <cstdint>
@@ -21,7 +24,8 @@
 /// The kernels runCompute calls by name, for a backend to bind with an
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
 /// the rest. crossEntropyForward and gradSqSum (which take a scratch only
-/// the GPU uses) and copy are bound by hand; casts are the backends' own.
+/// the GPU uses; `boundByHand`) and copy are bound by hand; casts are the
+/// backends' own.
 /// (FSDP_RUNTIME_GEMM_KERNELS, FSDP_RUNTIME_OTHER_KERNELS: generated from
 /// the kernels' `dispatch` in FSDPKernels.td.)
 #define FSDP_KERNEL_DISPATCH
@@ -41,6 +45,112 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
          opcode != Opcode::Wait;
 }
 
+/// What runCompute passes a kernel: its operands where the kernel reads
+/// them (`T` for its Float operands, float for its F32 ones, int32_t for
+/// token ids), its parameters by the kernel table's names, and its dims as
+/// the table's shape rules bind them (KernelRules.h; the loader checked
+/// them, so they bind). FSDP_KERNEL_CALLS's generated cases spell their
+/// arguments with these.
+template <typename T, typename Address> struct KernelArgs {
+  const Plan &plan;
+  const Instruction &inst;
+  Address address;
+  const double *params;
+  plan::shapes::Dims dims;
+
+  T *I(size_t i) const { return reinterpret_cast<T *>(address(inst.ins[i])); }
+  T *O(size_t j) const { return reinterpret_cast<T *>(address(inst.outs[j])); }
+  float *SI(size_t i) const {
+    return reinterpret_cast<float *>(address(inst.ins[i]));
+  }
+  float *SO(size_t j) const {
+    return reinterpret_cast<float *>(address(inst.outs[j]));
+  }
+  const int32_t *ids(size_t i) const {
+    return reinterpret_cast<const int32_t *>(address(inst.ins[i]));
+  }
+  /// An optional input: nullptr when the instruction leaves it out.
+  T *optI(size_t i) const { return i < inst.ins.size() ? I(i) : nullptr; }
+  float *optSI(size_t i) const { return i < inst.ins.size() ? SI(i) : nullptr; }
+  int64_t dim(std::string_view name) const { return dims[name]; }
+  /// Parameters by the kernel table's names, never by position. (A name
+  /// the table does not list is a bug here, caught by the kernel tests:
+  /// paramIndex returns the count, past the loaded parameters.)
+  double param(std::string_view name) const {
+    size_t index = plan::paramIndex(inst.kernel->opcode, name);
+    if (index >= inst.params.size())
+      std::abort();
+    return params[index];
+  }
+
+  /// Binds `dims` by the kernel table's shape rules; aborts on a plan the
+  /// loader would have refused.
+  void bindDims() {
+    std::array<plan::shapes::ShapeRef, plan::kMaxKernelInputs> ins;
+    std::array<plan::shapes::ShapeRef, plan::kMaxKernelOutputs> outs;
+    for (size_t i = 0; i < inst.ins.size(); ++i)
+      ins[i] = plan::shapes::ShapeRef(plan.buffers[inst.ins[i]].shape);
+    for (size_t j = 0; j < inst.outs.size(); ++j)
+      outs[j] = plan::shapes::ShapeRef(plan.buffers[inst.outs[j]].shape);
+    std::string why;
+    if (!plan::checkKernelShapes(inst.kernel->opcode, ins.data(),
+                                 inst.ins.size(), outs.data(), inst.outs.size(),
+                                 inst.params.data(), dims, why))
+      std::abort();
+  }
+};
+
+/// The kernels runCompute runs by hand: AdamW (its step, its decay by
+/// parameter segment in a shard, its optional scale), the sum of squares
+/// over this rank's part of a shard, and copies (in bytes, whatever the
+/// type). False for any other.
+template <typename T, typename Kernels, typename Args>
+bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
+               int worldSize) {
+  using plan::Opcode;
+  const Instruction &inst = a.inst;
+  const BufferDesc &out0 = a.plan.buffers[inst.outs[0]];
+  // A sharded AdamW's optional second input scales its gradient
+  // (gradient clipping's coefficient, a scalar where the kernel runs).
+  const float *scale =
+      inst.kernel->opcode == Opcode::AdamWShard ? a.optSI(1) : nullptr;
+  auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
+                   bool decay) {
+    k.adamw(p, m, v, g, n, float(a.param("lr")), float(a.param("beta1")),
+            float(a.param("beta2")), float(a.param("eps")),
+            decay ? float(a.param("weight_decay")) : 0.0f, step, scale);
+  };
+  switch (inst.kernel->opcode) {
+  case Opcode::AdamW:
+    adamw(a.SO(0), a.SO(1), a.SO(2), a.SI(0), out0.numElements(),
+          /*decay=*/true);
+    return true;
+  case Opcode::AdamWShard:
+    // Segment by parameter: a no_weight_decay parameter gets no decay,
+    // also where its range straddles two ranks; a shorter shard's padding
+    // is left alone.
+    forEachShardSegment(
+        a.plan, uint32_t(out0.unit), rank, worldSize,
+        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+          adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at, count,
+                !param.noWeightDecay);
+        });
+    return true;
+  case Opcode::Copy:
+    k.copy(a.O(0), a.I(0), uint64_t(out0.numElements()) * sizeof(T));
+    return true;
+  case Opcode::GradSqSum: {
+    // This rank's elements of the shard; a shorter shard's last is padding.
+    plan::ShardRange range =
+        plan::shardRange(int64_t(a.param("flat_size")), rank, worldSize);
+    k.gradSqSum(a.SO(0), a.I(0), a.optSI(1), range.end - range.begin, a.SO(1));
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
 /// Runs compute instruction `inst` through `k`; returns false, doing
 /// nothing, for casts, collectives and waits (the backends' own). `T` is
 /// the element type its Float operands are passed as (float, or the
@@ -49,221 +159,26 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
 /// is where buffer `id` lies for the kernel: the arena, or where the
 /// backend widened it. `params` overrides the instruction's parameters;
 /// `step` is AdamW's step; `rank` of `worldSize` picks a sharded AdamW's
-/// parameter segments and a grad_sq_sum's elements of its shard.
+/// parameter segments and a grad_sq_sum's elements of its shard. Every
+/// other kernel is called as its record in FSDPKernels.td says (`call`:
+/// KernelTable.inc's FSDP_KERNEL_CALLS), with the dims its shape rules
+/// bind.
 template <typename T, typename Kernels, typename Address>
 bool runCompute(Kernels &k, const Plan &plan, const Instruction &inst,
                 Address address, const double *params, int64_t step, int rank,
                 int worldSize) {
-  using plan::Opcode;
-  auto in = [&](size_t i) -> const BufferDesc & {
-    return plan.buffers[inst.ins[i]];
-  };
-  auto out = [&](size_t i) -> const BufferDesc & {
-    return plan.buffers[inst.outs[i]];
-  };
-  // Float operands (the kernel's element type), F32 ones, token ids.
-  auto I = [&](size_t i) {
-    return reinterpret_cast<T *>(address(inst.ins[i]));
-  };
-  auto O = [&](size_t i) {
-    return reinterpret_cast<T *>(address(inst.outs[i]));
-  };
-  auto SI = [&](size_t i) {
-    return reinterpret_cast<float *>(address(inst.ins[i]));
-  };
-  auto SO = [&](size_t i) {
-    return reinterpret_cast<float *>(address(inst.outs[i]));
-  };
-  auto ids = [&](size_t i) {
-    return reinterpret_cast<const int32_t *>(address(inst.ins[i]));
-  };
-  auto last = [](const BufferDesc &b) {
-    return b.shape.empty() ? int64_t(1) : b.shape.back();
-  };
-  auto rows = [&](const BufferDesc &b, int64_t width) {
-    return b.numElements() / width;
-  };
-  // Parameters by the kernel table's names, never by position.
-  // (A name the table does not list is a bug here, caught by the kernel
-  // tests: paramIndex returns the count, past the loaded parameters.)
-  auto param = [&](std::string_view name) {
-    size_t index = plan::paramIndex(inst.kernel->opcode, name);
-    if (index >= inst.params.size())
-      std::abort();
-    return params[index];
-  };
-  // A sharded AdamW's optional second input scales its gradient
-  // (gradient clipping's coefficient, a scalar where the kernel runs).
-  const float *scale =
-      inst.kernel->opcode == Opcode::AdamWShard && inst.ins.size() == 2
-          ? SI(1)
-          : nullptr;
-  auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
-                   bool decay) {
-    k.adamw(p, m, v, g, n, float(param("lr")), float(param("beta1")),
-            float(param("beta2")), float(param("eps")),
-            decay ? float(param("weight_decay")) : 0.0f, step, scale);
-  };
-  switch (inst.kernel->opcode) {
-  case Opcode::Embedding: // no position table: the token embedding alone
-    k.embeddingForward(O(0), ids(0), I(1),
-                       inst.ins.size() == 3 ? I(2) : static_cast<T *>(nullptr),
-                       in(0).shape[0], in(0).shape[1], in(1).shape[1]);
-    return true;
-  case Opcode::TokenEmbeddingBackward:
-    k.embeddingBackward(O(0), static_cast<T *>(nullptr), I(0), ids(1),
-                        in(1).shape[0], in(1).shape[1], out(0).shape[1],
-                        out(0).shape[0], int64_t(0));
-    return true;
-  case Opcode::EmbeddingBackward:
-    k.embeddingBackward(O(0), O(1), I(0), ids(1), in(1).shape[0],
-                        in(1).shape[1], out(0).shape[1], out(0).shape[0],
-                        out(1).shape[0]);
-    return true;
-  case Opcode::LayerNorm:
-    k.layerNormForward(O(0), SO(1), SO(2), I(0), I(1), I(2),
-                       rows(in(0), last(in(0))), last(in(0)),
-                       float(param("epsilon")));
-    return true;
-  case Opcode::LayerNormBackward:
-    k.layerNormBackward(O(0), O(1), O(2), I(0), I(1), I(2), SI(3), SI(4),
-                        rows(in(1), last(in(1))), last(in(1)));
-    return true;
-  case Opcode::Linear: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    k.linearForward(O(0), I(0), I(1), inst.ins.size() == 3 ? I(2) : nullptr,
-                    rows(in(0), IC), IC, OC);
-    return true;
-  }
-  case Opcode::LinearGradInput: {
-    int64_t OC = in(1).shape[0], IC = in(1).shape[1];
-    k.linearGradInput(O(0), I(0), I(1), rows(in(0), OC), IC, OC);
-    return true;
-  }
-  case Opcode::LinearGradWeight: {
-    int64_t OC = out(0).shape[0], IC = out(0).shape[1];
-    k.linearGradWeight(O(0), I(0), I(1), rows(in(0), OC), IC, OC);
-    return true;
-  }
-  case Opcode::BiasGrad:
-    k.biasGrad(O(0), I(0), rows(in(0), last(in(0))), last(in(0)));
-    return true;
-  case Opcode::Add:
-    k.add(O(0), I(0), I(1), out(0).numElements());
-    return true;
-  case Opcode::Gelu:
-    k.geluForward(O(0), I(0), out(0).numElements());
-    return true;
-  case Opcode::GeluBackward:
-    k.geluBackward(O(0), I(0), I(1), out(0).numElements());
-    return true;
-  case Opcode::Relu:
-    k.reluForward(O(0), I(0), out(0).numElements());
-    return true;
-  case Opcode::ReluBackward:
-    k.reluBackward(O(0), I(0), I(1), out(0).numElements());
-    return true;
-  // C is the output's (the gradient's) width: qkv is narrower than 3C with
-  // fewer kv heads.
-  case Opcode::Attention: {
-    const auto &s = in(0).shape; // B x T x (C + 2 kv_heads hs)
-    k.attentionForward(O(0), O(1), I(0), s[0], s[1], out(0).shape[2],
-                       int64_t(param("heads")), int64_t(param("kv_heads")));
-    return true;
-  }
-  case Opcode::AttentionBackward: {
-    const auto &s = in(1).shape;
-    k.attentionBackward(O(0), O(1), I(0), I(1), I(2), s[0], s[1],
-                        in(0).shape[2], int64_t(param("heads")),
-                        int64_t(param("kv_heads")));
-    return true;
-  }
-  case Opcode::AttentionBlocked: {
-    const auto &s = in(0).shape;
-    k.blockedAttentionForward(O(0), SO(1), I(0), s[0], s[1], out(0).shape[2],
-                              int64_t(param("heads")),
-                              int64_t(param("kv_heads")));
-    return true;
-  }
-  case Opcode::AttentionBackwardBlocked: {
-    const auto &s = in(1).shape; // dqkv, dout, qkv, out, lse
-    k.blockedAttentionBackward(O(0), I(0), I(1), I(3), SI(2), s[0], s[1],
-                               in(0).shape[2], int64_t(param("heads")),
-                               int64_t(param("kv_heads")));
-    return true;
-  }
-  case Opcode::CrossEntropy:
-    k.crossEntropyForward(SO(0), I(0), ids(1), rows(in(0), last(in(0))),
-                          last(in(0)), SO(1));
-    return true;
-  case Opcode::CrossEntropyBackward:
-    k.crossEntropyBackward(O(0), SI(0), I(1), ids(2), rows(in(1), last(in(1))),
-                           last(in(1)));
-    return true;
-  case Opcode::AdamW:
-    adamw(SO(0), SO(1), SO(2), SI(0), out(0).numElements(), /*decay=*/true);
-    return true;
-  case Opcode::AdamWShard:
-    // Segment by parameter: a no_weight_decay parameter gets no decay,
-    // also where its range straddles two ranks; a shorter shard's padding
-    // is left alone.
-    forEachShardSegment(
-        plan, uint32_t(out(0).unit), rank, worldSize,
-        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          adamw(SO(0) + at, SO(1) + at, SO(2) + at, SI(0) + at, count,
-                !param.noWeightDecay);
-        });
-    return true;
-  case Opcode::Fill:
-    k.fill(O(0), out(0).numElements(), float(param("value")));
-    return true;
-  case Opcode::Copy:
-    k.copy(O(0), I(0), uint64_t(out(0).numElements()) * sizeof(T));
-    return true;
-  case Opcode::RmsNorm:
-    k.rmsNormForward(O(0), SO(1), I(0), I(1), rows(in(0), last(in(0))),
-                     last(in(0)), float(param("epsilon")));
-    return true;
-  case Opcode::RmsNormBackward:
-    k.rmsNormBackward(O(0), O(1), I(0), I(1), I(2), SI(3),
-                      rows(in(1), last(in(1))), last(in(1)));
-    return true;
-  case Opcode::SwiGlu:
-    k.swigluForward(O(0), I(0), I(1), out(0).numElements());
-    return true;
-  case Opcode::SwiGluBackward:
-    k.swigluBackward(O(0), O(1), I(0), I(1), I(2), out(0).numElements());
-    return true;
-  case Opcode::Rope:
-  case Opcode::RopeBackward: {
-    const auto &s = in(0).shape; // B x T x (heads + 2 kv_heads) hs
-    int64_t heads = int64_t(param("heads")), kv = int64_t(param("kv_heads"));
-    int64_t hs = s[2] / (heads + 2 * kv);
-    float theta = float(param("theta"));
-    if (inst.kernel->opcode == Opcode::Rope)
-      k.ropeForward(O(0), I(0), s[0], s[1], heads, kv, hs, theta);
-    else
-      k.ropeBackward(O(0), I(0), s[0], s[1], heads, kv, hs, theta);
-    return true;
-  }
-  case Opcode::GradSqSum: {
-    // This rank's elements of the shard; a shorter shard's last is padding.
-    plan::ShardRange range =
-        plan::shardRange(int64_t(param("flat_size")), rank, worldSize);
-    k.gradSqSum(SO(0), I(0), inst.ins.size() == 2 ? SI(1) : nullptr,
-                range.end - range.begin, SO(1));
-    return true;
-  }
-  case Opcode::ClipCoefficient:
-    k.clipCoefficient(SO(0), SI(0), param("max_norm"));
-    return true;
-  case Opcode::Cast:
-  case Opcode::AllGather:
-  case Opcode::ReduceScatter:
-  case Opcode::AllReduceSum:
-  case Opcode::AllReduceMean:
-  case Opcode::Wait:
+  KernelArgs<T, Address> a{plan, inst, address, params, {}};
+  if (!isComputeKernel(inst.kernel->opcode) &&
+      inst.kernel->opcode != plan::Opcode::Copy)
     return false;
+  if (runByHand<T>(k, a, step, rank, worldSize))
+    return true;
+  a.bindDims();
+  switch (inst.kernel->opcode) {
+#define FSDP_KERNEL_CALLS
+#include "fsdp/runtime/KernelTable.inc"
+  default:
+    break;
   }
   return false;
 }

@@ -23,6 +23,7 @@
 
 #include "fsdp/runtime/KernelShapes.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -63,8 +64,8 @@ struct ShapeRule {
 struct Kernel {
   const Record *def = nullptr;
   int64_t opcode = 0;
-  std::string enumerator, name, dispatch, notes, derive, extraCheck;
-  bool gemm = false, byHand = false;
+  std::string enumerator, name, dispatch, notes, derive, extraCheck, call;
+  bool gemm = false, byHand = false, boundByHand = false;
   std::vector<Operand> ins, outs;
   std::vector<Param> params;
   std::vector<ShapeRule> shapes;
@@ -101,6 +102,8 @@ Kernel readKernel(const Record *def) {
   k.outs = readOperands(def, "outs");
   k.derive = def->getValueAsString("derive").str();
   k.extraCheck = def->getValueAsString("extraCheck").str();
+  k.call = def->getValueAsString("call").str();
+  k.boundByHand = def->getValueAsBit("boundByHand");
   for (StringRef rule : def->getValueAsListOfStrings("shapes")) {
     auto [operand, pattern] = rule.split(':');
     if (pattern.empty())
@@ -218,6 +221,67 @@ void checkShapeRules(const Kernel &k) {
         }))
       fail("derive '" + k.derive +
            "' needs qkv's width W and a parameter 'heads'");
+}
+
+/// The dims a kernel's shape rules and derivation bind.
+std::set<std::string> boundDims(const Kernel &k) {
+  namespace shapes = fsdp::plan::shapes;
+  std::set<std::string> dims;
+  if (std::optional<shapes::Derive> derive = deriveOf(k.derive))
+    for (std::string_view d : shapes::derivedDims(*derive))
+      if (!d.empty())
+        dims.insert(std::string(d));
+  for (const ShapeRule &rule : k.shapes)
+    shapes::forEachDim(
+        rule.pattern, [&](std::string_view d) { dims.insert(std::string(d)); });
+  return dims;
+}
+
+/// One argument of a `call` as KernelDispatch.h's runCompute spells it
+/// (its KernelArgs `a`).
+std::string callArgument(const Kernel &k, StringRef arg,
+                         const std::set<std::string> &dims) {
+  std::string written = arg.str(); // before the prefixes are consumed
+  auto fail = [&](const Twine &what) {
+    PrintFatalError(k.def, "kernel '" + k.name + "': call argument '" +
+                               written + "' " + what);
+  };
+  auto param = [&](StringRef name) -> const Param * {
+    for (const Param &p : k.params)
+      if (p.name == name)
+        return &p;
+    return nullptr;
+  };
+  if (arg.consume_front("$")) {
+    int index = operandIndex(k, arg);
+    if (index < 0)
+      fail("names an operand the kernel lacks");
+    bool output = index >= int(fsdp::plan::shapes::kMaxInputs);
+    const Operand &o =
+        output ? k.outs[index - fsdp::plan::shapes::kMaxInputs] : k.ins[index];
+    size_t at = output ? index - fsdp::plan::shapes::kMaxInputs : index;
+    std::string f = o.rule == "TokenIds" ? "ids"
+                    : o.rule == "F32"    ? (output ? "SO" : "SI")
+                                         : (output ? "O" : "I");
+    if (o.optional)
+      f = "opt" + f;
+    return "a." + f + "(" + std::to_string(at) + ")";
+  }
+  if (arg == "null")
+    return "static_cast<T *>(nullptr)";
+  if (!arg.empty() && llvm::all_of(arg, llvm::isDigit))
+    return "int64_t(" + arg.str() + ")";
+  if (arg.consume_front("double(") && arg.consume_back(")")) {
+    if (!param(arg))
+      fail("is no parameter of the kernel");
+    return "a.param(\"" + arg.str() + "\")";
+  }
+  if (const Param *p = param(arg))
+    return std::string(p->type == "f32" ? "float" : "int64_t") + "(a.param(\"" +
+           arg.str() + "\"))";
+  if (!dims.count(arg.str()))
+    fail("is neither a dim of its shape rules nor a parameter");
+  return "a.dim(\"" + arg.str() + "\")";
 }
 
 /// The op's operands and attributes, from its `arguments` dag.
@@ -433,12 +497,30 @@ void emitDispatchList(raw_ostream &os, const std::vector<Kernel> &kernels,
                       StringRef macro, bool gemm) {
   std::vector<std::string> names;
   for (const Kernel &k : kernels)
-    if (!k.dispatch.empty() && k.gemm == gemm)
+    if (!k.dispatch.empty() && !k.boundByHand && k.gemm == gemm &&
+        !llvm::is_contained(names, k.dispatch)) // one method, two kernels
       names.push_back(k.dispatch);
   os << "#define " << macro << "(X)";
   for (const std::string &name : names)
     os << " \\\n  X(" << name << ")";
   os << "\n";
+}
+
+/// runCompute's case of kernel `k`: the call of its `dispatch`.
+void emitCall(raw_ostream &os, const Kernel &k) {
+  if (k.call.empty())
+    return;
+  if (k.dispatch.empty())
+    PrintFatalError(k.def,
+                    "kernel '" + k.name + "' has a call but no dispatch");
+  std::set<std::string> dims = boundDims(k);
+  SmallVector<StringRef> args;
+  StringRef(k.call).split(args, ',');
+  std::vector<std::string> spelled;
+  for (StringRef arg : args)
+    spelled.push_back(callArgument(k, arg.trim(), dims));
+  os << "case plan::Opcode::" << k.enumerator << ":\n  k." << k.dispatch << "("
+     << llvm::join(spelled, ", ") << ");\n  return true;\n";
 }
 
 /// KernelRules.h's entry of kernel `k`: its rules, dim checks,
@@ -482,6 +564,10 @@ void emitTable(raw_ostream &os, const std::vector<Kernel> &kernels) {
   for (const Kernel &k : kernels)
     emitShapes(os, k);
   os << "#undef FSDP_KERNEL_SHAPES\n#endif\n\n";
+  os << "#ifdef FSDP_KERNEL_CALLS\n";
+  for (const Kernel &k : kernels)
+    emitCall(os, k);
+  os << "#undef FSDP_KERNEL_CALLS\n#endif\n\n";
   os << "#ifdef FSDP_KERNEL_DISPATCH\n";
   emitDispatchList(os, kernels, "FSDP_RUNTIME_GEMM_KERNELS", true);
   emitDispatchList(os, kernels, "FSDP_RUNTIME_OTHER_KERNELS", false);
@@ -530,13 +616,27 @@ std::string docParam(const Param &p) {
   return p.name;
 }
 
+/// The shape rules as the table's column shows them: `input [*R, C]`,
+/// ..., then the dim checks and the derivation.
+std::string docShapes(const Kernel &k) {
+  std::vector<std::string> parts;
+  for (const ShapeRule &rule : k.shapes)
+    parts.push_back(rule.operand + " `" + rule.pattern + "`");
+  for (const std::string &check : k.dimChecks)
+    parts.push_back("`" + check + "`");
+  if (!k.derive.empty())
+    parts.push_back(k.derive);
+  return llvm::join(parts, ", ");
+}
+
 void emitDoc(raw_ostream &os, const std::vector<Kernel> &kernels) {
-  os << "| opcode | kernel | inputs | outputs | params | notes |\n"
-        "|---|---|---|---|---|---|\n";
+  os << "| opcode | kernel | inputs | outputs | params | shapes | notes |\n"
+        "|---|---|---|---|---|---|---|\n";
   for (const Kernel &k : kernels)
     os << "| " << k.opcode << " | " << k.name << " | "
        << joined(k.ins, docOperand) << " | " << joined(k.outs, docOperand)
-       << " | " << joined(k.params, docParam) << " | " << k.notes << " |\n";
+       << " | " << joined(k.params, docParam) << " | " << docShapes(k) << " | "
+       << k.notes << " |\n";
 }
 
 bool generate(raw_ostream &os, const RecordKeeper &records) {

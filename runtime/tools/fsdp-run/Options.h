@@ -21,6 +21,7 @@ namespace fsdprun {
 using namespace fsdp;
 using namespace fsdp::rt;
 
+/// Every option of fsdp-run as given, the defaults otherwise.
 struct Options {
   std::string planPath, dataPath, tracePath, reportPath, initFromPath,
       exportPath, exportNames, flightRecorderDir, checkpointDir, resumeDir,

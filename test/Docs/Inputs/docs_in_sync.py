@@ -89,8 +89,10 @@ def check_blocked_cuda(root):
               and "not yet wired" not in doc.lower())
     code = (all(f'"{k}"' in plan for k in ("attention_blocked",
                                            "attention_backward_blocked"))
-            and "case Opcode::AttentionBlocked:" in dispatch
-            and "case Opcode::AttentionBackwardBlocked:" in dispatch
+            # runCompute's cases, generated from the records' `call`
+            and "case plan::Opcode::AttentionBlocked:" in plan
+            and "case plan::Opcode::AttentionBackwardBlocked:" in plan
+            and "FSDP_KERNEL_CALLS" in dispatch
             and re.search(r"GEMM_KERNELS\(X\)[^#]*X\(blockedAttentionForward\)"
                           r"[^#]*X\(blockedAttentionBackward\)", plan)
             and "FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)" in backend)

@@ -73,6 +73,15 @@ def params;
 /// (shapes::Derive: "AttentionHeads", "RopeHeads"); `extraCheck` the
 /// loader's named check against the rest of the plan (units, buffer kinds,
 /// the vocabulary: runtime/src/PlanKernelChecks.cpp).
+///
+/// `call`: the arguments KernelDispatch.h's runCompute passes to
+/// `dispatch`, in order: `$operand` (its buffer, in the kernel's element
+/// type or f32 by its rule; nullptr for an optional input left out), a dim
+/// of the shape rules, a parameter (f32 ones as float, i64 ones as
+/// int64_t; `double(name)` as stored), `null` (no buffer) or an integer.
+/// Without one, runCompute runs the kernel by hand (adamw, copy...).
+/// `boundByHand`: the backends bind `dispatch` themselves (it is not in
+/// the X-macro lists).
 class FSDP_Kernel<int opcode_, string enumerator_, string name_, dag ins_,
                   dag outs_, dag params_ = (params)> {
   int opcode = opcode_;
@@ -89,6 +98,8 @@ class FSDP_Kernel<int opcode_, string enumerator_, string name_, dag ins_,
   list<string> dimChecks = [];
   string derive = "";
   string extraCheck = "";
+  string call = "";
+  bit boundByHand = 0;
 }
 
 defvar KCollective = (params KI64:$stream, KI64:$token, KI64:$group,
@@ -113,6 +124,7 @@ def : FSDP_Kernel<0, "Embedding", "embedding",
                 "result: [B, T, C]"];
   let dimChecks = ["P >= T", "B*T <= INT"];
   let extraCheck = "noteTableRows";
+  let call = "$result, $tokens, $wte, $wpe, B, T, C";
 }
 def : FSDP_Kernel<1, "EmbeddingBackward", "embedding_backward",
     (ins KFloats:$grad, KIds:$tokens),
@@ -121,6 +133,7 @@ def : FSDP_Kernel<1, "EmbeddingBackward", "embedding_backward",
   let shapes = ["grad: [B, T, C]", "tokens: [B, T]", "wte_grad: [V, C]",
                 "wpe_grad: [P, C]"];
   let dimChecks = ["P >= T", "B*T <= INT"];
+  let call = "$wte_grad, $wpe_grad, $grad, $tokens, B, T, C, V, P";
 }
 def : FSDP_Kernel<2, "LayerNorm", "layer_norm",
     (ins KFloats:$input, KFloats:$weight, KFloats:$bias),
@@ -130,6 +143,7 @@ def : FSDP_Kernel<2, "LayerNorm", "layer_norm",
   let shapes = ["input: [*R, C]", "weight: #C", "bias: #C", "result: [*R, C]",
                 "mean: #R", "rstd: #R"];
   let dimChecks = KRowChecks;
+  let call = "$result, $mean, $rstd, $input, $weight, $bias, R, C, epsilon";
 }
 def : FSDP_Kernel<3, "LayerNormBackward", "layer_norm_backward",
     (ins KFloats:$grad, KFloats:$input, KFloats:$weight, KStat:$mean,
@@ -140,6 +154,8 @@ def : FSDP_Kernel<3, "LayerNormBackward", "layer_norm_backward",
                 "rstd: #R", "input_grad: [*R, C]", "weight_grad: #C",
                 "bias_grad: #C"];
   let dimChecks = KRowChecks;
+  let call = "$input_grad, $weight_grad, $bias_grad, $grad, $input, $weight, "
+              "$mean, $rstd, R, C";
 }
 def : FSDP_Kernel<4, "Linear", "linear",
     (ins KFloats:$input, KFloats:$weight, KOptFloats:$bias),
@@ -149,6 +165,7 @@ def : FSDP_Kernel<4, "Linear", "linear",
   let shapes = ["input: [*N, IC]", "weight: [OC, IC]", "bias: #OC",
                 "result: [#N, OC]"];
   let dimChecks = KGemmChecks;
+  let call = "$result, $input, $weight, $bias, N, IC, OC";
 }
 def : FSDP_Kernel<5, "LinearGradInput", "linear_grad_input",
     (ins KFloats:$grad, KFloats:$weight), (outs KResult:$result)> {
@@ -156,6 +173,7 @@ def : FSDP_Kernel<5, "LinearGradInput", "linear_grad_input",
   let gemm = 1;
   let shapes = ["grad: [*N, OC]", "weight: [OC, IC]", "result: [#N, IC]"];
   let dimChecks = KGemmChecks;
+  let call = "$result, $grad, $weight, N, IC, OC";
 }
 def : FSDP_Kernel<6, "LinearGradWeight", "linear_grad_weight",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
@@ -163,37 +181,44 @@ def : FSDP_Kernel<6, "LinearGradWeight", "linear_grad_weight",
   let gemm = 1;
   let shapes = ["grad: [*N, OC]", "input: [#N, IC]", "result: [OC, IC]"];
   let dimChecks = KGemmChecks;
+  let call = "$result, $grad, $input, N, IC, OC";
 }
 def : FSDP_Kernel<7, "BiasGrad", "bias_grad", (ins KFloats:$grad),
     (outs KResult:$result)> {
   let dispatch = "biasGrad";
   let shapes = ["grad: [*N, C]", "result: #C"];
   let dimChecks = ["C > 0"];
+  let call = "$result, $grad, N, C";
 }
 def : FSDP_Kernel<8, "Add", "add", (ins KFloats:$lhs, KFloats:$rhs),
     (outs KResult:$result)> {
   let dispatch = "add";
   let shapes = ["lhs: [*S]", "rhs: [*S]", "result: [*S]"];
+  let call = "$result, $lhs, $rhs, S";
 }
 def : FSDP_Kernel<9, "Gelu", "gelu", (ins KFloats:$input),
     (outs KResult:$result)> {
   let dispatch = "geluForward";
   let shapes = ["input: [*S]", "result: [*S]"];
+  let call = "$result, $input, S";
 }
 def : FSDP_Kernel<10, "GeluBackward", "gelu_backward",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
   let dispatch = "geluBackward";
   let shapes = ["grad: [*S]", "input: [*S]", "result: [*S]"];
+  let call = "$result, $grad, $input, S";
 }
 def : FSDP_Kernel<11, "Relu", "relu", (ins KFloats:$input),
     (outs KResult:$result)> {
   let dispatch = "reluForward";
   let shapes = ["input: [*S]", "result: [*S]"];
+  let call = "$result, $input, S";
 }
 def : FSDP_Kernel<12, "ReluBackward", "relu_backward",
     (ins KFloats:$grad, KFloats:$input), (outs KResult:$result)> {
   let dispatch = "reluBackward";
   let shapes = ["grad: [*S]", "input: [*S]", "result: [*S]"];
+  let call = "$result, $grad, $input, S";
 }
 def : FSDP_Kernel<13, "Attention", "attention", (ins KFloats:$qkv),
     (outs KResult:$result, KResult:$probs), KHeads> {
@@ -202,6 +227,7 @@ def : FSDP_Kernel<13, "Attention", "attention", (ins KFloats:$qkv),
   let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "probs: [B, H, T, T]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
+  let call = "$result, $probs, $qkv, B, T, C, heads, kv_heads";
 }
 def : FSDP_Kernel<14, "AttentionBackward", "attention_backward",
     (ins KFloats:$grad, KFloats:$qkv, KFloats:$probs),
@@ -212,6 +238,7 @@ def : FSDP_Kernel<14, "AttentionBackward", "attention_backward",
                 "result: [B, T, W]", "dprobs: #B*H*T*T"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
+  let call = "$result, $dprobs, $grad, $qkv, $probs, B, T, C, heads, kv_heads";
 }
 def : FSDP_Kernel<15, "AttentionBlocked", "attention_blocked",
     (ins KFloats:$qkv), (outs KResult:$result, KStatResult:$lse), KHeads> {
@@ -221,6 +248,7 @@ def : FSDP_Kernel<15, "AttentionBlocked", "attention_blocked",
   let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "lse: [B, H, T]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
+  let call = "$result, $lse, $qkv, B, T, C, heads, kv_heads";
 }
 def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
     (ins KFloats:$grad, KFloats:$qkv, KStat:$lse, KFloats:$output),
@@ -232,6 +260,7 @@ def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
                 "output: [B, T, C]", "result: [B, T, W]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
+  let call = "$result, $grad, $qkv, $output, $lse, B, T, C, heads, kv_heads";
 }
 def : FSDP_Kernel<17, "CrossEntropy", "cross_entropy",
     (ins KFloats:$logits, KIds:$targets),
@@ -241,6 +270,9 @@ def : FSDP_Kernel<17, "CrossEntropy", "cross_entropy",
   let shapes = ["logits: [*N, V]", "targets: #N", "loss: #1", "row_losses: #N"];
   let dimChecks = KVocabularyChecks;
   let extraCheck = "checkVocabulary";
+  let dispatch = "crossEntropyForward";
+  let boundByHand = 1;
+  let call = "$loss, $logits, $targets, N, V, $row_losses";
 }
 def : FSDP_Kernel<18, "CrossEntropyBackward", "cross_entropy_backward",
     (ins KStat:$grad, KFloats:$logits, KIds:$targets),
@@ -250,6 +282,7 @@ def : FSDP_Kernel<18, "CrossEntropyBackward", "cross_entropy_backward",
                 "result: [*N, V]"];
   let dimChecks = KVocabularyChecks;
   let extraCheck = "checkVocabulary";
+  let call = "$result, $grad, $logits, $targets, N, V";
 }
 def : FSDP_Kernel<19, "AdamW", "adamw", (ins KStat:$grad),
     (outs KUpdated:$param, KUpdated:$m, KUpdated:$v), KAdamW> {
@@ -261,6 +294,8 @@ def : FSDP_Kernel<19, "AdamW", "adamw", (ins KStat:$grad),
 def : FSDP_Kernel<20, "Fill", "fill", (ins), (outs KResult:$result),
     (params KF32:$value)> {
   let dispatch = "fill";
+  let shapes = ["result: #N"];
+  let call = "$result, N, value";
 }
 def : FSDP_Kernel<21, "AllGather", "all_gather", (ins KAnyFloats:$shard),
     (outs KResult:$gathered), KCollective> {
@@ -298,6 +333,7 @@ def : FSDP_Kernel<25, "RmsNorm", "rms_norm",
   let notes = "rstd: one per row (since version 8, as all of Llama's)";
   let shapes = ["input: [*R, C]", "weight: #C", "result: [*R, C]", "rstd: #R"];
   let dimChecks = KRowChecks;
+  let call = "$result, $rstd, $input, $weight, R, C, epsilon";
 }
 def : FSDP_Kernel<26, "RmsNormBackward", "rms_norm_backward",
     (ins KFloats:$grad, KFloats:$input, KFloats:$weight, KStat:$rstd),
@@ -306,11 +342,13 @@ def : FSDP_Kernel<26, "RmsNormBackward", "rms_norm_backward",
   let shapes = ["grad: [*R, C]", "input: [*R, C]", "weight: #C", "rstd: #R",
                 "input_grad: [*R, C]", "weight_grad: #C"];
   let dimChecks = KRowChecks;
+  let call = "$input_grad, $weight_grad, $grad, $input, $weight, $rstd, R, C";
 }
 def : FSDP_Kernel<27, "SwiGlu", "swiglu", (ins KFloats:$gate, KFloats:$up),
     (outs KResult:$result)> {
   let dispatch = "swigluForward";
   let shapes = ["gate: [*S]", "up: [*S]", "result: [*S]"];
+  let call = "$result, $gate, $up, S";
 }
 def : FSDP_Kernel<28, "SwiGluBackward", "swiglu_backward",
     (ins KFloats:$grad, KFloats:$gate, KFloats:$up),
@@ -318,6 +356,7 @@ def : FSDP_Kernel<28, "SwiGluBackward", "swiglu_backward",
   let dispatch = "swigluBackward";
   let shapes = ["grad: [*S]", "gate: [*S]", "up: [*S]", "gate_grad: [*S]",
                 "up_grad: [*S]"];
+  let call = "$gate_grad, $up_grad, $grad, $gate, $up, S";
 }
 def : FSDP_Kernel<29, "Rope", "rope", (ins KFloats:$qkv),
     (outs KResult:$result),
@@ -327,6 +366,7 @@ def : FSDP_Kernel<29, "Rope", "rope", (ins KFloats:$qkv),
               "copied";
   let shapes = ["qkv: [B, T, W]", "result: [B, T, W]"];
   let derive = "RopeHeads";
+  let call = "$result, $qkv, B, T, heads, kv_heads, hs, theta";
 }
 def : FSDP_Kernel<30, "RopeBackward", "rope_backward", (ins KFloats:$grad),
     (outs KResult:$result),
@@ -335,11 +375,14 @@ def : FSDP_Kernel<30, "RopeBackward", "rope_backward", (ins KFloats:$grad),
   let notes = "the gradient rotated back";
   let shapes = ["grad: [B, T, W]", "result: [B, T, W]"];
   let derive = "RopeHeads";
+  let call = "$result, $grad, B, T, heads, kv_heads, hs, theta";
 }
 def : FSDP_Kernel<31, "TokenEmbeddingBackward", "token_embedding_backward",
     (ins KFloats:$grad, KIds:$tokens), (outs KResult:$wte_grad)> {
   let shapes = ["grad: [B, T, C]", "tokens: [B, T]", "wte_grad: [V, C]"];
   let dimChecks = ["B*T <= INT"];
+  let dispatch = "embeddingBackward";
+  let call = "$wte_grad, null, $grad, $tokens, B, T, C, V, 0";
 }
 
 def : FSDP_Kernel<32, "Cast", "cast", (ins KAnyFloats:$source),
@@ -382,6 +425,7 @@ def : FSDP_Kernel<36, "ClipCoefficient", "clip_coefficient",
               "clip_grad_norm_";
   let shapes = ["sum_sq: #1", "coefficient: #1"];
   let extraCheck = "checkMaxNorm";
+  let call = "$coefficient, $sum_sq, double(max_norm)";
 }
 def : FSDP_Kernel<37, "AllReduceMean", "all_reduce_mean", (ins KFloats:$shard),
     (outs KResult:$result), KCollective> {
