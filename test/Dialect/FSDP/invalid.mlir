@@ -266,7 +266,7 @@ func.func @forward(%l: tensor<f32>) -> tensor<f32> attributes {fsdp.backward} {
 //===----------------------------------------------------------------------===//
 
 func.func @f(%t: tensor<8xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
-  // expected-error @+1 {{tokens must be a B x T tensor, got 'tensor<8xi32>'}}
+  // expected-error @+1 {{inconsistent shapes: tokens is [8], not [B, T]}}
   %0 = fsdp.embedding %t, %wte, %wpe : (tensor<8xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
   return
 }
@@ -274,7 +274,7 @@ func.func @f(%t: tensor<8xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
 // -----
 
 func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8x1xf32>) {
-  // expected-error @+1 {{token and position tables must be rank 2}}
+  // expected-error @+1 {{inconsistent shapes: wpe is [4, 8, 1], not [P, C] (C = 8)}}
   %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8x1xf32>) -> tensor<2x4x8xf32>
   return
 }
@@ -290,7 +290,7 @@ func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xbf16>
 // -----
 
 func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x6xf32>) {
-  // expected-error @+1 {{position table has 6 channels but token table has 8}}
+  // expected-error @+1 {{inconsistent shapes: wpe is [4, 6], not [P, C] (P = 4, C = 8)}}
   %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x6xf32>) -> tensor<2x4x8xf32>
   return
 }
@@ -298,7 +298,7 @@ func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x6xf32>)
 // -----
 
 func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<3x8xf32>) {
-  // expected-error @+1 {{position table has 3 rows, fewer than the sequence length 4}}
+  // expected-error @+1 {{inconsistent shapes (not P >= T: P = 3, T = 4)}}
   %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<3x8xf32>) -> tensor<2x4x8xf32>
   return
 }
@@ -306,7 +306,7 @@ func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<3x8xf32>)
 // -----
 
 func.func @f(%t: tensor<2x4xi32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4, 16], not [B, T, C] (B = 2, T = 4, C = 8)}}
   %0 = fsdp.embedding %t, %wte, %wpe : (tensor<2x4xi32>, tensor<16x8xf32>, tensor<4x8xf32>) -> tensor<2x4x16xf32>
   return
 }
@@ -322,7 +322,7 @@ func.func @f(%t: tensor<2x4xf32>, %wte: tensor<16x8xf32>, %wpe: tensor<4x8xf32>)
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{weight must have shape 8, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight is [4], not #C (C = 8)}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<4xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
@@ -330,7 +330,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2x8xf32>) {
-  // expected-error @+1 {{bias must have shape 8, got 'tensor<2x8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: bias is [2, 8], not #C (C = 8)}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
@@ -338,7 +338,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<2x8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{result must have shape 2x8, got 'tensor<8x2xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = [2], C = 8)}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
@@ -346,7 +346,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{mean must have shape 2, got 'tensor<8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: mean is [8], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>)
   return
 }
@@ -354,7 +354,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{rstd must have shape 2, got 'tensor<3xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [3], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<3xf32>)
   return
 }
@@ -378,7 +378,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<f32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  // expected-error @+1 {{inconsistent shapes: input is [], not [*R, C]}}
   %0:3 = fsdp.layer_norm %x, %w, %b : (tensor<f32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
   return
 }
@@ -386,7 +386,7 @@ func.func @f(%x: tensor<f32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16xf32>) {
-  // expected-error @+1 {{weight must be rank 2 (out x in), got 'tensor<16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight is [16], not [OC, IC] (IC = 8)}}
   %0 = fsdp.linear %x, %w : (tensor<4x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   return
 }
@@ -394,7 +394,7 @@ func.func @f(%x: tensor<4x8xf32>, %w: tensor<16xf32>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>) {
-  // expected-error @+1 {{weight 'tensor<16x4xf32>' has 4 input features but the input's last dimension is 8}}
+  // expected-error @+1 {{inconsistent shapes: weight is [16, 4], not [OC, IC] (OC = 16, IC = 8)}}
   %0 = fsdp.linear %x, %w : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<4x16xf32>
   return
 }
@@ -402,7 +402,7 @@ func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>) {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{bias must have shape 16, got 'tensor<8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: bias is [8], not #OC (OC = 16)}}
   %0 = fsdp.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<4x16xf32>
   return
 }
@@ -410,7 +410,7 @@ func.func @f(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x16, got 'tensor<8x16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [*N, OC] (N = [2, 4], OC = 16)}}
   %0 = fsdp.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>
   return
 }
@@ -434,7 +434,7 @@ func.func @f(%a: tensor<4xf32>, %b: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x20xf32>) {
-  // expected-error @+1 {{qkv must be B x T x 3C, got 'tensor<2x4x20xf32>'}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 20, heads = 2, kv_heads = 2)}}
   %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x20xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
   return
 }
@@ -442,7 +442,7 @@ func.func @f(%x: tensor<2x4x20xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x24xf32>) {
-  // expected-error @+1 {{heads (3) must divide the channels (8)}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 24, heads = 3, kv_heads = 3)}}
   %0:2 = fsdp.attention %x {heads = 3 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x3x4x4xf32>)
   return
 }
@@ -450,7 +450,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x16xf32>) {
-  // expected-error @+1 {{kv_heads (3) must divide heads (4)}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 16, heads = 4, kv_heads = 3)}}
   %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 3 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
   return
 }
@@ -458,7 +458,7 @@ func.func @f(%x: tensor<2x4x16xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x20xf32>) {
-  // expected-error @+1 {{qkv must be B x T x (heads + 2 kv_heads) hs = B x T x (8 hs), got 'tensor<2x4x20xf32>'}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 20, heads = 4, kv_heads = 2)}}
   %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x20xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
   return
 }
@@ -466,7 +466,7 @@ func.func @f(%x: tensor<2x4x20xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x16xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4, 4], not [B, T, C] (B = 2, T = 4, C = 8)}}
   %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x4x4xf32>)
   return
 }
@@ -474,7 +474,7 @@ func.func @f(%x: tensor<2x4x16xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x16xf32>) {
-  // expected-error @+1 {{saved log-sum-exp must have shape 2x4x4, got 'tensor<2x2x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: lse is [2, 2, 4], not [B, H, T] (B = 2, H = 4, T = 4)}}
   %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   return
 }
@@ -498,7 +498,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x24xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x8, got 'tensor<2x4x24xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4, 24], not [B, T, C] (B = 2, T = 4, C = 8)}}
   %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x24xf32>, tensor<2x2x4x4xf32>)
   return
 }
@@ -506,7 +506,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x24xf32>) {
-  // expected-error @+1 {{saved probabilities must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: probs is [2, 4, 4], not [B, H, T, T] (B = 2, H = 2, T = 4)}}
   %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
   return
 }
@@ -514,7 +514,7 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x4x16xf32>, %t: tensor<2xi32>) {
-  // expected-error @+1 {{targets must have shape 2x4, got 'tensor<2xi32>'}}
+  // expected-error @+1 {{inconsistent shapes: targets is [2], not #N (N = [2, 4])}}
   %0 = fsdp.cross_entropy %x, %t : (tensor<2x4x16xf32>, tensor<2xi32>) -> tensor<f32>
   return
 }
@@ -534,7 +534,7 @@ func.func @f(%x: tensor<2x16xf32>, %t: tensor<2xi32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<8xi32>) {
-  // expected-error @+1 {{tokens must be a B x T tensor, got 'tensor<8xi32>'}}
+  // expected-error @+1 {{inconsistent shapes: tokens is [8], not [B, T] (B = 2, T = 4)}}
   %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<8xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
   return
 }
@@ -542,7 +542,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<8xi32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
-  // expected-error @+1 {{table gradients must be rank 2}}
+  // expected-error @+1 {{inconsistent shapes: wpe_grad is [32], not [P, C] (C = 8)}}
   %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<32xf32>)
   return
 }
@@ -550,7 +550,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
-  // expected-error @+1 {{grad must have shape 2x4x8, got 'tensor<2x4x6xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: wte_grad is [16, 8], not [V, C] (V = 16, C = 6)}}
   %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x8xf32>)
   return
 }
@@ -558,7 +558,7 @@ func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
-  // expected-error @+1 {{position table gradient must have shape 4x8, got 'tensor<4x6xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: wpe_grad is [4, 6], not [P, C] (P = 4, C = 8)}}
   %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<4x6xf32>)
   return
 }
@@ -566,7 +566,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
-  // expected-error @+1 {{position table gradient has fewer rows than the sequence length 4}}
+  // expected-error @+1 {{inconsistent shapes (not P >= T: P = 2, T = 4)}}
   %0:2 = fsdp.embedding_backward %g, %t : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<16x8xf32>, tensor<2x8xf32>)
   return
 }
@@ -574,7 +574,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) {
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
-  // expected-error @+1 {{bias gradient must have shape 8, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: bias_grad is [4], not #C (C = 8)}}
   %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<4xf32>)
   return
 }
@@ -582,7 +582,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
-  // expected-error @+1 {{weight gradient must have shape 8, got 'tensor<2x8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight_grad is [2, 8], not #C (C = 8)}}
   %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -590,7 +590,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<3xf32>) {
-  // expected-error @+1 {{mean must have shape 2, got 'tensor<3xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: mean is [3], not #R (R = [2])}}
   %0:3 = fsdp.layer_norm_backward %g, %x, %w, %s, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
@@ -598,7 +598,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %w: tensor<8x16xf32>) {
-  // expected-error @+1 {{weight must be 16 x K to match the gradient, got 'tensor<8x16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight is [8, 16], not [OC, IC] (OC = 16)}}
   %0 = fsdp.linear_grad_input %g, %w : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   return
 }
@@ -606,7 +606,7 @@ func.func @f(%g: tensor<4x16xf32>, %w: tensor<8x16xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
-  // expected-error @+1 {{result must have shape 4x8, got 'tensor<4x16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [4, 16], not [#N, IC] (N = [4], IC = 8)}}
   %0 = fsdp.linear_grad_input %g, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   return
 }
@@ -614,7 +614,7 @@ func.func @f(%g: tensor<4x16xf32>, %w: tensor<16x8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %x: tensor<2x8xf32>) {
-  // expected-error @+1 {{grad 'tensor<4x16xf32>' and input 'tensor<2x8xf32>' must agree on all but the last dimension}}
+  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [#N, IC] (N = [4])}}
   %0 = fsdp.linear_grad_weight %g, %x : (tensor<4x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
   return
 }
@@ -622,7 +622,7 @@ func.func @f(%g: tensor<4x16xf32>, %x: tensor<2x8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>, %x: tensor<4x8xf32>) {
-  // expected-error @+1 {{result must have shape 16x8, got 'tensor<8x16xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 16], not [OC, IC] (OC = 16, IC = 8)}}
   %0 = fsdp.linear_grad_weight %g, %x : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<8x16xf32>
   return
 }
@@ -630,7 +630,7 @@ func.func @f(%g: tensor<4x16xf32>, %x: tensor<4x8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4x16xf32>) {
-  // expected-error @+1 {{result must have shape 16, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [4], not #C (C = 16)}}
   %0 = fsdp.bias_grad %g : (tensor<4x16xf32>) -> tensor<4xf32>
   return
 }
@@ -646,7 +646,7 @@ func.func @f(%g: tensor<4xf32>) {
 // -----
 
 func.func @f(%g: tensor<4xf32>, %x: tensor<8xf32>) {
-  // expected-error @+1 {{grad, input and result must have one type, got 'tensor<4xf32>', 'tensor<8xf32>' and 'tensor<4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: input is [8], not [*S] (S = [4])}}
   %0 = fsdp.gelu_backward %g, %x : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
   return
 }
@@ -654,7 +654,7 @@ func.func @f(%g: tensor<4xf32>, %x: tensor<8xf32>) {
 // -----
 
 func.func @f(%g: tensor<4xf32>, %x: tensor<4xf32>) {
-  // expected-error @+1 {{grad, input and result must have one type, got 'tensor<4xf32>', 'tensor<4xf32>' and 'tensor<2xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2], not [*S] (S = [4])}}
   %0 = fsdp.relu_backward %g, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<2xf32>
   return
 }
@@ -662,7 +662,7 @@ func.func @f(%g: tensor<4xf32>, %x: tensor<4xf32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x20xf32>, %p: tensor<2x2x4x4xf32>) {
-  // expected-error @+1 {{qkv must be B x T x 3C, got 'tensor<2x4x20xf32>'}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 20, heads = 2, kv_heads = 2)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x20xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x20xf32>
   return
 }
@@ -670,7 +670,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x20xf32>, %p: tensor<2x2x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4xf32>) {
-  // expected-error @+1 {{kv_heads (3) must divide heads (4)}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 16, heads = 4, kv_heads = 3)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 4 : i64, kv_heads = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x16xf32>
   return
 }
@@ -678,7 +678,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x16, got 'tensor<2x4x24xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4, 24], not [B, T, W] (B = 2, T = 4, W = 16)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 4 : i64, kv_heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x24xf32>
   return
 }
@@ -686,7 +686,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x16xf32>, %p: tensor<2x4x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x3x4x4xf32>) {
-  // expected-error @+1 {{heads (3) must divide the channels (8)}}
+  // expected-error @+1 {{inconsistent shapes or head count: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with kv_heads dividing heads (W = 24, heads = 3, kv_heads = 3)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x3x4x4xf32>) -> tensor<2x4x24xf32>
   return
 }
@@ -694,7 +694,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x3x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x4x4xf32>) {
-  // expected-error @+1 {{saved probabilities must have shape 2x2x4x4, got 'tensor<2x4x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: probs is [2, 4, 4], not [B, H, T, T] (B = 2, H = 2, T = 4)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x4xf32>) -> tensor<2x4x24xf32>
   return
 }
@@ -703,7 +703,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x4x4xf
 
 // Blocked attention saves one log-sum-exp per row, not the probabilities.
 func.func @f(%x: tensor<2x4x24xf32>) {
-  // expected-error @+1 {{saved log-sum-exp must have shape 2x2x4, got 'tensor<2x2x4x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: lse is [2, 2, 4, 4], not [B, H, T] (B = 2, H = 2, T = 4)}}
   %0:2 = fsdp.attention %x {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4x4xf32>)
   return
 }
@@ -728,7 +728,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4xf32>, %o: tensor<2x4x9xf32>) {
-  // expected-error @+1 {{output must have shape 2x4x8, got 'tensor<2x4x9xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: output is [2, 4, 9], not [B, T, C] (B = 2, T = 4, C = 8)}}
   %0 = fsdp.attention_backward %g, %qkv, %lse, %o {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4xf32>, tensor<2x4x9xf32>) -> tensor<2x4x24xf32>
   return
 }
@@ -736,7 +736,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4x4xf32>, %o: tensor<2x4x8xf32>) {
-  // expected-error @+1 {{saved log-sum-exp must have shape 2x2x4, got 'tensor<2x2x4x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: lse is [2, 2, 4, 4], not [B, H, T] (B = 2, H = 2, T = 4)}}
   %0 = fsdp.attention_backward %g, %qkv, %lse, %o {heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
   return
 }
@@ -744,7 +744,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %lse: tensor<2x2x4
 // -----
 
 func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4xf32>) {
-  // expected-error @+1 {{result must have shape 2x4x24, got 'tensor<2x4x8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4, 8], not [B, T, W] (B = 2, T = 4, W = 24)}}
   %0 = fsdp.attention_backward %g, %qkv, %p {heads = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x8xf32>
   return
 }
@@ -752,7 +752,7 @@ func.func @f(%g: tensor<2x4x8xf32>, %qkv: tensor<2x4x24xf32>, %p: tensor<2x2x4x4
 // -----
 
 func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<4xi32>) {
-  // expected-error @+1 {{targets must have shape 2, got 'tensor<4xi32>'}}
+  // expected-error @+1 {{inconsistent shapes: targets is [4], not #N (N = [2])}}
   %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<4xi32>) -> tensor<2x16xf32>
   return
 }
@@ -760,7 +760,7 @@ func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<4xi32>) {
 // -----
 
 func.func @f(%d: tensor<f32>, %x: tensor<2x16xf32>, %t: tensor<2xi32>) {
-  // expected-error @+1 {{result must have shape 2x16, got 'tensor<16x2xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [16, 2], not [*N, V] (N = [2], V = 16)}}
   %0 = fsdp.cross_entropy_backward %d, %x, %t : (tensor<f32>, tensor<2x16xf32>, tensor<2xi32>) -> tensor<16x2xf32>
   return
 }
@@ -1113,7 +1113,7 @@ module attributes {fsdp.schedule_choice = {forward_prefetch = -1 : i64, backward
 // -----
 
 func.func @f(%x: tensor<2x8xf32>) {
-  // expected-error @+1 {{result must have shape 2x8, got 'tensor<2x4xbf16>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [2, 4], not #N (N = 16)}}
   %0 = fsdp.cast %x : tensor<2x8xf32> -> tensor<2x4xbf16>
   return
 }
@@ -1158,7 +1158,7 @@ func.func @f(%x: tensor<2x8xf16>, %w: tensor<4x8xf16>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
-  // expected-error @+1 {{weight must have shape 8, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight is [4], not #C (C = 8)}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2xf32>)
   return
 }
@@ -1166,7 +1166,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<4xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{rstd must have shape 2, got 'tensor<8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = [2])}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1174,7 +1174,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{result must have shape 2x8, got 'tensor<8x2xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [8, 2], not [*R, C] (R = [2], C = 8)}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<8x2xf32>, tensor<2xf32>)
   return
 }
@@ -1206,7 +1206,7 @@ func.func @f(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%x: tensor<f32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{input must have rank >= 1, got 'tensor<f32>'}}
+  // expected-error @+1 {{inconsistent shapes: input is [], not [*R, C]}}
   %0:2 = fsdp.rms_norm %x, %w : (tensor<f32>, tensor<8xf32>) -> (tensor<f32>, tensor<f32>)
   return
 }
@@ -1214,7 +1214,7 @@ func.func @f(%x: tensor<f32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
-  // expected-error @+1 {{weight gradient must have shape 8, got 'tensor<2x8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: weight_grad is [2, 8], not #C (C = 8)}}
   %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
   return
 }
@@ -1222,7 +1222,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x4xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<2xf32>) {
-  // expected-error @+1 {{grad must have shape 2x8, got 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: input is [2, 8], not [*R, C] (R = [2], C = 4)}}
   %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x4xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1230,7 +1230,7 @@ func.func @f(%g: tensor<2x4xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: tensor<8xf32>) {
-  // expected-error @+1 {{rstd must have shape 2, got 'tensor<8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: rstd is [8], not #R (R = [2])}}
   %0:2 = fsdp.rms_norm_backward %g, %x, %w, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
   return
 }
@@ -1238,7 +1238,7 @@ func.func @f(%g: tensor<2x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %s: te
 // -----
 
 func.func @f(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
-  // expected-error @+1 {{gate, up and result must have one type, got 'tensor<2x8xf32>' and 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: up is [2, 4], not [*S] (S = [2, 8])}}
   %0 = fsdp.swiglu %g, %u : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
   return
 }
@@ -1246,7 +1246,7 @@ func.func @f(%g: tensor<2x8xf32>, %u: tensor<2x4xf32>) {
 // -----
 
 func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
-  // expected-error @+1 {{grad, gate, up and their gradients must have one type, got 'tensor<2x8xf32>' and 'tensor<8x2xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: up_grad is [8, 2], not [*S] (S = [2, 8])}}
   %0:2 = fsdp.swiglu_backward %d, %g, %u : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8x2xf32>)
   return
 }
@@ -1254,7 +1254,7 @@ func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<4x24xf32>) {
-  // expected-error @+1 {{qkv must be B x T x (heads + 2 kv_heads) hs, got 'tensor<4x24xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: qkv is [4, 24], not [B, T, W]}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<4x24xf32>) -> tensor<4x24xf32>
   return
 }
@@ -1262,7 +1262,7 @@ func.func @f(%qkv: tensor<4x24xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{the last dimension (24) must be heads + 2 kv_heads (5) times the head size}}
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 3, kv_heads = 1, theta = 10000)}}
   %0 = fsdp.rope %qkv {heads = 3 : i64, kv_heads = 1 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
@@ -1270,7 +1270,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x18xf32>) {
-  // expected-error @+1 {{the head size (3) must be even: rope rotates pairs (i, i + hs/2)}}
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 18, heads = 2, kv_heads = 2, theta = 10000)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x18xf32>) -> tensor<1x4x18xf32>
   return
 }
@@ -1278,7 +1278,7 @@ func.func @f(%qkv: tensor<1x4x18xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{theta must be positive and finite}}
+  // expected-error @+1 {{has a theta that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 2, kv_heads = 2, theta = 0)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64, theta = 0.0 : f32} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
@@ -1286,7 +1286,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{result must have the type of its operand 'tensor<1x4x24xf32>', got 'tensor<1x4x8xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: result is [1, 4, 8], not [B, T, W] (B = 1, T = 4, W = 24)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x8xf32>
   return
 }
@@ -1294,7 +1294,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%g: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{the last dimension (24) must be heads + 2 kv_heads (5) times the head size}}
+  // expected-error @+1 {{inconsistent shapes or head counts: grad [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 1, kv_heads = 2, theta = 10000)}}
   %0 = fsdp.rope_backward %g {heads = 1 : i64, kv_heads = 2 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
@@ -1310,7 +1310,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
-  // expected-error @+1 {{grad must have shape 2x4x8, got 'tensor<2x4x6xf32>'}}
+  // expected-error @+1 {{inconsistent shapes: wte_grad is [11, 8], not [V, C] (V = 11, C = 6)}}
   %0 = fsdp.token_embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<11x8xf32>
   return
 }

@@ -1,21 +1,26 @@
 //===- FSDPKernelOpInterface.cpp - kernels, scratch and FLOPs -------------===//
 //
 // KernelOpInterface's verifier (each compute op against its kernel's table
-// entry) and the methods that ops list in their `kernelMethods`: getFlops
-// for a GEMM, getKernelScratch, and getKernelOpcode/getKernelVariant for an
-// op with several kernels (attention's impl).
+// entry: operand counts, element types and shapes) and the methods that ops
+// list in their `kernelMethods`: getFlops for a GEMM, getKernelScratch, and
+// getKernelOpcode/getKernelVariant for an op with several kernels
+// (attention's impl).
 //
 //===----------------------------------------------------------------------===//
 
 #include "VerifierHelpers.h"
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
-#include "fsdp/runtime/PlanFormat.h"
+#include "fsdp/runtime/KernelRules.h"
+
+#include <cmath>
+#include <sstream>
 
 using namespace mlir;
 using namespace mlir::fsdp;
 using namespace mlir::fsdp::detail;
 
 namespace plan = ::fsdp::plan;
+namespace shapes = ::fsdp::plan::shapes;
 
 /// The kernel table's element rules: F32 operands (statistics, the loss,
 /// AdamW's state) are f32 and Float ones are f32 or bf16, all of one
@@ -60,11 +65,189 @@ static LogicalResult verifyElementRules(Operation *op,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Shapes: the kernel record's `shapes`, `dimChecks` and `derive`
+//===----------------------------------------------------------------------===//
+
+/// The kernel's numeric parameters in the table's order, as the lowering
+/// stores them (LowerToRuntime.cpp's paramsOf): the op's attribute of the
+/// parameter's name, else that of the parameter it is `sameAs` (kv_heads:
+/// heads), else the table's default. NaN for one the op does not hold
+/// (grad_sq_sum's flat_size, which the lowering computes): no rule of such
+/// a kernel reads it.
+static std::array<double, plan::kMaxKernelParams>
+kernelParams(Operation *op, const plan::KernelInfo &info) {
+  std::array<double, plan::kMaxKernelParams> values;
+  values.fill(std::nan(""));
+  for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
+    const plan::ParamInfo &param = info.params[i];
+    Attribute attr = op->getAttr(StringRef(param.name));
+    if (!attr && !param.sameAs.empty())
+      attr = op->getAttr(StringRef(param.sameAs));
+    if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
+      values[i] = f.getValueAsDouble();
+    else if (auto n = llvm::dyn_cast_or_null<IntegerAttr>(attr))
+      values[i] = double(n.getInt());
+    else if (param.hasDefault)
+      values[i] = param.defaultValue;
+  }
+  return values;
+}
+
+/// Whether some bracket pattern of `rules` has `name` as a plain item (a
+/// single dim, such as a width C), not as leading dims (`*R`, `#N`).
+static bool isSingleDim(const shapes::KernelRules &rules, StringRef name) {
+  for (const shapes::Rule &rule : rules.rules) {
+    StringRef pattern(rule.pattern.data(), rule.pattern.size());
+    if (!pattern.trim().consume_front("["))
+      continue;
+    SmallVector<StringRef> items;
+    pattern.trim().drop_front().drop_back().split(items, ',');
+    if (llvm::any_of(items, [&](StringRef i) { return i.trim() == name; }))
+      return true;
+  }
+  return false;
+}
+
+/// How an fsdp op's type reads a kernel's pattern. A plan's buffers are
+/// flat, so the table counts some operands' elements where a tensor type
+/// spells out its dims: `#X` is `[X]` when X is a single dim (layer_norm's
+/// weight is [C], not any C elements) and `[*X]` when it is leading dims
+/// (rstd is [*R]: the input's leading dims exactly), and `[#X, ...]` is
+/// `[*X, ...]`. Counts of literals and products (`#1`, `#B*H*T*T`) stay.
+static std::string irPattern(const shapes::KernelRules &rules,
+                             StringRef pattern) {
+  StringRef p = pattern.trim();
+  bool bracket = p.consume_front("[");
+  p = p.ltrim();
+  if (!p.consume_front("#"))
+    return pattern.str();
+  p = p.ltrim();
+  StringRef name = bracket ? p.split(',').first.trim() : p;
+  if (!llvm::all_of(name,
+                    [](char c) { return llvm::isAlnum(c) || c == '_'; }) ||
+      name.empty() || llvm::isDigit(name.front()))
+    return pattern.str();
+  std::string open = isSingleDim(rules, name) ? "[" : "[*";
+  return bracket ? open + p.str() : open + name.str() + "]";
+}
+
+/// A derivation's failure in words: what it needs of which operand, with
+/// the values it had (KernelShapes.h's deriveHeads says only which kind).
+static std::string derivationContext(const plan::KernelInfo &info,
+                                     const shapes::KernelRules &rules,
+                                     const double *params,
+                                     const shapes::Dims &dims) {
+  std::ostringstream out;
+  for (const shapes::Rule &rule : rules.rules) {
+    bool namesW = false;
+    shapes::forEachDim(rule.pattern,
+                       [&](std::string_view d) { namesW |= d == "W"; });
+    if (!namesW)
+      continue;
+    std::string_view name =
+        rule.operand < shapes::kMaxInputs
+            ? info.ins[rule.operand].name
+            : info.outs[rule.operand - shapes::kMaxInputs].name;
+    out << ": " << name << " " << rule.pattern << " needs ";
+    break;
+  }
+  out << (rules.derive == shapes::Derive::AttentionHeads
+              ? "W = (heads + 2 kv_heads) hs with kv_heads dividing heads"
+              : "W = (heads + 2 kv_heads) hs with hs even and theta "
+                "positive and finite");
+  out << " (W = " << dims["W"];
+  for (size_t i = 0, e = plan::numParams(info); i < e; ++i)
+    out << ", " << info.params[i].name << " = " << params[i];
+  out << ")";
+  return out.str();
+}
+
+/// Whether shapes::check failed in `table`'s derivation: the dims it binds
+/// are not bound, and the rules it runs after (those naming none of them)
+/// hold.
+static bool derivationFailed(
+    const shapes::KernelRules &table,
+    const std::array<shapes::ShapeRef, shapes::kMaxOperands> &refs,
+    const std::array<std::string_view, shapes::kMaxOperands> &names,
+    const shapes::Dims &dims) {
+  if (table.derive == shapes::Derive::None ||
+      dims.bound(shapes::derivedDims(table.derive)[0]))
+    return false;
+  shapes::KernelRules before;
+  size_t n = 0;
+  for (const shapes::Rule &rule : table.rules)
+    if (!rule.pattern.empty() &&
+        !shapes::namesDerived(rule.pattern, table.derive))
+      before.rules[n++] = rule;
+  shapes::Dims bound;
+  std::string why;
+  return shapes::check(before, refs, names, shapes::Params{}, bound, why);
+}
+
+/// Checks `op`'s shapes against its kernel's rules: those the plan loader
+/// checks (plan::checkKernelShapes), then their reading by the IR's types
+/// (irPattern). The operands are in the kernel's order (fsdp-tblgen checked
+/// the op's operands and results against the kernel's inputs and outputs);
+/// a scratch output, which the lowering adds, is absent. An op whose types
+/// are not all statically shaped is left to ODS (every kernel op's tensors
+/// are, but grad_sq_sum's gradient, which no rule names).
+static LogicalResult verifyKernelShapes(Operation *op,
+                                        const plan::KernelInfo &info) {
+  SmallVector<ArrayRef<int64_t>> ins, outs;
+  std::array<shapes::ShapeRef, shapes::kMaxOperands> refs;
+  std::array<std::string_view, shapes::kMaxOperands> names;
+  auto add = [&](Type type, SmallVectorImpl<ArrayRef<int64_t>> &list,
+                 size_t slot, std::string_view name) {
+    auto shaped = llvm::dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasStaticShape())
+      return false;
+    list.push_back(shaped.getShape());
+    refs[slot] = shapes::ShapeRef(list.back());
+    names[slot] = name;
+    return true;
+  };
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes()))
+    if (!add(type, ins, i, info.ins[i].name))
+      return success();
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes()))
+    if (!add(type, outs, shapes::kMaxInputs + i, info.outs[i].name))
+      return success();
+  std::array<double, plan::kMaxKernelParams> params = kernelParams(op, info);
+  const shapes::KernelRules &table = plan::kernelShapes(info.opcode).rules;
+  shapes::Dims dims;
+  std::string why;
+  if (!plan::checkKernelShapes(info.opcode, ins.data(), ins.size(), outs.data(),
+                               outs.size(), params.data(), dims, why)) {
+    if (derivationFailed(table, refs, names, dims))
+      why += derivationContext(info, table, params.data(), dims);
+    return op->emitOpError() << why;
+  }
+  // The IR's reading adds no dim checks and needs no derivation: the
+  // loader's rules have held.
+  shapes::KernelRules exact;
+  std::array<std::string, shapes::kMaxRules> texts;
+  for (auto [i, rule] : llvm::enumerate(table.rules)) {
+    texts[i] =
+        irPattern(table, StringRef(rule.pattern.data(), rule.pattern.size()));
+    exact.rules[i] = {rule.operand, texts[i]};
+  }
+  shapes::Dims exactDims;
+  if (!shapes::check(exact, refs, names, shapes::Params{}, exactDims, why))
+    return op->emitOpError() << why;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The verifier
+//===----------------------------------------------------------------------===//
+
 // fsdp-tblgen checked each op's ODS against its kernel (FSDPKernels.td):
 // the kernel is named after the op, its inputs are the op's operands, its
 // results the op's results. What ODS cannot tell is checked here: the
 // operand count of an op with several kernels (attention's impl), the
-// scratch buffers that getKernelScratch (C++) adds, and the element types.
+// scratch buffers that getKernelScratch (C++) adds, the element types and
+// the shapes (the kernel record's rules, which the plan loader checks too).
 LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
   auto kernelOp = llvm::cast<KernelOpInterface>(op);
   const plan::KernelInfo *found = plan::findKernel(kernelOp.getKernelOpcode());
@@ -85,7 +268,9 @@ LogicalResult mlir::fsdp::detail::verifyKernelOp(Operation *op) {
            << "has " << op->getNumResults() << " results and " << scratch.size()
            << " scratch buffers, which are not the " << info.outputs
            << " outputs of kernel '" << kernel << "'";
-  return verifyElementRules(op, info, scratch);
+  if (failed(verifyElementRules(op, info, scratch)))
+    return failure();
+  return verifyKernelShapes(op, info);
 }
 
 namespace {

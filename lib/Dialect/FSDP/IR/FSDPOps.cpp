@@ -3,10 +3,11 @@
 // The ops that give a step its structure: fsdp.param, fsdp.unit, fsdp.load
 // and fsdp.compute (with its custom<Phase> and custom<ComputeBody>
 // directives), and the op classes ODS generates. The other ops' C++ lives by
-// concern: FSDPComputeOps.cpp (the compute ops' verifiers),
+// concern: FSDPComputeOps.cpp (the compute ops' attribute ranges),
 // FSDPShardingOps.cpp (collectives, views, packs), FSDPKernelOpInterface.cpp
-// (each compute op's kernel, scratch and FLOPs) and FSDPOpUtils.cpp (the
-// queries FSDP.h declares). Every rule is checked with a message that names
+// (each compute op's kernel, its shapes and element types by the kernel
+// table, scratch and FLOPs) and FSDPOpUtils.cpp (the queries FSDP.h
+// declares). Every rule is checked with a message that names
 // the operand, the expected shape and what was found.
 //
 //===----------------------------------------------------------------------===//

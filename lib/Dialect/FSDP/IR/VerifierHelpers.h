@@ -1,8 +1,10 @@
-//===- VerifierHelpers.h - shape checks the verifiers share -----*- C++ -*-===//
+//===- VerifierHelpers.h - checks the verifiers share -----------*- C++ -*-===//
 //
-// The messages every fsdp verifier emits for a wrong shape, rank or element
-// type, so that the ops in FSDPOps.cpp, FSDPComputeOps.cpp and
-// FSDPShardingOps.cpp word them alike. Private to the dialect's library.
+// The checks that the sharding ops' verifiers share with the kernel ops'
+// (an element type, a parameter's symbol), so that FSDPOps.cpp,
+// FSDPComputeOps.cpp and FSDPShardingOps.cpp word them alike; the kernel
+// ops' shapes are the kernel table's (FSDPKernelOpInterface.cpp). Private
+// to the dialect's library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,22 +18,9 @@ inline RankedTensorType tensorOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType());
 }
 
-/// Emits "<what> must have shape AxB, got tensor<...>" unless `v` has
-/// exactly `shape` (element type checked separately).
-LogicalResult expectShape(Operation *op, StringRef what, Value v,
-                          ArrayRef<int64_t> shape);
-
-/// All float operands and results of a model op share one element type
-/// (f32 today, bf16 later); statistics of layer_norm are exempt (f32).
+/// `values` share one element type (a sharding op's float operands and
+/// results; a kernel op's are the table's `Float` rule).
 LogicalResult expectSameElementType(Operation *op, ArrayRef<Value> values);
-
-/// Emits "<what> must have rank >= N, got ..." unless `v` has rank `rank`
-/// or more.
-LogicalResult expectMinRank(Operation *op, StringRef what, Value v,
-                            int64_t rank);
-
-/// `shape` with its last dimension replaced by `last`.
-SmallVector<int64_t> withLastDim(ArrayRef<int64_t> shape, int64_t last);
 
 /// Resolves `ref` to a parameter whose type is `type`; on failure reports
 /// it at `op`, naming what carried the type ("result", "gradient").

@@ -44,7 +44,9 @@ def FSDP_KernelOpInterface : OpInterface<"KernelOpInterface"> {
     against its kernel (FSDPKernels.td): the kernel's name is the op's, its
     inputs are the op's operands, its results the op's results. The
     verifier checks what ODS cannot tell: the scratch buffers that follow
-    the results, and the element types (`plan::ElementRule`).
+    the results, the element types (`plan::ElementRule`) and the shapes
+    (the kernel record's `shapes`, `dimChecks` and `derive`, evaluated by
+    the runtime's `plan::checkKernelShapes` as the plan loader does).
   }];
   let methods = [
     InterfaceMethod<[{

@@ -33,7 +33,10 @@ def FSDP_ParamResource : Resource<"::mlir::fsdp::ParamResource">;
 /// what makes an op lowerable: it declares KernelOpInterface, generates
 /// getKernelOpcode(), and leaves the methods named in `kernelMethods`
 /// (getFlops for a GEMM, getKernelScratch, getBytesMoved) to
-/// FSDPKernelOpInterface.cpp: an op without them does not link. See docs/adding-an-op.md.
+/// FSDPKernelOpInterface.cpp: an op without them does not link. Its shapes
+/// are its kernel record's `shapes` (FSDPKernels.td), which the interface's
+/// verifier checks; an op sets hasVerifier only for what the table cannot
+/// say (an attribute's range). See docs/adding-an-op.md.
 class FSDP_KernelOp<string mnemonic, string kernel, list<Trait> traits = [],
                     list<string> kernelMethods = []>
     : FSDP_KernelOpBase<FSDP_Dialect, mnemonic, kernel,
@@ -45,7 +48,6 @@ class FSDP_DiffOp<string mnemonic, string kernel, list<Trait> traits = [],
     : FSDP_KernelOp<mnemonic, kernel, !listconcat(traits, [Pure,
         DeclareOpInterfaceMethods<FSDP_DifferentiableOpInterface>]),
         kernelMethods> {
-  let hasVerifier = 1;
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -54,7 +56,6 @@ class FSDP_BackwardOp<string mnemonic, string kernel, list<Trait> traits = [],
                       list<string> kernelMethods = []>
     : FSDP_KernelOp<mnemonic, kernel, !listconcat(traits, [Pure]),
                     kernelMethods> {
-  let hasVerifier = 1;
   let assemblyFormat =
       "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -217,6 +218,8 @@ def FSDP_LayerNormOp : FSDP_DiffOp<"layer_norm", "LayerNorm"> {
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$mean,
                       FSDP_FloatTensor:$rstd);
+  // epsilon > 0; the shapes are the kernel record's (FSDPKernels.td).
+  let hasVerifier = 1;
 }
 
 def FSDP_LinearOp : FSDP_DiffOp<"linear", "Linear", [], ["getFlops"]> {
@@ -236,7 +239,6 @@ def FSDP_AddOp : FSDP_DiffOp<"add", "Add", [SameOperandsAndResultType]> {
   let arguments = (ins FSDP_FloatTensor:$lhs, FSDP_FloatTensor:$rhs);
   let results = (outs FSDP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
-  let hasVerifier = 0;
 }
 
 def FSDP_GeluOp : FSDP_DiffOp<"gelu", "Gelu", [SameOperandsAndResultType]> {
@@ -244,7 +246,6 @@ def FSDP_GeluOp : FSDP_DiffOp<"gelu", "Gelu", [SameOperandsAndResultType]> {
   let arguments = (ins FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
-  let hasVerifier = 0;
 }
 
 def FSDP_ReluOp : FSDP_DiffOp<"relu", "Relu", [SameOperandsAndResultType]> {
@@ -252,7 +253,6 @@ def FSDP_ReluOp : FSDP_DiffOp<"relu", "Relu", [SameOperandsAndResultType]> {
   let arguments = (ins FSDP_FloatTensor:$input);
   let results = (outs FSDP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
-  let hasVerifier = 0;
 }
 
 def FSDP_CastOp : FSDP_DiffOp<"cast", "Cast"> {
@@ -355,6 +355,8 @@ def FSDP_RmsNormOp : FSDP_DiffOp<"rms_norm", "RmsNorm"> {
   let arguments = (ins FSDP_FloatTensor:$input, FSDP_FloatTensor:$weight,
                        DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$rstd);
+  // epsilon > 0; the shapes are the kernel record's (FSDPKernels.td).
+  let hasVerifier = 1;
 }
 
 def FSDP_SwiGluOp : FSDP_DiffOp<"swiglu", "SwiGlu"> {
