@@ -49,7 +49,7 @@ LLVM = "/usr/lib/llvm-22"
 TARGETS = ["fsdp-test-tools", "fsdp-shard-layout-test",
            "fsdp-cpu-kernels-test", "fsdp-data-test",
            "fsdp-cuda-emulation-test"]
-FIELDS = {"file", "find", "replace", "lit", "ctest", "cmd", "why"}
+FIELDS = {"file", "find", "replace", "lit", "ctest", "cmd", "build", "why"}
 
 
 class Mutant:
@@ -110,9 +110,9 @@ def parse(path):
         if m.find == m.replace:
             sys.exit(f"mutate: {path}:{m.line}: {m.id} replaces its pattern "
                      f"by itself")
-        if not m.lit and not m.ctest and not m.cmd:
+        if not m.lit and not m.ctest and not m.cmd and not m.build:
             sys.exit(f"mutate: {path}:{m.line}: {m.id} selects no test "
-                     f"(lit:, ctest: or cmd:)")
+                     f"(lit:, ctest:, cmd: or build:)")
     return mutants
 
 
@@ -322,11 +322,15 @@ def main():
         try:
             with open(path, "w") as f:
                 f.write(original.replace(m.find, m.replace, 1))
-            rc, out, _ = ninja()
-            if rc != 0:
+            if m.build:  # the mutant must break this target's build
+                rc, out, _ = run(["ninja", "-C", build, m.build],
+                                 args.timeout)
+                state = "KILLED" if rc != 0 else "SURVIVED"
+                detail = f"ninja {m.build}: " + ("failed" if rc else "built")
+            elif (built := ninja())[0] != 0:
                 state = "BUILD-FAILED"
-                errors = [l for l in out.splitlines() if "error" in l]
-                detail = (errors[0] if errors else out[-300:]).strip()
+                errors = [l for l in built[1].splitlines() if "error" in l]
+                detail = (errors[0] if errors else built[1][-300:]).strip()
             else:
                 ok, detail = run_tests(build, m, args.timeout)
                 state = "SURVIVED" if ok else \

@@ -7,6 +7,9 @@
 //   -gen-kernel-table      runtime/include/fsdp/runtime/KernelTable.inc:
 //                          plan::Opcode's enumerators, kKernels' entries
 //                          and KernelDispatch.h's name lists
+//   -gen-kernel-decls      runtime/include/fsdp/runtime/KernelDecls.inc:
+//                          the CPU and CUDA backends' declarations of the
+//                          kernels runCompute calls, from their `call`
 //   -gen-kernel-opcodes-py test/Runtime/Inputs/plan_opcodes.py (OPCODES)
 //   -gen-kernel-table-doc  the kernel table of docs/plan-format.md
 //
@@ -40,11 +43,13 @@
 using namespace llvm;
 
 namespace {
-enum Action { GenTable, GenOpcodesPy, GenDoc };
+enum Action { GenTable, GenDecls, GenOpcodesPy, GenDoc };
 cl::opt<Action>
     action(cl::desc("what to generate"),
            cl::values(clEnumValN(GenTable, "gen-kernel-table",
                                  "the runtime's opcode enum and kernel table"),
+                      clEnumValN(GenDecls, "gen-kernel-decls",
+                                 "the backends' kernel declarations"),
                       clEnumValN(GenOpcodesPy, "gen-kernel-opcodes-py",
                                  "plan_tool.py's OPCODES"),
                       clEnumValN(GenDoc, "gen-kernel-table-doc",
@@ -523,6 +528,69 @@ void emitCall(raw_ostream &os, const Kernel &k) {
      << llvm::join(spelled, ", ") << ");\n  return true;\n";
 }
 
+/// One parameter of `k`'s kernel function, from argument `arg` of its
+/// call: its type (E: the element type, `float` on the CPU) and name.
+std::string declParam(const Kernel &k, StringRef arg, StringRef elem) {
+  auto fail = [&](const Twine &what) {
+    PrintFatalError(k.def, "kernel '" + k.name + "': call argument '" + arg +
+                               "' " + what);
+  };
+  if (arg.starts_with("$")) {
+    int index = operandIndex(k, arg.drop_front());
+    bool output = index >= int(fsdp::plan::shapes::kMaxInputs);
+    const Operand &o =
+        output ? k.outs[index - fsdp::plan::shapes::kMaxInputs] : k.ins[index];
+    std::string type = o.rule == "TokenIds" ? "int32_t"
+                       : o.rule == "F32"    ? "float"
+                       : o.rule == "Float"  ? elem.str()
+                                            : "";
+    if (type.empty())
+      fail("has no declared type (rule " + o.rule + ")");
+    return (output ? "" : "const ") + type + " *" + o.name;
+  }
+  if (arg.consume_front("double(") && arg.consume_back(")"))
+    return "double " + arg.str();
+  if (arg == "null" || llvm::all_of(arg, llvm::isDigit))
+    fail("is no name: the kernel's first call must name every parameter");
+  for (const Param &p : k.params)
+    if (p.name == arg)
+      return std::string(p.type == "f32" ? "float " : "int64_t ") + arg.str();
+  return "int64_t " + arg.str(); // a dim (callArgument checked it)
+}
+
+/// The declaration of kernel `k`'s function in namespace fsdp::rt::cpu
+/// (`cuda` false: f32, a GEMM's first parameter the Blas) or
+/// fsdp::rt::cuda (a template over the element type E when an operand is
+/// Float, the Context first), as its call passes the arguments.
+void emitDecl(raw_ostream &os, const Kernel &k, bool cuda) {
+  SmallVector<StringRef> args;
+  StringRef(k.call).split(args, ',');
+  std::vector<std::string> params;
+  if (cuda)
+    params.push_back("const Context &ctx");
+  else if (k.gemm)
+    params.push_back("const Blas &blas");
+  bool templated = false;
+  std::set<std::string> dims = boundDims(k);
+  for (StringRef arg : args) {
+    callArgument(k, arg.trim(), dims); // the same checks as the call's
+    params.push_back(declParam(k, arg.trim(), cuda ? "E" : "float"));
+    templated |= cuda && StringRef(params.back()).contains("E *");
+  }
+  if (templated)
+    os << "template <typename E>\n";
+  os << "void " << k.dispatch << "(" << llvm::join(params, ", ") << ");\n";
+}
+
+/// The declarations of the kernels runCompute calls (the first kernel of
+/// each `dispatch`; those bound by hand keep their hand-written ones).
+void emitDecls(raw_ostream &os, const std::vector<Kernel> &kernels, bool cuda) {
+  std::set<std::string> seen;
+  for (const Kernel &k : kernels)
+    if (!k.call.empty() && !k.boundByHand && seen.insert(k.dispatch).second)
+      emitDecl(os, k, cuda);
+}
+
 /// KernelRules.h's entry of kernel `k`: its rules, dim checks,
 /// derivation and extra check.
 void emitShapes(raw_ostream &os, const Kernel &k) {
@@ -572,6 +640,25 @@ void emitTable(raw_ostream &os, const std::vector<Kernel> &kernels) {
   emitDispatchList(os, kernels, "FSDP_RUNTIME_GEMM_KERNELS", true);
   emitDispatchList(os, kernels, "FSDP_RUNTIME_OTHER_KERNELS", false);
   os << "#undef FSDP_KERNEL_DISPATCH\n#endif\n";
+}
+
+/// KernelDecls.inc: each backend's declarations of the kernels that
+/// runCompute calls, in a file of their own (a change to a kernel's
+/// signature recompiles the backends, not everything that reads the
+/// table).
+void emitDeclsFile(raw_ostream &os, const std::vector<Kernel> &kernels) {
+  os << "// The backends' kernel declarations, generated by fsdp-tblgen\n"
+        "// -gen-kernel-decls from include/fsdp/Dialect/FSDP/IR/"
+        "FSDPKernels.td\n"
+        "// (each kernel's `call`): do not edit (ninja fsdp-kernel-table\n"
+        "// refreshes it; the kernel-decls-in-sync test fails when it is "
+        "stale).\n\n";
+  os << "#ifdef FSDP_KERNEL_CPU_DECLS\n";
+  emitDecls(os, kernels, /*cuda=*/false);
+  os << "#undef FSDP_KERNEL_CPU_DECLS\n#endif\n\n";
+  os << "#ifdef FSDP_KERNEL_CUDA_DECLS\n";
+  emitDecls(os, kernels, /*cuda=*/true);
+  os << "#undef FSDP_KERNEL_CUDA_DECLS\n#endif\n";
 }
 
 void emitOpcodesPy(raw_ostream &os, const std::vector<Kernel> &kernels) {
@@ -646,6 +733,9 @@ bool generate(raw_ostream &os, const RecordKeeper &records) {
   switch (action) {
   case GenTable:
     emitTable(os, kernels);
+    break;
+  case GenDecls:
+    emitDeclsFile(os, kernels);
     break;
   case GenOpcodesPy:
     emitOpcodesPy(os, kernels);

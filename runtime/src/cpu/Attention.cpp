@@ -45,6 +45,12 @@ inline int64_t blockEnd(int64_t i, int64_t T) {
 
 } // namespace
 
+/// Causal self-attention. qkv is B x T x (C + 2 KV hs) with q (NH heads of
+/// size hs = C / NH), k and v (KV heads each) side by side: 3C when
+/// KV = NH. Query head h reads kv head h / (NH / KV) (grouped-query
+/// attention; KV divides NH). probs (B x NH x T x T) receives softmax(q
+/// k^T / sqrt(hs)) with zeros above the diagonal; out (B x T x C) = probs
+/// v, heads concatenated.
 FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
                                       float *probs, const float *qkv, int64_t B,
                                       int64_t T, int64_t C, int64_t NH,
@@ -103,6 +109,9 @@ FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
   }
 }
 
+/// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a
+/// kv head's dk and dv sum over the NH / KV query heads it serves.
+/// `scratch` holds B x NH x T x T floats for the gradient of the scores.
 FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
                                        float *scratch, const float *dout,
                                        const float *qkv, const float *probs,

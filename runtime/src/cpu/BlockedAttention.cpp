@@ -613,6 +613,15 @@ FSDP_INLINE void forwardTask(const Head &hd, float *o, float *lse, int64_t i0,
 // so the schedule is dynamic, longest first. Each task writes only its
 // own rows, so the order tasks run in does not change any bit.
 
+/// The same attention without the probabilities (FlashAttention-2): out
+/// as attentionForward's, and lse (B x NH x T) the natural log-sum-exp of
+/// each query row's scaled, causally masked scores,
+///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// computed key block by key block with a running max m and sum l
+/// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
+/// the output accumulator rescaled by exp(m - m') likewise). No T x T
+/// buffer; beyond out and lse a few tens of KiB of stack per thread
+/// (BlockedAttention.cpp).
 FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
                                              float *lse, const float *qkv,
                                              int64_t B, int64_t T, int64_t C,
@@ -634,6 +643,14 @@ FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
 // in one pass, in key block order, and the group's heads add into their
 // dk and dv in head order, so no two tasks write the same row.
 
+/// attentionBackward's dqkv from dout, qkv, the forward's out and lse,
+/// recomputing the probabilities block by block, p_ij = exp(s_ij - lse_i):
+///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
+///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+///   dv_j = sum_i p_ij dO_i.
+/// With KV < NH, dk_j and dv_j also sum over the query heads of the group.
+/// No scratch; the sums run in a fixed order (no atomics), so the result
+/// does not depend on the thread count.
 FSDP_CPU_KERNEL void
 blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
                          const float *qkv, const float *out, const float *lse,

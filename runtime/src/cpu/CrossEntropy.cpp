@@ -50,6 +50,7 @@ FSDP_CPU_KERNEL void crossEntropyForward(float *loss, const float *logits,
   *loss = N > 0 ? float(total / double(N)) : 0.0f;
 }
 
+/// dlogits = dloss * (softmax(logits) - onehot(targets)) / N.
 FSDP_CPU_KERNEL void crossEntropyBackward(float *dlogits, const float *dloss,
                                           const float *logits,
                                           const int32_t *targets, int64_t N,

@@ -33,6 +33,7 @@ constexpr float kGeluC = 0.044715f;
 
 } // namespace
 
+/// out = a + b over n elements (out may alias a or b).
 FSDP_CPU_KERNEL void add(float *out, const float *a, const float *b,
                          int64_t n) {
   // out may alias a or b; each element is read before it is written, so
@@ -42,6 +43,8 @@ FSDP_CPU_KERNEL void add(float *out, const float *a, const float *b,
     out[i] = a[i] + b[i];
 }
 
+/// GELU, tanh approximation (GPT-2):
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 FSDP_CPU_KERNEL void geluForward(float *out, const float *x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
@@ -75,6 +78,7 @@ FSDP_CPU_KERNEL void reluForward(float *out, const float *x, int64_t n) {
     out[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
+/// dx = dout where x > 0, else 0.
 FSDP_CPU_KERNEL void reluBackward(float *dx, const float *dout, const float *x,
                                   int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -82,12 +86,14 @@ FSDP_CPU_KERNEL void reluBackward(float *dx, const float *dout, const float *x,
     dx[i] = x[i] > 0.0f ? dout[i] : 0.0f;
 }
 
+/// out[i] = value for n elements.
 FSDP_CPU_KERNEL void fill(float *out, int64_t n, float value) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     out[i] = value;
 }
 
+/// out = silu(gate) * up = gate sigmoid(gate) up, for n elements.
 FSDP_CPU_KERNEL void swigluForward(float *out, const float *gate,
                                    const float *up, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
@@ -95,6 +101,8 @@ FSDP_CPU_KERNEL void swigluForward(float *out, const float *gate,
     out[i] = gate[i] / (1.0f + expApprox(-gate[i])) * up[i];
 }
 
+/// With s = sigmoid(gate): dgate = dout up s (1 + gate (1 - s)) and
+/// dup = dout gate s.
 FSDP_CPU_KERNEL void swigluBackward(float *dgate, float *dup, const float *dout,
                                     const float *gate, const float *up,
                                     int64_t n) {
@@ -138,11 +146,19 @@ void rotate(float *out, const float *in, int64_t B, int64_t T, int64_t H,
 }
 } // namespace
 
+/// Rotary embeddings, Hugging Face's rotate-half: qkv is B x T x (H + 2 KV)
+/// hs (H query heads, KV key heads, KV value heads). In every q and k head
+/// the pair (i, i + hs/2), i < hs/2, at position t turns by the angle
+/// a = t inv_freq[i], inv_freq[i] = 1 / theta^(2i/hs) (both in float, as
+/// Hugging Face computes them): out[i] = x[i] cos a - x[i + hs/2] sin a,
+/// out[i + hs/2] = x[i + hs/2] cos a + x[i] sin a. v is copied.
 void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
                  int64_t KV, int64_t hs, float theta) {
   rotate(out, qkv, B, T, H, KV, hs, theta, 1.0f);
 }
 
+/// The gradient of ropeForward: dout turned back by -a (a rotation's
+/// transpose), v's gradient copied.
 void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
                   int64_t H, int64_t KV, int64_t hs, float theta) {
   rotate(dqkv, dout, B, T, H, KV, hs, theta, -1.0f);

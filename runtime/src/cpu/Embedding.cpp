@@ -17,6 +17,8 @@
 
 namespace fsdp::rt::cpu {
 
+/// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]. Tokens are in [0, V) (the
+/// runtime validates data before it reaches a kernel).
 FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens,
                                       const float *wte, const float *wpe,
                                       int64_t B, int64_t T, int64_t C) {
@@ -35,6 +37,8 @@ FSDP_CPU_KERNEL void embeddingForward(float *out, const int32_t *tokens,
   }
 }
 
+/// dwte (V x C) and dwpe (Tmax x C) are zeroed, then dwte[tokens[b,t]] +=
+/// dout[b,t] and dwpe[t] += dout[b,t]. Rows of dwpe past T stay zero.
 FSDP_CPU_KERNEL void embeddingBackward(float *dwte, float *dwpe,
                                        const float *dout, const int32_t *tokens,
                                        int64_t B, int64_t T, int64_t C,

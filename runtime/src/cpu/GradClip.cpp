@@ -56,6 +56,10 @@ FSDP_CPU_KERNEL void gradSqSum(float *out, const float *grad, const float *acc,
   *out = float(sum);
 }
 
+/// Gradient clipping's coefficient (PyTorch's clip_grad_norm_): *coef =
+/// min(1, maxNorm / (sqrt(*sumSq) + plan::kClipEpsilon)), in double,
+/// rounded to f32; exactly 1 where the norm is below maxNorm, NaN for a
+/// NaN sum.
 void clipCoefficient(float *coef, const float *sumSq, double maxNorm) {
   double clip = maxNorm / (std::sqrt(double(*sumSq)) + plan::kClipEpsilon);
   // NaN fails the comparison and stays NaN, as torch.clamp keeps it.

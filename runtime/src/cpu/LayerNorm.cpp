@@ -24,6 +24,8 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
+/// out = (x - mean) * rstd * w + b over rows of C; mean and rstd (N) are
+/// saved for the backward. rstd = 1 / sqrt(var + eps), var biased.
 FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd,
                                       const float *x, const float *w,
                                       const float *b, int64_t N, int64_t C,
@@ -54,6 +56,7 @@ FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd,
   }
 }
 
+/// Overwrites dx (N x C), dw (C) and db (C).
 FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db,
                                        const float *dout, const float *x,
                                        const float *w, const float *mean,
@@ -106,6 +109,8 @@ FSDP_CPU_KERNEL void layerNormBackward(float *dx, float *dw, float *db,
   }
 }
 
+/// out = x * rstd * w over rows of C, rstd = 1 / sqrt(mean(x^2) + eps)
+/// saved (N) for the backward.
 FSDP_CPU_KERNEL void rmsNormForward(float *out, float *rstd, const float *x,
                                     const float *w, int64_t N, int64_t C,
                                     float eps) {
@@ -126,6 +131,8 @@ FSDP_CPU_KERNEL void rmsNormForward(float *out, float *rstd, const float *x,
   }
 }
 
+/// Overwrites dx (N x C) and dw (C): with n = x rstd and dn = w dout,
+/// dx = rstd (dn - n mean(dn n)) per row, dw = sum over rows of dout n.
 FSDP_CPU_KERNEL void rmsNormBackward(float *dx, float *dw, const float *dout,
                                      const float *x, const float *w,
                                      const float *rstd, int64_t N, int64_t C) {

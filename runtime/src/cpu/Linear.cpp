@@ -15,6 +15,7 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
+/// out (N x OC) = x (N x IC) * w^T (w is OC x IC) + bias (OC; may be null).
 FSDP_CPU_KERNEL void linearForward(const Blas &blas, float *out, const float *x,
                                    const float *w, const float *bias, int64_t N,
                                    int64_t IC, int64_t OC) {
@@ -31,6 +32,7 @@ FSDP_CPU_KERNEL void linearForward(const Blas &blas, float *out, const float *x,
              beta, out, OC);
 }
 
+/// dx (N x IC) = dout (N x OC) * w (OC x IC).
 FSDP_CPU_KERNEL void linearGradInput(const Blas &blas, float *dx,
                                      const float *dout, const float *w,
                                      int64_t N, int64_t IC, int64_t OC) {
@@ -38,6 +40,7 @@ FSDP_CPU_KERNEL void linearGradInput(const Blas &blas, float *dx,
              IC, 0.0f, dx, IC);
 }
 
+/// dw (OC x IC) = dout^T (OC x N) * x (N x IC).
 FSDP_CPU_KERNEL void linearGradWeight(const Blas &blas, float *dw,
                                       const float *dout, const float *x,
                                       int64_t N, int64_t IC, int64_t OC) {
@@ -45,6 +48,7 @@ FSDP_CPU_KERNEL void linearGradWeight(const Blas &blas, float *dw,
              IC, 0.0f, dw, IC);
 }
 
+/// db (OC) = sum over rows of dout (N x OC).
 FSDP_CPU_KERNEL void biasGrad(float *db, const float *dout, int64_t N,
                               int64_t OC) {
   // Column blocks, each summed over all rows in order by one thread: no

@@ -160,6 +160,13 @@ void backwardProducts(const Context &ctx, const Layout &L, E *dqkv, const E *dS,
 
 } // namespace
 
+/// Causal self-attention; qkv is B x T x (C + 2 KV hs) (q | k | v), NH
+/// query heads of hs = C / NH and KV key/value heads (KV divides NH; query
+/// head h reads kv head h / (NH / KV); 3C when KV = NH). probs (B x NH x T x T)
+/// = softmax(q k^T / sqrt(hs)) with exact zeros above the diagonal; out (B x T
+/// x C) = probs v, heads concatenated. In bf16 the scores are rounded where
+/// cuBLAS stores them into probs, and out is computed from the rounded probs
+/// (as PyTorch's autocast does; the CPU's widened kernel keeps both in float).
 template <typename E>
 void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
                       int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV) {
@@ -196,6 +203,10 @@ void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
   }
 }
 
+/// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a kv
+/// head's dk and dv sum over its query heads.
+/// `scratch` holds B x NH x T x T elements (the gradient of the scores; in
+/// bf16, rounded there like the forward's scores).
 template <typename E>
 void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
                        const E *qkv, const E *probs, int64_t B, int64_t T,

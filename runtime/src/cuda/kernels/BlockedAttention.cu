@@ -512,6 +512,18 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 
 } // namespace
 
+/// The memory-efficient causal attention (FlashAttention-2), the twin of
+/// cpu::blockedAttentionForward: out as attentionForward's (same qkv and
+/// out layouts), and instead of probs the natural log-sum-exp of each query
+/// row's scaled, causally masked scores, lse (B x NH x T):
+///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// computed key tile by key tile with a running max m and sum l
+/// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
+/// the output accumulator rescaled by exp(m - m') likewise). No T x T
+/// buffer and no allocation: tiles in shared memory, accumulators in
+/// registers. hs = C / NH must be an integer in 1..128 (else an error is
+/// recorded and nothing runs). Deterministic. In bf16 the tiles are
+/// widened into shared memory and everything is float until out is stored.
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,
@@ -530,6 +542,15 @@ void blockedAttentionForward(const Context &ctx, E *out, float *lse,
   }
 }
 
+/// attentionBackward's dqkv (qkv's layout, every entry overwritten) from
+/// dout, qkv, and the blocked forward's out and lse, recomputing the
+/// probabilities tile by tile, p_ij = exp(s_ij - lse_i):
+///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
+///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
+///   dv_j = sum_i p_ij dO_i.
+/// No scratch. Two passes (dk and dv per key tile, then dq per query tile)
+/// instead of atomic adds, so every sum runs in a fixed order: the same
+/// bits on every run. hs as in the forward.
 template <typename E>
 void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
                               const E *qkv, const E *out, const float *lse,

@@ -151,6 +151,8 @@ void crossEntropyForward(const Context &ctx, float *loss, const E *logits,
   detail::checkLaunch("crossEntropyForward");
 }
 
+/// dlogits = dloss[0] * (softmax(logits) - onehot(targets)) / N; dloss is
+/// read on the device.
 template <typename E>
 void crossEntropyBackward(const Context &ctx, E *dlogits, const float *dloss,
                           const E *logits, const int32_t *targets, int64_t N,

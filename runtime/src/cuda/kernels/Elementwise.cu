@@ -206,11 +206,13 @@ struct IdentityOp {
 
 } // namespace
 
+/// out = a + b over n elements (out may alias a or b).
 template <typename E>
 void add(const Context &ctx, E *out, const E *a, const E *b, int64_t n) {
   launchMap<2>(ctx, "add", out, a, b, n, AddOp{});
 }
 
+/// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <typename E>
 void geluForward(const Context &ctx, E *out, const E *x, int64_t n) {
   launchMap<1>(ctx, "geluForward", out, x, (const E *)nullptr, n,
@@ -229,12 +231,14 @@ void reluForward(const Context &ctx, E *out, const E *x, int64_t n) {
                ReluForwardOp{});
 }
 
+/// dx = dout where x > 0, else 0.
 template <typename E>
 void reluBackward(const Context &ctx, E *dx, const E *dout, const E *x,
                   int64_t n) {
   launchMap<2>(ctx, "reluBackward", dx, dout, x, n, ReluBackwardOp{});
 }
 
+/// out[i] = value (rounded to E) for n elements.
 template <typename E>
 void fill(const Context &ctx, E *out, int64_t n, float value) {
   launchMap<0>(ctx, "fill", out, (const E *)nullptr, (const E *)nullptr, n,
@@ -247,6 +251,7 @@ void scale(const Context &ctx, E *data, int64_t n, float factor) {
                ScaleOp{factor});
 }
 
+/// db (OC) = sum over rows of dout (N x OC); deterministic.
 template <typename E>
 void biasGrad(const Context &ctx, E *db, const E *dout, int64_t N, int64_t OC) {
   if (OC <= 0)
@@ -265,12 +270,14 @@ void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n) {
                (const __nv_bfloat16 *)nullptr, n, IdentityOp{});
 }
 
+/// out = silu(gate) * up for n elements.
 template <typename E>
 void swigluForward(const Context &ctx, E *out, const E *gate, const E *up,
                    int64_t n) {
   launchMap<2>(ctx, "swigluForward", out, gate, up, n, SwiGluForwardOp{});
 }
 
+/// dgate = dout up s (1 + gate (1 - s)), dup = dout gate s, s = sigmoid(gate).
 template <typename E>
 void swigluBackward(const Context &ctx, E *dgate, E *dup, const E *dout,
                     const E *gate, const E *up, int64_t n) {
@@ -282,6 +289,8 @@ void swigluBackward(const Context &ctx, E *dgate, E *dup, const E *dout,
   detail::checkLaunch("swigluBackward");
 }
 
+/// Rotary embeddings of qkv (B x T x (H + 2 KV) hs), Hugging Face's
+/// rotate-half; v copied. The backward turns by the opposite angle.
 template <typename E>
 void ropeForward(const Context &ctx, E *out, const E *qkv, int64_t B, int64_t T,
                  int64_t H, int64_t KV, int64_t hs, float theta) {

@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(kTokenThreads)
 
 } // namespace
 
+/// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]; tokens in [0, V).
 template <typename E>
 void embeddingForward(const Context &ctx, E *out, const int32_t *tokens,
                       const E *wte, const E *wpe, int64_t B, int64_t T,
@@ -186,6 +187,9 @@ void embeddingForward(const Context &ctx, E *out, const int32_t *tokens,
   detail::checkLaunch("embeddingForward");
 }
 
+/// dwte (V x C) and dwpe (Tmax x C) overwritten with the scatter-add of dout
+/// (rows of dwpe past T are zero). Deterministic, without atomics: each row
+/// of dwte is summed by one thread block in an order fixed by the tokens.
 template <typename E>
 void embeddingBackward(const Context &ctx, E *dwte, E *dwpe, const E *dout,
                        const int32_t *tokens, int64_t B, int64_t T, int64_t C,

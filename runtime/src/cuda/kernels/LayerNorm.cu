@@ -149,6 +149,7 @@ unsigned rowBlocks(int64_t N) {
 
 } // namespace
 
+/// out = (x - mean) * rstd * w + b over rows of C; mean, rstd (N) saved.
 template <typename E>
 void layerNormForward(const Context &ctx, E *out, float *mean, float *rstd,
                       const E *x, const E *w, const E *b, int64_t N, int64_t C,
@@ -160,6 +161,8 @@ void layerNormForward(const Context &ctx, E *out, float *mean, float *rstd,
   detail::checkLaunch("layerNormForward");
 }
 
+/// Overwrites dx (N x C), dw (C) and db (C); deterministic. dx must not
+/// alias the inputs.
 template <typename E>
 void layerNormBackward(const Context &ctx, E *dx, E *dw, E *db, const E *dout,
                        const E *x, const E *w, const float *mean,
@@ -175,6 +178,7 @@ void layerNormBackward(const Context &ctx, E *dx, E *dw, E *db, const E *dout,
                                 x, mean, rstd, N, C);
 }
 
+/// out = x * rstd * w over rows of C; rstd (N) saved.
 template <typename E>
 void rmsNormForward(const Context &ctx, E *out, float *rstd, const E *x,
                     const E *w, int64_t N, int64_t C, float eps) {
@@ -185,6 +189,7 @@ void rmsNormForward(const Context &ctx, E *out, float *rstd, const E *x,
   detail::checkLaunch("rmsNormForward");
 }
 
+/// dx (N x C) and dw (C) overwritten; dw by the deterministic column sum.
 template <typename E>
 void rmsNormBackward(const Context &ctx, E *dx, E *dw, const E *dout,
                      const E *x, const E *w, const float *rstd, int64_t N,

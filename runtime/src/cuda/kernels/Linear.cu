@@ -178,6 +178,7 @@ __global__ void broadcastRowsKernel(T *__restrict__ out,
 
 } // namespace
 
+/// out (N x OC) = x (N x IC) * w^T (w is OC x IC) + bias (OC; may be null).
 template <typename E>
 void linearForward(const Context &ctx, E *out, const E *x, const E *w,
                    const E *bias, int64_t N, int64_t IC, int64_t OC) {
@@ -195,6 +196,7 @@ void linearForward(const Context &ctx, E *out, const E *x, const E *w,
                   OC, IC, 1.0f, x, IC, w, IC, beta, out, OC);
 }
 
+/// dx (N x IC) = dout (N x OC) * w (OC x IC).
 template <typename E>
 void linearGradInput(const Context &ctx, E *dx, const E *dout, const E *w,
                      int64_t N, int64_t IC, int64_t OC) {
@@ -202,6 +204,7 @@ void linearGradInput(const Context &ctx, E *dx, const E *dout, const E *w,
                   IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dx, IC);
 }
 
+/// dw (OC x IC) = dout^T (OC x N) * x (N x IC).
 template <typename E>
 void linearGradWeight(const Context &ctx, E *dw, const E *dout, const E *x,
                       int64_t N, int64_t IC, int64_t OC) {
