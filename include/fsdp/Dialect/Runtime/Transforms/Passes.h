@@ -3,8 +3,8 @@
 #ifndef FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_RUNTIME_TRANSFORMS_PASSES_H
 
-#include "fsdp/Support/ByteSize.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
+#include "fsdp/Support/ByteSize.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
