@@ -80,6 +80,10 @@ def params;
 /// of the shape rules, a parameter (f32 ones as float, i64 ones as
 /// int64_t; `double(name)` as stored), `null` (no buffer) or an integer.
 /// Without one, runCompute runs the kernel by hand (adamw, copy...).
+/// The same list is the kernel functions' signature: fsdp-tblgen
+/// declares `dispatch` from it for both backends (KernelDecls.inc: outputs
+/// as pointers, inputs as const pointers, dims as int64_t), so a kernel's
+/// definition that differs does not link.
 /// `boundByHand`: the backends bind `dispatch` themselves (it is not in
 /// the X-macro lists).
 class FSDP_Kernel<int opcode_, string enumerator_, string name_, dag ins_,
