@@ -32,12 +32,16 @@
 #include "nccl.h"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if FSDP_EMU_HAVE_MPI
@@ -183,9 +187,32 @@ struct Call {
   int64_t count;
 };
 
+/// Fault injection for the watchdog's tests: FSDP_CUDA_EMULATOR_STALL=
+/// RANK:N:SECONDS makes the job's rank RANK (MPI_COMM_WORLD) stall for
+/// SECONDS inside its N-th collective (counted from 1 over every
+/// communicator), as a GPU whose peer link hangs would.
+void maybeStall() {
+  static std::atomic<int> count{0};
+  static const char *spec = std::getenv("FSDP_CUDA_EMULATOR_STALL");
+  int rank = -1, nth = 0;
+  double seconds = 0;
+  if (!spec || std::sscanf(spec, "%d:%d:%lf", &rank, &nth, &seconds) != 3)
+    return;
+  int world = 0;
+#if FSDP_EMU_HAVE_MPI
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+#endif
+  if (world == rank && ++count == nth) {
+    std::fprintf(stderr, "[cuda-emu] rank %d stalls %g s inside collective "
+                 "%d (FSDP_CUDA_EMULATOR_STALL)\n", rank, seconds, nth);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+}
+
 /// The collective's ranks agree on `call`, or the device faults naming the
 /// difference; false then (every rank sees it and moves nothing).
 bool agree(ncclComm_t comm, const char *name, const Call &call) {
+  maybeStall();
 #if FSDP_EMU_HAVE_MPI
   if (comm->size == 1)
     return true;
