@@ -85,7 +85,9 @@ std::string RaceChecker::access(int stream, uint64_t clock,
   if (!inAllocation(p, bytes))
     return what + " on " + streamName(stream) + " " +
            (write ? "writes " : "reads ") + where(p, bytes) +
-           ", outside every device allocation (an illegal address on a GPU)";
+           (inAllocation(p, 1) ? ", past the allocation's end"
+                               : ", outside every device allocation") +
+           " (an illegal address on a GPU)";
   const uintptr_t end = p + bytes;
   splitAt(p);
   splitAt(end);

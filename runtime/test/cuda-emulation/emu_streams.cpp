@@ -54,8 +54,10 @@ namespace emu {
 bool gProblemsFault = false;
 
 namespace {
-std::mutex gMu; // every stream's queue and the race checker
-std::condition_variable gCv;
+// Every stream's queue and the race checker. Never destroyed: a program
+// may exit with streams alive, their workers waiting on the condition.
+std::mutex &gMu = *new std::mutex;
+std::condition_variable &gCv = *new std::condition_variable;
 std::vector<CUstream_st *> gStreams; // by id - 1; destroyed ones stay
 VectorClock gHost{0};
 RaceChecker gChecker;
