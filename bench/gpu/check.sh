@@ -302,7 +302,7 @@ else
   generator=()
   command -v ninja > /dev/null && generator=(-G Ninja)
   within "$(cap runtime)" cmake "${generator[@]}" -S "$root/runtime" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" > "$out/configure.log" 2>&1 \
+    -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" -DFSDP_BUILD_CUDA_EMULATOR=OFF > "$out/configure.log" 2>&1 \
     || { tail -30 "$out/configure.log"; exit 1; }
   (( dry )) || grep -E "fsdp runtime" "$out/configure.log"
   within "$(cap runtime)" cmake --build "$build" -j "$(nproc)" --target fsdp-run fsdp-cuda-kernels-test \

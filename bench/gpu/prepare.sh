@@ -39,9 +39,10 @@
 #     bin/fsdp-run, lib/libfsdp-backend-cuda.so, bin/fsdp-cuda-kernels-test
 #                   from `cmake -S runtime` (Release, CUDA architectures
 #                   $PREBUILT_ARCHS, "80;90" by default; MPI off, so the
-#                   binaries need no libmpi; the CPU BLAS is dlopen()ed at
-#                   run time and nlohmann-json is header-only, so neither is
-#                   a dependency), not stripped (they are small)
+#                   binaries need no libmpi; no CUDA emulator module; the
+#                   CPU BLAS is dlopen()ed at run time and nlohmann-json is
+#                   header-only, so neither is a dependency), not stripped
+#                   (17 MB in all)
 #     manifest.txt  the commit, the hash of runtime/'s sources
 #                   (runtime-hash.sh), nvcc's version, the architectures,
 #                   each file's size, SHA-256 and NEEDED sonames, the
@@ -79,7 +80,7 @@ build_prebuilt() {
   cmake -G Ninja -S "$root/runtime" -B "$prebuilt_build" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_CUDA_ARCHITECTURES="$prebuilt_archs" \
-    -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF \
+    -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF \
     > "$prebuilt_build.configure.log" 2>&1 \
     || { tail -20 "$prebuilt_build.configure.log" >&2; return 1; }
   grep -q "fsdp runtime: CUDA backend enabled" "$prebuilt_build.configure.log" || {
@@ -109,7 +110,7 @@ build_prebuilt() {
     echo "nvcc=$("$nvcc" --version | grep -m1 release)"
     echo "cuda_architectures=$prebuilt_archs"
     echo "cxx=$(grep -m1 'CMAKE_CXX_COMPILER:' "$prebuilt_build/CMakeCache.txt" | cut -d= -f2) ($(c++ --version | head -1))"
-    echo "cmake_options=-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$prebuilt_archs -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF"
+    echo "cmake_options=-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$prebuilt_archs -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF"
     grep -E "fsdp runtime:" "$prebuilt_build.configure.log" | sed 's/^-- /configure: /'
     echo "needed=$(for f in "${files[@]}"; do readelf -d "$prebuilt/$f"; done \
       | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
