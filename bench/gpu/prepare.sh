@@ -76,22 +76,23 @@ build_prebuilt() {
     return 1
   }
   local t0=$SECONDS
+  mkdir -p "$prebuilt_build"
   CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}" \
   cmake -G Ninja -S "$root/runtime" -B "$prebuilt_build" \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_CUDA_ARCHITECTURES="$prebuilt_archs" \
     -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF \
-    > "$prebuilt_build.configure.log" 2>&1 \
-    || { tail -20 "$prebuilt_build.configure.log" >&2; return 1; }
-  grep -q "fsdp runtime: CUDA backend enabled" "$prebuilt_build.configure.log" || {
-    grep "fsdp runtime" "$prebuilt_build.configure.log" >&2
+    > "$prebuilt_build/prepare-configure.log" 2>&1 \
+    || { tail -20 "$prebuilt_build/prepare-configure.log" >&2; return 1; }
+  grep -q "fsdp runtime: CUDA backend enabled" "$prebuilt_build/prepare-configure.log" || {
+    grep "fsdp runtime" "$prebuilt_build/prepare-configure.log" >&2
     echo "prepare: warning: the runtime-only build has no CUDA backend: no $prebuilt" >&2
     return 1
   }
   CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}" \
   cmake --build "$prebuilt_build" -j "${PREBUILT_JOBS:-2}" \
-    --target fsdp-run fsdp-cuda-kernels-test > "$prebuilt_build.build.log" 2>&1 \
-    || { tail -30 "$prebuilt_build.build.log" >&2; return 1; }
+    --target fsdp-run fsdp-cuda-kernels-test > "$prebuilt_build/prepare-build.log" 2>&1 \
+    || { tail -30 "$prebuilt_build/prepare-build.log" >&2; return 1; }
   rm -rf "$prebuilt"
   mkdir -p "$prebuilt/bin" "$prebuilt/lib"
   local files=(bin/fsdp-run lib/libfsdp-backend-cuda.so bin/fsdp-cuda-kernels-test)
@@ -111,7 +112,7 @@ build_prebuilt() {
     echo "cuda_architectures=$prebuilt_archs"
     echo "cxx=$(grep -m1 'CMAKE_CXX_COMPILER:' "$prebuilt_build/CMakeCache.txt" | cut -d= -f2) ($(c++ --version | head -1))"
     echo "cmake_options=-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$prebuilt_archs -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF"
-    grep -E "fsdp runtime:" "$prebuilt_build.configure.log" | sed 's/^-- /configure: /'
+    grep -E "fsdp runtime:" "$prebuilt_build/prepare-configure.log" | sed 's/^-- /configure: /'
     echo "needed=$(for f in "${files[@]}"; do readelf -d "$prebuilt/$f"; done \
       | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
     local family
