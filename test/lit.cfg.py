@@ -110,6 +110,10 @@ feature_where("matplotlib", have_modules("matplotlib"),
 # A build with CUDA has the backend as a module that fsdp-run loads.
 if config.fsdp_have_cuda_module:
     config.available_features.add("cuda-module")
+# The CUDA backend built against the CPU emulator of the device
+# (FSDP_CUDA_EMULATOR=1 loads it): its host code, streams, cuBLAS and NCCL.
+if getattr(config, "fsdp_have_cuda_emulator", False):
+    config.available_features.add("cuda-emulator")
 
 # Multi-rank tests run the ranks as processes on this machine under mpirun:
 # more ranks than cores (--oversubscribe), as root where CI runs, one

@@ -23,6 +23,7 @@
 #include "fsdp/runtime/exec/Backend.h"
 #include "fsdp/runtime/support/PeakFlops.h"
 
+#include "DeviceAccess.h"
 #include "Module.h"
 #include "Nccl.h"
 #include "fsdp/runtime/exec/KernelDispatch.h"
@@ -147,6 +148,10 @@ private:
   }
   void collective(const Plan &plan, const Instruction &inst, cuda::Nccl &nccl,
                   cudaStream_t stream);
+  /// Tells the emulator's race checker the buffers `inst` reads and writes
+  /// on `stream` (DeviceAccess.h); nothing on a GPU.
+  void declareBuffers(const Plan &plan, const Instruction &inst,
+                      cudaStream_t stream);
   /// runCompute in the instruction's element type.
   bool runComputeIn(const Plan &plan, const Instruction &inst,
                     const double *params, int64_t step) {
@@ -391,6 +396,14 @@ bool CudaBackend::castIntoSlot(const Plan &plan, const Instruction &inst,
   const cuda::Context ctx{stream, blas};
   unsigned char *to = address(plan, inst.outs[0]);
   const unsigned char *from = address(plan, inst.ins[0]);
+  const size_t toBytes = plan::dtypeSize(full.dtype);
+  cuda::declareAccess(stream, from,
+                      size_t(range.end - range.begin) *
+                          plan::dtypeSize(shard.dtype),
+                      /*write=*/false, "the rounding of a shard into its slot");
+  cuda::declareAccess(stream, to + size_t(range.begin) * toBytes,
+                      size_t(range.end - range.begin) * toBytes,
+                      /*write=*/true, "the rounding of a shard into its slot");
   if (full.dtype == plan::DType::BF16)
     cuda::cast(ctx, reinterpret_cast<__nv_bfloat16 *>(to) + range.begin,
                reinterpret_cast<const float *>(from), range.end - range.begin);
@@ -438,6 +451,22 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
     fail(std::string(inst.kernel->name) +
          (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") + ": " +
          error);
+}
+
+void CudaBackend::declareBuffers(const Plan &plan, const Instruction &inst,
+                                 cudaStream_t stream) {
+  if constexpr (!cuda::kEmulated)
+    return;
+  std::string what = std::string(inst.kernel->name) +
+                     (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") +
+                     " (kernel #" +
+                     std::to_string(&inst - plan.program.data()) + ")";
+  for (uint32_t id : inst.ins)
+    cuda::declareAccess(stream, address(plan, id), plan.buffers[id].size,
+                        /*write=*/false, what.c_str());
+  for (uint32_t id : inst.outs)
+    cuda::declareAccess(stream, address(plan, id), plan.buffers[id].size,
+                        /*write=*/true, what.c_str());
 }
 
 void CudaBackend::castKernel(const Plan &plan, const Instruction &inst) {
@@ -558,6 +587,8 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   currentPlan = &plan;
   currentStep = step;
   const plan::Opcode opcode = inst.kernel->opcode;
+  if (opcode != plan::Opcode::Wait)
+    declareBuffers(plan, inst, compute);
   if (opcode == plan::Opcode::Cast) {
     castKernel(plan, inst);
   } else if (opcode == plan::Opcode::Copy) { // bytes, whatever the type

@@ -8,7 +8,11 @@
 //
 // The module is FSDP_CUDA_MODULE_FILE in FSDP_CUDA_MODULE_DIR relative to
 // the executable's own directory (bin/ -> lib/, as CMake lays out both the
-// full and the standalone build), or the file FSDP_CUDA_MODULE names.
+// full and the standalone build), or the file FSDP_CUDA_MODULE names. With
+// FSDP_CUDA_EMULATOR=1 it is FSDP_CUDA_EMULATOR_FILE instead: the same
+// backend built against the CPU emulator of the device
+// (runtime/test/cuda-emulation/), never loaded unless asked for, and it
+// says so in every description it gives.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,13 +26,35 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 
 namespace fsdp::rt {
 namespace {
-/// Where the module is: $FSDP_CUDA_MODULE, else next to the executable.
-std::string modulePath() {
+/// Whether the run asks for the emulated device (FSDP_CUDA_EMULATOR set,
+/// not "0").
+bool emulatorAsked() {
+  const char *value = std::getenv("FSDP_CUDA_EMULATOR");
+  return value && *value && std::string(value) != "0";
+}
+
+/// Where the module is: $FSDP_CUDA_MODULE, else next to the executable;
+/// empty with `error` where this build has none.
+std::string modulePath(std::string &error) {
   if (const char *path = std::getenv("FSDP_CUDA_MODULE"); path && *path)
     return path;
+  const bool emulated = emulatorAsked();
+  const std::string file =
+      emulated ? FSDP_CUDA_EMULATOR_FILE : FSDP_CUDA_MODULE_FILE;
+  if (file.empty()) {
+    error = emulated ? "this fsdp-run was built without the CUDA emulator "
+                       "(FSDP_BUILD_CUDA_EMULATOR=OFF, or no Python at build "
+                       "time)"
+                     : "this fsdp-run was built without CUDA (no CUDA toolkit "
+                       "was found at build time, or FSDP_ENABLE_CUDA=OFF); "
+                       "FSDP_CUDA_EMULATOR=1 runs the CUDA backend on the "
+                       "CPU's emulation of a device";
+    return {};
+  }
   std::string dir = ".";
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -37,7 +63,7 @@ std::string modulePath() {
     size_t slash = exe.rfind('/');
     dir = slash == std::string::npos ? "." : exe.substr(0, slash);
   }
-  return dir + "/" FSDP_CUDA_MODULE_DIR "/" FSDP_CUDA_MODULE_FILE;
+  return dir + "/" FSDP_CUDA_MODULE_DIR "/" + file;
 }
 
 /// The module's table, loaded once (and never unloaded: backends it made
@@ -45,7 +71,9 @@ std::string modulePath() {
 const cuda::ModuleTable *loadModule(std::string &error) {
   static std::string loadError;
   static const cuda::ModuleTable *table = [] {
-    std::string path = modulePath();
+    std::string path = modulePath(loadError);
+    if (path.empty())
+      return static_cast<const cuda::ModuleTable *>(nullptr);
     // RTLD_NOW: a core symbol the executable does not export fails here,
     // with its name, not at the first call that needs it.
     void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

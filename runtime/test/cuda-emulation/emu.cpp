@@ -1,13 +1,55 @@
 //===- emu.cpp - the emulator: fibers, collectives, fake CUDA, cuBLAS ---===//
 #include "emu.h"
+#include "emu_streams.h"
 
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <string>
 #include <ucontext.h>
+
+// Switching fibers. ucontext's swapcontext saves and restores the signal
+// mask with a system call at every switch, which made the kernels' barriers
+// most of a training step's time under the emulator; on x86-64 a switch is
+// the callee-saved registers, the SSE and x87 control words and the stack
+// pointer (as Boost.Context's fcontext does), ucontext elsewhere.
+#if defined(__x86_64__)
+#define EMU_FAST_SWITCH 1
+extern "C" void emu_switch_stack(void **save, void *load);
+asm(R"(
+  .text
+  .p2align 4
+  .globl emu_switch_stack
+  .hidden emu_switch_stack
+  .type emu_switch_stack,@function
+emu_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_switch_stack,.-emu_switch_stack
+)");
+#endif
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -26,12 +68,14 @@ bool gQuiet = false;
 
 void note(const char *fmt, ...) {
   ++gProblems;
+  char text[512];
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "[emu] ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
+  fprintf(stderr, "[emu] %s\n", text);
+  if (gProblemsFault)
+    fault(cudaErrorLaunchFailure, std::string("kernel problem: ") + text);
 }
 
 float fastExp(float x) {
@@ -44,7 +88,11 @@ float fastExp(float x) {
 }
 
 struct Fiber {
+#if EMU_FAST_SWITCH
+  void *sp = nullptr; // the saved stack pointer while switched out
+#else
   ucontext_t ctx;
+#endif
   uint3 tid;
   int linear = 0, warp = 0, lane = 0;
   bool done = false, started = false;
@@ -66,7 +114,11 @@ struct Barrier {
 
 Fiber *cur = nullptr;
 dim3 gBlockIdx, gBlockDim, gGridDim;
+#if EMU_FAST_SWITCH
+static void *gSchedSp = nullptr;
+#else
 static ucontext_t gSched;
+#endif
 static std::vector<Fiber> gFibers;
 static const std::function<void()> *gBody = nullptr;
 static Barrier gBlockBar;
@@ -101,7 +153,11 @@ static void toSched() {
   __sanitizer_start_switch_fiber(f->done ? nullptr : &fake, gSchedBottom,
                                  gSchedSize);
 #endif
+#if EMU_FAST_SWITCH
+  emu_switch_stack(&f->sp, gSchedSp);
+#else
   swapcontext(&f->ctx, &gSched);
+#endif
 #ifdef EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -154,7 +210,11 @@ static void resume(Fiber &f) {
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStack);
 #endif
+#if EMU_FAST_SWITCH
+  emu_switch_stack(&gSchedSp, f.sp);
+#else
   swapcontext(&gSched, &f.ctx);
+#endif
 #ifdef EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -185,11 +245,24 @@ static void runBlock(int nthreads, std::mt19937 &rng) {
     f.lane = t % 32;
     ++gWarpLive[f.warp];
     ++gWarpSize[f.warp];
+#if EMU_FAST_SWITCH
+    // The stack as emu_switch_stack leaves it, returning into entry() with
+    // the alignment of a call (rsp + 8 a multiple of 16).
+    auto top = reinterpret_cast<uintptr_t>(f.stack + kStack) & ~uintptr_t(15);
+    void **sp = reinterpret_cast<void **>(top);
+    *--sp = nullptr;                            // alignment
+    *--sp = reinterpret_cast<void *>(&entry);   // the return address
+    for (int r = 0; r < 6; ++r)                 // rbp rbx r12-r15
+      *--sp = nullptr;
+    *--sp = reinterpret_cast<void *>(uintptr_t(0x037F) << 32 | 0x1F80);
+    f.sp = sp;
+#else
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = kStack;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, entry, 0);
+#endif
   }
   std::vector<int> order(nthreads);
   for (int t = 0; t < nthreads; ++t)
@@ -320,26 +393,17 @@ uint64_t shflRaw(unsigned mask, uint64_t bits, int arg, int mode, int line) {
 }
 
 // ---------------------------------------------------------------- launch
-static cudaError_t gLastError = cudaSuccess;
+// Per host thread, as CUDA's: a launch's configuration error.
+static thread_local cudaError_t gLastError = cudaSuccess;
 static std::mt19937 gRng(1);
+// One kernel at a time: the fibers and the block state above are the
+// emulator's, whichever stream's worker runs the kernel.
+static std::mutex gKernelMutex;
 
-void launchImpl(const char *name, const Cfg &cfg,
-                const std::function<void()> &body) {
+static void runKernel(const char *name, const Cfg &cfg,
+                      const std::function<void()> &body) {
+  std::lock_guard<std::mutex> lock(gKernelMutex);
   const uint64_t threads = uint64_t(cfg.block.x) * cfg.block.y * cfg.block.z;
-  if (threads == 0 || threads > 1024 || cfg.block.z > 64 || cfg.grid.x == 0 ||
-      cfg.grid.y == 0 || cfg.grid.z == 0 || cfg.grid.y > 65535 ||
-      cfg.grid.z > 65535 || cfg.grid.x > 2147483647u) {
-    note("%s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u)",
-         name, cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y,
-         cfg.block.z);
-    gLastError = cudaErrorInvalidConfiguration;
-    return;
-  }
-  if (cfg.block.x * cfg.block.y * cfg.block.z % 32 != 0 && !gQuiet)
-    fprintf(stderr,
-            "[emu info] %s: block of %llu threads (not a multiple "
-            "of 32)\n",
-            name, (unsigned long long)threads);
   gKernel = name;
   gBody = &body;
   gBlockDim = cfg.block;
@@ -363,166 +427,40 @@ void launchImpl(const char *name, const Cfg &cfg,
   gBody = nullptr;
 }
 
+void launchImpl(const char *name, const Cfg &cfg,
+                const std::function<void()> &body) {
+  const uint64_t threads = uint64_t(cfg.block.x) * cfg.block.y * cfg.block.z;
+  if (threads == 0 || threads > 1024 || cfg.block.z > 64 || cfg.grid.x == 0 ||
+      cfg.grid.y == 0 || cfg.grid.z == 0 || cfg.grid.y > 65535 ||
+      cfg.grid.z > 65535 || cfg.grid.x > 2147483647u) {
+    note("%s: invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u)",
+         name, cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y,
+         cfg.block.z);
+    gLastError = cudaErrorInvalidConfiguration;
+    return;
+  }
+  if (cfg.block.x * cfg.block.y * cfg.block.z % 32 != 0 && !gQuiet)
+    fprintf(stderr,
+            "[emu info] %s: block of %llu threads (not a multiple "
+            "of 32)\n",
+            name, (unsigned long long)threads);
+  // On a stream the kernel runs later, on its worker: `body` holds its
+  // arguments by value (preprocess.py's [=]).
+  cudaError_t queued =
+      enqueue(cfg.stream, name, {}, [name, cfg, body] { runKernel(name, cfg, body); });
+  if (queued != cudaSuccess)
+    gLastError = queued;
+}
+
 } // namespace emu
 
 // ---------------------------------------------------------------- runtime
 cudaError_t cudaGetLastError() {
   cudaError_t e = emu::gLastError;
   emu::gLastError = cudaSuccess;
-  return e;
+  return e != cudaSuccess ? e : emu::stickyError();
 }
-cudaError_t cudaPeekAtLastError() { return emu::gLastError; }
-const char *cudaGetErrorString(cudaError_t e) {
-  switch (e) {
-  case cudaSuccess:
-    return "no error";
-  case cudaErrorInvalidConfiguration:
-    return "invalid configuration argument";
-  case cudaErrorInvalidValue:
-    return "invalid argument";
-  default:
-    return "unknown";
-  }
-}
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
-  if (bytes)
-    memset(p, value, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int value, size_t width,
-                              size_t height, cudaStream_t) {
-  if (width > pitch && height > 1)
-    return cudaErrorInvalidValue;
-  for (size_t r = 0; r < height; ++r)
-    memset(static_cast<char *>(p) + r * pitch, value, width);
-  return cudaSuccess;
-}
-
-// Elements as the GEMMs read and write them: float, or bf16 widened on
-// load and rounded (by the conversion the kernels use) on store.
-static float loadElem(const void *p, int64_t i, cudaDataType_t t) {
-  if (t == CUDA_R_16BF)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  return static_cast<const float *>(p)[i];
-}
-static void storeElem(void *p, int64_t i, cudaDataType_t t, float v) {
-  if (t == CUDA_R_16BF)
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-  else
-    static_cast<float *>(p)[i] = v;
-}
-
-// Column-major C = alpha op(A) op(B) + beta C (beta == 0: C not read), the
-// sum in double, C rounded once to its type.
-static cublasStatus_t gemmT(cublasOperation_t ta, cublasOperation_t tb, int m,
-                            int n, int k, float alpha, const void *A, int lda,
-                            const void *B, int ldb, float beta, void *C,
-                            int ldc, cudaDataType_t t) {
-  if (m < 0 || n < 0 || k < 0)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  const int arows = ta == CUBLAS_OP_N ? m : k;
-  const int brows = tb == CUBLAS_OP_N ? k : n;
-  if (lda < std::max(1, arows) || ldb < std::max(1, brows) ||
-      ldc < std::max(1, m))
-    return CUBLAS_STATUS_INVALID_VALUE;
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      double acc = 0.0;
-      for (int l = 0; l < k; ++l) {
-        const float a = ta == CUBLAS_OP_N
-                            ? loadElem(A, i + (int64_t)l * lda, t)
-                            : loadElem(A, l + (int64_t)i * lda, t);
-        const float b = tb == CUBLAS_OP_N
-                            ? loadElem(B, l + (int64_t)j * ldb, t)
-                            : loadElem(B, j + (int64_t)l * ldb, t);
-        acc += double(a) * double(b);
-      }
-      const int64_t at = i + (int64_t)j * ldc;
-      const float c = beta == 0.0f ? 0.0f : loadElem(C, at, t);
-      storeElem(C, at, t,
-                beta == 0.0f ? float(alpha * acc)
-                             : float(alpha * acc + beta * c));
-    }
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-static cublasStatus_t gemm1(cublasOperation_t ta, cublasOperation_t tb, int m,
-                            int n, int k, float alpha, const float *A, int lda,
-                            const float *B, int ldb, float beta, float *C,
-                            int ldc) {
-  return gemmT(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
-               CUDA_R_32F);
-}
-
-static size_t elemSize(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
-
-// The Ex calls as the kernels make them: one type for A, B and C, fp32
-// compute, host alpha and beta.
-static bool exSupported(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c,
-                        cublasComputeType_t compute) {
-  return a == b && b == c && (a == CUDA_R_32F || a == CUDA_R_16BF) &&
-         compute == CUBLAS_COMPUTE_32F;
-}
-
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta,
-                            cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType_t at,
-                            int lda, const void *B, cudaDataType_t bt, int ldb,
-                            const void *beta, void *C, cudaDataType_t ct,
-                            int ldc, cublasComputeType_t compute,
-                            cublasGemmAlgo_t) {
-  if (!exSupported(at, bt, ct, compute))
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  return gemmT(ta, tb, m, n, k, *static_cast<const float *>(alpha), A, lda, B,
-               ldb, *static_cast<const float *>(beta), C, ldc, ct);
-}
-
-cublasStatus_t cublasGemmStridedBatchedEx(
-    cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-    int k, const void *alpha, const void *A, cudaDataType_t at, int lda,
-    long long sA, const void *B, cudaDataType_t bt, int ldb, long long sB,
-    const void *beta, void *C, cudaDataType_t ct, int ldc, long long sC,
-    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
-  if (!exSupported(at, bt, ct, compute))
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (batch < 0)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  const size_t e = elemSize(ct);
-  for (int i = 0; i < batch; ++i) {
-    cublasStatus_t s =
-        gemmT(ta, tb, m, n, k, *static_cast<const float *>(alpha),
-              static_cast<const char *>(A) + i * sA * e, lda,
-              static_cast<const char *>(B) + i * sB * e, ldb,
-              *static_cast<const float *>(beta),
-              static_cast<char *>(C) + i * sC * e, ldc, ct);
-    if (s != CUBLAS_STATUS_SUCCESS)
-      return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta,
-                           cublasOperation_t tb, int m, int n, int k,
-                           const float *alpha, const float *A, int lda,
-                           const float *B, int ldb, const float *beta, float *C,
-                           int ldc) {
-  return gemm1(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
-}
-
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta,
-                                         cublasOperation_t tb, int m, int n,
-                                         int k, const float *alpha,
-                                         const float *A, int lda, long long sA,
-                                         const float *B, int ldb, long long sB,
-                                         const float *beta, float *C, int ldc,
-                                         long long sC, int batch) {
-  if (batch < 0)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  for (int i = 0; i < batch; ++i) {
-    cublasStatus_t s = gemm1(ta, tb, m, n, k, *alpha, A + i * sA, lda,
-                             B + i * sB, ldb, *beta, C + i * sC, ldc);
-    if (s != CUBLAS_STATUS_SUCCESS)
-      return s;
-  }
-  return CUBLAS_STATUS_SUCCESS;
+cudaError_t cudaPeekAtLastError() {
+  return emu::gLastError != cudaSuccess ? emu::gLastError
+                                        : emu::stickyError();
 }

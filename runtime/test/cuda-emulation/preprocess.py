@@ -74,7 +74,7 @@ def rewrite(s):
         name = re.sub(r"\s+", " ", kernel)
         out.append(s[pos:b])
         nl = s[e + 1:k].count("\n") + s[cend + 3:p].count("\n")
-        out.append('::emu::launch("%s", ::emu::Cfg(%s), [&] { %s(%s); })' %
+        out.append('::emu::launch("%s", ::emu::Cfg(%s), [=] { %s(%s); })' %
                    (name, cfg, kernel, args) + "\n" * nl)
         pos = q + 1
         n += 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Helpers for the checkpoint tests (standard library only).
 
-  checkpoint_tool.py suffix-losses FULL.json PART.json
+  checkpoint_tool.py suffix-losses FULL.json PART.json [REL_TOL]
       PART's losses (--report-json) are bitwise the last ones of FULL's (a
       resumed run against the uninterrupted one; 9 significant digits
       round-trip a float, so equal text is equal bits)
@@ -35,12 +35,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stop_rank import rank_pid  # noqa: E402
 
 
-def suffix_losses(full_path, part_path):
+def suffix_losses(full_path, part_path, tol=None):
     full = json.load(open(full_path))["losses"]
     part = json.load(open(part_path))["losses"]
-    if not part or len(part) > len(full) or full[-len(part):] != part:
+    suffix = full[-len(part):] if part else []
+    if tol is None:
+        same = suffix == part
+    else:  # another backend: within a relative tolerance
+        same = all(abs(a - b) <= float(tol) * abs(a)
+                   for a, b in zip(suffix, part))
+    if not part or len(part) > len(full) or not same:
         sys.exit(f"losses differ:\n  {full_path}: {full}\n  {part_path}: {part}")
-    print(f"same losses: the last {len(part)} of {len(full)} steps")
+    print(f"same losses: the last {len(part)} of {len(full)} steps"
+          + ("" if tol is None else f" (within {tol} relative)"))
 
 
 def join_logs(out, logs):
@@ -102,7 +109,7 @@ def send_signal(args, command):
 
 def main():
     if sys.argv[1] == "suffix-losses":
-        return suffix_losses(sys.argv[2], sys.argv[3])
+        return suffix_losses(*sys.argv[2:5])
     if sys.argv[1] == "join-logs":
         return join_logs(sys.argv[2], sys.argv[3:])
     if sys.argv[1] == "check-manifest":

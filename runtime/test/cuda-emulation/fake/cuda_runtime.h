@@ -1,1 +1,1 @@
-#include "emu.h"
+#include "emu_runtime.h"
