@@ -43,6 +43,9 @@
 namespace fsdp::rt {
 namespace {
 constexpr unsigned char kCanary = 0xA5;
+/// Seconds past the collective timeout before synchronize() ends the job
+/// itself: the watchdog's dump and report take up to 5 s (FlightRecorder.cpp).
+constexpr double kWatchdogGrace = 10.0;
 // The kernels' header does not see the plan format's.
 static_assert(cuda::kGradSqSumBlocks == plan::kGradSqSumBlocks &&
                   2 * cuda::kGradSqSumBlocks == plan::kGradSqSumScratch &&
@@ -530,7 +533,7 @@ void CudaBackend::synchronize() {
       if (cudaEventQuery(done[f.token]) == cudaErrorNotReady) {
         const Instruction &inst = currentPlan->program[f.instruction];
         return std::string(inst.kernel->name) + " of unit '" + inst.unit +
-               "' at step " + std::to_string(f.step) + " (kernel #" +
+               "' started at step " + std::to_string(f.step) + " or the next (kernel #" +
                std::to_string(f.instruction) + ")";
       }
     return "a collective";
@@ -546,13 +549,17 @@ void CudaBackend::synchronize() {
           n->asyncError() != ncclInProgress)
         fail("NCCL error in " + stuck() + ": " +
              ncclGetErrorString(n->asyncError()));
+    // The flight recorder's watchdog sees the same collective unfinished
+    // (Session keeps a device collective's record open until this returns)
+    // and ends the job first, naming the rank that lags; this is the
+    // backstop where it cannot (one rank, no watchdog).
     double waited = std::chrono::duration<double>(Clock::now() - begin).count();
-    if (timeout > 0 && waited > timeout) {
+    if (timeout > 0 && waited > timeout + kWatchdogGrace) {
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%.1f", timeout);
       fail("collective timeout: " + stuck() + " did not finish within " +
-           seconds +
-           " s; another rank failed, stalled or runs a different plan");
+           seconds + " s (nor within the watchdog's grace after it); "
+           "another rank failed, stalled or runs a different plan");
     }
     // Spin briefly (a step's tail is short), then yield the core.
     if (spins > 1000)

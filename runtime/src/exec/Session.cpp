@@ -143,8 +143,7 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
   auto token = uint32_t(plan::waitToken(wait.params.data()));
   size_t at = startedAt[token];
   Backend::Span span = backend.wait(token);
-  if (recorder)
-    recorder->finishIfOpen(tokenRecord[token]);
+  finishRecord(tokenRecord[token]);
   if (evaluating)
     return; // not part of the training step's profile
   const Instruction &startInst = plan.program[at];
@@ -179,7 +178,7 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
     backend.run(plan, inst, params, step);
   }
   if (id)
-    recorder->finishIfOpen(id);
+    finishRecord(id);
   return lane;
 }
 
@@ -236,9 +235,29 @@ void Session::finishEvaluation() {
     return;
   for (uint32_t token : plan.evalDrainTokens) {
     backend.wait(token);
-    if (recorder)
-      recorder->finishIfOpen(tokenRecord[token]);
+    finishRecord(tokenRecord[token]);
   }
+}
+
+void Session::finishRecord(uint64_t id) {
+  if (!recorder || !id)
+    return;
+  // A device's collective has finished when the device says so, not when
+  // the host enqueued the wait for it: its record stays open until the
+  // step's synchronize(), so that the watchdog sees a collective a peer
+  // never joined as the one in flight (and names the rank that lags).
+  if (backend.hostCollectives())
+    recorder->finishIfOpen(id);
+  else
+    deviceRecords.push_back(id);
+}
+
+void Session::synchronizeDevice() {
+  backend.synchronize();
+  if (recorder)
+    for (uint64_t id : deviceRecords)
+      recorder->finishIfOpen(id);
+  deviceRecords.clear();
 }
 
 float Session::run(int64_t step, bool optimizer, size_t end) {
@@ -263,7 +282,7 @@ float Session::run(int64_t step, bool optimizer, size_t end) {
   }
   if (end < plan.program.size())
     finishEvaluation();
-  backend.synchronize();
+  synchronizeDevice();
   float loss = 0.0f;
   backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));
   return loss;

@@ -24,20 +24,30 @@
 // order by topology, so the emulator's order is one NCCL may use, not the
 // one it will (docs/cuda.md states the tolerance this leaves).
 //
-// Not emulated (the backend does not call them): send/recv, ncclCommSplit,
+// Send and receive: outside a group each is one blocking exchange; inside
+// a group, a stream's point-to-point calls on one communicator run as one
+// operation that posts them all and waits for all (NCCL's fused group,
+// which is what lets an all-to-all of sends and receives not deadlock).
+//
+// Not emulated (the backend does not call them): ncclCommSplit,
 // user-defined reductions, non-blocking communicators.
 //
 //===----------------------------------------------------------------------===//
 #include "emu_streams.h"
 #include "nccl.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if FSDP_EMU_HAVE_MPI
@@ -156,6 +166,71 @@ struct Pending {
 thread_local int tGroupDepth = 0;
 thread_local std::vector<Pending> tGroup;
 
+/// One send or receive of a group, until its group's end.
+struct PointToPoint {
+  ncclComm_t comm;
+  cudaStream_t stream;
+  bool send;
+  void *buffer;
+  size_t bytes;
+  int peer;
+};
+thread_local std::vector<PointToPoint> tPointToPoint;
+
+/// Exchanges `ops` (one communicator's, on one stream): every send and
+/// receive posted, then all waited for.
+void exchange(const std::vector<PointToPoint> &ops) {
+#if FSDP_EMU_HAVE_MPI
+  std::vector<MPI_Request> requests;
+  for (const PointToPoint &op : ops) {
+    if (op.peer == op.comm->rank)
+      continue; // to itself: matched below
+    requests.emplace_back();
+    if (op.send)
+      MPI_Isend(op.buffer, int(op.bytes), MPI_BYTE, op.peer, 0, op.comm->mpi,
+                &requests.back());
+    else
+      MPI_Irecv(op.buffer, int(op.bytes), MPI_BYTE, op.peer, 0, op.comm->mpi,
+                &requests.back());
+  }
+  if (!requests.empty())
+    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+#endif
+  // A rank's sends to itself land in its receives from itself, in order.
+  std::vector<const PointToPoint *> selfSends, selfRecvs;
+  for (const PointToPoint &op : ops)
+    if (op.peer == op.comm->rank)
+      (op.send ? selfSends : selfRecvs).push_back(&op);
+  for (size_t i = 0; i < selfSends.size() && i < selfRecvs.size(); ++i)
+    std::memmove(selfRecvs[i]->buffer, selfSends[i]->buffer,
+                 std::min(selfSends[i]->bytes, selfRecvs[i]->bytes));
+}
+
+/// The group's sends and receives as one operation per (communicator,
+/// stream), ahead of its collectives.
+void flushPointToPoint(std::vector<Pending> &group) {
+  std::vector<PointToPoint> ops = std::move(tPointToPoint);
+  tPointToPoint.clear();
+  std::vector<Pending> merged;
+  while (!ops.empty()) {
+    std::vector<PointToPoint> batch;
+    std::vector<emu::Access> accesses;
+    const ncclComm_t comm = ops.front().comm;
+    const cudaStream_t stream = ops.front().stream;
+    for (auto it = ops.begin(); it != ops.end();)
+      if (it->comm == comm && it->stream == stream) {
+        accesses.push_back({it->buffer, it->bytes, !it->send});
+        batch.push_back(*it);
+        it = ops.erase(it);
+      } else {
+        ++it;
+      }
+    merged.push_back({stream, "ncclSend/ncclRecv group", std::move(accesses),
+                      [batch] { exchange(batch); }});
+  }
+  group.insert(group.begin(), merged.begin(), merged.end());
+}
+
 ncclResult_t submit(ncclComm_t comm, cudaStream_t stream, std::string what,
                     std::vector<emu::Access> accesses,
                     std::function<void()> work) {
@@ -183,9 +258,32 @@ struct Call {
   int64_t count;
 };
 
+/// Fault injection for the watchdog's tests: FSDP_CUDA_EMULATOR_STALL=
+/// RANK:N:SECONDS makes the job's rank RANK (MPI_COMM_WORLD) stall for
+/// SECONDS inside its N-th collective (counted from 1 over every
+/// communicator), as a GPU whose peer link hangs would.
+void maybeStall() {
+  static std::atomic<int> count{0};
+  static const char *spec = std::getenv("FSDP_CUDA_EMULATOR_STALL");
+  int rank = -1, nth = 0;
+  double seconds = 0;
+  if (!spec || std::sscanf(spec, "%d:%d:%lf", &rank, &nth, &seconds) != 3)
+    return;
+  int world = 0;
+#if FSDP_EMU_HAVE_MPI
+  MPI_Comm_rank(MPI_COMM_WORLD, &world);
+#endif
+  if (world == rank && ++count == nth) {
+    std::fprintf(stderr, "[cuda-emu] rank %d stalls %g s inside collective "
+                 "%d (FSDP_CUDA_EMULATOR_STALL)\n", rank, seconds, nth);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+}
+
 /// The collective's ranks agree on `call`, or the device faults naming the
 /// difference; false then (every rank sees it and moves nothing).
 bool agree(ncclComm_t comm, const char *name, const Call &call) {
+  maybeStall();
 #if FSDP_EMU_HAVE_MPI
   if (comm->size == 1)
     return true;
@@ -236,11 +334,6 @@ void allGatherBytes(ncclComm_t comm, const void *send, void *recv,
     std::memmove(slot, send, bytes);
 }
 
-/// Every rank's `bytes` from `send` into `all` (size * bytes), in rank order.
-void gatherEverything(ncclComm_t comm, const void *send, char *all,
-                      size_t bytes) {
-  allGatherBytes(comm, send, all, bytes);
-}
 } // namespace
 
 // ---------------------------------------------------------------- set-up
@@ -394,6 +487,7 @@ ncclResult_t ncclGroupEnd() {
   // calls them in the same order, so MPI pairs them.
   std::vector<Pending> group = std::move(tGroup);
   tGroup.clear();
+  flushPointToPoint(group);
   for (Pending &p : group) {
     cudaError_t queued =
         emu::enqueue(p.stream, p.what, p.accesses, std::move(p.work));
@@ -484,7 +578,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
         // same from everyone's contribution.
         const size_t es = typeBytes(t), n = size_t(comm->size);
         std::vector<char> all(bytes * n);
-        gatherEverything(comm, send, all.data(), bytes);
+        allGatherBytes(comm, send, all.data(), bytes); // rank order
         for (size_t k = 0; k < n; ++k) {
           size_t begin = count * k / n, end = count * (k + 1) / n;
           if (begin == end)
@@ -546,4 +640,43 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count,
     if (comm->rank == root)
       ringReduce(recv, parts.data(), count, t, op, comm->size, root);
   });
+}
+
+namespace {
+ncclResult_t pointToPoint(const char *name, bool send, void *buffer,
+                          size_t count, ncclDataType_t t, int peer,
+                          ncclComm_t comm, cudaStream_t stream) {
+  const size_t bytes = count * typeBytes(t);
+  if (ncclResult_t r = checkArgs(name, comm, t, bytes, 0, false))
+    return r;
+  if (peer < 0 || peer >= comm->size)
+    return failWith(ncclInvalidArgument,
+                    std::string(name) + ": peer " + std::to_string(peer));
+  {
+    std::lock_guard<std::mutex> lock(comm->streamsMu);
+    comm->streams.insert(stream);
+  }
+  const PointToPoint op{comm, stream, send, buffer, bytes, peer};
+  if (tGroupDepth > 0) {
+    tPointToPoint.push_back(op);
+    return ncclSuccess;
+  }
+  cudaError_t queued = emu::enqueue(stream, name, {{buffer, bytes, !send}},
+                                    [op] { exchange({op}); });
+  return queued == cudaSuccess
+             ? ncclSuccess
+             : failWith(ncclUnhandledCudaError,
+                        std::string(name) + ": " + cudaGetErrorString(queued));
+}
+} // namespace
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t,
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  return pointToPoint("ncclSend", true, const_cast<void *>(send), count, t,
+                      peer, comm, stream);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  return pointToPoint("ncclRecv", false, recv, count, t, peer, comm, stream);
 }

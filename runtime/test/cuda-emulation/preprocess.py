@@ -4,7 +4,8 @@
 usage: preprocess.py SRC_DIR DST_DIR
 
 Rewrites every launch kernel<<<cfg>>>(args) into
-::emu::launch("kernel", ::emu::Cfg(cfg), [&] { kernel(args); }), registers
+::emu::launch("kernel", ::emu::Cfg(cfg), [=] { kernel(args); }) (by value:
+a launch on a stream runs later, on the stream's worker), registers
 every __shared__ array with the emulator (which fills it with NaN bytes
 before each block, so a read of unwritten shared memory shows), and writes
 each .cu file as .cpp (headers as they are) into DST_DIR, keeping line

@@ -71,7 +71,8 @@ for key in ("losses", "grad_norms"):
         rel = abs(x - y) / max(abs(x), 1e-30)
         worst = max(worst, rel)
         if rel > args.tol:
-            sys.exit(f"cuda_vs_cpu: {args.name}: step {step} {key[:-1]} "
+            what = {"losses": "loss", "grad_norms": "gradient norm"}[key]
+            sys.exit(f"cuda_vs_cpu: {args.name}: step {step} {what} "
                      f"{x!r} on the CPU, {y!r} on the emulated GPU: relative "
                      f"difference {rel:.2e} > {args.tol:g}")
 for name, report in (("CPU", cpu), ("emulated GPU", cuda)):

@@ -82,4 +82,9 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t type, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream);
 
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t type,
+                      int peer, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t type,
+                      int peer, ncclComm_t comm, cudaStream_t stream);
+
 #endif

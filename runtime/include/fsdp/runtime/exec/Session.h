@@ -159,6 +159,12 @@ private:
   /// A record of collective `index` at `step` in the flight recorder (0
   /// without one).
   uint64_t issueRecord(size_t index, int64_t step);
+  /// Marks record `id` finished: at once for the host's collectives, at
+  /// the next synchronizeDevice() for a device's (which the host merely
+  /// enqueued).
+  void finishRecord(uint64_t id);
+  /// backend.synchronize(), then the device collectives' records finished.
+  void synchronizeDevice();
 
   const Plan &plan;
   Backend &backend;
@@ -172,6 +178,7 @@ private:
   KernelTimes times;
   FlightRecorder *recorder = nullptr;
   std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
+  std::vector<uint64_t> deviceRecords; ///< finished at the next synchronize
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
   bool evaluating = false;
