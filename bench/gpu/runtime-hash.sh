@@ -7,6 +7,10 @@
 # the tracked and the untracked-but-not-ignored ones (git ls-files -co
 # --exclude-standard); without git (a copied tree), every file under
 # runtime/ but Python caches. Content and path only, not modes or times.
+# Not runtime/test/cuda-emulation/: the CPU emulation of the device, which
+# none of the three prebuilt binaries contains (prepare.sh configures with
+# FSDP_BUILD_CUDA_EMULATOR=OFF), so that work on it does not make the
+# prebuilt runtime stale.
 # Usage: bench/gpu/runtime-hash.sh [REPO_ROOT]
 set -euo pipefail
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -19,6 +23,6 @@ list() {
   fi
 }
 # A tracked file deleted from the working tree is listed by git but absent.
-list | LC_ALL=C sort -u | while IFS= read -r f; do
+list | grep -v '^runtime/test/cuda-emulation/' | LC_ALL=C sort -u | while IFS= read -r f; do
   [[ -f "$f" ]] && printf '%s\0' "$f"
 done | xargs -0 -r sha256sum | sha256sum | cut -d' ' -f1
