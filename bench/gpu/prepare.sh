@@ -33,15 +33,107 @@
 #                   bf16) for 30 steps on data/corpus.txt, llama-124m for 2
 #                   steps on llama-tokens.bin; the model shapes and the
 #                   Llama's parameter count as the plan reports it
+# And, first, the runtime the GPU machine runs, built here so that the
+# device's minutes go to measuring (docs/cuda.md, "Running the GPU check"):
+#   bench/gpu/prebuilt/  (git-ignored; carry it with the plans)
+#     bin/fsdp-run, lib/libfsdp-backend-cuda.so, bin/fsdp-cuda-kernels-test
+#                   from `cmake -S runtime` (Release, CUDA architectures
+#                   $PREBUILT_ARCHS, "80;90" by default; MPI off, so the
+#                   binaries need no libmpi; no CUDA emulator module; the
+#                   CPU BLAS is dlopen()ed at run time and nlohmann-json is
+#                   header-only, so neither is a dependency), not stripped
+#                   (17 MB in all)
+#     manifest.txt  the commit, the hash of runtime/'s sources
+#                   (runtime-hash.sh), nvcc's version, the architectures,
+#                   each file's size, SHA-256 and NEEDED sonames, the
+#                   newest GLIBC/GLIBCXX/CXXABI versions they need
+#   check.sh uses them when they match its sources and load there, and
+#   builds on the device otherwise. Without a CUDA toolkit here prepare.sh
+#   warns and leaves bench/gpu/prebuilt out.
 # Usage: bench/gpu/prepare.sh [OUT_DIR]   (default bench/gpu/plans, which
 # git ignores; carry it to the GPU machine). Takes a few minutes (three
 # gpt2-124m steps and two llama-124m steps on the CPU). A compiler or CPU
 # backend that cannot build or run the Llama leaves its files out with a
 # warning; check.sh then skips the Llama rows with a line saying so.
+# Environment: PREBUILT_DIR (default bench/gpu/prebuilt), PREBUILT_BUILD_DIR
+# (the runtime-only build folder, default build-prebuilt, git-ignored),
+# PREBUILT_ARCHS ("80;90"), PREBUILT_ONLY=1 (the prebuilt runtime alone:
+# no compiler build, no plans; about a minute), PREBUILT=0 (no prebuilt).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="${1:-$root/bench/gpu/plans}"
 build="${BUILD_DIR:-$root/build}"
+prebuilt="${PREBUILT_DIR:-$root/bench/gpu/prebuilt}"
+prebuilt_build="${PREBUILT_BUILD_DIR:-$root/build-prebuilt}"
+prebuilt_archs="${PREBUILT_ARCHS:-80;90}"
+
+# The runtime-only build for the GPU machine (see the header). Its own
+# build folder, then only what check.sh runs, copied with a manifest.
+build_prebuilt() {
+  local nvcc="${CUDACXX:-/usr/local/cuda/bin/nvcc}"
+  command -v "$nvcc" > /dev/null 2>&1 || nvcc=$(command -v nvcc) || {
+    echo "prepare: warning: no nvcc here: no $prebuilt (check.sh builds the runtime on the device)" >&2
+    return 1
+  }
+  local t0=$SECONDS
+  mkdir -p "$prebuilt_build"
+  CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}" \
+  cmake -G Ninja -S "$root/runtime" -B "$prebuilt_build" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DCMAKE_CUDA_ARCHITECTURES="$prebuilt_archs" \
+    -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF \
+    > "$prebuilt_build/prepare-configure.log" 2>&1 \
+    || { tail -20 "$prebuilt_build/prepare-configure.log" >&2; return 1; }
+  grep -q "fsdp runtime: CUDA backend enabled" "$prebuilt_build/prepare-configure.log" || {
+    grep "fsdp runtime" "$prebuilt_build/prepare-configure.log" >&2
+    echo "prepare: warning: the runtime-only build has no CUDA backend: no $prebuilt" >&2
+    return 1
+  }
+  CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}" \
+  cmake --build "$prebuilt_build" -j "${PREBUILT_JOBS:-2}" \
+    --target fsdp-run fsdp-cuda-kernels-test > "$prebuilt_build/prepare-build.log" 2>&1 \
+    || { tail -30 "$prebuilt_build/prepare-build.log" >&2; return 1; }
+  rm -rf "$prebuilt"
+  mkdir -p "$prebuilt/bin" "$prebuilt/lib"
+  local files=(bin/fsdp-run lib/libfsdp-backend-cuda.so bin/fsdp-cuda-kernels-test)
+  local f
+  for f in "${files[@]}"; do
+    cp "$prebuilt_build/$f" "$prebuilt/$f" || return 1
+  done
+  {
+    echo "# bench/gpu/prebuilt: the runtime for bench/gpu/check.sh, built by"
+    echo "# bench/gpu/prepare.sh on a machine without a GPU (never run on one here)."
+    echo "commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(
+      [[ -n "$(git -C "$root" status --porcelain -- runtime 2>/dev/null)" ]] && echo " (runtime/ modified)")"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(( SECONDS - t0 )) s"
+    echo "source_hash=$("$root/bench/gpu/runtime-hash.sh" "$root")"
+    echo "cuda=$("$nvcc" --version | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\).*/\2/p')"
+    echo "nvcc=$("$nvcc" --version | grep -m1 release)"
+    echo "cuda_architectures=$prebuilt_archs"
+    echo "cxx=$(grep -m1 'CMAKE_CXX_COMPILER:' "$prebuilt_build/CMakeCache.txt" | cut -d= -f2) ($(c++ --version | head -1))"
+    echo "cmake_options=-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$prebuilt_archs -DFSDP_ENABLE_CUDA=ON -DFSDP_ENABLE_MPI=OFF -DFSDP_BUILD_CUDA_EMULATOR=OFF"
+    grep -E "fsdp runtime:" "$prebuilt_build/prepare-configure.log" | sed 's/^-- /configure: /'
+    echo "needed=$(for f in "${files[@]}"; do readelf -d "$prebuilt/$f"; done \
+      | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//')"
+    local family
+    for family in GLIBC GLIBCXX CXXABI; do
+      echo "needs_$family=$(for f in "${files[@]}"; do readelf -V "$prebuilt/$f"; done \
+        | grep -oE "Name: ${family}_[0-9.]+" | sed 's/Name: //' | sort -uV | tail -1)"
+    done
+    for f in "${files[@]}"; do
+      echo "file=$f size=$(stat -c %s "$prebuilt/$f") sha256=$(sha256sum "$prebuilt/$f" | cut -d' ' -f1) needed=$(
+        readelf -d "$prebuilt/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ',' | sed 's/,$//')"
+    done
+    echo "total_bytes=$(du -cb "${files[@]/#/$prebuilt/}" | tail -1 | cut -f1)"
+  } > "$prebuilt/manifest.txt"
+  echo "prepare: runtime for the GPU machine in $prebuilt ($(du -sh "$prebuilt" | cut -f1), built in $(( SECONDS - t0 )) s)"
+}
+if [[ "${PREBUILT:-1}" != 0 ]]; then
+  build_prebuilt || { rm -rf "$prebuilt"
+    echo "prepare: warning: no prebuilt runtime: check.sh will build it on the device" >&2; }
+fi
+[[ "${PREBUILT_ONLY:-0}" == 1 ]] && exit 0
+
 BUILD_DIR="$build" "$root/scripts/build.sh" > /dev/null
 bin="$build/bin"
 mkdir -p "$out"
@@ -219,3 +311,6 @@ json.dump(ref, open(os.path.join(out, "reference.json"), "w"), indent=1)
 PY
 echo "prepare: plans and CPU reference losses in $out"
 ls -l "$out"
+if [[ -f "$prebuilt/manifest.txt" ]]; then
+  echo "prepare: carried to the GPU machine: $(du -shc "$out" "$prebuilt" | tail -1 | cut -f1) ($out and $prebuilt; the device tool carries 64 MiB at most)"
+fi

@@ -2,6 +2,13 @@
 """The GPU check's table and verdicts, from the files check.sh wrote.
 
 usage: summarize.py REFERENCE_JSON OUT_DIR
+       summarize.py --row KEY REFERENCE_JSON OUT_DIR
+
+--row prints, as soon as a stage of check.sh has ended, that stage's lines
+of the table (prefixed with the model) or its PASS/FAIL checks, and always
+exits 0; KEY is one of ROW_KEYS below. MFU there is against the default
+peaks (the PyTorch runs, which report the GPU's, come later); the full
+summary at the end recomputes it.
 
 Prints one table (ms/step, tokens/s, MFU by the PaLM formula, peak device
 memory next to the compiler's prediction) for our CUDA backend and PyTorch
@@ -44,12 +51,16 @@ MIXED_TOL = 5e-2
 PEAK_BF16 = 989.4  # dense bf16, H100/H200 SXM, TFLOP/s
 
 
+QUIET = False  # --row: a missing file shows as "missing run" / "no result"
+
+
 def load(path):
     try:
         with open(path) as f:
             return json.load(f)
     except (OSError, ValueError) as e:
-        print(f"summarize: {path}: {e}")
+        if not QUIET or not isinstance(e, FileNotFoundError):
+            print(f"summarize: {path}: {e}")
         return None
 
 
@@ -181,8 +192,8 @@ def llama_section(ref, out):
           f"+ 12 L H hs T per token; {flops / 1e12:.2f} TFLOP/step")
     print("| run | ms/step | tokens/s | MFU | peak device memory | compiler's prediction |")
     print("|---|---|---|---|---|---|")
-    for name, ms, tps, mfu, mem, pred in rows:
-        print(f"| {name} | {ms:.1f} | {tps:,.0f} | {100 * mfu:.1f}% | {mem} | {pred} |")
+    for row in rows:
+        print(format_row(*row))
 
     checks = []
     for name in ("tiny-llama", "tiny-llama-bf16"):
@@ -231,7 +242,135 @@ def llama_section(ref, out):
     return checks, targets
 
 
+def format_row(name, ms, tps, mfu, mem, pred):
+    return (f"| {name} | {ms:.1f} | {tps:,.0f} | {100 * mfu:.1f}% | {mem} "
+            f"| {pred} |")
+
+
+def check_line(ok, text):
+    return ("PASS " if ok else "FAIL ") + text
+
+
+def row_lines(key, ref, out):
+    """One stage's lines for check.sh, printed when the stage ends."""
+    shape = ref.get("gpt2-124m-shape", {"layers": 12, "dim": 768,
+                                        "vocab": 50257, "seq": 1024,
+                                        "batch": 4})
+    flops = flops_per_step(shape)
+    path = lambda name: os.path.join(out, name)
+    lines = []
+    if key == "parity":
+        try:
+            parity = open(path("parity.log")).read()
+        except OSError:
+            parity = ""
+        m = re.search(r"cuda-kernels: (\d+) passed, (\d+) failed", parity)
+        lines.append(check_line(bool(m) and m.group(2) == "0"
+                                and "parity exit: 0" in parity,
+                                "kernel parity: " + (m.group(0) if m else
+                                                     "no result")))
+    elif key == "tiny":
+        lines.append(check_line(*compare("tiny", load(path("tiny-cuda.json")),
+                                         ref.get("tiny"))))
+    elif key == "gpt2-124m-fp32":
+        lines.append(check_line(*compare(
+            "gpt2-124m", load(path("gpt2-124m-fp32.json")),
+            ref.get("gpt2-124m"))))
+    elif key in ("gpt2-124m-tf32", "gpt2-124m-bf16"):
+        run = load(path(key + ".json"))
+        if run:
+            bf16 = key.endswith("bf16")
+            label = ("fsdp-run --backend cuda (bf16 params, f32 reduce)"
+                     if bf16 else "fsdp-run --backend cuda (TF32)")
+            lines.append(format_row(*our_row(
+                "gpt2-124m: " + label, run, flops,
+                PEAK_BF16 if bf16 else 494.7)))
+            if bf16:
+                lines.append(check_line(*compare(
+                    "gpt2-124m bf16 vs TF32", run,
+                    load(path("gpt2-124m-tf32.json")), MIXED_TOL,
+                    "GPU bf16 vs GPU TF32")))
+    elif key == "tiny-bf16":
+        tiny_bf16 = load(path("tiny-bf16-cuda.json"))
+        lines.append(check_line(*compare("tiny-bf16", tiny_bf16,
+                                         ref.get("tiny-bf16"))))
+        lines.append(check_line(*compare(
+            "tiny bf16 vs fp32", tiny_bf16, load(path("tiny-cuda.json")),
+            MIXED_TOL, "GPU bf16 vs GPU fp32")))
+    elif key in ("tiny-llama", "tiny-llama-bf16"):
+        lines.append(check_line(*compare(key, load(path(key + "-cuda.json")),
+                                         ref.get(key))))
+    elif key == "llama-124m-fp32":
+        lines.append(check_line(*compare(
+            "llama-124m", load(path("llama-124m-fp32.json")),
+            ref.get("llama-124m"))))
+    elif key in ("llama-124m-tf32", "llama-124m-bf16"):
+        run = load(path(key + ".json"))
+        lshape = ref.get("llama-124m-shape")
+        if run and lshape:
+            bf16 = key.endswith("bf16")
+            label = ("fsdp-run --backend cuda (bf16 params, f32 reduce)"
+                     if bf16 else "fsdp-run --backend cuda (TF32)")
+            lines.append(format_row(*our_row(
+                "llama-124m: " + label, run, llama_flops_per_step(lshape),
+                PEAK_BF16 if bf16 else 494.7)))
+    elif key.startswith("torch-llama"):
+        lshape = ref.get("llama-124m-shape")
+        names = [n for n, _ in LLAMA_TORCH]
+        if key != "torch-llama":
+            names = [key[len("torch-llama-"):]]
+        for n, label in LLAMA_TORCH:
+            run = load(path(f"torch-llama-{n}.json")) if n in names and \
+                os.path.exists(path(f"torch-llama-{n}.json")) else None
+            if run and lshape:
+                lines.append(format_row(*torch_row(
+                    "llama-124m: " + label, run, llama_flops_per_step(lshape))))
+        eq_path = path("torch-llama-equivalence.json")
+        if key == "torch-llama" and os.path.exists(eq_path):
+            eq = load(eq_path)
+            if eq:
+                lines.append(check_line(
+                    eq["ok"], "tiny-llama PyTorch (our initial values) vs "
+                    f"CPU: max rel diff {eq['max_rel_diff']:.2e} "
+                    f"(tolerance {eq['tolerance']:.0e})"))
+    elif key.startswith("torch-"):
+        n = key[len("torch-"):]
+        labels = {"manual": "PyTorch eager, manual attention (TF32)",
+                  "sdpa": "PyTorch eager, sdpa attention (TF32)",
+                  "manual-bf16": "PyTorch eager, manual attention "
+                                 "(autocast bf16)",
+                  "sdpa-bf16": "PyTorch eager, sdpa attention (autocast bf16)",
+                  "compile-bf16": "torch.compile, sdpa attention "
+                                  "(autocast bf16)"}
+        run = load(path(key + ".json")) if n in labels and \
+            os.path.exists(path(key + ".json")) else None
+        if run:
+            lines.append(format_row(*torch_row("gpt2-124m: " + labels[n], run,
+                                               flops)))
+    else:
+        lines.append(f"summarize: unknown row {key!r} (one of "
+                     f"{', '.join(ROW_KEYS)})")
+    if not lines:
+        lines.append(f"{key}: no result")
+    return lines
+
+
+ROW_KEYS = ("parity", "tiny", "gpt2-124m-fp32", "gpt2-124m-tf32", "tiny-bf16",
+            "gpt2-124m-bf16", "tiny-llama", "tiny-llama-bf16",
+            "llama-124m-fp32", "llama-124m-tf32", "llama-124m-bf16",
+            "torch-manual", "torch-sdpa", "torch-manual-bf16",
+            "torch-sdpa-bf16", "torch-compile-bf16", "torch-llama",
+            "torch-llama-compile-bf16")
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--row":
+        global QUIET
+        QUIET = True
+        ref = load(sys.argv[3]) or {}
+        for line in row_lines(sys.argv[2], ref, sys.argv[4]):
+            print("row: " + line)
+        return
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     ref = load(sys.argv[1]) or {}
@@ -245,8 +384,8 @@ def main():
           f"peak for bf16 rows; {flops / 1e12:.2f} TFLOP/step")
     print("| run | ms/step | tokens/s | MFU | peak device memory | compiler's prediction |")
     print("|---|---|---|---|---|---|")
-    for name, ms, tps, mfu, mem, pred in rows:
-        print(f"| {name} | {ms:.1f} | {tps:,.0f} | {100 * mfu:.1f}% | {mem} | {pred} |")
+    for row in rows:
+        print(format_row(*row))
 
     checks = []
     parity = ""

@@ -127,9 +127,12 @@ TOP = r"(?:scripts|bench|test|docs|data|runtime|lib|include|tools|\.ci)"
 PATH_RE = re.compile(r"(?<![\w./-])((?:\{[\w/,.-]+\}/|" + TOP +
                      r"/)[\w.{},/*-]*)")
 # Named as what will exist, not what does: results a GPU run will write,
-# plans bench/gpu/prepare.sh writes, crasher file name prefixes.
+# plans and the prebuilt runtime bench/gpu/prepare.sh writes (git-ignored;
+# the device tool's carry list names them without the slash), crasher file
+# name prefixes.
 FUTURE_PATHS = {"docs/gpu.md", "bench/gpu/plans/", "test/fuzz/crashers/plan-",
-                "test/fuzz/crashers/model-", "test/fuzz/crashers/data-"}
+                "test/fuzz/crashers/model-", "test/fuzz/crashers/data-",
+                "bench/gpu/plans", "bench/gpu/prebuilt/", "bench/gpu/prebuilt"}
 
 
 def expand(path):
