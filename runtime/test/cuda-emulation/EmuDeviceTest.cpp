@@ -100,22 +100,22 @@ void fault(const char *scenario) {
               cudaGetErrorString(e));
 }
 
-/// The collectives at 3 ranks, their results and NCCL's ring order.
-void nccl(int rank, int size) {
-  ncclUniqueId id;
-  if (rank == 0)
-    ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+/// One rank's communicator, stream and device buffer.
+struct Setup {
+  int rank, size;
   ncclComm_t comm;
-  expect(ncclCommInitRank(&comm, size, id, rank) == ncclSuccess,
-         "ncclCommInitRank");
   cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  void *d = nullptr;
-  cudaMalloc(&d, 1 << 16);
-  auto *f = static_cast<float *>(d);
-  auto *h = static_cast<__nv_bfloat16 *>(d);
+  float *f;           ///< the buffer as floats
+  __nv_bfloat16 *h;   ///< the same as bf16
+};
 
+/// Sums and averages, and NCCL's ring order in bf16.
+void ncclReductions(const Setup &c) {
+  const int rank = c.rank, size = c.size;
+  ncclComm_t comm = c.comm;
+  cudaStream_t s = c.s;
+  float *f = c.f;
+  __nv_bfloat16 *h = c.h;
   // All-reduce (sum, f32): every rank the same sum.
   std::vector<float> x(6);
   for (int i = 0; i < 6; ++i)
@@ -156,6 +156,14 @@ void nccl(int rank, int size) {
   float third = 1.0f / 3.0f;
   float ring0 = (2 * third + 3 * third) + 1 * third; // chunk 0 ends at rank 0
   expect(v == ring0, "all-reduce avg pre-multiplied");
+}
+
+/// Gathers, grouped broadcasts, and send/recv around the ring.
+void ncclMovement(const Setup &c) {
+  const int rank = c.rank, size = c.size;
+  ncclComm_t comm = c.comm;
+  cudaStream_t s = c.s;
+  float *f = c.f;
 
   // All-gather in place, then a group of broadcasts (uneven layout).
   float slot = float(10 + rank);
@@ -184,7 +192,25 @@ void nccl(int rank, int size) {
   cudaStreamSynchronize(s);
   cudaMemcpy(&back, f + 1, 4, cudaMemcpyDeviceToHost);
   expect(back == float(100 + (rank + size - 1) % size), "send/recv ring");
+}
 
+/// The collectives at 3 ranks, their results and NCCL's ring order.
+void nccl(int rank, int size) {
+  ncclUniqueId id;
+  if (rank == 0)
+    ncclGetUniqueId(&id);
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t comm;
+  expect(ncclCommInitRank(&comm, size, id, rank) == ncclSuccess,
+         "ncclCommInitRank");
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  void *d = nullptr;
+  cudaMalloc(&d, 1 << 16);
+  const Setup setup{rank, size, comm, s, static_cast<float *>(d),
+                    static_cast<__nv_bfloat16 *>(d)};
+  ncclReductions(setup);
+  ncclMovement(setup);
   ncclResult_t state;
   ncclCommGetAsyncError(comm, &state);
   expect(state == ncclSuccess, "no asynchronous error");
