@@ -61,6 +61,7 @@ struct InFlight {
   uint32_t token;
   size_t instruction;
   int64_t step;
+  bool reported = false; ///< synchronize() told its caller it finished
 };
 
 class CudaBackend : public Backend {
@@ -92,7 +93,8 @@ public:
   /// NCCL runs the plan's collectives on the device; the executor records
   /// them for the flight recorder.
   bool hostCollectives() const override { return false; }
-  void synchronize() override;
+  void synchronize(
+      const std::function<void(uint32_t)> &finished = nullptr) override;
   uint64_t measureHighWaterMark() override;
   DeviceMemory deviceMemory() const override { return memory; }
   double peakFlops(bool bf16) const override {
@@ -525,7 +527,8 @@ Backend::Span CudaBackend::wait(uint32_t token) {
   return {}; // the device decides when; the host does not wait here
 }
 
-void CudaBackend::synchronize() {
+void CudaBackend::synchronize(
+    const std::function<void(uint32_t)> &finished) {
   using Clock = std::chrono::steady_clock;
   auto begin = Clock::now();
   auto stuck = [&]() -> std::string {
@@ -538,7 +541,19 @@ void CudaBackend::synchronize() {
       }
     return "a collective";
   };
+  // Tells the caller of each collective the device has finished (all
+  // those whose events completed, when `all`).
+  auto report = [&](bool all) {
+    if (!finished)
+      return;
+    for (InFlight &f : inFlight)
+      if (!f.reported && (all || cudaEventQuery(done[f.token]) == cudaSuccess)) {
+        f.reported = true;
+        finished(f.token);
+      }
+  };
   for (int spins = 0;; ++spins) {
+    report(/*all=*/false);
     cudaError_t state = cudaStreamQuery(compute);
     if (state == cudaSuccess)
       break;
@@ -565,6 +580,7 @@ void CudaBackend::synchronize() {
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  report(/*all=*/false);
   inFlight.clear();
   sampleMemory(/*setup=*/false);
 }

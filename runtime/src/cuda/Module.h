@@ -26,7 +26,7 @@
 namespace fsdp::rt::cuda {
 /// Bumped whenever this table, CudaBackendOptions or the Backend interface
 /// changes in a way that sizeof cannot see.
-constexpr uint32_t kModuleVersion = 1;
+constexpr uint32_t kModuleVersion = 2; ///< 2: synchronize(finished)
 
 struct ModuleTable {
   uint32_t version;     ///< kModuleVersion of the module's build

@@ -143,7 +143,7 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
   auto token = uint32_t(plan::waitToken(wait.params.data()));
   size_t at = startedAt[token];
   Backend::Span span = backend.wait(token);
-  finishRecord(tokenRecord[token]);
+  finishStarted(token);
   if (evaluating)
     return; // not part of the training step's profile
   const Instruction &startInst = plan.program[at];
@@ -178,7 +178,7 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
     backend.run(plan, inst, params, step);
   }
   if (id)
-    finishRecord(id);
+    recorder->finishIfOpen(id); // ran in order: the host's wait is the step's
   return lane;
 }
 
@@ -235,28 +235,36 @@ void Session::finishEvaluation() {
     return;
   for (uint32_t token : plan.evalDrainTokens) {
     backend.wait(token);
-    finishRecord(tokenRecord[token]);
+    finishStarted(token);
   }
 }
 
-void Session::finishRecord(uint64_t id) {
-  if (!recorder || !id)
+void Session::finishStarted(uint32_t token) {
+  if (!recorder)
     return;
   // A device's collective has finished when the device says so, not when
   // the host enqueued the wait for it: its record stays open until the
-  // step's synchronize(), so that the watchdog sees a collective a peer
-  // never joined as the one in flight (and names the rank that lags).
+  // step's synchronize() reports it done, so that the watchdog sees a
+  // collective a peer never joined as the one in flight (and names the
+  // rank that lags).
   if (backend.hostCollectives())
-    recorder->finishIfOpen(id);
+    recorder->finishIfOpen(tokenRecord[token]);
   else
-    deviceRecords.push_back(id);
+    deviceRecords.push_back(tokenRecord[token]);
 }
 
 void Session::synchronizeDevice() {
-  backend.synchronize();
-  if (recorder)
-    for (uint64_t id : deviceRecords)
-      recorder->finishIfOpen(id);
+  if (!recorder || deviceRecords.empty()) {
+    backend.synchronize();
+    return;
+  }
+  backend.synchronize([this](uint32_t token) {
+    recorder->finishIfOpen(tokenRecord[token]);
+  });
+  // Those the backend did not report (a synchronize inside a read() since)
+  // are done too: the device is idle.
+  for (uint64_t id : deviceRecords)
+    recorder->finishIfOpen(id);
   deviceRecords.clear();
 }
 

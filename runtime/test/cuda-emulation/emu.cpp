@@ -53,6 +53,7 @@ emu_switch_stack:
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
 #endif
@@ -236,6 +237,11 @@ static void runBlock(int nthreads, std::mt19937 &rng) {
     Fiber &f = gFibers[t];
     if (!f.stack)
       f.stack = static_cast<char *>(malloc(kStack));
+#ifdef EMU_ASAN
+    // A fiber of an earlier block never returned from its frames (it ended
+    // by switching away): their redzones are still poisoned.
+    ASAN_UNPOISON_MEMORY_REGION(f.stack, kStack);
+#endif
     f.done = false;
     f.waiting = 0;
     f.linear = t;

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -68,8 +69,13 @@ public:
   /// MPI), which records them in the flight recorder itself; false where
   /// they are enqueued on a device (NCCL): the executor records those.
   virtual bool hostCollectives() const { return true; }
-  /// Waits for all kernels issued so far.
-  virtual void synchronize() {}
+  /// Waits for all kernels issued so far. `finished`, where given, is told
+  /// the token of each collective started (start()) since the last call as
+  /// the device finishes it, before this returns: the executor closes the
+  /// collective's flight-recorder record then, not when the host merely
+  /// enqueued the wait for it.
+  virtual void
+  synchronize(const std::function<void(uint32_t token)> &finished = nullptr) {}
   /// One past the highest arena byte that differs from the canary.
   virtual uint64_t measureHighWaterMark() = 0;
 

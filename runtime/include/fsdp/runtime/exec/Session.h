@@ -159,11 +159,12 @@ private:
   /// A record of collective `index` at `step` in the flight recorder (0
   /// without one).
   uint64_t issueRecord(size_t index, int64_t step);
-  /// Marks record `id` finished: at once for the host's collectives, at
-  /// the next synchronizeDevice() for a device's (which the host merely
-  /// enqueued).
-  void finishRecord(uint64_t id);
-  /// backend.synchronize(), then the device collectives' records finished.
+  /// Marks the record of started collective `token` finished: at once for
+  /// the host's collectives, when the device reports it done (the next
+  /// synchronizeDevice()) for a device's, which the host merely enqueued.
+  void finishStarted(uint32_t token);
+  /// backend.synchronize(), closing the device collectives' records as
+  /// the device finishes them.
   void synchronizeDevice();
 
   const Plan &plan;
@@ -178,7 +179,7 @@ private:
   KernelTimes times;
   FlightRecorder *recorder = nullptr;
   std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
-  std::vector<uint64_t> deviceRecords; ///< finished at the next synchronize
+  std::vector<uint64_t> deviceRecords; ///< open until the device is done
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
   bool evaluating = false;
