@@ -15,8 +15,10 @@
 // mask with a system call at every switch, which made the kernels' barriers
 // most of a training step's time under the emulator; on x86-64 a switch is
 // the callee-saved registers, the SSE and x87 control words and the stack
-// pointer (as Boost.Context's fcontext does), ucontext elsewhere.
-#if defined(__x86_64__)
+// pointer (as Boost.Context's fcontext does), ucontext elsewhere and
+// under AddressSanitizer (whose fiber annotations are made for ucontext's
+// switches; with ours it reported the fibers' own frames as overflows).
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define EMU_FAST_SWITCH 1
 extern "C" void emu_switch_stack(void **save, void *load);
 asm(R"(
