@@ -57,7 +57,8 @@ if shutil.which("valgrind") and not _sanitized(
         os.path.join(config.fsdp_tools_dir, "fsdp-opt")):
     config.available_features.add("valgrind")
 # The sanitizer build's tools: tests too slow under ASan for the time they
-# add (the emulated GPU's training matrix) say UNSUPPORTED: asan.
+# add (the emulated GPU's training, checkpoints, watchdog: seconds a step
+# there) say UNSUPPORTED: asan.
 if _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
     config.available_features.add("asan")
 # fsdp-run counts its heap (HeapCounter.cpp) except under ASan, which
