@@ -93,8 +93,8 @@ public:
   /// NCCL runs the plan's collectives on the device; the executor records
   /// them for the flight recorder.
   bool hostCollectives() const override { return false; }
-  void synchronize(
-      const std::function<void(uint32_t)> &finished = nullptr) override;
+  void
+  synchronize(const std::function<void(uint32_t)> &finished = nullptr) override;
   uint64_t measureHighWaterMark() override;
   DeviceMemory deviceMemory() const override { return memory; }
   double peakFlops(bool bf16) const override {
@@ -527,8 +527,7 @@ Backend::Span CudaBackend::wait(uint32_t token) {
   return {}; // the device decides when; the host does not wait here
 }
 
-void CudaBackend::synchronize(
-    const std::function<void(uint32_t)> &finished) {
+void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
   using Clock = std::chrono::steady_clock;
   auto begin = Clock::now();
   auto stuck = [&]() -> std::string {
@@ -536,8 +535,8 @@ void CudaBackend::synchronize(
       if (cudaEventQuery(done[f.token]) == cudaErrorNotReady) {
         const Instruction &inst = currentPlan->program[f.instruction];
         return std::string(inst.kernel->name) + " of unit '" + inst.unit +
-               "' started at step " + std::to_string(f.step) + " or the next (kernel #" +
-               std::to_string(f.instruction) + ")";
+               "' started at step " + std::to_string(f.step) +
+               " or the next (kernel #" + std::to_string(f.instruction) + ")";
       }
     return "a collective";
   };
@@ -547,7 +546,8 @@ void CudaBackend::synchronize(
     if (!finished)
       return;
     for (InFlight &f : inFlight)
-      if (!f.reported && (all || cudaEventQuery(done[f.token]) == cudaSuccess)) {
+      if (!f.reported &&
+          (all || cudaEventQuery(done[f.token]) == cudaSuccess)) {
         f.reported = true;
         finished(f.token);
       }
@@ -573,7 +573,8 @@ void CudaBackend::synchronize(
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%.1f", timeout);
       fail("collective timeout: " + stuck() + " did not finish within " +
-           seconds + " s (nor within the watchdog's grace after it); "
+           seconds +
+           " s (nor within the watchdog's grace after it); "
            "another rank failed, stalled or runs a different plan");
     }
     // Spin briefly (a step's tail is short), then yield the core.

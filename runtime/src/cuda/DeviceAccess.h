@@ -1,4 +1,5 @@
-//===- DeviceAccess.h - what an instruction's kernels touch, for the emulator -*- C++ -*-===//
+//===- DeviceAccess.h - what an instruction's kernels touch, for the emulator
+//-*- C++ -*-===//
 //
 // Under the CUDA emulator (the module built against
 // runtime/test/cuda-emulation/, FSDP_CUDA_EMULATED), the race checker

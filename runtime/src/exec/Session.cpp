@@ -258,9 +258,8 @@ void Session::synchronizeDevice() {
     backend.synchronize();
     return;
   }
-  backend.synchronize([this](uint32_t token) {
-    recorder->finishIfOpen(tokenRecord[token]);
-  });
+  backend.synchronize(
+      [this](uint32_t token) { recorder->finishIfOpen(tokenRecord[token]); });
   // Those the backend did not report (a synchronize inside a read() since)
   // are done too: the device is idle.
   for (uint64_t id : deviceRecords)

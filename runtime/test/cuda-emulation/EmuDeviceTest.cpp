@@ -1,4 +1,5 @@
-//===- EmuDeviceTest.cpp - the emulated device and NCCL, checked on their own ===//
+//===- EmuDeviceTest.cpp - the emulated device and NCCL, checked on their own
+//===//
 //
 // The emulator under the CUDA backend (emu_streams.cpp, emu_races.cpp,
 // emu_nccl.cpp) checked without the backend, one scenario per argument:
@@ -105,8 +106,8 @@ struct Setup {
   int rank, size;
   ncclComm_t comm;
   cudaStream_t s;
-  float *f;           ///< the buffer as floats
-  __nv_bfloat16 *h;   ///< the same as bf16
+  float *f;         ///< the buffer as floats
+  __nv_bfloat16 *h; ///< the same as bf16
 };
 
 /// Sums and averages, and NCCL's ring order in bf16.
@@ -207,7 +208,11 @@ void nccl(int rank, int size) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   void *d = nullptr;
   cudaMalloc(&d, 1 << 16);
-  const Setup setup{rank, size, comm, s, static_cast<float *>(d),
+  const Setup setup{rank,
+                    size,
+                    comm,
+                    s,
+                    static_cast<float *>(d),
                     static_cast<__nv_bfloat16 *>(d)};
   ncclReductions(setup);
   ncclMovement(setup);
@@ -230,8 +235,8 @@ void disagree(int rank, int size) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   void *d = nullptr;
   cudaMalloc(&d, 4096);
-  ncclAllGather(d, static_cast<char *>(d) + 64, rank == 1 ? 3 : 4,
-                ncclFloat32, comm, s);
+  ncclAllGather(d, static_cast<char *>(d) + 64, rank == 1 ? 3 : 4, ncclFloat32,
+                comm, s);
   cudaStreamSynchronize(s);
   cudaError_t e = cudaStreamQuery(s);
   expect(e != cudaSuccess, "a disagreement faults the device");
@@ -258,8 +263,10 @@ int main(int argc, char **argv) {
       disagree(rank, size);
     MPI_Finalize();
   } else {
-    std::fprintf(stderr, "usage: %s streams|race-raw|race-war|bounds|nccl|"
-                         "disagree\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s streams|race-raw|race-war|bounds|nccl|"
+                 "disagree\n",
+                 argv[0]);
     return 2;
   }
   if (failures)

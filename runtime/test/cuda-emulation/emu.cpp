@@ -258,9 +258,9 @@ static void runBlock(int nthreads, std::mt19937 &rng) {
     // the alignment of a call (rsp + 8 a multiple of 16).
     auto top = reinterpret_cast<uintptr_t>(f.stack + kStack) & ~uintptr_t(15);
     void **sp = reinterpret_cast<void **>(top);
-    *--sp = nullptr;                            // alignment
-    *--sp = reinterpret_cast<void *>(&entry);   // the return address
-    for (int r = 0; r < 6; ++r)                 // rbp rbx r12-r15
+    *--sp = nullptr;                          // alignment
+    *--sp = reinterpret_cast<void *>(&entry); // the return address
+    for (int r = 0; r < 6; ++r)               // rbp rbx r12-r15
       *--sp = nullptr;
     *--sp = reinterpret_cast<void *>(uintptr_t(0x037F) << 32 | 0x1F80);
     f.sp = sp;
@@ -454,8 +454,8 @@ void launchImpl(const char *name, const Cfg &cfg,
             name, (unsigned long long)threads);
   // On a stream the kernel runs later, on its worker: `body` holds its
   // arguments by value (preprocess.py's [=]).
-  cudaError_t queued =
-      enqueue(cfg.stream, name, {}, [name, cfg, body] { runKernel(name, cfg, body); });
+  cudaError_t queued = enqueue(
+      cfg.stream, name, {}, [name, cfg, body] { runKernel(name, cfg, body); });
   if (queued != cudaSuccess)
     gLastError = queued;
 }
@@ -469,6 +469,5 @@ cudaError_t cudaGetLastError() {
   return e != cudaSuccess ? e : emu::stickyError();
 }
 cudaError_t cudaPeekAtLastError() {
-  return emu::gLastError != cudaSuccess ? emu::gLastError
-                                        : emu::stickyError();
+  return emu::gLastError != cudaSuccess ? emu::gLastError : emu::stickyError();
 }

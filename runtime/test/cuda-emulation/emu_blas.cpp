@@ -116,8 +116,8 @@ cublasStatus_t enqueueGemm(cublasHandle_t handle, const char *name,
                            const Gemm &g) {
   if (!g.valid())
     return CUBLAS_STATUS_INVALID_VALUE;
-  cudaError_t queued = emu::enqueue(emu::blasStream(handle), name,
-                                    g.accesses(), [g] { g.run(); });
+  cudaError_t queued = emu::enqueue(emu::blasStream(handle), name, g.accesses(),
+                                    [g] { g.run(); });
   return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                : CUBLAS_STATUS_EXECUTION_FAILED;
 }
@@ -156,8 +156,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     return CUBLAS_STATUS_NOT_SUPPORTED;
   return enqueueGemm(handle, "cublasGemmStridedBatchedEx",
                      {ta, tb, m, n, k, *static_cast<const float *>(alpha),
-                      *static_cast<const float *>(beta), A, lda, sA, B, ldb,
-                      sB, C, ldc, sC, batch, ct});
+                      *static_cast<const float *>(beta), A, lda, sA, B, ldb, sB,
+                      C, ldc, sC, batch, ct});
 }
 
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta,

@@ -40,9 +40,9 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -243,8 +243,7 @@ ncclResult_t submit(ncclComm_t comm, cudaStream_t stream, std::string what,
         {stream, std::move(what), std::move(accesses), std::move(work)});
     return ncclSuccess;
   }
-  cudaError_t queued =
-      emu::enqueue(stream, what, accesses, std::move(work));
+  cudaError_t queued = emu::enqueue(stream, what, accesses, std::move(work));
   return queued == cudaSuccess
              ? ncclSuccess
              : failWith(ncclUnhandledCudaError,
@@ -274,8 +273,10 @@ void maybeStall() {
   MPI_Comm_rank(MPI_COMM_WORLD, &world);
 #endif
   if (world == rank && ++count == nth) {
-    std::fprintf(stderr, "[cuda-emu] rank %d stalls %g s inside collective "
-                 "%d (FSDP_CUDA_EMULATOR_STALL)\n", rank, seconds, nth);
+    std::fprintf(stderr,
+                 "[cuda-emu] rank %d stalls %g s inside collective "
+                 "%d (FSDP_CUDA_EMULATOR_STALL)\n",
+                 rank, seconds, nth);
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   }
 }
@@ -366,9 +367,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id,
     return failWith(ncclInvalidArgument,
                     "ncclCommInitRank: not an emulated NCCL unique id");
   if (nranks < 1 || rank < 0 || rank >= nranks)
-    return failWith(ncclInvalidArgument,
-                    "ncclCommInitRank: rank " + std::to_string(rank) +
-                        " of " + std::to_string(nranks));
+    return failWith(ncclInvalidArgument, "ncclCommInitRank: rank " +
+                                             std::to_string(rank) + " of " +
+                                             std::to_string(nranks));
   auto comm = new ncclComm;
   comm->rank = rank;
   comm->size = nranks;
@@ -505,7 +506,8 @@ enum Kind { kAllGather = 1, kReduceScatter, kAllReduce, kBroadcast, kReduce };
 ncclResult_t checkArgs(const char *name, ncclComm_t comm, ncclDataType_t t,
                        size_t bytes, int root, bool reduces) {
   if (!comm)
-    return failWith(ncclInvalidArgument, std::string(name) + ": no communicator");
+    return failWith(ncclInvalidArgument,
+                    std::string(name) + ": no communicator");
   if (root < 0 || root >= comm->size)
     return failWith(ncclInvalidArgument,
                     std::string(name) + ": root " + std::to_string(root));
@@ -529,8 +531,7 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
     return r;
   const Call call{kAllGather, int32_t(t), 0, 0, int64_t(count)};
   return submit(comm, stream, "ncclAllGather",
-                {{send, bytes, false}, {recv, bytes * comm->size, true}},
-                [=] {
+                {{send, bytes, false}, {recv, bytes * comm->size, true}}, [=] {
                   if (agree(comm, "ncclAllGather", call))
                     allGatherBytes(comm, send, recv, bytes);
                 });
@@ -543,22 +544,23 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
   if (ncclResult_t r = checkArgs("ncclReduceScatter", comm, t, bytes, 0, true))
     return r;
   const Call call{kReduceScatter, int32_t(t), int32_t(op), 0, int64_t(count)};
-  return submit(
-      comm, stream, "ncclReduceScatter",
-      {{send, bytes * comm->size, false}, {recv, bytes, true}}, [=] {
-        if (!agree(comm, "ncclReduceScatter", call))
-          return;
-        // Every rank's chunk for this rank, then the ring's sum over them.
-        std::vector<char> parts(bytes * comm->size);
+  return submit(comm, stream, "ncclReduceScatter",
+                {{send, bytes * comm->size, false}, {recv, bytes, true}}, [=] {
+                  if (!agree(comm, "ncclReduceScatter", call))
+                    return;
+                  // Every rank's chunk for this rank, then the ring's sum over
+                  // them.
+                  std::vector<char> parts(bytes * comm->size);
 #if FSDP_EMU_HAVE_MPI
-        if (comm->size > 1)
-          MPI_Alltoall(send, int(bytes), MPI_BYTE, parts.data(), int(bytes),
-                       MPI_BYTE, comm->mpi);
-        else
+                  if (comm->size > 1)
+                    MPI_Alltoall(send, int(bytes), MPI_BYTE, parts.data(),
+                                 int(bytes), MPI_BYTE, comm->mpi);
+                  else
 #endif
-          std::memcpy(parts.data(), send, bytes);
-        ringReduce(recv, parts.data(), count, t, op, comm->size, comm->rank);
-      });
+                    std::memcpy(parts.data(), send, bytes);
+                  ringReduce(recv, parts.data(), count, t, op, comm->size,
+                             comm->rank);
+                });
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
@@ -568,30 +570,30 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   if (ncclResult_t r = checkArgs("ncclAllReduce", comm, t, bytes, 0, true))
     return r;
   const Call call{kAllReduce, int32_t(t), int32_t(op), 0, int64_t(count)};
-  return submit(
-      comm, stream, "ncclAllReduce", {{send, bytes, false}, {recv, bytes, true}},
-      [=] {
-        if (!agree(comm, "ncclAllReduce", call))
-          return;
-        // A ring all-reduce: chunk k (of size-way split) is summed around
-        // the ring ending at rank k, then gathered; every rank computes the
-        // same from everyone's contribution.
-        const size_t es = typeBytes(t), n = size_t(comm->size);
-        std::vector<char> all(bytes * n);
-        allGatherBytes(comm, send, all.data(), bytes); // rank order
-        for (size_t k = 0; k < n; ++k) {
-          size_t begin = count * k / n, end = count * (k + 1) / n;
-          if (begin == end)
-            continue;
-          std::vector<char> parts((end - begin) * es * n);
-          for (size_t r = 0; r < n; ++r)
-            std::memcpy(parts.data() + r * (end - begin) * es,
-                        all.data() + r * bytes + begin * es,
-                        (end - begin) * es);
-          ringReduce(static_cast<char *>(recv) + begin * es, parts.data(),
-                     end - begin, t, op, comm->size, int(k));
-        }
-      });
+  return submit(comm, stream, "ncclAllReduce",
+                {{send, bytes, false}, {recv, bytes, true}}, [=] {
+                  if (!agree(comm, "ncclAllReduce", call))
+                    return;
+                  // A ring all-reduce: chunk k (of size-way split) is summed
+                  // around the ring ending at rank k, then gathered; every rank
+                  // computes the same from everyone's contribution.
+                  const size_t es = typeBytes(t), n = size_t(comm->size);
+                  std::vector<char> all(bytes * n);
+                  allGatherBytes(comm, send, all.data(), bytes); // rank order
+                  for (size_t k = 0; k < n; ++k) {
+                    size_t begin = count * k / n, end = count * (k + 1) / n;
+                    if (begin == end)
+                      continue;
+                    std::vector<char> parts((end - begin) * es * n);
+                    for (size_t r = 0; r < n; ++r)
+                      std::memcpy(parts.data() + r * (end - begin) * es,
+                                  all.data() + r * bytes + begin * es,
+                                  (end - begin) * es);
+                    ringReduce(static_cast<char *>(recv) + begin * es,
+                               parts.data(), end - begin, t, op, comm->size,
+                               int(k));
+                  }
+                });
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
@@ -632,8 +634,8 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t count,
     std::vector<char> parts(comm->rank == root ? bytes * comm->size : 0);
 #if FSDP_EMU_HAVE_MPI
     if (comm->size > 1)
-      MPI_Gather(send, int(bytes), MPI_BYTE, parts.data(), int(bytes),
-                 MPI_BYTE, root, comm->mpi);
+      MPI_Gather(send, int(bytes), MPI_BYTE, parts.data(), int(bytes), MPI_BYTE,
+                 root, comm->mpi);
     else
 #endif
       std::memcpy(parts.data(), send, bytes);

@@ -127,7 +127,8 @@ std::string RaceChecker::access(int stream, uint64_t clock,
     if (conflict && report.empty()) {
       bool afterWrite = conflict == &cell.write;
       report = "race: " + what + " on " + streamName(stream) + " " + kind +
-               " " + where(it->first, cell.end - it->first) + (afterWrite ? ", written by " : ", still being read by ") +
+               " " + where(it->first, cell.end - it->first) +
+               (afterWrite ? ", written by " : ", still being read by ") +
                names[conflict->what] + " on " + streamName(conflict->stream) +
                ", with no event wait ordering the two (" +
                (afterWrite ? "a missing cudaStreamWaitEvent before the "
@@ -140,8 +141,9 @@ std::string RaceChecker::access(int stream, uint64_t clock,
       cell.write = me;
       cell.reads.clear();
     } else {
-      auto same = std::find_if(cell.reads.begin(), cell.reads.end(),
-                               [&](const Epoch &e) { return e.stream == stream; });
+      auto same =
+          std::find_if(cell.reads.begin(), cell.reads.end(),
+                       [&](const Epoch &e) { return e.stream == stream; });
       if (same != cell.reads.end())
         *same = me;
       else

@@ -1,4 +1,5 @@
-//===- emu_races.h - the emulated device's race and bounds checker -*- C++ -*-===//
+//===- emu_races.h - the emulated device's race and bounds checker -*- C++
+//-*-===//
 //
 // Streams on a GPU run concurrently unless an event orders them; the CPU
 // backend (a thread per plan stream, joined by the host) cannot show a
@@ -63,8 +64,7 @@ public:
   /// access is ordered and in bounds). `streamName` names streams in it.
   std::string access(int stream, uint64_t clock, const VectorClock &seen,
                      uintptr_t p, size_t bytes, bool write,
-                     const std::string &what,
-                     std::string (*streamName)(int));
+                     const std::string &what, std::string (*streamName)(int));
 
 private:
   struct Cell {

@@ -1,4 +1,5 @@
-//===- emu_runtime.h - the emulated CUDA runtime and cuBLAS host API -*- C++ -*-===//
+//===- emu_runtime.h - the emulated CUDA runtime and cuBLAS host API -*- C++
+//-*-===//
 //
 // What the CUDA backend's host code (src/cuda/CudaBackend.cpp, Nccl.cpp)
 // calls beyond the kernels' needs in emu.h: devices and their properties,

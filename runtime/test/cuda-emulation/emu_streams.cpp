@@ -1,4 +1,5 @@
-//===- emu_streams.cpp - the emulated CUDA runtime: devices, memory, streams -===//
+//===- emu_streams.cpp - the emulated CUDA runtime: devices, memory, streams
+//-===//
 //
 // The host API of emu_runtime.h over the CPU. A stream is an in-order
 // queue that a worker thread of its own runs, so that streams overlap as
@@ -109,7 +110,10 @@ std::string streamName(int id) {
   return id == 0 ? std::string("the host")
                  : "stream #" + std::to_string(id) + " (created " +
                        std::to_string(id) +
-                       (id == 1 ? "st" : id == 2 ? "nd" : id == 3 ? "rd" : "th") +
+                       (id == 1   ? "st"
+                        : id == 2 ? "nd"
+                        : id == 3 ? "rd"
+                                  : "th") +
                        ")";
 }
 
@@ -208,17 +212,28 @@ using emu::gMu;
 // ---------------------------------------------------------------- errors
 const char *cudaGetErrorName(cudaError_t e) {
   switch (int(e)) {
-  case 0: return "cudaSuccess";
-  case 1: return "cudaErrorInvalidValue";
-  case 2: return "cudaErrorMemoryAllocation";
-  case 9: return "cudaErrorInvalidConfiguration";
-  case 100: return "cudaErrorNoDevice";
-  case 101: return "cudaErrorInvalidDevice";
-  case 400: return "cudaErrorInvalidResourceHandle";
-  case 600: return "cudaErrorNotReady";
-  case 700: return "cudaErrorIllegalAddress";
-  case 701: return "cudaErrorLaunchOutOfResources";
-  case 719: return "cudaErrorLaunchFailure";
+  case 0:
+    return "cudaSuccess";
+  case 1:
+    return "cudaErrorInvalidValue";
+  case 2:
+    return "cudaErrorMemoryAllocation";
+  case 9:
+    return "cudaErrorInvalidConfiguration";
+  case 100:
+    return "cudaErrorNoDevice";
+  case 101:
+    return "cudaErrorInvalidDevice";
+  case 400:
+    return "cudaErrorInvalidResourceHandle";
+  case 600:
+    return "cudaErrorNotReady";
+  case 700:
+    return "cudaErrorIllegalAddress";
+  case 701:
+    return "cudaErrorLaunchOutOfResources";
+  case 719:
+    return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";
 }
@@ -227,16 +242,26 @@ const char *cudaGetErrorString(cudaError_t e) {
   if (e != cudaSuccess && int(e) == emu::gSticky.load())
     return emu::gStickyMessage.c_str(); // set once, before gSticky
   switch (int(e)) {
-  case 0: return "no error";
-  case 1: return "invalid argument";
-  case 2: return "out of memory";
-  case 9: return "invalid configuration argument";
-  case 100: return "no CUDA-capable device is detected";
-  case 101: return "invalid device ordinal";
-  case 400: return "invalid resource handle";
-  case 600: return "device not ready";
-  case 700: return "an illegal memory access was encountered";
-  case 719: return "unspecified launch failure";
+  case 0:
+    return "no error";
+  case 1:
+    return "invalid argument";
+  case 2:
+    return "out of memory";
+  case 9:
+    return "invalid configuration argument";
+  case 100:
+    return "no CUDA-capable device is detected";
+  case 101:
+    return "invalid device ordinal";
+  case 400:
+    return "invalid resource handle";
+  case 600:
+    return "device not ready";
+  case 700:
+    return "an illegal memory access was encountered";
+  case 719:
+    return "unspecified launch failure";
   }
   return "unknown error";
 }
@@ -341,10 +366,10 @@ namespace {
 /// device's (cudaMemcpyDefault: whichever lies in an allocation).
 std::vector<emu::Access> copyAccesses(void *dst, const void *src, size_t bytes,
                                       cudaMemcpyKind kind) {
-  bool dstDevice = kind == cudaMemcpyHostToDevice ||
-                   kind == cudaMemcpyDeviceToDevice;
-  bool srcDevice = kind == cudaMemcpyDeviceToHost ||
-                   kind == cudaMemcpyDeviceToDevice;
+  bool dstDevice =
+      kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  bool srcDevice =
+      kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind == cudaMemcpyDefault) {
     std::lock_guard<std::mutex> lock(gMu);
     dstDevice = emu::gChecker.inAllocation(uintptr_t(dst), 1);

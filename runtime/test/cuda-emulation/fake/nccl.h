@@ -1,4 +1,5 @@
-//===- nccl.h - the emulated NCCL (emu_nccl.cpp), over MPI -------*- C++ -*-===//
+//===- nccl.h - the emulated NCCL (emu_nccl.cpp), over MPI -------*- C++
+//-*-===//
 //
 // The part of NCCL's API the CUDA backend calls, with NCCL's names, types
 // and values; collectives run on the emulated streams (emu_runtime.h).
@@ -73,8 +74,8 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff,
                                ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream);
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream);
+                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t type, int root, ncclComm_t comm,
                            cudaStream_t stream);

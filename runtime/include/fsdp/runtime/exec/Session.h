@@ -179,7 +179,7 @@ private:
   KernelTimes times;
   FlightRecorder *recorder = nullptr;
   std::map<uint32_t, uint64_t> tokenRecord; ///< token -> its record
-  std::vector<uint64_t> deviceRecords; ///< open until the device is done
+  std::vector<uint64_t> deviceRecords;      ///< open until the device is done
   bool tracing = false, skipCollectives = false, synchronous = false;
   std::map<uint32_t, size_t> startedAt; ///< token -> its start instruction
   bool evaluating = false;
