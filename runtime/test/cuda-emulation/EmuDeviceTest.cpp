@@ -195,8 +195,9 @@ void ncclMovement(const Setup &c) {
   expect(back == float(100 + (rank + size - 1) % size), "send/recv ring");
 }
 
-/// The collectives at 3 ranks, their results and NCCL's ring order.
-void nccl(int rank, int size) {
+/// A communicator over the job's ranks, a stream and 64 KiB of device
+/// memory.
+Setup setUp(int rank, int size) {
   ncclUniqueId id;
   if (rank == 0)
     ncclGetUniqueId(&id);
@@ -208,12 +209,19 @@ void nccl(int rank, int size) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   void *d = nullptr;
   cudaMalloc(&d, 1 << 16);
-  const Setup setup{rank,
-                    size,
-                    comm,
-                    s,
-                    static_cast<float *>(d),
-                    static_cast<__nv_bfloat16 *>(d)};
+  return {rank,
+          size,
+          comm,
+          s,
+          static_cast<float *>(d),
+          static_cast<__nv_bfloat16 *>(d)};
+}
+
+/// The collectives at 3 ranks, their results and NCCL's ring order.
+void nccl(int rank, int size) {
+  const Setup setup = setUp(rank, size);
+  ncclComm_t comm = setup.comm;
+  cudaStream_t s = setup.s;
   ncclReductions(setup);
   ncclMovement(setup);
   ncclResult_t state;
@@ -225,18 +233,10 @@ void nccl(int rank, int size) {
 
 /// Rank 1 passes another count: every rank's device faults, naming it.
 void disagree(int rank, int size) {
-  ncclUniqueId id;
-  if (rank == 0)
-    ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t comm;
-  ncclCommInitRank(&comm, size, id, rank);
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  void *d = nullptr;
-  cudaMalloc(&d, 4096);
-  ncclAllGather(d, static_cast<char *>(d) + 64, rank == 1 ? 3 : 4, ncclFloat32,
-                comm, s);
+  const Setup setup = setUp(rank, size);
+  cudaStream_t s = setup.s;
+  ncclAllGather(setup.f, setup.f + 64, rank == 1 ? 3 : 4, ncclFloat32,
+                setup.comm, s);
   cudaStreamSynchronize(s);
   cudaError_t e = cudaStreamQuery(s);
   expect(e != cudaSuccess, "a disagreement faults the device");

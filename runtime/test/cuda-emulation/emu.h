@@ -67,6 +67,23 @@ inline float __bfloat162float(__nv_bfloat16 b) {
   return f;
 }
 
+namespace emu {
+/// Element i of an f32 or bf16 array (bf16 widened exactly), and the store
+/// that rounds as the kernels' conversion does: the emulated libraries'
+/// (cuBLAS's GEMMs, NCCL's reductions) one view of their operands.
+inline float loadElement(const void *p, int64_t i, bool bf16) {
+  if (bf16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  return static_cast<const float *>(p)[i];
+}
+inline void storeElement(void *p, int64_t i, bool bf16, float v) {
+  if (bf16)
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+  else
+    static_cast<float *>(p)[i] = v;
+}
+} // namespace emu
+
 typedef struct CUstream_st *cudaStream_t;
 enum cudaError_t {
   cudaSuccess = 0,

@@ -23,15 +23,10 @@ namespace {
 // Elements as the GEMMs read and write them: float, or bf16 widened on
 // load and rounded (by the conversion the kernels use) on store.
 float loadElem(const void *p, int64_t i, cudaDataType_t t) {
-  if (t == CUDA_R_16BF)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  return static_cast<const float *>(p)[i];
+  return emu::loadElement(p, i, t == CUDA_R_16BF);
 }
 void storeElem(void *p, int64_t i, cudaDataType_t t, float v) {
-  if (t == CUDA_R_16BF)
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-  else
-    static_cast<float *>(p)[i] = v;
+  emu::storeElement(p, i, t == CUDA_R_16BF, v);
 }
 size_t elemSize(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
 

@@ -106,15 +106,10 @@ const char *typeName(ncclDataType_t t) {
 
 // ---------------------------------------------------------------- math
 float load(const void *p, size_t i, ncclDataType_t t) {
-  if (t == ncclBfloat16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  return static_cast<const float *>(p)[i];
+  return emu::loadElement(p, int64_t(i), t == ncclBfloat16);
 }
 void store(void *p, size_t i, ncclDataType_t t, float v) {
-  if (t == ncclBfloat16)
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-  else
-    static_cast<float *>(p)[i] = v;
+  emu::storeElement(p, int64_t(i), t == ncclBfloat16, v);
 }
 /// v rounded to the element type.
 float rounded(float v, ncclDataType_t t) {

@@ -1,5 +1,5 @@
 //===- emu_streams.h - the emulated device's queues, for emu.cpp and NCCL -*-
-//C++ -*-===//
+// C++ -*-===//
 //
 // The internal interface of emu_streams.cpp: enqueue an operation on a
 // stream (run at once on the legacy default stream, nullptr), with the
