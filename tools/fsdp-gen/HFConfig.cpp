@@ -31,6 +31,7 @@ const std::set<std::string> kBookkeeping = {
     "bos_token_id",  "eos_token_id",
     "pad_token_id",  "model_type",
     "torch_dtype",   "transformers_version",
+    "dtype", // transformers 5's name for torch_dtype
     "use_cache",     "task_specific_params",
     "id2label",      "label2id"};
 
@@ -92,6 +93,8 @@ public:
   }
   /// A key about something the language model does not have.
   void ignore(const char *key) { read.insert(key); }
+  /// The value of `key` (marked read), or null when absent.
+  const json *value(const char *key) { return find(key, false); }
   /// Fails on the first key neither read nor bookkeeping.
   void rejectOthers() {
     for (auto it = j.begin(); it != j.end(); ++it)
@@ -141,11 +144,11 @@ void readGPT2(KeyReader &r, HFModel &m) {
     r.only("n_inner", json(4 * c.dim), /*nullOk=*/true);
   else
     r.ignore("n_inner");
-  // What our GPT-2 is (llm.c's): tanh GELU, eps 1e-5, std 0.02, a tied
-  // head, attention scaled by 1/sqrt(head size) and nothing else.
+  // What our GPT-2 is (llm.c's): tanh GELU, eps 1e-5, a tied head,
+  // attention scaled by 1/sqrt(head size) and nothing else.
   r.only("activation_function", json("gelu_new"));
   r.only("layer_norm_epsilon", json(1e-5));
-  r.only("initializer_range", json(0.02));
+  r.number("initializer_range", c.initStd);
   r.only("tie_word_embeddings", json(true));
   r.only("scale_attn_weights", json(true));
   r.only("scale_attn_by_inverse_layer_idx", json(false));
@@ -160,6 +163,57 @@ void readGPT2(KeyReader &r, HFModel &m) {
     r.ignore(key);
 }
 
+/// A rope-scaling object that scales nothing: {"rope_type": "default"}
+/// (transformers 4.x also spells it "type"), with a theta at most.
+bool unscaledRope(const json &v) {
+  if (!v.is_object())
+    return false;
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() == "rope_type" || it.key() == "type") {
+      if (it.value() != json("default"))
+        return false;
+    } else if (it.key() != "rope_theta") {
+      return false;
+    }
+  return true;
+}
+
+/// Rotary embeddings' theta and scaling: transformers 4.x's top-level
+/// rope_theta and rope_scaling, and 5.x's rope_parameters (which holds
+/// the theta and the scaling's type together). fsdp-gen builds the
+/// default (unscaled) rope.
+void readRope(KeyReader &r, LlamaConfig &c) {
+  r.number("rope_theta", c.ropeTheta);
+  const json *scaling = r.value("rope_scaling");
+  if (scaling && !scaling->is_null() && !unscaledRope(*scaling))
+    r.bad("rope_scaling", "is " + scaling->dump() +
+                              "; fsdp-gen builds only null or "
+                              "{\"rope_type\": \"default\"}");
+  const json *params = r.value("rope_parameters");
+  if (!params || params->is_null())
+    return;
+  if (!unscaledRope(*params))
+    return r.bad("rope_parameters",
+                 "is " + params->dump() +
+                     "; fsdp-gen builds only {\"rope_type\": \"default\", "
+                     "\"rope_theta\": ...}");
+  auto theta = params->find("rope_theta");
+  if (theta == params->end())
+    return;
+  if (!theta->is_number() || !(theta->get<double>() > 0.0) ||
+      std::isinf(float(theta->get<double>())) ||
+      !(float(theta->get<double>()) > 0.0f))
+    return r.bad("rope_parameters",
+                 "has rope_theta " + theta->dump() +
+                     ": it must be positive and finite as an f32");
+  const json *top = r.value("rope_theta");
+  if (top && *top != *theta)
+    return r.bad("rope_parameters",
+                 "has rope_theta " + theta->dump() +
+                     ", the top-level rope_theta is " + top->dump());
+  c.ropeTheta = theta->get<double>();
+}
+
 void readLlama(KeyReader &r, HFModel &m) {
   LlamaConfig &c = m.llama;
   r.positive("num_hidden_layers", c.layers);
@@ -170,7 +224,7 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.positive("intermediate_size", c.ffn);
   r.positive("vocab_size", c.vocab);
   r.positive("max_position_embeddings", c.seq);
-  r.number("rope_theta", c.ropeTheta);
+  readRope(r, c);
   r.number("rms_norm_eps", c.normEps);
   r.number("initializer_range", c.initStd);
   r.boolean("tie_word_embeddings", c.tiedHead);
@@ -189,7 +243,6 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.only("attention_bias", json(false));
   r.only("mlp_bias", json(false));
   r.only("pretraining_tp", json(1));
-  r.only("rope_scaling", json(nullptr), /*nullOk=*/true);
   r.only("sliding_window", json(nullptr), /*nullOk=*/true);
   r.dropout("attention_dropout", m.notes);
   // LLaMA 1's conversions also name the context as max_sequence_length.

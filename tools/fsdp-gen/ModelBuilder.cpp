@@ -111,10 +111,11 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   auto args = f.begin(
       {f.tensor({c.batch, c.seq}, i32), f.tensor({c.batch, c.seq}, i32)});
   Value tokens = args[0], targets = args[1];
-  // GPT-2's initialisation: std 0.02, residual projections scaled by
-  // 1/sqrt(2 * layers) so the residual stream's variance stays bounded.
-  InitAttr weight = f.normal(0.02);
-  InitAttr residual = f.normal(0.02 / std::sqrt(2.0 * double(c.layers)));
+  // GPT-2's initialisation: std initializer_range (0.02), residual
+  // projections scaled by 1/sqrt(2 * layers) so the residual stream's
+  // variance stays bounded.
+  InitAttr weight = f.normal(c.initStd);
+  InitAttr residual = f.normal(c.initStd / std::sqrt(2.0 * double(c.layers)));
   int64_t C = c.dim;
 
   Value wte = f.param("wte", {c.vocab, C}, weight);

@@ -17,6 +17,8 @@ struct GPT2Config {
   int64_t layers = 2, dim = 64, heads = 4, vocab = 256, seq = 64, batch = 4;
   /// Rows of the position table (Hugging Face's n_positions): 0 for seq.
   int64_t positions = 0;
+  /// The weights' initial std (Hugging Face's initializer_range).
+  double initStd = 0.02;
 };
 
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
