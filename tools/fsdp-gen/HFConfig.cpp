@@ -27,13 +27,12 @@ namespace fsdp_gen {
 namespace {
 /// Keys that describe the checkpoint or the tokenizer, not the network.
 const std::set<std::string> kBookkeeping = {
-    "_name_or_path", "architectures",
-    "bos_token_id",  "eos_token_id",
-    "pad_token_id",  "model_type",
+    "_name_or_path", "architectures",        "bos_token_id",
+    "eos_token_id",  "pad_token_id",         "model_type",
     "torch_dtype",   "transformers_version",
     "dtype", // transformers 5's name for torch_dtype
-    "use_cache",     "task_specific_params",
-    "id2label",      "label2id"};
+    "use_cache",     "task_specific_params", "id2label",
+    "label2id"};
 
 /// Reads one config's keys, remembering which were read; the first
 /// problem wins and names the key.
@@ -208,9 +207,9 @@ void readRope(KeyReader &r, LlamaConfig &c) {
                      ": it must be positive and finite as an f32");
   const json *top = r.value("rope_theta");
   if (top && *top != *theta)
-    return r.bad("rope_parameters",
-                 "has rope_theta " + theta->dump() +
-                     ", the top-level rope_theta is " + top->dump());
+    return r.bad("rope_parameters", "has rope_theta " + theta->dump() +
+                                        ", the top-level rope_theta is " +
+                                        top->dump());
   c.ropeTheta = theta->get<double>();
 }
 
