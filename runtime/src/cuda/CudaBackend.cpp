@@ -540,20 +540,18 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
       }
     return "a collective";
   };
-  // Tells the caller of each collective the device has finished (all
-  // those whose events completed, when `all`).
-  auto report = [&](bool all) {
+  // Tells the caller of each collective whose done event has completed.
+  auto report = [&] {
     if (!finished)
       return;
     for (InFlight &f : inFlight)
-      if (!f.reported &&
-          (all || cudaEventQuery(done[f.token]) == cudaSuccess)) {
+      if (!f.reported && cudaEventQuery(done[f.token]) == cudaSuccess) {
         f.reported = true;
         finished(f.token);
       }
   };
   for (int spins = 0;; ++spins) {
-    report(/*all=*/false);
+    report();
     cudaError_t state = cudaStreamQuery(compute);
     if (state == cudaSuccess)
       break;
@@ -565,9 +563,9 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
         fail("NCCL error in " + stuck() + ": " +
              ncclGetErrorString(n->asyncError()));
     // The flight recorder's watchdog sees the same collective unfinished
-    // (Session keeps a device collective's record open until this returns)
-    // and ends the job first, naming the rank that lags; this is the
-    // backstop where it cannot (one rank, no watchdog).
+    // (Session keeps a device collective's record open until report()
+    // says it finished) and ends the job first, naming the rank that lags;
+    // this is the backstop where it cannot (one rank, no watchdog).
     double waited = std::chrono::duration<double>(Clock::now() - begin).count();
     if (timeout > 0 && waited > timeout + kWatchdogGrace) {
       char seconds[32];
@@ -581,7 +579,7 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  report(/*all=*/false);
+  report();
   inFlight.clear();
   sampleMemory(/*setup=*/false);
 }
