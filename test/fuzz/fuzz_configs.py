@@ -33,7 +33,8 @@ import fuzzlib  # noqa: E402
 ROOT = fuzzlib.ROOT
 INPUTS = os.path.join(ROOT, "test", "fsdp-gen", "Inputs")
 SEEDS = ["gpt2-config.json", "llama-13b-config.json",
-         "llama2-7b-config.json", "llama3-8b-config.json"]
+         "llama2-7b-config.json", "llama3-8b-config.json",
+         "llama3-8b-config-v5.json"]
 # Small sizes, so that a GPT-2 seed that survives is built in moments.
 SMALL = {"n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 16,
          "n_positions": 8, "n_ctx": 8, "num_hidden_layers": 1,
@@ -55,6 +56,12 @@ BOUNDS = {
     "num_attention_heads": ["3", "5", "7"],
     "num_key_value_heads": ["3", "4"],
     "rope_theta": ["1e308", "3.5e38", "1e-50"],
+    # transformers 5's nesting: theta and scaling type inside one object.
+    "rope_parameters": ['{"rope_type": "default", "rope_theta": 1e308}',
+                        '{"rope_type": "default", "rope_theta": -1}',
+                        '{"rope_type": "default", "rope_theta": "x"}',
+                        '{"rope_type": "llama3", "factor": 8.0}',
+                        '{"rope_type": 7}', '[]'],
     "rms_norm_eps": ["1e-50", "1e39"],
     "initializer_range": ["1e39"],
     "vocab_size": ["2147483648"],

@@ -15,10 +15,6 @@
 
 #include <algorithm>
 
-namespace emu {
-cudaStream_t blasStream(cublasHandle_t handle);
-} // namespace emu
-
 namespace {
 // Elements as the GEMMs read and write them: float, or bf16 widened on
 // load and rounded (by the conversion the kernels use) on store.

@@ -46,6 +46,10 @@ extern bool gProblemsFault;
 /// Blocks until `stream` has run everything enqueued on it so far.
 void drain(cudaStream_t stream);
 
+/// The stream a cuBLAS handle's calls run on (cublasSetStream; the legacy
+/// default stream for a null handle, as the kernel tests pass).
+cudaStream_t blasStream(cublasHandle_t handle);
+
 } // namespace emu
 
 #endif
