@@ -39,7 +39,7 @@ def declared_params(layers, dim, heads, kv_heads, ffn, vocab, std=INIT_STD):
 
 
 def expected_param_count(layers, dim, heads, kv_heads, ffn, vocab):
-    """docs/llama.md: 2 V C + C + L (2 C^2 + 2 C K hs + 3 C F + 2 C)."""
+    """docs/models.md: 2 V C + C + L (2 C^2 + 2 C K hs + 3 C F + 2 C)."""
     C, hs = dim, dim // heads
     return 2 * vocab * C + C + layers * (
         2 * C * C + 2 * C * kv_heads * hs + 3 * C * ffn + 2 * C)

@@ -416,7 +416,7 @@ def check_or_fail(args, declared):
     formula = expected_param_count(args.layers, args.dim, args.heads,
                                    args.kv_heads, args.ffn_dim, args.vocab)
     if count != formula:
-        fail("internal error: %d parameters, docs/llama.md's formula says %d"
+        fail("internal error: %d parameters, docs/models.md's formula says %d"
              % (count, formula), 3)
     checked = [w for w, given in (("fsdp-gen's manifest", manifest),
                                   ("the plan's count", args.expect_params))

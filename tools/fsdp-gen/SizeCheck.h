@@ -36,7 +36,7 @@ SizeNames llamaConfigNames(bool seqGiven);
 /// fsdp-gen's memory (about 490 for a GPT-2 block's, 400 for a Llama's),
 /// so a model at the bound takes at most kMaxOps x kBytesPerOp = 512 MiB
 /// there. fsdp-opt's training step of it takes about four times as much
-/// (docs/llama.md), which a machine of a few GB still compiles.
+/// (docs/models.md), which a machine of a few GB still compiles.
 constexpr int64_t kMaxOps = int64_t(1) << 20;
 constexpr int64_t kBytesPerOp = 512;
 
