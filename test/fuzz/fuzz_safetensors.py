@@ -18,6 +18,17 @@ cleanly (fuzzlib.py) and a rejection must name the weights file on its
 huge weights); failures are saved under test/fuzz/crashers/ as
 safetensors-<hash>.st. Replay runs each saved file with every plan.
 
+A quarter of the cases are sharded checkpoints (`--export DIR
+--export-shard-size 2KiB`: several shards and model.safetensors.index.json,
+GPT-2's and the Llama's): the index's JSON mutated (an entry removed,
+added, moved to another shard or to a name that is no shard, given another
+JSON type or a path with '..' or '/'; the metadata or a top-level key made
+odd; not JSON at all, cut short) or a shard deleted, cut short or given
+the single-file mutations above; the run starts `--init-from
+CASE/model.safetensors.index.json` and a rejection must name a file of
+the case. Those failures are saved as safetensors-<hash>.index.json (the
+index; the shards are the seed's, which replay writes again).
+
     fuzz_safetensors.py --bin build-asan/bin [--seed 1] [--cases 400]
                         [--time-budget 40] [--replay]
 """
@@ -25,6 +36,7 @@ safetensors-<hash>.st. Replay runs each saved file with every plan.
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -182,7 +194,110 @@ def make_seeds(bin_dir, work, plans):
     return seeds
 
 
-def check_file(bin_dir, plan, path, timeout, env):
+INDEX = "model.safetensors.index.json"
+
+
+def make_index_seeds(bin_dir, work, plans):
+    """(plan, directory) per plan: a sharded Hugging Face export."""
+    seeds = []
+    for plan in plans:
+        path = os.path.join(work, "seed-dir-%d" % len(seeds))
+        subprocess.run([os.path.join(bin_dir, "fsdp-run"), plan,
+                        "--data", CORPUS, "--steps", "1", "--threads", "1",
+                        "--export", path, "--export-shard-size", "2KiB"],
+                       check=True, stdout=subprocess.DEVNULL,
+                       env=fuzzlib.environment())
+        seeds.append((plan, path))
+    return seeds
+
+
+def mutate_index(rng, text, shards):
+    """An index's bytes mutated: its JSON, or the bytes themselves."""
+    if rng.random() < 0.15:
+        return rng.choice([text[:rng.randrange(len(text) + 1)], b"",
+                           b"[]", b"{}", b"null", text + b"x",
+                           b"[" * 100000 + b"]" * 100000])
+    try:
+        index = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if not isinstance(index, dict):
+        return text
+    wm = index.get("weight_map")
+    what = rng.randrange(9)
+    if what == 0 or not isinstance(wm, dict) or not wm:
+        index[rng.choice(["metadata", "weight_map", "x", ""])] = \
+            rng.choice(VALUES)
+    else:
+        name = rng.choice(sorted(wm))
+        if what == 1:
+            del wm[name]
+        elif what == 2:  # another shard
+            wm[name] = rng.choice(shards)
+        elif what == 3:
+            wm[name] = rng.choice(VALUES + ["../" + wm[name], "/" + wm[name],
+                                            "./" + wm[name], "x/" + wm[name],
+                                            "no-such.safetensors", ".", "",
+                                            wm[name] + "\x00"])
+        elif what == 4:  # an entry the shards do not hold
+            wm[name + rng.choice([".x", "\u00e9", ""])] = rng.choice(shards)
+        elif what == 5:
+            index["metadata"] = rng.choice(VALUES)
+        elif what == 6:  # every tensor in one shard
+            target = rng.choice(shards)
+            for key in wm:
+                wm[key] = target
+        elif what == 7:
+            index["weight_map"] = rng.choice(VALUES)
+        else:
+            wm.clear()
+    try:
+        text = json.dumps(index).encode()
+    except ValueError:
+        return text
+    if rng.random() < 0.05:  # a repeated key
+        text = text[:-1] + b"," + text[1:]
+    return text
+
+
+def write_case_dir(seed_dir, case_dir, index_bytes=None):
+    """A copy of a seed directory's shards, with `index_bytes` as the
+    index (the seed's when None)."""
+    os.makedirs(case_dir, exist_ok=True)
+    for f in os.listdir(seed_dir):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(seed_dir, f), "rb") as src, \
+                    open(os.path.join(case_dir, f), "wb") as dst:
+                dst.write(src.read())
+    if index_bytes is None:
+        index_bytes = open(os.path.join(seed_dir, INDEX), "rb").read()
+    with open(os.path.join(case_dir, INDEX), "wb") as f:
+        f.write(index_bytes)
+
+
+def index_case(rng, seed_dir, case_dir):
+    """Writes a mutated sharded checkpoint to case_dir; returns the bytes
+    to save on failure (the index) and its suffix."""
+    text = open(os.path.join(seed_dir, INDEX), "rb").read()
+    shards = sorted(f for f in os.listdir(seed_dir)
+                    if f.endswith(".safetensors"))
+    if rng.random() < 0.6:
+        text = mutate_index(rng, text, shards)
+        write_case_dir(seed_dir, case_dir, text)
+        return text
+    write_case_dir(seed_dir, case_dir)
+    shard = os.path.join(case_dir, rng.choice(shards))
+    if rng.random() < 0.3:
+        os.unlink(shard)
+    else:
+        data = open(shard, "rb").read()
+        data = rng.choice([mutate_json, mutate_bytes, mutate_data])(rng, data)
+        with open(shard, "wb") as f:
+            f.write(data)
+    return text
+
+
+def check_file(bin_dir, plan, path, timeout, env, names=None):
     verdict, out = fuzzlib.run_tool(
         [os.path.join(bin_dir, "fsdp-run"), plan, "--data", CORPUS,
          "--init-from", path, "--steps", "1", "--threads", "1"],
@@ -191,7 +306,8 @@ def check_file(bin_dir, plan, path, timeout, env):
     # run from them diverges: that is the file's values, not a failure.
     if verdict is None and "summary:" not in out and \
             "training diverged" not in out and not any(
-                "error:" in line and path in line for line in out.splitlines()):
+                "error:" in line and (names or path) in line
+                for line in out.splitlines()):
         verdict = "rejected without an error line naming the weights file"
     return verdict, out
 
@@ -217,12 +333,42 @@ def main():
                 if verdict is not None:
                     return verdict, "%s:\n%s" % (os.path.basename(plan), out)
             return None, out
-        return fuzzlib.replay(args, "safetensors", ".st", every_plan)
-    seeds = make_seeds(args.bin, work, make_plans(args.bin, work))
+        bad = fuzzlib.replay(args, "safetensors", ".st", every_plan)
+        dirs = []
+
+        def every_index(path):
+            dirs[:] = dirs or make_index_seeds(args.bin, work,
+                                               make_plans(args.bin, work))
+            for n, (plan, seed_dir) in enumerate(dirs):
+                case_dir = os.path.join(work, "replay-%d" % n)
+                shutil.rmtree(case_dir, ignore_errors=True)
+                write_case_dir(seed_dir, case_dir, open(path, "rb").read())
+                verdict, out = check_file(
+                    args.bin, plan, os.path.join(case_dir, INDEX),
+                    args.timeout, env, names=case_dir)
+                if verdict is not None:
+                    return verdict, "%s:\n%s" % (os.path.basename(plan), out)
+            return None, out
+        return fuzzlib.replay(args, "safetensors", ".index.json",
+                              every_index) or bad
+    plans = make_plans(args.bin, work)
+    seeds = make_seeds(args.bin, work, plans)
+    dir_seeds = make_index_seeds(args.bin, work, plans)
     campaign = fuzzlib.Campaign(args, "safetensors")
 
     def case(i):
         rng = random.Random(args.seed * 1000003 + i)
+        if rng.random() < 0.25:
+            plan, seed_dir = rng.choice(dir_seeds)
+            case_dir = os.path.join(work, "case-%d" % i)
+            data = index_case(rng, seed_dir, case_dir)
+            verdict, out = check_file(args.bin, plan,
+                                      os.path.join(case_dir, INDEX),
+                                      args.timeout, env, names=case_dir)
+            shutil.rmtree(case_dir, ignore_errors=True)
+            return verdict, out, data, ".index.json", \
+                "safetensors index case %d (seed %d, %s)" % (
+                    i, args.seed, os.path.basename(plan))
         plan, data = rng.choice(seeds)
         for _ in range(rng.randint(1, 3)):
             data = rng.choice([mutate_json] * 5 + [mutate_bytes] * 3 +

@@ -363,7 +363,59 @@ bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
           "is \"" + model.modelType + "\"; fsdp-gen reads gpt2 and llama");
   r.rejectOthers();
   error = r.error;
+  // The file's keys in its order (ordered_json), whatever they are: the
+  // families' readers above decide what is accepted, not this copy.
+  if (error.empty())
+    model.json = nlohmann::ordered_json::parse(text, nullptr, false)
+                     .dump(-1, ' ', false, json::error_handler_t::replace);
   return error.empty();
+}
+
+std::string hfConfigJson(const GPT2Config &c) {
+  nlohmann::ordered_json j = {
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"vocab_size", c.vocab},
+      {"n_embd", c.dim},
+      {"n_layer", c.layers},
+      {"n_head", c.heads},
+      {"n_positions", c.positions ? c.positions : c.seq},
+      {"n_ctx", c.positions ? c.positions : c.seq},
+      {"n_inner", nullptr},
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", 1e-5},
+      {"initializer_range", c.initStd},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"tie_word_embeddings", true},
+      {"dtype", "float32"}};
+  return j.dump();
+}
+
+std::string hfConfigJson(const LlamaConfig &c) {
+  nlohmann::ordered_json j = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", c.vocab},
+      {"hidden_size", c.dim},
+      {"intermediate_size", c.ffn},
+      {"num_hidden_layers", c.layers},
+      {"num_attention_heads", c.heads},
+      {"num_key_value_heads", c.kvHeads},
+      {"head_dim", c.heads ? c.dim / c.heads : 0},
+      {"max_position_embeddings", c.seq},
+      {"rms_norm_eps", c.normEps},
+      {"rope_theta", c.ropeTheta},
+      {"rope_scaling", nullptr},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"attention_dropout", 0.0},
+      {"initializer_range", c.initStd},
+      {"tie_word_embeddings", c.tiedHead},
+      {"dtype", "float32"}};
+  return j.dump();
 }
 
 } // namespace fsdp_gen

@@ -38,11 +38,22 @@ struct HFModel {
   /// Keys accepted whose meaning the training step leaves out (dropout):
   /// said on stderr, not silently.
   std::vector<std::string> notes;
+  /// The config as read, every key kept (compact JSON, the file's key
+  /// order): what the plan carries and `fsdp-run --export DIR` writes back
+  /// as config.json.
+  std::string json;
 };
 
 /// Reads `path`; on failure returns false with `error` naming the file and,
 /// where one is at fault, the key.
 bool readHFConfig(const std::string &path, HFModel &model, std::string &error);
+
+/// The config.json of the model fsdp-gen builds from size options (no
+/// --config): GPT2LMHeadModel's or LlamaForCausalLM's keys for exactly
+/// that architecture (no dropout, f32), which readHFConfig reads back to
+/// the same model.
+std::string hfConfigJson(const GPT2Config &c);
+std::string hfConfigJson(const LlamaConfig &c);
 
 } // namespace fsdp_gen
 

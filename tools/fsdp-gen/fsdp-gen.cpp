@@ -21,6 +21,7 @@
 #include "SizeCheck.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/FSDP/IR/ModelConfig.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -200,6 +201,15 @@ void checkLlamaShape(const fsdp_gen::LlamaConfig &c, const Twine &source) {
          ") must be even for rotary embeddings");
 }
 
+/// `module` with its Hugging Face config attached (fsdp.hf_config): the
+/// plan carries it, and fsdp-run --export DIR writes it as config.json.
+OwningOpRef<ModuleOp> withHFConfig(OwningOpRef<ModuleOp> module,
+                                   const std::string &config) {
+  (*module)->setAttr(fsdp::kHFConfigAttrName,
+                     StringAttr::get(module->getContext(), config));
+  return module;
+}
+
 /// The Llama the preset and the size options describe, sizes checked.
 OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
                                        int64_t elementBytes) {
@@ -244,7 +254,8 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
   checkLlamaShape(c, "llama");
   if (std::optional<std::string> error = fsdp_gen::checkSizes(c, elementBytes))
     fail(*error);
-  return fsdp_gen::buildLlama(context, c, element);
+  return withHFConfig(fsdp_gen::buildLlama(context, c, element),
+                      fsdp_gen::hfConfigJson(c));
 }
 
 /// The GPT-2 the preset and the size options describe, sizes checked.
@@ -272,7 +283,8 @@ OwningOpRef<ModuleOp> gpt2FromOptions(MLIRContext &context, Type element,
   if (std::optional<std::string> error =
           fsdp_gen::checkSizes(config, elementBytes))
     fail(*error);
-  return fsdp_gen::buildGPT2(context, config, element);
+  return withHFConfig(fsdp_gen::buildGPT2(context, config, element),
+                      fsdp_gen::hfConfigJson(config));
 }
 
 /// Prints what `m` describes, with its parameter count.
@@ -334,7 +346,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
             c, elementBytes,
             fsdp_gen::llamaConfigNames(seq.getNumOccurrences() > 0)))
       fail(configPath + ": " + *error);
-    return fsdp_gen::buildLlama(context, c, element);
+    return withHFConfig(fsdp_gen::buildLlama(context, c, element), m.json);
   }
   fsdp_gen::GPT2Config &c = m.gpt2;
   apply(seq, c.seq);
@@ -346,7 +358,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
           c, elementBytes,
           fsdp_gen::gpt2ConfigNames(seq.getNumOccurrences() > 0)))
     fail(configPath + ": " + *error);
-  return fsdp_gen::buildGPT2(context, c, element);
+  return withHFConfig(fsdp_gen::buildGPT2(context, c, element), m.json);
 }
 
 /// The MLP the size options describe, sizes checked.

@@ -12,6 +12,7 @@
 #include "fsdp/Target/PlanWriter.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/FSDP/IR/ModelConfig.h"
 #include "fsdp/Dialect/Runtime/IR/PlanTypes.h"
 #include "fsdp/Dialect/Runtime/IR/Runtime.h"
 #include "fsdp/runtime/PlanFormat.h"
@@ -212,6 +213,12 @@ void PlanBuilder::writeSummary() {
   auto budget = program->getAttrOfType<IntegerAttr>(
       fsdprt::FSDPRuntimeDialect::kMemoryBudgetAttrName);
   w.put<uint64_t>(budget ? uint64_t(budget.getInt()) : 0);
+  // The model's Hugging Face config (fsdp-gen's; empty: none), which
+  // fsdp-run --export DIR writes as config.json.
+  auto config = module->getAttrOfType<StringAttr>(mlir::fsdp::kHFConfigAttrName);
+  StringRef text = config ? config.getValue() : StringRef();
+  w.put<uint32_t>(uint32_t(text.size()));
+  w.data.append(text.data(), text.size());
 }
 
 void PlanBuilder::writeBuffers() {

@@ -25,6 +25,27 @@ bool parseSafeTensorsHeader(const char *text, size_t size,
 std::string emitSafeTensorsHeader(const std::vector<TensorToWrite> &tensors,
                                   const TensorMetadata &metadata);
 
+/// A sharded checkpoint's index (model.safetensors.index.json): each
+/// tensor's file, in the index's order. Checked: a JSON object whose
+/// "weight_map" is an object of strings (each a plain relative file name:
+/// no absolute path, no ".." component, no empty name), "metadata" an
+/// object if present, no other key but those. False with `why` (without
+/// the index's name).
+bool parseSafeTensorsIndex(const char *text, size_t size,
+                           std::vector<std::pair<std::string, std::string>> &map,
+                           std::string &why);
+/// The index Hugging Face writes: {"metadata": {"total_size": N},
+/// "weight_map": {tensor: file, ..}}, indented, in the order given.
+std::string
+emitSafeTensorsIndex(uint64_t totalSize,
+                     const std::vector<std::pair<std::string, std::string>> &map);
+/// `config` (a JSON object's text) with "dtype" set to `dtype`
+/// ("float32", "bfloat16"), and "torch_dtype" too where it has one
+/// (transformers 4's name), indented. False with `why` when `config` is
+/// not a JSON object.
+bool configWithDType(const std::string &config, const std::string &dtype,
+                     std::string &out, std::string &why);
+
 } // namespace fsdp::rt
 
 #endif // FSDP_RUNTIME_SAFETENSORSHEADER_H

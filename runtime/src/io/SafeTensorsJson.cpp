@@ -199,6 +199,103 @@ std::string emitSafeTensorsHeader(const std::vector<TensorToWrite> &tensors,
   return header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+/// A shard's name as an index may give it: relative, without "..", not
+/// empty, no NUL.
+bool plainFileName(const std::string &name) {
+  if (name.empty() || name[0] == '/' || name.find('\0') != std::string::npos)
+    return false;
+  size_t at = 0;
+  while (at <= name.size()) {
+    size_t slash = name.find('/', at);
+    if (slash == std::string::npos)
+      slash = name.size();
+    std::string part = name.substr(at, slash - at);
+    if (part.empty() || part == "." || part == "..")
+      return false;
+    at = slash + 1;
+  }
+  return true;
+}
+} // namespace
+
+bool parseSafeTensorsIndex(const char *text, size_t size,
+                           std::vector<std::pair<std::string, std::string>> &map,
+                           std::string &why) {
+  json j;
+  if (!parseJson(text, size, j, why)) {
+    // parseJson speaks of "the header"; this is an index.
+    if (why.rfind("the header", 0) == 0)
+      why = "the index" + why.substr(10);
+    return false;
+  }
+  if (!j.is_object()) {
+    why = "the index is not a JSON object";
+    return false;
+  }
+  for (const auto &item : j.items())
+    if (item.key() != "metadata" && item.key() != "weight_map") {
+      why = "unknown key '" + item.key() +
+            "' (an index has metadata and weight_map)";
+      return false;
+    }
+  auto meta = j.find("metadata");
+  if (meta != j.end() && !meta->is_object() && !meta->is_null()) {
+    why = "'metadata' is not an object";
+    return false;
+  }
+  auto weights = j.find("weight_map");
+  if (weights == j.end() || !weights->is_object()) {
+    why = "'weight_map' is missing or not an object";
+    return false;
+  }
+  for (const auto &item : weights->items()) {
+    if (!item.value().is_string()) {
+      why = "'weight_map' entry '" + item.key() + "' is not a file name";
+      return false;
+    }
+    std::string file = item.value().get<std::string>();
+    if (!plainFileName(file)) {
+      why = "'weight_map' maps '" + item.key() + "' to '" + file +
+            "', not a file name relative to the index's directory";
+      return false;
+    }
+    map.emplace_back(item.key(), std::move(file));
+  }
+  if (map.empty()) {
+    why = "'weight_map' is empty";
+    return false;
+  }
+  return true;
+}
+
+std::string
+emitSafeTensorsIndex(uint64_t totalSize,
+                     const std::vector<std::pair<std::string, std::string>> &map) {
+  nlohmann::ordered_json weights = nlohmann::ordered_json::object();
+  for (const auto &[tensor, file] : map)
+    weights[tensor] = file;
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", totalSize}}},
+                                  {"weight_map", weights}};
+  return index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
+bool configWithDType(const std::string &config, const std::string &dtype,
+                     std::string &out, std::string &why) {
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(config, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    why = "the plan's Hugging Face config is not a JSON object";
+    return false;
+  }
+  j["dtype"] = dtype;
+  if (j.contains("torch_dtype"))
+    j["torch_dtype"] = dtype;
+  out = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return true;
+}
+
 bool safeTensorsAvailable() { return true; }
 
 } // namespace fsdp::rt

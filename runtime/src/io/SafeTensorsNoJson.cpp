@@ -21,6 +21,25 @@ std::string emitSafeTensorsHeader(const std::vector<TensorToWrite> &,
   return "";
 }
 
+bool parseSafeTensorsIndex(const char *, size_t,
+                           std::vector<std::pair<std::string, std::string>> &,
+                           std::string &why) {
+  why = safeTensorsUnavailableReason();
+  return false;
+}
+
+std::string
+emitSafeTensorsIndex(uint64_t,
+                     const std::vector<std::pair<std::string, std::string>> &) {
+  return "";
+}
+
+bool configWithDType(const std::string &, const std::string &, std::string &,
+                     std::string &why) {
+  why = safeTensorsUnavailableReason();
+  return false;
+}
+
 bool safeTensorsAvailable() { return false; }
 
 } // namespace fsdp::rt

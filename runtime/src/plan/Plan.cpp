@@ -221,6 +221,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   r.read(plan.outsideArenaCuda);
   r.read(plan.modelFlops);
   r.read(plan.memoryBudget);
+  r.readString(plan.modelConfig);
   if (r.failed())
     why = "the payload ends in the middle of a record";
   else if (!(plan.modelFlops >= 0.0 && plan.modelFlops <= 1e30))

@@ -234,11 +234,11 @@ bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,
                        RunOutputFiles &files, std::string &error) {
   bool lead = rank == 0;
   if (!paths.weights.empty() && lead &&
-      !files.weights.reserve(
-          paths.weights, "weights",
-          safeTensorsFileBytes(exportTensors(plan, paths.weightNames, nullptr),
-                               exportMetadata(plan, paths.weightNames)),
-          error))
+      !files.weights.reserve(plan,
+                             ExportSpec{paths.weights, paths.weightNames,
+                                        paths.weightDType,
+                                        paths.weightShardBytes},
+                             error))
     return false;
   if (!paths.trace.empty() &&
       !files.trace.reserve(traceFileFor(paths.trace, rank, ranks), "trace",

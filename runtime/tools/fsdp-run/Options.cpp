@@ -33,8 +33,9 @@ const char *const kUsage =
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--print-ranks]\n"
-    "                [--init-from FILE] [--export FILE]\n"
-    "                [--export-names hf|ours]\n"
+    "                [--init-from FILE|DIR|INDEX] [--export FILE|DIR]\n"
+    "                [--export-names hf|ours] [--export-dtype f32|bf16]\n"
+    "                [--export-shard-size SIZE]\n"
     "                [--trace FILE] [--report-json FILE]\n"
     "                [--profile] [--heap-breakdown] [--peak-tflops X]\n"
     "                [--collective-timeout SECONDS]\n"
@@ -250,6 +251,15 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
     o.exportNames = c.value();
     if (o.exportNames != "hf" && o.exportNames != "ours")
       die("--export-names expects hf or ours, got '" + o.exportNames + "'", 2);
+  } else if (arg == "--export-dtype") {
+    o.exportDType = c.value();
+    if (o.exportDType != "f32" && o.exportDType != "bf16")
+      die("--export-dtype expects f32 or bf16, got '" + o.exportDType + "'",
+          2);
+  } else if (arg == "--export-shard-size") {
+    std::string why;
+    if (!parseByteSize(c.value(), o.exportShardBytes, why))
+      die("--export-shard-size: " + why, 2);
   } else if (arg == "--trace")
     o.tracePath = c.value();
   else if (arg == "--profile")
@@ -334,6 +344,15 @@ Options parseOptions(int argc, char **argv) {
     die("--val-every and --val-steps need --val-data FILE", 2);
   if (!o.exportNames.empty() && o.exportPath.empty())
     die("--export-names needs --export FILE", 2);
+  if (!o.exportDType.empty() && o.exportPath.empty())
+    die("--export-dtype needs --export FILE|DIR", 2);
+  if (o.exportShardBytes && !exportIsDirectory(o.exportPath))
+    die(o.exportPath.empty()
+            ? std::string("--export-shard-size needs --export DIR")
+            : "--export-shard-size shards a directory export; --export " +
+                  o.exportPath + " is one file (a path without an extension, "
+                  "or ending in '/', is a directory)",
+        2);
   for (const auto &[flag, path] :
        {std::pair{"--init-from", &o.initFromPath}, {"--export", &o.exportPath}})
     if (!path->empty() && !safeTensorsAvailable())

@@ -28,6 +28,10 @@ struct Options {
       blas = "openblas", backend = "cpu", collectiveThreads = "auto",
       dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
+  /// --export-dtype (f32 or bf16) and --export-shard-size (a directory's
+  /// largest shard, in bytes; 0: not given).
+  std::string exportDType;
+  uint64_t exportShardBytes = 0;
   int64_t device = -1;
   bool tf32 = true, skipCollectives = false, syncCollectives = false;
   bool printRanks = false; ///< every rank's line: rank, node-local rank, host

@@ -199,11 +199,15 @@ void finish(const Options &o, const Plan &plan, Session &session,
   if (o.profile && lead)
     printProfile(session.kernelTimes(), result.timedSteps);
   if (outputs.weights.active()) {
-    if (!writeWeights(plan, naming, finalParams, outputs.weights, error))
+    if (!outputs.weights.write(plan, finalParams, error))
       die(error);
     std::printf("fsdp-run: exported %zu parameters to %s (%s names)\n",
-                plan.params.size(), o.exportPath.c_str(),
+                plan.params.size(), outputs.weights.summary().c_str(),
                 naming == WeightNaming::Ours ? "our" : "Hugging Face");
+    if (!outputs.weights.noConfigReason().empty())
+      std::printf("fsdp-run: --export %s: no config.json written: %s\n",
+                  o.exportPath.c_str(),
+                  outputs.weights.noConfigReason().c_str());
   }
   if (outputs.report.active()) {
     RunReport report =

@@ -4,7 +4,9 @@
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
 //            [--blas openblas|blis] [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off] [--print-ranks]
-//            [--init-from FILE] [--export FILE] [--export-names hf|ours]
+//            [--init-from FILE|DIR|INDEX] [--export FILE|DIR]
+//            [--export-names hf|ours] [--export-dtype f32|bf16]
+//            [--export-shard-size SIZE]
 //            [--trace FILE] [--report-json FILE] [--profile]
 //            [--data-format auto|bytes|tokens] [--flight-recorder DIR]
 //            [--skip-collectives] [--sync-collectives] [--describe]
@@ -140,6 +142,10 @@ void loadRankInputs(const Options &options, const Communicator &comm,
       !chooseExportNaming(in.plan, options.exportNames, in.paths.weightNames,
                           error))
     die(error, 2);
+  if (options.exportDType == "bf16")
+    in.paths.weightDType = TensorDType::BF16;
+  if (options.exportShardBytes)
+    in.paths.weightShardBytes = options.exportShardBytes;
   if (!reserveRunOutputs(in.plan, in.paths, options.steps, comm.rank(),
                          comm.size(), in.outputs, error))
     die(error);

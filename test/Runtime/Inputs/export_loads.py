@@ -12,6 +12,18 @@ usage: export_loads.py randomize IN OUT [--seed S]
            biases N(0, 0.1^2), so that every weight moves the loss (at the
            initializers' 0.02 attention is nearly uniform and a wrong rope,
            split or transpose would hardly show)
+       export_loads.py check-dir DIR DATA REPORT --batch B --seq T
+                       [--dtype f32|bf16] [--rtol X]
+           DIR: what fsdp-run --export DIR wrote (config.json, shards,
+           index), loaded by AutoModelForCausalLM.from_pretrained(DIR)
+           with nothing added: its dtype the config's (--dtype), and its
+           loss in f32 on DATA's first batch REPORT's (fsdp-run --init-from
+           DIR --steps 1 --lr 0)
+       export_loads.py save gpt2|llama DIR --seq T [--dtype f32|bf16]
+                       [--max-shard SIZE] [--seed S]
+           a tiny model (vocab 256, 2 layers, dim 16) made by transformers,
+           its weights N(0, 0.3^2) (norms 1 + that), saved by
+           save_pretrained(DIR, max_shard_size=SIZE) in DTYPE
        export_loads.py check gpt2|llama WEIGHTS DATA REPORT --heads H
                        --batch B --seq T [--eps X] [--theta X]
                        [--require safetensors|transformers]... [--rtol X]
@@ -255,9 +267,86 @@ def check(args):
     return 0 if ok else 1
 
 
+def check_dir(args):
+    """from_pretrained(DIR) alone: the config.json and shards fsdp-run
+    --export DIR wrote, nothing written here. The model's dtype is the
+    config's (transformers 5 loads dtype "auto"); its loss, computed in
+    f32 (the bf16 weights widened exactly, as fsdp-run's --init-from
+    widens them), is fsdp-run's on the same batch."""
+    import torch
+    import transformers
+    config = json.load(open(os.path.join(args.dir, "config.json")))
+    want = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+    auto = transformers.AutoModelForCausalLM.from_pretrained(args.dir)
+    ok = auto.dtype == want and config["dtype"] == str(want).split(".")[1]
+    print("export_loads: from_pretrained(DIR): %s, dtype %s (config %s): %s"
+          % (type(auto).__name__, str(auto.dtype).split(".")[1],
+             config["dtype"], "ok" if ok else "FAILED"))
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        args.dir, dtype=torch.float32)
+    model.eval()
+    tokens = np.frombuffer(open(args.data, "rb").read(), np.uint8)
+    n = args.batch * args.seq
+    inputs = tokens[:n].astype(np.int64).reshape(args.batch, args.seq)
+    targets = tokens[1:n + 1].astype(np.int64).reshape(args.batch, args.seq)
+    with torch.no_grad():
+        logits = model(torch.tensor(inputs)).logits.double()
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            torch.tensor(targets).reshape(-1))
+    fsdp = json.load(open(args.report))["losses"][0]
+    ok &= verdict("%s %s from %s" % (type(model).__name__,
+                                     transformers.__version__, args.dtype),
+                  float(loss), fsdp, args.rtol)
+    return 0 if ok else 1
+
+
+def save(args):
+    """A tiny model made and saved by transformers itself: its own config,
+    its own random init, save_pretrained's shards."""
+    import torch
+    import transformers
+    torch.manual_seed(args.seed)
+    if args.family == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=256, n_embd=16, n_layer=2, n_head=2,
+            n_positions=args.seq, activation_function="gelu_new")
+        model = transformers.GPT2LMHeadModel(config)
+    else:
+        config = transformers.LlamaConfig(
+            vocab_size=256, hidden_size=16, intermediate_size=24,
+            num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=args.seq,
+            tie_word_embeddings=False)
+        model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # weights large enough that every one matters
+        for name, p in model.named_parameters():
+            p.normal_(1.0 if "norm" in name or "ln_" in name else 0.0, 0.3)
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
+    model.save_pretrained(args.dir, max_shard_size=args.max_shard)
+    print("export_loads: saved %s in %s: %s" % (
+        type(model).__name__, args.dir, " ".join(sorted(os.listdir(args.dir)))))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("save")
+    v.add_argument("family", choices=["gpt2", "llama"])
+    v.add_argument("dir")
+    v.add_argument("--seq", type=int, required=True)
+    v.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    v.add_argument("--max-shard", default="5GB")
+    v.add_argument("--seed", type=int, default=1)
+    d = sub.add_parser("check-dir")
+    for name in ("dir", "data", "report"):
+        d.add_argument(name)
+    for flag in ("batch", "seq"):
+        d.add_argument("--" + flag, type=int, required=True)
+    d.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    d.add_argument("--rtol", type=float, default=1e-5)
     r = sub.add_parser("randomize")
     r.add_argument("inp")
     r.add_argument("out")
@@ -274,6 +363,10 @@ def main():
                    choices=sorted(NEEDS))
     c.add_argument("--rtol", type=float, default=1e-5)
     args = p.parse_args()
+    if args.command == "check-dir":
+        return check_dir(args)
+    if args.command == "save":
+        return save(args)
     return randomize(args) if args.command == "randomize" else check(args)
 
 

@@ -118,6 +118,11 @@ def parse(data):
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
     plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIQQQ11QdQ")))
+    n = c.take("I")  # since version 14: the model's Hugging Face config
+    if c.pos + n > len(c.data):
+        raise PlanError("the payload ends in the middle of a string")
+    plan["model_config"] = c.data[c.pos:c.pos + n]
+    c.pos += n
     plan["buffers"] = []
     for _ in range(c.take("I")):
         b = {"kind": c.take("I"), "dtype": c.take("I"),
@@ -182,6 +187,7 @@ def serialise(plan, fix_crc=True):
                           plan["summary"][f] & ((1 << (32 if i < 2 else 64))
                                                 - 1)
                           for i, f in enumerate(SUMMARY_FIELDS)])]
+    out += [pack("I", len(plan["model_config"])), plan["model_config"]]
     out.append(count("buffers", len(plan["buffers"])))
     for b in plan["buffers"]:
         out += [pack("I", b["kind"]), pack("I", b["dtype"]),

@@ -1,6 +1,7 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and checks -------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/Dialect/FSDP/IR/ModelConfig.h"
 #include "fsdp/runtime/ShardLayout.h"
 
 #include "mlir/IR/Builders.h"
@@ -105,6 +106,13 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return verifyRemat(op, attr);
   if (name == kParamDtypeAttrName)
     return verifyParamDtype(op, attr);
+  if (name == kHFConfigAttrName) {
+    if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attr.getValue()))
+      return emitError(op->getLoc())
+             << "'" << name
+             << "' must be a string on a module (a Hugging Face config.json)";
+    return success();
+  }
   if (name != kForwardAttrName && name != kTrainStepAttrName)
     return emitError(op->getLoc())
            << "unknown fsdp dialect attribute '" << name << "'";

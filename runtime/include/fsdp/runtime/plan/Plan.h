@@ -103,6 +103,10 @@ struct Plan {
   /// The memory budget the plan was compiled for (plan version 13; 0:
   /// none), which fsdp-run's trace draws as a constant track.
   uint64_t memoryBudget = 0;
+  /// The model's Hugging Face config.json as fsdp-gen attached it (plan
+  /// version 14; empty: none, e.g. a hand-written model), which
+  /// `fsdp-run --export DIR` writes as DIR/config.json.
+  std::string modelConfig;
   /// The resident set the compiler's figures predict with `threads` BLAS
   /// threads: the arena, the heap beyond it and the mapped memory.
   uint64_t predictedResident(int threads) const {

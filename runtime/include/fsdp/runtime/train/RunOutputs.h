@@ -86,13 +86,19 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
 /// reserved before the first step.
 struct RunOutputPaths {
   std::string trace, report, weights;
-  /// The names --export writes the weights by.
+  /// The names --export writes the weights by, their dtype
+  /// (--export-dtype) and a directory's largest shard
+  /// (--export-shard-size).
   WeightNaming weightNames = WeightNaming::HuggingFace;
+  TensorDType weightDType = TensorDType::F32;
+  uint64_t weightShardBytes = ExportSpec().shardBytes;
   /// The evaluations the report will list (its size grows with them).
   int64_t evaluations = 0;
 };
 struct RunOutputFiles {
-  OutputFile trace, report, weights;
+  OutputFile trace, report;
+  /// --export's file, or its directory's files.
+  WeightsExport weights;
 };
 /// Checks and reserves every output of a run of `steps` steps: the weights
 /// and the report on rank 0, the trace on every rank (its own file). On
