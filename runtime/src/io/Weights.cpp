@@ -492,6 +492,8 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
   spec = given;
   files = std::make_unique<Files>();
   directory = exportIsDirectory(spec.path);
+  while (directory && spec.path.size() > 1 && spec.path.back() == '/')
+    spec.path.pop_back(); // "out/model/" is the directory out/model
   std::vector<TensorToWrite> tensors =
       exportTensors(plan, spec.naming, nullptr, spec.dtype);
   TensorMetadata metadata = exportMetadata(plan, spec.naming);
