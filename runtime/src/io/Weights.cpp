@@ -619,9 +619,12 @@ bool WeightsExport::write(const Plan &plan,
 }
 
 std::string WeightsExport::summary() const {
-  std::string dtype = dtypeName(spec.dtype);
+  // f32 unsaid, as before --export-dtype.
+  std::string dtype = spec.dtype == TensorDType::F32
+                          ? ""
+                          : std::string(" (") + dtypeName(spec.dtype) + ")";
   if (!directory)
-    return spec.path + " (" + dtype + ")";
+    return spec.path + dtype;
   size_t n = files->shards.size();
   std::string text =
       n == 1 ? std::string(kSingleName)
@@ -629,7 +632,7 @@ std::string WeightsExport::summary() const {
                    std::to_string(spec.shardBytes) + " bytes and " +
                    kIndexName;
   text += files->configText.empty() ? "" : ", config.json";
-  return text + " in " + spec.path + " (" + dtype + ")";
+  return text + " in " + spec.path + dtype;
 }
 
 } // namespace fsdp::rt

@@ -96,8 +96,9 @@ public:
   bool active() const { return reserved; }
   bool write(const Plan &plan, const std::vector<std::vector<float>> &params,
              std::string &error);
-  /// What was written, for the log: "3 shards, the index and config.json
-  /// in DIR (BF16)".
+  /// What was written, for the log: "3 shards of at most N bytes and
+  /// model.safetensors.index.json, config.json in DIR (BF16)" (f32
+  /// unsaid), or the file's path.
   std::string summary() const;
   /// Why no config.json is written (empty: it is, or a file export).
   const std::string &noConfigReason() const { return noConfig; }
