@@ -213,7 +213,9 @@ def main():
         verdict("%s at %d rank%s, lr 0: fsdp-run vs %s" % (
             args.family, n, "" if n == 1 else "s", model_class),
             got, reference, LOSS_RTOL)
-        exported = os.path.join(args.work, "export.%d" % n)
+        # A trailing '/': --export writes a Hugging Face directory (a name
+        # with a dot is otherwise one safetensors file).
+        exported = os.path.join(args.work, "export.%d" % n) + "/"
         extra = [] if args.no_export else ["--export", exported]
         losses = fsdp_run("adamw", "--steps", str(args.steps),
                           "--init-from", weights, *extra)
@@ -224,7 +226,7 @@ def main():
                     got, want, TRAIN_RTOL)
         if args.no_export:
             continue
-        bf16 = exported + ".bf16"
+        bf16 = exported[:-1] + ".bf16/"
         fsdp_run("bf16", "--steps", "1", "--lr", "0", "--init-from", exported,
                  "--export", bf16, "--export-dtype", "bf16")
         for tag, directory in (("f32", exported), ("bf16", bf16)):
