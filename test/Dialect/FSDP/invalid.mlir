@@ -1253,6 +1253,70 @@ func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
 
 // -----
 
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op factor must be positive, got 0.000000e+00}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>, factor = 0.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op high_freq_factor (4.000000e+00) must exceed low_freq_factor (4.000000e+00)}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 4.0, original_max_positions = 4} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op low_freq_factor must be positive, got -1.000000e+00}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0, low_freq_factor = -1.0, original_max_positions = 4} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op llama3 scaling needs original_max_positions > 0, got 0}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope_backward' op attention_factor must be positive, got 0.000000e+00}}
+  %0 = fsdp.rope_backward %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>, factor = 4.0, attention_factor = 0.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op yarn's correction range must satisfy 0 <= correction_low <= correction_high, got [3.000000e+00, 1.000000e+00]}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>, factor = 4.0, correction_low = 3.0, correction_high = 1.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op 'factor' is not read by scaling 'default': leave it out}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, factor = 8.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope_backward' op 'original_max_positions' is not read by scaling 'linear': leave it out}}
+  %0 = fsdp.rope_backward %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>, factor = 2.0, original_max_positions = 8} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
 func.func @f(%qkv: tensor<4x24xf32>) {
   // expected-error @+1 {{inconsistent shapes: qkv is [4, 24], not [B, T, W]}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<4x24xf32>) -> tensor<4x24xf32>

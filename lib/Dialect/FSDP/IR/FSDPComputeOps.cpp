@@ -32,6 +32,87 @@ LogicalResult RmsNormOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// RopeOp, RopeBackwardOp
+//===----------------------------------------------------------------------===//
+
+/// The scaling attributes' ranges (RopeScaling.h divides by them), and
+/// that an attribute the scaling kind does not read keeps its default.
+template <typename RopeLike>
+static LogicalResult verifyRopeScaling(RopeLike op) {
+  RopeScaling kind = op.getScaling();
+  StringRef kindName = stringifyRopeScaling(kind);
+  // Which kinds read each attribute.
+  struct Use {
+    StringRef name;
+    bool set;
+    std::initializer_list<RopeScaling> kinds;
+  };
+  Operation *o = op.getOperation();
+  auto isSet = [&](StringRef name, Attribute defaultValue) {
+    Attribute a = o->getAttr(name);
+    return a && a != defaultValue;
+  };
+  Builder b(op.getContext());
+  using K = RopeScaling;
+  Use uses[] = {
+      {"factor", isSet("factor", b.getF64FloatAttr(1.0)),
+       {K::Linear, K::Llama3, K::Yarn}},
+      {"low_freq_factor", isSet("low_freq_factor", b.getF64FloatAttr(1.0)),
+       {K::Llama3}},
+      {"high_freq_factor", isSet("high_freq_factor", b.getF64FloatAttr(4.0)),
+       {K::Llama3}},
+      {"original_max_positions",
+       isSet("original_max_positions", b.getI64IntegerAttr(0)), {K::Llama3}},
+      {"attention_factor", isSet("attention_factor", b.getF64FloatAttr(1.0)),
+       {K::Yarn}},
+      {"correction_low", isSet("correction_low", b.getF64FloatAttr(0.0)),
+       {K::Yarn}},
+      {"correction_high", isSet("correction_high", b.getF64FloatAttr(0.0)),
+       {K::Yarn}},
+  };
+  for (const Use &use : uses)
+    if (use.set && !llvm::is_contained(use.kinds, kind))
+      return op.emitOpError()
+             << "'" << use.name << "' is not read by scaling '" << kindName
+             << "': leave it out";
+  double factor = op.getFactor().convertToDouble();
+  if (kind != K::Default && !(factor > 0))
+    return op.emitOpError() << "factor must be positive, got " << factor;
+  if (kind == K::Llama3) {
+    double low = op.getLowFreqFactor().convertToDouble(),
+           high = op.getHighFreqFactor().convertToDouble();
+    if (!(low > 0))
+      return op.emitOpError()
+             << "low_freq_factor must be positive, got " << low;
+    if (!(high > low))
+      return op.emitOpError() << "high_freq_factor (" << high
+                              << ") must exceed low_freq_factor (" << low
+                              << ")";
+    if (op.getOriginalMaxPositions() <= 0)
+      return op.emitOpError()
+             << "llama3 scaling needs original_max_positions > 0, got "
+             << op.getOriginalMaxPositions();
+  }
+  if (kind == K::Yarn) {
+    double attention = op.getAttentionFactor().convertToDouble(),
+           low = op.getCorrectionLow().convertToDouble(),
+           high = op.getCorrectionHigh().convertToDouble();
+    if (!(attention > 0))
+      return op.emitOpError()
+             << "attention_factor must be positive, got " << attention;
+    if (!(low >= 0 && high >= low))
+      return op.emitOpError()
+             << "yarn's correction range must satisfy 0 <= correction_low "
+                "<= correction_high, got ["
+             << low << ", " << high << "]";
+  }
+  return success();
+}
+
+LogicalResult RopeOp::verify() { return verifyRopeScaling(*this); }
+LogicalResult RopeBackwardOp::verify() { return verifyRopeScaling(*this); }
+
+//===----------------------------------------------------------------------===//
 // AdamWOp
 //===----------------------------------------------------------------------===//
 

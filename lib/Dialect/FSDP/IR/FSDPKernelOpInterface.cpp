@@ -84,7 +84,9 @@ kernelParams(Operation *op, const plan::KernelInfo &info) {
     Attribute attr = op->getAttr(StringRef(param.name));
     if (!attr && !param.sameAs.empty())
       attr = op->getAttr(StringRef(param.sameAs));
-    if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
+    if (std::optional<int64_t> code = enumParamValue(attr))
+      values[i] = double(*code);
+    else if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
       values[i] = f.getValueAsDouble();
     else if (auto n = llvm::dyn_cast_or_null<IntegerAttr>(attr))
       values[i] = double(n.getInt());

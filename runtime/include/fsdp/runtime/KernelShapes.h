@@ -96,7 +96,7 @@ struct NamedParam {
   std::string_view name;
   double value = 0;
 };
-using Params = std::array<NamedParam, 5>;
+using Params = std::array<NamedParam, 11>; // kMaxKernelParams
 
 /// The dims bound so far: a value each (a list's product) and, for a
 /// leading-dims wildcard, the list.
