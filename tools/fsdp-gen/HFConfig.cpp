@@ -10,8 +10,6 @@
 #define JSON_NOEXCEPTION
 #include "HFConfig.h"
 
-#include "fsdp/runtime/RopeScaling.h"
-
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -281,11 +279,9 @@ void readRopeObject(KeyReader &r, const char *key, const json &v,
       number("mscale_all_dim", mscaleAllDim, false);
     if (get("attention_factor"))
       number("attention_factor", out.attentionFactor, false);
-    else if (mscale != 0 && mscaleAllDim != 0)
-      out.attentionFactor = ::fsdp::plan::yarnMscale(out.factor, mscale) /
-                            ::fsdp::plan::yarnMscale(out.factor, mscaleAllDim);
     else
-      out.attentionFactor = ::fsdp::plan::yarnMscale(out.factor);
+      out.attentionFactor = yarnAttentionFactor(out.factor, mscale,
+                                                mscaleAllDim);
   }
 }
 

@@ -182,9 +182,11 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   // in double as transformers does (RopeScaling.h).
   auto rope = [&](Value qkv) -> Value {
     const RopeScalingConfig &s = c.ropeScaling;
-    auto op = RopeOp::create(f.builder, f.loc, qkv.getType(), qkv, heads,
-                             kvHeads,
-                             f.builder.getF32FloatAttr(float(c.ropeTheta)));
+    auto op = RopeOp::create(
+        f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
+        f.builder.getF32FloatAttr(float(c.ropeTheta)), RopeScalingAttr(),
+        FloatAttr(), FloatAttr(), FloatAttr(), IntegerAttr(), FloatAttr(),
+        FloatAttr(), FloatAttr());
     auto f64 = [&](double v) { return f.builder.getF64FloatAttr(v); };
     RopeScaling kind = *symbolizeRopeScaling(s.type);
     if (kind == RopeScaling::Default)
@@ -265,4 +267,12 @@ OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
       f.builder, f.loc, RankedTensorType::get({}, f.builder.getF32Type()), x,
       args[1]);
   return f.finish(loss);
+}
+
+double fsdp_gen::yarnAttentionFactor(double factor, double mscale,
+                                     double mscaleAllDim) {
+  if (mscale != 0 && mscaleAllDim != 0)
+    return ::fsdp::plan::yarnMscale(factor, mscale) /
+           ::fsdp::plan::yarnMscale(factor, mscaleAllDim);
+  return ::fsdp::plan::yarnMscale(factor);
 }

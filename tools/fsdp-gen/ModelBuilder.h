@@ -43,6 +43,12 @@ struct RopeScalingConfig {
   }
 };
 
+/// yarn's attention factor from its factor alone (transformers'
+/// yarn_get_mscale: 0.1 ln(factor) + 1, 1 for a factor up to 1), and from
+/// mscale and mscale_all_dim (the ratio of the two mscales).
+double yarnAttentionFactor(double factor, double mscale = 0,
+                           double mscaleAllDim = 0);
+
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
 /// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
 struct LlamaConfig {

@@ -20,7 +20,6 @@
 
 #include "HFConfig.h"
 #include "ModelBuilder.h"
-#include "fsdp/runtime/RopeScaling.h"
 #include "SizeCheck.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
@@ -291,7 +290,7 @@ void applyRopeScaling(fsdp_gen::LlamaConfig &c) {
          ") must exceed --rope-low-freq-factor (" + gText(r.lowFreqFactor) +
          ")");
   if (r.type == "yarn")
-    r.attentionFactor = ::fsdp::plan::yarnMscale(r.factor);
+    r.attentionFactor = fsdp_gen::yarnAttentionFactor(r.factor);
 }
 
 /// The Llama the preset and the size options describe, sizes checked.

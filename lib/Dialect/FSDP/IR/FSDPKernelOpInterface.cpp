@@ -156,11 +156,17 @@ static std::string derivationContext(const plan::KernelInfo &info,
   }
   out << (rules.derive == shapes::Derive::AttentionHeads
               ? "W = (heads + 2 kv_heads) hs with kv_heads dividing heads"
-              : "W = (heads + 2 kv_heads) hs with hs even and theta "
-                "positive and finite");
+              : "W = (heads + 2 kv_heads) hs with hs even, theta "
+                "positive and finite, and a valid scaling");
   out << " (W = " << dims["W"];
-  for (size_t i = 0, e = plan::numParams(info); i < e; ++i)
+  // rope's scaling parameters (after theta) only where it scales.
+  bool unscaled = rules.derive == shapes::Derive::RopeHeads &&
+                  params[plan::paramIndex(info.opcode, "scaling")] == 0;
+  for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
+    if (unscaled && i > plan::paramIndex(info.opcode, "theta"))
+      break;
     out << ", " << info.params[i].name << " = " << params[i];
+  }
   out << ")";
   return out.str();
 }

@@ -114,6 +114,31 @@ FSDP_ROPE_HD inline float ropeCosSinScale(const RopeScaling &s) {
              : 1.0f;
 }
 
+/// Host only: what is wrong with `s` for the kernels (nullptr: nothing):
+/// an unknown kind, or a value the kind divides by or scales with that is
+/// not positive and finite. The plan loader and the IR verifier both ask.
+inline const char *ropeScalingError(const RopeScaling &s) {
+  auto positive = [](double x) { return x > 0 && std::isfinite(x); };
+  if (!(s.kind >= 0 && s.kind <= int64_t(RopeScalingKind::Yarn)))
+    return "has a rope scaling that is not 0 (default), 1 (linear), "
+           "2 (llama3) or 3 (yarn)";
+  if (s.kind == 0)
+    return nullptr;
+  if (!positive(s.factor))
+    return "has a rope scaling factor that is not positive and finite";
+  if (RopeScalingKind(s.kind) == RopeScalingKind::Llama3 &&
+      !(positive(s.lowFreqFactor) && positive(s.highFreqFactor) &&
+        s.highFreqFactor > s.lowFreqFactor && positive(s.originalMax)))
+    return "has llama3 rope scaling without 0 < low_freq_factor < "
+           "high_freq_factor and original_max_positions > 0";
+  if (RopeScalingKind(s.kind) == RopeScalingKind::Yarn &&
+      !(positive(s.attentionFactor) && std::isfinite(s.correctionHigh) &&
+        s.correctionLow >= 0 && s.correctionHigh >= s.correctionLow))
+    return "has yarn rope scaling without a positive attention_factor and "
+           "0 <= correction_low <= correction_high";
+  return nullptr;
+}
+
 /// Host only (the compiler's): yarn's correction range, the pair indices
 /// between which the ramp runs (transformers' find_correction_range, in
 /// double): for `beta` rotations over the original context,

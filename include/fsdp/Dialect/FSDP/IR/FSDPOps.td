@@ -445,9 +445,14 @@ def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
       computes `attention_factor` from `factor`, `mscale` and
       `mscale_all_dim` when the config leaves it out.
 
-    Attributes that the kind does not read must keep their defaults. Llama
-    3.1's rope, before and after `--fsdp-lower-to-runtime` (the plan stores
-    the scaling as 0 default, 1 linear, 2 llama3, 3 yarn):
+    Attributes that the kind does not read must keep their defaults (the
+    verifier says which); the values' ranges are the kernel's
+    (`ropeScalingError` in RopeScaling.h: a positive factor, `0 <
+    low_freq_factor < high_freq_factor` and `original_max_positions > 0`
+    for llama3, a positive `attention_factor` and `0 <= correction_low <=
+    correction_high` for yarn), checked with the shapes as the plan loader
+    checks them. Llama 3.1's rope, before and after the lowering (the plan
+    stores the scaling as 0 default, 1 linear, 2 llama3, 3 yarn):
 
     ```mlir
     %r = fsdp.rope %qkv {heads = 4 : i64, kv_heads = 2 : i64,
@@ -455,13 +460,14 @@ def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
                          scaling = #fsdp.rope_scaling<llama3>,
                          factor = 8.0 : f64, original_max_positions = 8192}
         : (tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
-    // after the lowering:
-    fsdprt.kernel "rope" ins(%qkv) outs(%r) {params = {heads = 4 : i64,
-        kv_heads = 2 : i64, theta = 5.0e+05 : f32, scaling = 2 : i64,
-        factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
-        high_freq_factor = 4.0 : f64, original_max_positions = 8192 : i64,
-        attention_factor = 1.0 : f64, correction_low = 0.0 : f64,
-        correction_high = 0.0 : f64}}
+    // after --fsdp-lower-to-runtime (every parameter stored, sorted):
+    fsdprt.kernel "rope" ins(%qkv : memref<1x8x64xf32>)
+        outs(%r : memref<1x8x64xf32>) params {attention_factor = 1.0 : f64,
+        correction_high = 0.0 : f64, correction_low = 0.0 : f64,
+        factor = 8.0 : f64, heads = 4 : i64, high_freq_factor = 4.0 : f64,
+        kv_heads = 2 : i64, low_freq_factor = 1.0 : f64,
+        original_max_positions = 8192 : i64, scaling = 2 : i64,
+        theta = 5.0e+05 : f32}
     ```
   }];
   let arguments = !con((ins FSDP_FloatTensor:$qkv,
