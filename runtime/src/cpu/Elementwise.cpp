@@ -193,11 +193,12 @@ void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
                   double high_freq_factor, int64_t original_max_positions,
                   double attention_factor, double correction_low,
                   double correction_high) {
+  const float sign = -1.0f; // the inverse rotation
   rotate(dqkv, dout, B, T, H, KV, hs, theta,
          ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
                      original_max_positions, attention_factor, correction_low,
                      correction_high),
-         -1.0f);
+         sign);
 }
 
 } // namespace fsdp::rt::cpu
