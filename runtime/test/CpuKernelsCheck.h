@@ -187,6 +187,7 @@ void testLinear(const Blas &blas);
 void testElementwise();
 void testSwiGlu();
 void testRope();
+void testRopeScaling();
 
 // CpuAttentionTest.cpp
 void testAttention(const Blas &blas);

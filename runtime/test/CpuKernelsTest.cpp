@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
   testRmsNorm();
   testSwiGlu();
   testRope();
+  testRopeScaling();
   testDeterminism();
 
   std::printf("cpu-kernels: %d passed, %d failed\n", gPassed, gFailed);

@@ -233,26 +233,106 @@ void testRope() {
     auto x = randomVector(rng, n, 2.0f);
     auto dx0 = toDouble(x);
     auto out = nans(n), back = nans(n);
-    ropeForward(out.data(), x.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    ropeForward(out.data(), x.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0, 1.0,
+                1.0, 4.0, 0, 1.0, 0.0, 0.0);
     // The reference angle is in double, the kernel's in float as Hugging
     // Face's: t inv_freq is off by up to T ulps of the angle.
     const double atol = 1e-6 * double(s.T);
     CHECK_CLOSE("ropeForward" + at, out,
                 refRope(dx0, s.B, s.T, s.H, s.KV, s.hs, s.theta), atol, 1e-5);
     // The backward is the inverse: it undoes the forward.
-    ropeBackward(back.data(), out.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    ropeBackward(back.data(), out.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0,
+                 1.0, 1.0, 4.0, 0, 1.0, 0.0, 0.0);
     CHECK_CLOSE("ropeBackward undoes ropeForward" + at, back, dx0, 1e-5, 1e-5);
     // And it is the forward's gradient: sum(dout * rope(x)) is linear in
     // x, so its gradient is the transposed rotation of dout.
     auto dout = randomVector(rng, n);
     auto ddout = toDouble(dout);
-    ropeBackward(back.data(), dout.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta);
+    ropeBackward(back.data(), dout.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0,
+                 1.0, 1.0, 4.0, 0, 1.0, 0.0, 0.0);
     auto loss = [&](const std::vector<double> &v) {
       return dot(ddout, refRope(v, s.B, s.T, s.H, s.KV, s.hs, s.theta));
     };
     auto idx = someIndices(rng, size_t(n), 64);
     CHECK_CLOSE("ropeBackward vs finite differences" + at, gather(back, idx),
                 centralDiff(loss, dx0, idx), atol, 1e-4);
+  }
+}
+
+/// Rope scaling against the formulas in double (Hugging Face's
+/// rope_init_fn for linear, llama3 and yarn, written out independently of
+/// RopeScaling.h), at a tiny original context so that the positions of
+/// the test reach every band; and the backward still undoes the forward
+/// up to yarn's attention factor squared.
+void testRopeScaling() {
+  Rng rng(29);
+  const int64_t B = 1, T = 12, H = 2, KV = 1, hs = 16, half = hs / 2;
+  const double theta = 10000.0;
+  const int64_t n = B * T * (H + 2 * KV) * hs;
+  auto x = randomVector(rng, n, 2.0f);
+  auto dx = toDouble(x);
+  struct Case {
+    const char *name;
+    int64_t kind;
+    double factor, low, high;
+    int64_t original;
+    double attention, cl, ch;
+  };
+  const Case cases[] = {{"linear", 1, 2.5, 1, 4, 0, 1, 0, 0},
+                        {"llama3", 2, 8, 1, 4, 4, 1, 0, 0},
+                        {"llama3 (low 1.5, high 3)", 2, 3, 1.5, 3, 16, 1, 0, 0},
+                        {"yarn", 3, 4, 1, 4, 0, 1.1386294, 1, 5},
+                        {"yarn (empty ramp)", 3, 4, 1, 4, 0, 1.2, 3, 3}};
+  for (const Case &c : cases) {
+    std::vector<double> inv(half);
+    for (int64_t i = 0; i < half; ++i) {
+      const double f = std::pow(theta, -2.0 * double(i) / double(hs));
+      double v = f;
+      if (c.kind == 1)
+        v = f / c.factor;
+      if (c.kind == 2) {
+        const double w = 2 * M_PI / f, lowW = double(c.original) / c.low,
+                     highW = double(c.original) / c.high;
+        const double sm = (double(c.original) / w - c.low) / (c.high - c.low);
+        v = w > lowW ? f / c.factor
+            : w < highW ? f
+                        : (1 - sm) * f / c.factor + sm * f;
+      }
+      if (c.kind == 3) {
+        const double hi = c.ch == c.cl ? c.ch + 0.001 : c.ch;
+        const double ramp =
+            std::min(1.0, std::max(0.0, (double(i) - c.cl) / (hi - c.cl)));
+        v = f / c.factor * ramp + f * (1 - ramp);
+      }
+      inv[size_t(i)] = v;
+    }
+    const double m = c.kind == 3 ? c.attention : 1.0;
+    std::vector<double> ref = dx;
+    const int64_t width = (H + 2 * KV) * hs;
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t h = 0; h < H + KV; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const double a = double(r % T) * inv[size_t(i)];
+          const int64_t at = r * width + h * hs + i;
+          ref[at] = m * (dx[at] * std::cos(a) - dx[at + half] * std::sin(a));
+          ref[at + half] =
+              m * (dx[at + half] * std::cos(a) + dx[at] * std::sin(a));
+        }
+    auto out = nans(n), back = nans(n);
+    ropeForward(out.data(), x.data(), B, T, H, KV, hs, float(theta), c.kind,
+                c.factor, c.low, c.high, c.original, c.attention, c.cl, c.ch);
+    CHECK_CLOSE(std::string("ropeForward, scaling ") + c.name, out, ref, 2e-5,
+                1e-5);
+    ropeBackward(back.data(), out.data(), B, T, H, KV, hs, float(theta),
+                 c.kind, c.factor, c.low, c.high, c.original, c.attention,
+                 c.cl, c.ch);
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int64_t j = 0; j < (H + KV) * hs; ++j)
+        dx[r * width + j] *= m * m;
+    CHECK_CLOSE(std::string("ropeBackward undoes ropeForward, scaling ") +
+                    c.name,
+                back, dx, 2e-5, 1e-5);
+    dx = toDouble(x);
   }
 }
 

@@ -61,7 +61,15 @@ BOUNDS = {
                         '{"rope_type": "default", "rope_theta": -1}',
                         '{"rope_type": "default", "rope_theta": "x"}',
                         '{"rope_type": "llama3", "factor": 8.0}',
+                        '{"rope_type": "dynamic", "factor": 2.0}',
+                        '{"rope_type": "yarn", "factor": -1, '
+                        '"original_max_position_embeddings": 8}',
                         '{"rope_type": 7}', '[]'],
+    # transformers 4.x's rope scaling object.
+    "rope_scaling": ['{"rope_type": "llama3", "factor": 8.0, '
+                     '"low_freq_factor": 4.0, "high_freq_factor": 1.0}',
+                     '{"type": "linear", "factor": 0}',
+                     '{"rope_type": "longrope"}', '{"type": "linear"}'],
     "rms_norm_eps": ["1e-50", "1e39"],
     "initializer_range": ["1e39"],
     "vocab_size": ["2147483648"],

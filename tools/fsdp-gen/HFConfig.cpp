@@ -162,42 +162,157 @@ void readGPT2(KeyReader &r, HFModel &m) {
     r.ignore(key);
 }
 
-/// A rope-scaling object that scales nothing: {"rope_type": "default"}
-/// (transformers 4.x also spells it "type"), with a theta at most.
-bool unscaledRope(const json &v) {
+/// Reads one rope object: transformers 4.x's rope_scaling or 5.x's
+/// rope_parameters (which also holds rope_theta), `key` naming it in
+/// errors. `rope_type` (4.x also `type`) is default, linear, llama3 or yarn,
+/// with the keys transformers' rope_init_fn reads for it
+/// (modeling_rope_utils.py); anything else is refused by name.
+/// original_max_position_embeddings defaults to max_position_embeddings
+/// (`maxPositions`), as transformers' standardize_rope_params does.
+void readRopeObject(KeyReader &r, const char *key, const json &v,
+                    int64_t maxPositions, RopeScalingConfig &out,
+                    const json *&theta) {
   if (!v.is_object())
-    return false;
+    return r.bad(key, "must be an object or null, got " + v.dump());
+  auto get = [&](const char *name) -> const json * {
+    auto it = v.find(name);
+    return it == v.end() || it->is_null() ? nullptr : &*it;
+  };
+  const json *type = get("rope_type"), *oldType = get("type");
+  if (type && oldType && *type != *oldType)
+    return r.bad(key, "has rope_type " + type->dump() + " and type " +
+                          oldType->dump());
+  if (!type)
+    type = oldType;
+  std::string kind = "default";
+  if (type) {
+    if (!type->is_string())
+      return r.bad(key, "has rope_type " + type->dump() + ": not a string");
+    kind = type->get<std::string>();
+  }
+  if (kind != "default" && kind != "linear" && kind != "llama3" &&
+      kind != "yarn")
+    return r.bad(key, "has rope_type \"" + kind +
+                          "\"; fsdp-gen builds \"default\", \"linear\", "
+                          "\"llama3\" and \"yarn\"");
+  out = RopeScalingConfig();
+  out.type = kind;
+  std::set<std::string> takes = {"rope_type", "type", "rope_theta",
+                                 "partial_rotary_factor"};
+  if (kind != "default")
+    takes.insert("factor");
+  if (kind == "llama3" || kind == "yarn")
+    takes.insert("original_max_position_embeddings");
+  if (kind == "llama3")
+    takes.insert({"low_freq_factor", "high_freq_factor"});
+  if (kind == "yarn")
+    takes.insert({"attention_factor", "beta_fast", "beta_slow", "mscale",
+                  "mscale_all_dim", "truncate"});
   for (auto it = v.begin(); it != v.end(); ++it)
-    if (it.key() == "rope_type" || it.key() == "type") {
-      if (it.value() != json("default"))
-        return false;
-    } else if (it.key() != "rope_theta") {
-      return false;
+    if (!takes.count(it.key()))
+      return r.bad(key, "has '" + it.key() + "', which rope_type \"" + kind +
+                            "\" does not take");
+  // A positive, finite number (`required`), else `fallback`.
+  bool ok = true;
+  auto number = [&](const char *name, double &to, bool required) {
+    const json *n = get(name);
+    if (!n) {
+      if (required) {
+        r.bad(key, "has no '" + std::string(name) + "', which rope_type \"" +
+                       kind + "\" needs");
+        ok = false;
+      }
+      return;
     }
-  return true;
+    if (!n->is_number() || !(n->get<double>() > 0.0) ||
+        std::isinf(n->get<double>())) {
+      r.bad(key, "has " + std::string(name) + " " + n->dump() +
+                     ": it must be a positive number");
+      ok = false;
+      return;
+    }
+    to = n->get<double>();
+  };
+  if (const json *p = get("partial_rotary_factor"))
+    if (!p->is_number() || p->get<double>() != 1.0)
+      return r.bad(key, "has partial_rotary_factor " + p->dump() +
+                            "; fsdp-gen rotates whole heads only (1.0)");
+  theta = get("rope_theta");
+  if (kind == "default")
+    return;
+  out.originalMax = maxPositions;
+  if (kind == "llama3" || kind == "yarn") {
+    if (const json *o = get("original_max_position_embeddings")) {
+      if (!o->is_number_integer() || o->get<int64_t>() <= 0)
+        return r.bad(key, "has original_max_position_embeddings " +
+                              o->dump() + ": it must be a positive integer");
+      out.originalMax = o->get<int64_t>();
+    }
+  }
+  number("factor", out.factor, kind != "yarn");
+  if (kind == "yarn" && !get("factor"))
+    out.factor = double(maxPositions) / double(out.originalMax);
+  if (kind == "llama3") {
+    number("low_freq_factor", out.lowFreqFactor, true);
+    number("high_freq_factor", out.highFreqFactor, true);
+    if (ok && !(out.highFreqFactor > out.lowFreqFactor))
+      return r.bad(key, "has high_freq_factor " +
+                            json(out.highFreqFactor).dump() +
+                            ", not above low_freq_factor " +
+                            json(out.lowFreqFactor).dump());
+  }
+  if (kind == "yarn") {
+    // transformers: `beta_fast or 32`, `beta_slow or 1`.
+    if (const json *b = get("beta_fast"); b && *b != json(0))
+      number("beta_fast", out.betaFast, false);
+    if (const json *b = get("beta_slow"); b && *b != json(0))
+      number("beta_slow", out.betaSlow, false);
+    if (const json *t = get("truncate")) {
+      if (!t->is_boolean())
+        return r.bad(key, "has truncate " + t->dump() + ": not a boolean");
+      out.truncate = t->get<bool>();
+    }
+    double mscale = 0, mscaleAllDim = 0;
+    if (const json *m = get("mscale"); m && *m != json(0))
+      number("mscale", mscale, false);
+    if (const json *m = get("mscale_all_dim"); m && *m != json(0))
+      number("mscale_all_dim", mscaleAllDim, false);
+    if (get("attention_factor"))
+      number("attention_factor", out.attentionFactor, false);
+    else
+      out.attentionFactor = yarnAttentionFactor(out.factor, mscale,
+                                                mscaleAllDim);
+  }
 }
 
 /// Rotary embeddings' theta and scaling: transformers 4.x's top-level
 /// rope_theta and rope_scaling, and 5.x's rope_parameters (which holds
-/// the theta and the scaling's type together). fsdp-gen builds the
-/// default (unscaled) rope.
+/// the theta and the scaling together). Where both are given they must
+/// agree.
 void readRope(KeyReader &r, LlamaConfig &c) {
   r.number("rope_theta", c.ropeTheta);
+  r.only("partial_rotary_factor", json(1.0));
+  const json *unused = nullptr;
   const json *scaling = r.value("rope_scaling");
-  if (scaling && !scaling->is_null() && !unscaledRope(*scaling))
-    r.bad("rope_scaling", "is " + scaling->dump() +
-                              "; fsdp-gen builds only null or "
-                              "{\"rope_type\": \"default\"}");
+  RopeScalingConfig fromScaling;
+  bool hasScaling = scaling && !scaling->is_null();
+  if (hasScaling)
+    readRopeObject(r, "rope_scaling", *scaling, c.seq, fromScaling, unused);
+  c.ropeScaling = fromScaling;
   const json *params = r.value("rope_parameters");
-  if (!params || params->is_null())
+  if (!params || params->is_null() || !r.error.empty())
     return;
-  if (!unscaledRope(*params))
-    return r.bad("rope_parameters",
-                 "is " + params->dump() +
-                     "; fsdp-gen builds only {\"rope_type\": \"default\", "
-                     "\"rope_theta\": ...}");
-  auto theta = params->find("rope_theta");
-  if (theta == params->end())
+  const json *theta = nullptr;
+  RopeScalingConfig fromParams;
+  readRopeObject(r, "rope_parameters", *params, c.seq, fromParams, theta);
+  if (!r.error.empty())
+    return;
+  if (hasScaling && !(fromScaling == fromParams))
+    return r.bad("rope_parameters", "is " + params->dump() +
+                                        ", another scaling than rope_scaling " +
+                                        scaling->dump());
+  c.ropeScaling = fromParams;
+  if (!theta)
     return;
   if (!theta->is_number() || !(theta->get<double>() > 0.0) ||
       std::isinf(float(theta->get<double>())) ||

@@ -3,6 +3,7 @@
 #include "ModelBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+#include "fsdp/runtime/RopeScaling.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -176,6 +177,39 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   };
   IntegerAttr heads = f.builder.getI64IntegerAttr(c.heads);
   IntegerAttr kvHeads = f.builder.getI64IntegerAttr(c.kvHeads);
+  // Rope with the config's scaling; attributes a kind does not read are
+  // left out (their defaults). yarn's correction range is computed here,
+  // in double as transformers does (RopeScaling.h).
+  auto rope = [&](Value qkv) -> Value {
+    const RopeScalingConfig &s = c.ropeScaling;
+    auto op = RopeOp::create(
+        f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
+        f.builder.getF32FloatAttr(float(c.ropeTheta)), RopeScalingAttr(),
+        FloatAttr(), FloatAttr(), FloatAttr(), IntegerAttr(), FloatAttr(),
+        FloatAttr(), FloatAttr());
+    auto f64 = [&](double v) { return f.builder.getF64FloatAttr(v); };
+    RopeScaling kind = *symbolizeRopeScaling(s.type);
+    if (kind == RopeScaling::Default)
+      return op;
+    op.setScalingAttr(RopeScalingAttr::get(f.builder.getContext(), kind));
+    op.setFactorAttr(f64(s.factor));
+    if (kind == RopeScaling::Llama3) {
+      op.setLowFreqFactorAttr(f64(s.lowFreqFactor));
+      op.setHighFreqFactorAttr(f64(s.highFreqFactor));
+      op.setOriginalMaxPositionsAttr(
+          f.builder.getI64IntegerAttr(s.originalMax));
+    }
+    if (kind == RopeScaling::Yarn) {
+      double low = 0, high = 0;
+      ::fsdp::plan::yarnCorrectionRange(s.betaFast, s.betaSlow, hs,
+                                        c.ropeTheta, double(s.originalMax),
+                                        s.truncate, low, high);
+      op.setAttentionFactorAttr(f64(s.attentionFactor));
+      op.setCorrectionLowAttr(f64(low));
+      op.setCorrectionHighAttr(f64(high));
+    }
+    return op;
+  };
   Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 args[0], wte, Value());
@@ -183,9 +217,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     std::string p = "layers." + std::to_string(l) + ".";
     Value h = rmsNorm(x, p + "input_layernorm.w");
     Value qkv = proj(h, p + "self_attn.qkv_proj.w", qkvWidth, C);
-    Value rotated =
-        RopeOp::create(f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
-                       f.builder.getF32FloatAttr(float(c.ropeTheta)));
+    Value rotated = rope(qkv);
     Value attn =
         AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                             f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
@@ -235,4 +267,12 @@ OwningOpRef<ModuleOp> fsdp_gen::buildMLP(MLIRContext &context,
       f.builder, f.loc, RankedTensorType::get({}, f.builder.getF32Type()), x,
       args[1]);
   return f.finish(loss);
+}
+
+double fsdp_gen::yarnAttentionFactor(double factor, double mscale,
+                                     double mscaleAllDim) {
+  if (mscale != 0 && mscaleAllDim != 0)
+    return ::fsdp::plan::yarnMscale(factor, mscale) /
+           ::fsdp::plan::yarnMscale(factor, mscaleAllDim);
+  return ::fsdp::plan::yarnMscale(factor);
 }

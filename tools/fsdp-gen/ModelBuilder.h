@@ -7,6 +7,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstdint>
+#include <string>
 
 namespace fsdp_gen {
 
@@ -21,6 +22,33 @@ struct GPT2Config {
   double initStd = 0.02;
 };
 
+/// Rotary embeddings' frequency scaling (Hugging Face's rope_scaling /
+/// rope_parameters; fsdp.rope's scaling attributes).
+struct RopeScalingConfig {
+  std::string type = "default"; ///< default, linear, llama3 or yarn
+  double factor = 1, lowFreqFactor = 1, highFreqFactor = 4;
+  int64_t originalMax = 0; ///< original_max_position_embeddings
+  /// yarn: cos and sin's factor (computed from factor, mscale and
+  /// mscale_all_dim when the config leaves it out), the ramp's betas and
+  /// whether its range is truncated to integers.
+  double attentionFactor = 1, betaFast = 32, betaSlow = 1;
+  bool truncate = true;
+  bool operator==(const RopeScalingConfig &o) const {
+    return type == o.type && factor == o.factor &&
+           lowFreqFactor == o.lowFreqFactor &&
+           highFreqFactor == o.highFreqFactor &&
+           originalMax == o.originalMax &&
+           attentionFactor == o.attentionFactor && betaFast == o.betaFast &&
+           betaSlow == o.betaSlow && truncate == o.truncate;
+  }
+};
+
+/// yarn's attention factor from its factor alone (transformers'
+/// yarn_get_mscale: 0.1 ln(factor) + 1, 1 for a factor up to 1), and from
+/// mscale and mscale_all_dim (the ratio of the two mscales).
+double yarnAttentionFactor(double factor, double mscale = 0,
+                           double mscaleAllDim = 0);
+
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
 /// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
 struct LlamaConfig {
@@ -28,6 +56,7 @@ struct LlamaConfig {
   int64_t seq = 0, batch = 1;
   double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
   bool tiedHead = false;
+  RopeScalingConfig ropeScaling;
 };
 
 /// A classifier: `layers` linear layers with ReLU between them.

@@ -6,6 +6,8 @@
 //                  --vocab 256 --seq 64 --batch 4 [--rope-theta] [--norm-eps]
 //   fsdp-gen --preset gpt2-124m [--batch 4 --seq 64]
 //   fsdp-gen --preset llama3-8b [--batch 1 --seq 2048]
+//   fsdp-gen --preset llama3.1-8b (llama3 rope scaling; or fsdp-gen llama
+//            --rope-scaling llama3 --rope-factor 8 ...)
 //   fsdp-gen --config config.json [--batch 4 --seq 64] [--describe]
 //
 // The model is built with the dialect's builders, wrapped into units by the
@@ -48,7 +50,8 @@ cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2|llama>"),
                                cl::cat(genCategory));
 cl::opt<std::string> preset(
     "preset",
-    cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b; or "
+    cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b, "
+             "llama3.1-8b, llama3.1-70b; or "
              "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
@@ -71,6 +74,31 @@ cl::opt<int64_t> ffnDim("ffn-dim", cl::desc("llama: SwiGLU width"),
 cl::opt<double> ropeTheta("rope-theta",
                           cl::desc("llama: rotary base (default 10000)"),
                           cl::cat(genCategory));
+cl::opt<std::string> ropeScaling(
+    "rope-scaling",
+    cl::desc("llama: rope scaling, as Hugging Face's rope_type: default, "
+             "linear, llama3 or yarn (with --rope-factor; llama3 also takes "
+             "--rope-low-freq-factor, --rope-high-freq-factor and "
+             "--rope-original-max-positions, yarn the last)"),
+    cl::cat(genCategory));
+cl::opt<double> ropeFactor("rope-factor",
+                           cl::desc("llama: the rope scaling's factor"),
+                           cl::cat(genCategory));
+cl::opt<double>
+    ropeLowFreqFactor("rope-low-freq-factor",
+                      cl::desc("llama3 rope scaling: low_freq_factor "
+                               "(default 1)"),
+                      cl::cat(genCategory));
+cl::opt<double>
+    ropeHighFreqFactor("rope-high-freq-factor",
+                       cl::desc("llama3 rope scaling: high_freq_factor "
+                                "(default 4)"),
+                       cl::cat(genCategory));
+cl::opt<int64_t> ropeOriginalMax(
+    "rope-original-max-positions",
+    cl::desc("llama3, yarn rope scaling: original_max_position_embeddings "
+             "(default: the preset's, else --seq)"),
+    cl::cat(genCategory));
 cl::opt<double> normEps("norm-eps",
                         cl::desc("llama: RMSNorm epsilon (default 1e-6)"),
                         cl::cat(genCategory));
@@ -160,6 +188,18 @@ std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
   } else if (name == "llama3-8b") {
     c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 14336;
     c.vocab = 128256, c.seq = 8192, c.normEps = 1e-5, c.ropeTheta = 500000;
+  } else if (name == "llama3.1-8b" || name == "llama3.1-70b") {
+    // Llama 3.1: Llama 3's architecture, a 131072-position context and
+    // the llama3 rope scaling of its config.json.
+    if (name == "llama3.1-8b")
+      c.layers = 32, c.dim = 4096, c.heads = 32, c.ffn = 14336;
+    else
+      c.layers = 80, c.dim = 8192, c.heads = 64, c.ffn = 28672;
+    c.kvHeads = 8, c.vocab = 128256, c.seq = 131072, c.normEps = 1e-5;
+    c.ropeTheta = 500000;
+    c.ropeScaling.type = "llama3";
+    c.ropeScaling.factor = 8, c.ropeScaling.lowFreqFactor = 1;
+    c.ropeScaling.highFreqFactor = 4, c.ropeScaling.originalMax = 8192;
   } else {
     return std::nullopt;
   }
@@ -183,9 +223,13 @@ std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
 /// Rejects the Llama-only options for other models.
 void rejectLlamaOptions(StringRef kind) {
   rejectOptionsOf(kind, {&kvHeads, &ffnDim});
-  for (cl::opt<double> *option : {&ropeTheta, &normEps})
+  for (cl::opt<double> *option : {&ropeTheta, &normEps, &ropeFactor,
+                                  &ropeLowFreqFactor, &ropeHighFreqFactor})
     if (option->getNumOccurrences())
       fail("--" + option->ArgStr + " does not apply to " + kind + " models");
+  rejectOptionsOf(kind, {&ropeOriginalMax});
+  if (ropeScaling.getNumOccurrences())
+    fail("--rope-scaling does not apply to " + kind + " models");
 }
 
 /// Shape rules of a Llama, whatever gave its sizes (`source` names it).
@@ -210,6 +254,55 @@ OwningOpRef<ModuleOp> withHFConfig(OwningOpRef<ModuleOp> module,
   return module;
 }
 
+/// The rope scaling options over the preset's (or the default) scaling.
+void applyRopeScaling(fsdp_gen::LlamaConfig &c) {
+  fsdp_gen::RopeScalingConfig &r = c.ropeScaling;
+  if (ropeScaling.getNumOccurrences()) {
+    if (ropeScaling != "default" && ropeScaling != "linear" &&
+        ropeScaling != "llama3" && ropeScaling != "yarn")
+      fail("--rope-scaling must be default, linear, llama3 or yarn, got '" +
+           ropeScaling + "'");
+    if (ropeScaling != r.type)
+      r = fsdp_gen::RopeScalingConfig(), r.type = ropeScaling;
+  }
+  auto positive = [](cl::opt<double> &option, double &to) {
+    if (!option.getNumOccurrences())
+      return;
+    if (!(option > 0) || !std::isfinite(option))
+      fail("--" + option.ArgStr + " must be positive, got " + gText(option));
+    to = option;
+  };
+  auto reads = [&](cl::opt<double> &option,
+                   std::initializer_list<StringRef> kinds) {
+    if (option.getNumOccurrences() && !llvm::is_contained(kinds, r.type))
+      fail("--" + option.ArgStr + " does not apply to --rope-scaling " +
+           r.type);
+  };
+  reads(ropeFactor, {"linear", "llama3", "yarn"});
+  reads(ropeLowFreqFactor, {"llama3"});
+  reads(ropeHighFreqFactor, {"llama3"});
+  if (ropeOriginalMax.getNumOccurrences() && r.type != "llama3" &&
+      r.type != "yarn")
+    fail("--rope-original-max-positions does not apply to --rope-scaling " +
+         r.type);
+  positive(ropeFactor, r.factor);
+  positive(ropeLowFreqFactor, r.lowFreqFactor);
+  positive(ropeHighFreqFactor, r.highFreqFactor);
+  if (ropeOriginalMax.getNumOccurrences()) {
+    if (ropeOriginalMax <= 0)
+      fail("--rope-original-max-positions must be positive");
+    r.originalMax = ropeOriginalMax;
+  }
+  if ((r.type == "llama3" || r.type == "yarn") && r.originalMax == 0)
+    r.originalMax = c.seq;
+  if (r.type == "llama3" && !(r.highFreqFactor > r.lowFreqFactor))
+    fail("--rope-high-freq-factor (" + gText(r.highFreqFactor) +
+         ") must exceed --rope-low-freq-factor (" + gText(r.lowFreqFactor) +
+         ")");
+  if (r.type == "yarn")
+    r.attentionFactor = fsdp_gen::yarnAttentionFactor(r.factor);
+}
+
 /// The Llama the preset and the size options describe, sizes checked.
 OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
                                        int64_t elementBytes) {
@@ -219,7 +312,8 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
     std::optional<fsdp_gen::LlamaConfig> fromPreset = llamaPreset(preset);
     if (!fromPreset)
       fail("unknown llama preset '" + preset +
-           "', expected llama-13b, llama2-7b or llama3-8b");
+           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b or "
+           "llama3.1-70b");
     c = *fromPreset;
   } else {
     // A small Llama by default, like gpt2's defaults.
@@ -244,6 +338,7 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
            gText(ropeTheta));
     c.ropeTheta = ropeTheta;
   }
+  applyRopeScaling(c);
   if (normEps.getNumOccurrences()) {
     if (!isPositiveF32(normEps))
       fail("--norm-eps must be positive and finite as an f32 (the IR keeps "
@@ -306,8 +401,21 @@ void describeModel(const fsdp_gen::HFModel &m) {
     fail(configPath + ": the parameter count exceeds int64");
   llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
                << " heads, " << c.kvHeads << " kv heads, ffn " << c.ffn
-               << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta
-               << ", norm eps " << c.normEps
+               << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta;
+  const fsdp_gen::RopeScalingConfig &r = c.ropeScaling;
+  if (r.type != "default") {
+    llvm::outs() << ", rope scaling " << r.type << " (factor "
+                 << gText(r.factor);
+    if (r.type == "llama3")
+      llvm::outs() << ", low_freq_factor " << gText(r.lowFreqFactor)
+                   << ", high_freq_factor " << gText(r.highFreqFactor);
+    if (r.type == "llama3" || r.type == "yarn")
+      llvm::outs() << ", original_max_position_embeddings " << r.originalMax;
+    if (r.type == "yarn")
+      llvm::outs() << ", attention_factor " << gText(r.attentionFactor);
+    llvm::outs() << ")";
+  }
+  llvm::outs() << ", norm eps " << c.normEps
                << (c.tiedHead ? ", tied head: " : ", untied head: ") << *P
                << " parameters\n";
 }
@@ -406,7 +514,8 @@ int main(int argc, char **argv) {
   if (kind.empty() && !preset.empty()) {
     if (!llamaPreset(preset) && !presetConfig(preset))
       fail("unknown preset '" + preset +
-           "', expected llama-13b, llama2-7b, llama3-8b, gpt2-124m, "
+           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
+           "llama3.1-70b, gpt2-124m, "
            "llama-13b-shape or gpt3-175b-shape");
     kind = llamaPreset(preset) ? "llama" : "gpt2";
   }

@@ -282,7 +282,10 @@ std::string callArgument(const Kernel &k, StringRef arg,
     return "a.param(\"" + arg.str() + "\")";
   }
   if (const Param *p = param(arg))
-    return std::string(p->type == "f32" ? "float" : "int64_t") + "(a.param(\"" +
+    return std::string(p->type == "f32"   ? "float"
+                       : p->type == "f64" ? "double"
+                                          : "int64_t") +
+           "(a.param(\"" +
            arg.str() + "\"))";
   if (!dims.count(arg.str()))
     fail("is neither a dim of its shape rules nor a parameter");
@@ -342,8 +345,23 @@ void takeDefaults(const OpArgs &args, Kernel &k) {
         continue;
       std::optional<StringRef> value =
           attr->getValueAsOptionalString("defaultValue");
-      if (value && attr->isSubClassOf("DefaultValuedAttr"))
-        p.value = value->str();
+      if (!value || !attr->isSubClassOf("DefaultValuedAttr"))
+        continue;
+      p.value = value->str();
+      // An enum attribute's default is a C++ enumerator
+      // (`::mlir::fsdp::RopeScaling::Default`): the table takes its value.
+      const Record *base = attr->getValueAsDef("baseAttr");
+      if (base->isSubClassOf("EnumAttr")) {
+        const Record *info = base->getValueAsDef("enum");
+        StringRef symbol = value->rsplit("::").second;
+        p.value.clear();
+        for (const Record *c : info->getValueAsListOfDefs("enumerants"))
+          if (c->getValueAsString("symbol") == symbol)
+            p.value = std::to_string(c->getValueAsInt("value"));
+        if (p.value.empty())
+          PrintFatalError(attr, "no case '" + symbol + "' in enum '" +
+                                    info->getName() + "'");
+      }
     }
 }
 
@@ -481,7 +499,9 @@ std::string operandSpelling(const Operand &o) {
 std::string paramSpelling(const Param &p) {
   if (!p.sameAs.empty())
     return "sameAs(\"" + p.name + "\", \"" + p.sameAs + "\")";
-  std::string helper = p.type == "f32" ? "f32Param" : "i64Param";
+  std::string helper = p.type == "f32"   ? "f32Param"
+                       : p.type == "f64" ? "f64Param"
+                                         : "i64Param";
   if (p.value.empty())
     return helper + "(\"" + p.name + "\")";
   // An f32 default is the float the attribute holds, widened.
@@ -554,7 +574,10 @@ std::string declParam(const Kernel &k, StringRef arg, StringRef elem) {
     fail("is no name: the kernel's first call must name every parameter");
   for (const Param &p : k.params)
     if (p.name == arg)
-      return std::string(p.type == "f32" ? "float " : "int64_t ") + arg.str();
+      return std::string(p.type == "f32"   ? "float "
+                         : p.type == "f64" ? "double "
+                                           : "int64_t ") +
+             arg.str();
   return "int64_t " + arg.str(); // a dim (callArgument checked it)
 }
 

@@ -204,10 +204,15 @@ public:
       Attribute value = op->getAttr(key);
       if (!value && !param.sameAs.empty())
         value = op->getAttr(StringRef(param.sameAs));
+      // An enum attribute (rope's scaling) is stored as its integer.
+      if (std::optional<int64_t> code = enumParamValue(value))
+        value = builder.getI64IntegerAttr(*code);
       if (!value && param.hasDefault)
         value =
             param.type == plan::ParamType::F32
                 ? Attribute(builder.getF32FloatAttr(float(param.defaultValue)))
+            : param.type == plan::ParamType::F64
+                ? Attribute(builder.getF64FloatAttr(param.defaultValue))
                 : Attribute(
                       builder.getI64IntegerAttr(int64_t(param.defaultValue)));
       if (!value)

@@ -19,9 +19,12 @@
 #include "Kernels.h"
 #include "VectorMath.h"
 
+#include "fsdp/runtime/RopeScaling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace fsdp::rt::cpu {
 namespace {
@@ -120,21 +123,27 @@ FSDP_CPU_KERNEL void swigluBackward(float *dgate, float *dup, const float *dout,
 
 namespace {
 /// Turns the q and k pairs of each row by sign * angle (sign -1: the
-/// inverse rotation, the backward) and copies v.
+/// inverse rotation, the backward), cos and sin scaled by the scaling's
+/// factor (yarn's), and copies v.
 void rotate(float *out, const float *in, int64_t B, int64_t T, int64_t H,
-            int64_t KV, int64_t hs, float theta, float sign) {
+            int64_t KV, int64_t hs, float theta, const plan::RopeScaling &sc,
+            float sign) {
   const int64_t half = hs / 2, width = (H + 2 * KV) * hs;
   const int64_t rotated = (H + KV) * hs;
+  const float scale = plan::ropeCosSinScale(sc);
+  // Hugging Face's inv_freq, in float (RopeScaling.h, shared with CUDA).
+  std::vector<float> invFreq(size_t(half > 0 ? half : 0));
+  for (int64_t i = 0; i < half; ++i)
+    invFreq[size_t(i)] = plan::ropeInvFreq(theta, i, hs, sc);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < B * T; ++r) {
     const float t = float(r % T);
     const float *x = in + r * width;
     float *o = out + r * width;
     for (int64_t i = 0; i < half; ++i) {
-      // Hugging Face's inv_freq and angle, both in float.
-      const float invFreq = 1.0f / std::pow(theta, float(2 * i) / float(hs));
-      const float angle = t * invFreq;
-      const float c = std::cos(angle), s = sign * std::sin(angle);
+      const float angle = t * invFreq[size_t(i)];
+      const float c = std::cos(angle) * scale,
+                  s = sign * (std::sin(angle) * scale);
       for (int64_t h = 0; h < H + KV; ++h) {
         const float x0 = x[h * hs + i], x1 = x[h * hs + i + half];
         o[h * hs + i] = x0 * c - x1 * s;
@@ -144,24 +153,52 @@ void rotate(float *out, const float *in, int64_t B, int64_t T, int64_t H,
     std::memcpy(o + rotated, x + rotated, size_t(KV * hs) * sizeof(float));
   }
 }
+
+plan::RopeScaling ropeScaling(int64_t scaling, double factor,
+                              double lowFreqFactor, double highFreqFactor,
+                              int64_t originalMax, double attentionFactor,
+                              double correctionLow, double correctionHigh) {
+  return {scaling,      factor,          lowFreqFactor, highFreqFactor,
+          double(originalMax), attentionFactor, correctionLow,
+          correctionHigh};
+}
 } // namespace
 
 /// Rotary embeddings, Hugging Face's rotate-half: qkv is B x T x (H + 2 KV)
 /// hs (H query heads, KV key heads, KV value heads). In every q and k head
 /// the pair (i, i + hs/2), i < hs/2, at position t turns by the angle
-/// a = t inv_freq[i], inv_freq[i] = 1 / theta^(2i/hs) (both in float, as
-/// Hugging Face computes them): out[i] = x[i] cos a - x[i + hs/2] sin a,
-/// out[i + hs/2] = x[i + hs/2] cos a + x[i] sin a. v is copied.
+/// a = t inv_freq[i], inv_freq[i] = 1 / theta^(2i/hs) scaled as the
+/// scaling parameters say (plan::ropeInvFreq, RopeScaling.h; in float, as
+/// Hugging Face computes them): with c = m cos a, s = m sin a (m: yarn's
+/// attention factor, else 1), out[i] = x[i] c - x[i + hs/2] s,
+/// out[i + hs/2] = x[i + hs/2] c + x[i] s. v is copied.
 void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
-                 int64_t KV, int64_t hs, float theta) {
-  rotate(out, qkv, B, T, H, KV, hs, theta, 1.0f);
+                 int64_t KV, int64_t hs, float theta, int64_t scaling,
+                 double factor, double low_freq_factor,
+                 double high_freq_factor, int64_t original_max_positions,
+                 double attention_factor, double correction_low,
+                 double correction_high) {
+  rotate(out, qkv, B, T, H, KV, hs, theta,
+         ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
+                     original_max_positions, attention_factor, correction_low,
+                     correction_high),
+         1.0f);
 }
 
-/// The gradient of ropeForward: dout turned back by -a (a rotation's
-/// transpose), v's gradient copied.
+/// The gradient of ropeForward: dout turned back by -a (the transpose of
+/// the scaled rotation), v's gradient copied.
 void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
-                  int64_t H, int64_t KV, int64_t hs, float theta) {
-  rotate(dqkv, dout, B, T, H, KV, hs, theta, -1.0f);
+                  int64_t H, int64_t KV, int64_t hs, float theta,
+                  int64_t scaling, double factor, double low_freq_factor,
+                  double high_freq_factor, int64_t original_max_positions,
+                  double attention_factor, double correction_low,
+                  double correction_high) {
+  const float sign = -1.0f; // the inverse rotation
+  rotate(dqkv, dout, B, T, H, KV, hs, theta,
+         ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
+                     original_max_positions, attention_factor, correction_low,
+                     correction_high),
+         sign);
 }
 
 } // namespace fsdp::rt::cpu

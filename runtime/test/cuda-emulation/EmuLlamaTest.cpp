@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/runtime/RopeScaling.h"
 #include "EmulationCheck.h"
 
 #include <cmath>
@@ -96,23 +97,25 @@ static void testSwiGlu(int n, int off, unsigned seed) {
 
 template <typename E = float>
 static void testRope(int B, int T, int H, int KV, int hs, float theta, int off,
-                     unsigned seed) {
+                     unsigned seed, fsdp::plan::RopeScaling sc = {}) {
   char nm[160];
-  snprintf(nm, sizeof nm, "rope%s B=%d T=%d H=%d KV=%d hs=%d theta=%g off=%d",
-           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, theta, off);
+  snprintf(nm, sizeof nm,
+           "rope%s B=%d T=%d H=%d KV=%d hs=%d theta=%g off=%d scaling=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, theta, off,
+           int(sc.kind));
   const size_t n = size_t(B) * T * (H + 2 * KV) * hs;
   std::mt19937 rng(seed);
   auto x = randv(n, rng, -2, 2);
   roundTo<E>(x);
   std::vector<float> rf(n), rb(n);
-  cp::ropeForward(rf.data(), x.data(), B, T, H, KV, hs, theta);
-  cp::ropeBackward(rb.data(), x.data(), B, T, H, KV, hs, theta);
+  cp::ropeForward(rf.data(), x.data(), B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
+  cp::ropeBackward(rb.data(), x.data(), B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
   roundTo<E>(rf), roundTo<E>(rb);
   Outs o = runOrders(nm, [&]() -> Outs {
     BufT<E> f(n, off), b(n, off), bx(n, off);
     bx.set(x);
-    cu::ropeForward(ctx, f.p, bx.p, B, T, H, KV, hs, theta);
-    cu::ropeBackward(ctx, b.p, bx.p, B, T, H, KV, hs, theta);
+    cu::ropeForward(ctx, f.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
+    cu::ropeBackward(ctx, b.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
     checkCanary(nm, f), checkCanary(nm, b);
     return {f.vec(), b.vec()};
   });
@@ -137,6 +140,10 @@ void groupLlama(unsigned &) {
   testRope(3, 4, 3, 1, 4, 10000.0f, 0, seed++);
   testRope(1, 300, 2, 1, 16, 500000.0f, 1, seed++);
   testRope(0, 4, 2, 2, 4, 10000.0f, 0, seed++); // empty
+  // Rope scaling (RopeScaling.h, shared by both): llama3 at an original
+  // context of 4 positions, yarn with its attention factor.
+  testRope(1, 12, 2, 1, 16, 10000.0f, 0, seed++, {2, 8, 1, 4, 4, 1, 0, 0});
+  testRope(2, 9, 2, 2, 8, 500000.0f, 1, seed++, {3, 4, 1, 4, 0, 1.2, 1, 3});
   // bf16: loaded bf16, computed in float, rounded once.
   for (int N : {1, 33})
     for (int C : {4, 33, 768})
@@ -145,5 +152,6 @@ void groupLlama(unsigned &) {
     testSwiGlu<BF16>(n, n % 2, seed++);
   testRope<BF16>(2, 5, 2, 2, 8, 10000.0f, 0, seed++);
   testRope<BF16>(1, 300, 4, 2, 16, 500000.0f, 1, seed++);
+  testRope<BF16>(1, 12, 2, 1, 16, 10000.0f, 0, seed++, {2, 8, 1, 4, 4, 1, 0, 0});
   printf("llama done (%d failures so far)\n", gFailures);
 }

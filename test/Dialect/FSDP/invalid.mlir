@@ -1253,6 +1253,70 @@ func.func @f(%d: tensor<2x8xf32>, %g: tensor<2x8xf32>, %u: tensor<2x8xf32>) {
 
 // -----
 
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op has a rope scaling factor that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 1, factor = 0, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 0, attention_factor = 1, correction_low = 0, correction_high = 0)}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>, factor = 0.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op has llama3 rope scaling without 0 < low_freq_factor < high_freq_factor and original_max_positions > 0: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 2, factor = 8, low_freq_factor = 4, high_freq_factor = 4, original_max_positions = 4,}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 4.0, original_max_positions = 4} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op has llama3 rope scaling without 0 < low_freq_factor < high_freq_factor and original_max_positions > 0: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 2, factor = 8, low_freq_factor = -1,}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0, low_freq_factor = -1.0, original_max_positions = 4} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op has llama3 rope scaling without 0 < low_freq_factor < high_freq_factor and original_max_positions > 0: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 2, factor = 8, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 0,}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope_backward' op has yarn rope scaling without a positive attention_factor and 0 <= correction_low <= correction_high: grad [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 3, factor = 4, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 0, attention_factor = 0,}}
+  %0 = fsdp.rope_backward %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>, factor = 4.0, attention_factor = 0.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op has yarn rope scaling without a positive attention_factor and 0 <= correction_low <= correction_high: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 10000, scaling = 3, factor = 4, low_freq_factor = 1, high_freq_factor = 4, original_max_positions = 0, attention_factor = 1, correction_low = 3, correction_high = 1)}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>, factor = 4.0, correction_low = 3.0, correction_high = 1.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope' op 'factor' is not read by scaling 'default': leave it out}}
+  %0 = fsdp.rope %qkv {heads = 2 : i64, factor = 8.0} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x24xf32>) {
+  // expected-error @+1 {{'fsdp.rope_backward' op 'original_max_positions' is not read by scaling 'linear': leave it out}}
+  %0 = fsdp.rope_backward %qkv {heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>, factor = 2.0, original_max_positions = 8} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
+  return
+}
+
+// -----
+
 func.func @f(%qkv: tensor<4x24xf32>) {
   // expected-error @+1 {{inconsistent shapes: qkv is [4, 24], not [B, T, W]}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<4x24xf32>) -> tensor<4x24xf32>
@@ -1262,7 +1326,7 @@ func.func @f(%qkv: tensor<4x24xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 3, kv_heads = 1, theta = 10000)}}
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 3, kv_heads = 1, theta = 10000)}}
   %0 = fsdp.rope %qkv {heads = 3 : i64, kv_heads = 1 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
@@ -1270,7 +1334,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x18xf32>) {
-  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 18, heads = 2, kv_heads = 2, theta = 10000)}}
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 18, heads = 2, kv_heads = 2, theta = 10000)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x18xf32>) -> tensor<1x4x18xf32>
   return
 }
@@ -1278,7 +1342,7 @@ func.func @f(%qkv: tensor<1x4x18xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{has a theta that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 2, kv_heads = 2, theta = 0)}}
+  // expected-error @+1 {{has a theta that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = 0)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64, theta = 0.0 : f32} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
@@ -1294,7 +1358,7 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 // -----
 
 func.func @f(%g: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{inconsistent shapes or head counts: grad [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 1, kv_heads = 2, theta = 10000)}}
+  // expected-error @+1 {{inconsistent shapes or head counts: grad [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 1, kv_heads = 2, theta = 10000)}}
   %0 = fsdp.rope_backward %g {heads = 1 : i64, kv_heads = 2 : i64} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }

@@ -146,7 +146,7 @@ func.func @f(%qkv: tensor<2x4x24xf32>) {
 // Rope's head size is even; kv_heads falls back to heads and theta to its
 // default, as the lowering stores them.
 func.func @f(%qkv: tensor<1x4x18xf32>) {
-  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 18, heads = 2, kv_heads = 2, theta = 10000)}}
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 18, heads = 2, kv_heads = 2, theta = 10000)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64} : (tensor<1x4x18xf32>) -> tensor<1x4x18xf32>
   return
 }
@@ -155,7 +155,7 @@ func.func @f(%qkv: tensor<1x4x18xf32>) {
 
 // Rope's theta is positive and finite.
 func.func @f(%qkv: tensor<1x4x24xf32>) {
-  // expected-error @+1 {{has a theta that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even and theta positive and finite (W = 24, heads = 2, kv_heads = 2, theta = -1)}}
+  // expected-error @+1 {{has a theta that is not positive and finite: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs with hs even, theta positive and finite, and a valid scaling (W = 24, heads = 2, kv_heads = 2, theta = -1)}}
   %0 = fsdp.rope %qkv {heads = 2 : i64, theta = -1.0 : f32} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }

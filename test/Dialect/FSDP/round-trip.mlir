@@ -192,6 +192,16 @@ func.func @llama_ops(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>,
   // Multi-head (kv_heads = heads) with the default theta: 2 heads of 4.
   // CHECK: fsdp.rope %{{.*}} {heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
   %r1 = fsdp.rope %mha {heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  // Rope scaling (Hugging Face's rope_type): attributes at their defaults
+  // are not printed.
+  // CHECK: fsdp.rope %{{.*}} {factor = 8.000000e+00 : f64, heads = 2 : i64, kv_heads = 1 : i64, original_max_positions = 8192 : i64, scaling = #fsdp.rope_scaling<llama3>, theta = 5.000000e+05 : f32}
+  %r2 = fsdp.rope %qkv {heads = 2 : i64, kv_heads = 1 : i64, theta = 5.0e5 : f32, scaling = #fsdp.rope_scaling<llama3>, factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_positions = 8192} : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  // CHECK: fsdp.rope_backward %{{.*}} {factor = 2.500000e+00 : f64, heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>}
+  %r3 = fsdp.rope_backward %mha {heads = 2 : i64, scaling = #fsdp.rope_scaling<linear>, factor = 2.5} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  // CHECK: fsdp.rope %{{.*}} {attention_factor = 1.138600e+00 : f64, correction_high = 3.000000e+00 : f64, correction_low = 1.000000e+00 : f64, factor = 4.000000e+00 : f64, heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>}
+  %r4 = fsdp.rope %mha {heads = 2 : i64, scaling = #fsdp.rope_scaling<yarn>, factor = 4.0, attention_factor = 1.1386, correction_low = 1.0, correction_high = 3.0} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  // CHECK: fsdp.rope %{{.*}} {heads = 2 : i64} :
+  %r5 = fsdp.rope %mha {heads = 2 : i64, scaling = #fsdp.rope_scaling<default>} : (tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
   return
 }
 

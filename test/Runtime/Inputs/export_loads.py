@@ -26,6 +26,7 @@ usage: export_loads.py randomize IN OUT [--seed S]
            save_pretrained(DIR, max_shard_size=SIZE) in DTYPE
        export_loads.py check gpt2|llama WEIGHTS DATA REPORT --heads H
                        --batch B --seq T [--eps X] [--theta X]
+                       [--rope-scaling JSON]
                        [--require safetensors|transformers]... [--rtol X]
            REPORT: fsdp-run's --report-json of a run --init-from WEIGHTS
            (--steps 1 --lr 0: its loss is the forward of WEIGHTS); DATA's
@@ -43,6 +44,7 @@ that the shapes it reads are checked where transformers is missing).
 import argparse
 import importlib.util
 import json
+import math
 import os
 import sys
 import tempfile
@@ -97,7 +99,7 @@ def gpt2_config(w, heads):
             "tie_word_embeddings": True}
 
 
-def llama_config(w, heads, seq, eps, theta):
+def llama_config(w, heads, seq, eps, theta, scaling=None):
     vocab, dim = w["model.embed_tokens.weight"].shape
     layers = sum(1 for n in w if n.endswith(".input_layernorm.weight"))
     kv_rows = w["model.layers.0.self_attn.k_proj.weight"].shape[0]
@@ -111,30 +113,71 @@ def llama_config(w, heads, seq, eps, theta):
             "max_position_embeddings": seq, "rms_norm_eps": eps,
             "rope_theta": theta, "hidden_act": "silu",
             "attention_bias": False, "mlp_bias": False,
-            "tie_word_embeddings": False}
+            "tie_word_embeddings": False, "rope_scaling": scaling}
 
 
 def rms_norm(x, g, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
 
 
-def rotate(x, theta):
+def inv_freq(theta, hs, scaling):
+    """Hugging Face's inverse frequencies (modeling_rope_utils.py's
+    rope_init_fn for default, linear, llama3 and yarn), in f32 as torch
+    computes them, and yarn's attention factor."""
+    f32 = np.float32
+    pos = f32(theta) ** (np.arange(0, hs, 2, dtype=f32) / f32(hs))
+    inv = f32(1.0) / pos
+    kind = (scaling or {}).get("rope_type", "default")
+    factor = (scaling or {}).get("factor", 1.0)
+    if kind == "linear":
+        return inv / f32(factor), 1.0
+    if kind == "llama3":
+        old = scaling["original_max_position_embeddings"]
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        wavelen = (f32(1.0) / inv) * f32(2 * math.pi)
+        scaled = np.where(wavelen > f32(old / low), inv / f32(factor), inv)
+        smooth = ((f32(1.0) / wavelen) * f32(old) - f32(low)) / f32(high - low)
+        smoothed = (f32(1.0) - smooth) * scaled / f32(factor) + smooth * scaled
+        medium = ~(wavelen < f32(old / high)) & ~(wavelen > f32(old / low))
+        return np.where(medium, smoothed, scaled).astype(f32), 1.0
+    if kind == "yarn":
+        old = scaling["original_max_position_embeddings"]
+        attention = scaling.get("attention_factor") or (
+            0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+        dim_of = lambda r: (hs * math.log(old / (r * 2 * math.pi))) / (  # noqa
+            2 * math.log(theta))
+        lo = dim_of(scaling.get("beta_fast") or 32)
+        hi = dim_of(scaling.get("beta_slow") or 1)
+        if scaling.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, hs - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((np.arange(hs // 2, dtype=f32) - f32(lo)) /
+                       f32(hi - lo), 0, 1)
+        extrapolation = f32(1.0) - ramp
+        interpolation = f32(1.0) / (f32(factor) * pos)
+        return (interpolation * (f32(1.0) - extrapolation) +
+                inv * extrapolation).astype(f32), attention
+    return inv, 1.0
+
+
+def rotate(x, theta, scaling=None):
     """Rotate-half rope over the last axis (positions on axis -2), the
     inverse frequencies and the angles rounded to f32 as Hugging Face's
     and our kernels compute them."""
     T, hs = x.shape[-2], x.shape[-1]
-    inv = np.float32(1.0) / (np.float32(theta) ** (
-        np.arange(0, hs, 2, dtype=np.float32) / np.float32(hs)))
+    inv, attention = inv_freq(theta, hs, scaling)
     angle = (np.arange(T, dtype=np.float32)[:, None] * inv[None, :]).astype(
         np.float64)
-    cos = np.concatenate([np.cos(angle)] * 2, -1)
-    sin = np.concatenate([np.sin(angle)] * 2, -1)
+    cos = np.concatenate([np.cos(angle)] * 2, -1) * attention
+    sin = np.concatenate([np.sin(angle)] * 2, -1) * attention
     half = hs // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], -1)
     return x * cos + rotated * sin
 
 
-def llama_loss(w, inputs, targets, heads, eps, theta):
+def llama_loss(w, inputs, targets, heads, eps, theta, scaling=None):
     """LlamaForCausalLM's forward by its tensor names, in float64."""
     w = {n: v.astype(np.float64) for n, v in w.items()}
     B, T = inputs.shape
@@ -150,7 +193,7 @@ def llama_loss(w, inputs, targets, heads, eps, theta):
         q, k, v = split("q"), split("k"), split("v")
         group = heads // k.shape[1]
         k, v = np.repeat(k, group, 1), np.repeat(v, group, 1)
-        q, k = rotate(q, theta), rotate(k, theta)
+        q, k = rotate(q, theta, scaling), rotate(k, theta, scaling)
         scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hs)
         scores = np.where(np.tril(np.ones((T, T), bool)), scores, -np.inf)
         scores = np.exp(scores - scores.max(-1, keepdims=True))
@@ -245,10 +288,11 @@ def check(args):
         reference, layers = hf_gpt2.gpt2_loss(stripped, inputs, targets,
                                               args.heads)
     else:
+        scaling = json.loads(args.rope_scaling) if args.rope_scaling else None
         config = llama_config(weights, args.heads, args.seq, args.eps,
-                              args.theta)
+                              args.theta, scaling)
         reference, layers = llama_loss(weights, inputs, targets, args.heads,
-                                       args.eps, args.theta)
+                                       args.eps, args.theta, scaling)
     print("export_loads: config.json %s" % json.dumps(config, sort_keys=True))
     fsdp = json.load(open(args.report))["losses"][0]
     ok = verdict("numpy forward (%d layers)" % layers, reference, fsdp,
@@ -359,6 +403,8 @@ def main():
         c.add_argument("--" + flag, type=int, required=True)
     c.add_argument("--eps", type=float, default=1e-6)
     c.add_argument("--theta", type=float, default=10000.0)
+    c.add_argument("--rope-scaling", default="",
+                   help="llama: the config's rope_scaling, as JSON")
     c.add_argument("--require", action="append", default=[],
                    choices=sorted(NEEDS))
     c.add_argument("--rtol", type=float, default=1e-5)

@@ -156,6 +156,9 @@ LogicalResult RopeOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   // so rope saves nothing for the backward.
   operandGrads.assign({RopeBackwardOp::create(
       builder, getLoc(), getQkv().getType(), resultGrads[0], getHeadsAttr(),
-      getKvHeadsAttr(), getThetaAttr())});
+      getKvHeadsAttr(), getThetaAttr(), getScalingAttr(), getFactorAttr(),
+      getLowFreqFactorAttr(), getHighFreqFactorAttr(),
+      getOriginalMaxPositionsAttr(), getAttentionFactorAttr(),
+      getCorrectionLowAttr(), getCorrectionHighAttr())});
   return success();
 }

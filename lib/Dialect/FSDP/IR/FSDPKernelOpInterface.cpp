@@ -84,7 +84,9 @@ kernelParams(Operation *op, const plan::KernelInfo &info) {
     Attribute attr = op->getAttr(StringRef(param.name));
     if (!attr && !param.sameAs.empty())
       attr = op->getAttr(StringRef(param.sameAs));
-    if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
+    if (std::optional<int64_t> code = enumParamValue(attr))
+      values[i] = double(*code);
+    else if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
       values[i] = f.getValueAsDouble();
     else if (auto n = llvm::dyn_cast_or_null<IntegerAttr>(attr))
       values[i] = double(n.getInt());
@@ -154,11 +156,17 @@ static std::string derivationContext(const plan::KernelInfo &info,
   }
   out << (rules.derive == shapes::Derive::AttentionHeads
               ? "W = (heads + 2 kv_heads) hs with kv_heads dividing heads"
-              : "W = (heads + 2 kv_heads) hs with hs even and theta "
-                "positive and finite");
+              : "W = (heads + 2 kv_heads) hs with hs even, theta "
+                "positive and finite, and a valid scaling");
   out << " (W = " << dims["W"];
-  for (size_t i = 0, e = plan::numParams(info); i < e; ++i)
+  // rope's scaling parameters (after theta) only where it scales.
+  bool unscaled = rules.derive == shapes::Derive::RopeHeads &&
+                  params[plan::paramIndex(info.opcode, "scaling")] == 0;
+  for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
+    if (unscaled && i > plan::paramIndex(info.opcode, "theta"))
+      break;
     out << ", " << info.params[i].name << " = " << params[i];
+  }
   out << ")";
   return out.str();
 }

@@ -115,6 +115,12 @@ bool mlir::fsdp::hasBlockedKernels(AttentionOp op) {
   return headSize <= 128 && qkv[1] <= int64_t(65535) * 16;
 }
 
+std::optional<int64_t> mlir::fsdp::enumParamValue(Attribute attr) {
+  if (auto scaling = llvm::dyn_cast_or_null<RopeScalingAttr>(attr))
+    return int64_t(scaling.getValue());
+  return std::nullopt;
+}
+
 void mlir::fsdp::setAttentionImpl(AttentionOp op, AttentionImpl impl) {
   assert(op.getSaved().use_empty() && "the saved result changes type");
   auto qkv = llvm::cast<RankedTensorType>(op.getQkv().getType());

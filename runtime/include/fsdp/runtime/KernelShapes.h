@@ -26,6 +26,8 @@
 #ifndef FSDP_RUNTIME_KERNELSHAPES_H
 #define FSDP_RUNTIME_KERNELSHAPES_H
 
+#include "fsdp/runtime/RopeScaling.h"
+
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -96,7 +98,7 @@ struct NamedParam {
   std::string_view name;
   double value = 0;
 };
-using Params = std::array<NamedParam, 5>;
+using Params = std::array<NamedParam, 11>; // kMaxKernelParams
 
 /// The dims bound so far: a value each (a list's product) and, for a
 /// leading-dims wildcard, the list.
@@ -468,6 +470,23 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
     double theta = param(params, "theta");
     if (!(theta > 0.0) || std::isinf(theta)) {
       why = "has a theta that is not positive and finite";
+      return false;
+    }
+    // The scaling (plan version 14; RopeScaling.h holds its rules).
+    double kind = param(params, "scaling");
+    RopeScaling s;
+    s.kind = kind >= 0 && kind <= 3 && kind == double(int64_t(kind))
+                 ? int64_t(kind)
+                 : -1;
+    s.factor = param(params, "factor");
+    s.lowFreqFactor = param(params, "low_freq_factor");
+    s.highFreqFactor = param(params, "high_freq_factor");
+    s.originalMax = param(params, "original_max_positions");
+    s.attentionFactor = param(params, "attention_factor");
+    s.correctionLow = param(params, "correction_low");
+    s.correctionHigh = param(params, "correction_high");
+    if (const char *error = ropeScalingError(s)) {
+      why = error;
       return false;
     }
   }

@@ -216,14 +216,14 @@ struct OperandInfo {
 };
 
 inline constexpr size_t kMaxKernelInputs = 5, kMaxKernelOutputs = 3,
-                        kMaxKernelParams = 5;
+                        kMaxKernelParams = 11;
 
 /// A numeric parameter of a kernel (stored as a double in the plan), and
 /// what the compiler stores when the IR leaves it out: the value of the
 /// parameter `sameAs` (kv_heads: heads), or `defaultValue` (the op's
 /// DefaultValuedAttr; an f32 one is the float widened). `type` is the
 /// attribute the compiler builds for it.
-enum class ParamType : uint8_t { F32, I64 };
+enum class ParamType : uint8_t { F32, I64, F64 };
 struct ParamInfo {
   std::string_view name; ///< empty: no parameter (ends the list)
   ParamType type = ParamType::F32;
@@ -287,6 +287,12 @@ constexpr ParamInfo f32Param(std::string_view name) {
 }
 constexpr ParamInfo f32Param(std::string_view name, double defaultValue) {
   return {name, ParamType::F32, true, defaultValue, {}};
+}
+constexpr ParamInfo f64Param(std::string_view name) {
+  return {name, ParamType::F64, false, 0, {}};
+}
+constexpr ParamInfo f64Param(std::string_view name, double defaultValue) {
+  return {name, ParamType::F64, true, defaultValue, {}};
 }
 constexpr ParamInfo i64Param(std::string_view name) {
   return {name, ParamType::I64, false, 0, {}};

@@ -23,11 +23,15 @@
 //
 // Rotary embeddings: one thread per (row, head, pair) of q and k and per
 // element of v (copied), each computing Hugging Face's inv_freq and angle
-// in float, as the CPU does (powf, cosf, sinf: no fast intrinsics).
+// in float, as the CPU does (powf, cosf, sinf: no fast intrinsics), with
+// the rope scaling of runtime/include/fsdp/runtime/RopeScaling.h, the
+// CPU's own definition.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+
+#include "fsdp/runtime/RopeScaling.h"
 
 namespace fsdp::rt::cuda {
 namespace {
@@ -110,15 +114,18 @@ __global__ void swigluBackwardKernel(E *__restrict__ dgate, E *__restrict__ dup,
   }
 }
 
-/// Rotates the q and k pairs of every row by sign * angle and copies v.
+/// Rotates the q and k pairs of every row by sign * angle, cos and sin
+/// scaled by the scaling's factor (yarn's), and copies v.
 template <typename E>
 __global__ void ropeKernel(E *__restrict__ out, const E *__restrict__ in,
                            int64_t rows, int64_t T, int64_t H, int64_t KV,
-                           int64_t hs, float theta, float sign) {
+                           int64_t hs, float theta, plan::RopeScaling sc,
+                           float sign) {
   using detail::toFloat;
   const int64_t half = hs / 2, width = (H + 2 * KV) * hs;
   const int64_t pairs = (H + KV) * half, perRow = pairs + KV * hs;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const float scale = plan::ropeCosSinScale(sc);
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
        j < rows * perRow; j += stride) {
     const int64_t r = j / perRow, k = j % perRow;
@@ -130,9 +137,10 @@ __global__ void ropeKernel(E *__restrict__ out, const E *__restrict__ in,
       continue;
     }
     const int64_t h = k / half, i = k % half;
-    const float invFreq = 1.0f / powf(theta, float(2 * i) / float(hs));
+    // Hugging Face's inv_freq (RopeScaling.h, shared with the CPU).
+    const float invFreq = plan::ropeInvFreq(theta, i, hs, sc);
     const float angle = float(r % T) * invFreq;
-    const float c = cosf(angle), sn = sign * sinf(angle);
+    const float c = cosf(angle) * scale, sn = sign * (sinf(angle) * scale);
     const float x0 = toFloat(x[h * hs + i]), x1 = toFloat(x[h * hs + i + half]);
     o[h * hs + i] = detail::fromFloat<E>(x0 * c - x1 * sn);
     o[h * hs + i + half] = detail::fromFloat<E>(x1 * c + x0 * sn);
@@ -142,14 +150,23 @@ __global__ void ropeKernel(E *__restrict__ out, const E *__restrict__ in,
 template <typename E>
 void launchRope(const Context &ctx, const char *where, E *out, const E *in,
                 int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs,
-                float theta, float sign) {
+                float theta, const plan::RopeScaling &sc, float sign) {
   const int64_t work = B * T * ((H + KV) * (hs / 2) + KV * hs);
   if (work <= 0)
     return;
   const int threads = 256;
   ropeKernel<<<detail::blocksFor(work, threads), threads, 0, ctx.stream>>>(
-      out, in, B * T, T, H, KV, hs, theta, sign);
+      out, in, B * T, T, H, KV, hs, theta, sc, sign);
   detail::checkLaunch(where);
+}
+
+plan::RopeScaling ropeScaling(int64_t scaling, double factor,
+                              double lowFreqFactor, double highFreqFactor,
+                              int64_t originalMax, double attentionFactor,
+                              double correctionLow, double correctionHigh) {
+  return {scaling,      factor,          lowFreqFactor, highFreqFactor,
+          double(originalMax), attentionFactor, correctionLow,
+          correctionHigh};
 }
 
 /// out[i] = f(a[i], b[i]) reading NIn inputs (0: none, 1: a, 2: a and b).
@@ -290,17 +307,34 @@ void swigluBackward(const Context &ctx, E *dgate, E *dup, const E *dout,
 }
 
 /// Rotary embeddings of qkv (B x T x (H + 2 KV) hs), Hugging Face's
-/// rotate-half; v copied. The backward turns by the opposite angle.
+/// rotate-half with its rope scaling; v copied. The backward turns by the
+/// opposite angle.
 template <typename E>
 void ropeForward(const Context &ctx, E *out, const E *qkv, int64_t B, int64_t T,
-                 int64_t H, int64_t KV, int64_t hs, float theta) {
-  launchRope(ctx, "ropeForward", out, qkv, B, T, H, KV, hs, theta, 1.0f);
+                 int64_t H, int64_t KV, int64_t hs, float theta,
+                 int64_t scaling, double factor, double low_freq_factor,
+                 double high_freq_factor, int64_t original_max_positions,
+                 double attention_factor, double correction_low,
+                 double correction_high) {
+  launchRope(ctx, "ropeForward", out, qkv, B, T, H, KV, hs, theta,
+             ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
+                         original_max_positions, attention_factor,
+                         correction_low, correction_high),
+             1.0f);
 }
 
 template <typename E>
 void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
-                  int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
-  launchRope(ctx, "ropeBackward", dqkv, dout, B, T, H, KV, hs, theta, -1.0f);
+                  int64_t T, int64_t H, int64_t KV, int64_t hs, float theta,
+                  int64_t scaling, double factor, double low_freq_factor,
+                  double high_freq_factor, int64_t original_max_positions,
+                  double attention_factor, double correction_low,
+                  double correction_high) {
+  launchRope(ctx, "ropeBackward", dqkv, dout, B, T, H, KV, hs, theta,
+             ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
+                         original_max_positions, attention_factor,
+                         correction_low, correction_high),
+             -1.0f);
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
@@ -320,9 +354,13 @@ void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
   template void swigluBackward<E>(const Context &, E *, E *, const E *,        \
                                   const E *, const E *, int64_t);              \
   template void ropeForward<E>(const Context &, E *, const E *, int64_t,       \
-                               int64_t, int64_t, int64_t, int64_t, float);     \
+                               int64_t, int64_t, int64_t, int64_t, float,      \
+                               int64_t, double, double, double, int64_t,       \
+                               double, double, double);                        \
   template void ropeBackward<E>(const Context &, E *, const E *, int64_t,      \
-                                int64_t, int64_t, int64_t, int64_t, float);
+                                int64_t, int64_t, int64_t, int64_t, float,     \
+                                int64_t, double, double, double, int64_t,      \
+                                double, double, double);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

@@ -146,6 +146,9 @@ int64_t getNumRanks(Operation *op);
 /// The attribute --fsdp-data-parallel sets on @forward once it has
 /// divided the batch by the mesh's ranks (so that a second run does not).
 constexpr llvm::StringLiteral kBatchSplitAttrName = "fsdp.batch_split";
+/// The integer a kernel parameter held by an enum attribute stands for in
+/// the plan (rope's #fsdp.rope_scaling<...>); none for any other attribute.
+std::optional<int64_t> enumParamValue(Attribute attr);
 /// Rebuilds `op` in form `impl`, with the saved result's type of that form
 /// (its saved result must be unused: its type changes).
 void setAttentionImpl(AttentionOp op, AttentionImpl impl);

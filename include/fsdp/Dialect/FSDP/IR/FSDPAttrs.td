@@ -53,6 +53,25 @@ def FSDP_AttentionImplAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def FSDP_RopeScaling : I64EnumAttr<"RopeScaling",
+    "how rope scales its frequencies (Hugging Face's rope_type)", [
+  I64EnumAttrCase<"Default", 0, "default">,
+  I64EnumAttrCase<"Linear", 1, "linear">,
+  I64EnumAttrCase<"Llama3", 2, "llama3">,
+  I64EnumAttrCase<"Yarn", 3, "yarn">
+]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+/// The values are the plan's (plan::RopeScalingKind, RopeScaling.h): the
+/// lowering stores the attribute as that integer.
+def FSDP_RopeScalingAttr
+    : EnumAttr<FSDP_Dialect, FSDP_RopeScaling, "rope_scaling"> {
+  let summary = "default, linear, llama3 or yarn (rope's frequencies)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

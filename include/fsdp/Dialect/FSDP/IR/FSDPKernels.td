@@ -41,7 +41,8 @@ def KStatScratch : FSDP_KernelOperand<"F32", "Scratch">;
 def KUpdated : FSDP_KernelOperand<"F32", "Updated">;
 
 /// A numeric parameter (stored as a double). `type` is the attribute the
-/// lowering builds for a default (f32 or i64). `sameAs` names the
+/// lowering builds for a default (f32, f64 or i64; an i64 one may be held
+/// by an enum attribute, which the lowering stores as its integer). `sameAs` names the
 /// parameter whose value it takes when the IR leaves it out (kv_heads:
 /// heads); a default value comes from the op's DefaultValuedAttr.
 class FSDP_KernelParam<string type_, string sameAs_ = ""> {
@@ -49,6 +50,7 @@ class FSDP_KernelParam<string type_, string sameAs_ = ""> {
   string sameAs = sameAs_;
 }
 def KF32 : FSDP_KernelParam<"f32">;
+def KF64 : FSDP_KernelParam<"f64">;
 def KI64 : FSDP_KernelParam<"i64">;
 def KHeadsOr : FSDP_KernelParam<"i64", "heads">;
 def params;
@@ -362,24 +364,36 @@ def : FSDP_Kernel<28, "SwiGluBackward", "swiglu_backward",
                 "up_grad: [*S]"];
   let call = "$gate_grad, $up_grad, $grad, $gate, $up, S";
 }
+/// rope's parameters: the heads, theta and the frequencies' scaling
+/// (since plan version 14; runtime/include/fsdp/runtime/RopeScaling.h).
+defvar KRope = (params KI64:$heads, KHeadsOr:$kv_heads, KF32:$theta,
+                KI64:$scaling, KF64:$factor, KF64:$low_freq_factor,
+                KF64:$high_freq_factor, KI64:$original_max_positions,
+                KF64:$attention_factor, KF64:$correction_low,
+                KF64:$correction_high);
 def : FSDP_Kernel<29, "Rope", "rope", (ins KFloats:$qkv),
-    (outs KResult:$result),
-    (params KI64:$heads, KHeadsOr:$kv_heads, KF32:$theta)> {
+    (outs KResult:$result), KRope> {
   let dispatch = "ropeForward";
   let notes = "qkv: B x T x (heads + 2 kv_heads) hs; q and k rotated, v "
-              "copied";
+              "copied; scaling (since version 14): 0 default, 1 linear, "
+              "2 llama3, 3 yarn";
   let shapes = ["qkv: [B, T, W]", "result: [B, T, W]"];
   let derive = "RopeHeads";
-  let call = "$result, $qkv, B, T, heads, kv_heads, hs, theta";
+  let call = "$result, $qkv, B, T, heads, kv_heads, hs, theta, scaling, "
+             "factor, low_freq_factor, high_freq_factor, "
+             "original_max_positions, attention_factor, correction_low, "
+             "correction_high";
 }
 def : FSDP_Kernel<30, "RopeBackward", "rope_backward", (ins KFloats:$grad),
-    (outs KResult:$result),
-    (params KI64:$heads, KHeadsOr:$kv_heads, KF32:$theta)> {
+    (outs KResult:$result), KRope> {
   let dispatch = "ropeBackward";
   let notes = "the gradient rotated back";
   let shapes = ["grad: [B, T, W]", "result: [B, T, W]"];
   let derive = "RopeHeads";
-  let call = "$result, $grad, B, T, heads, kv_heads, hs, theta";
+  let call = "$result, $grad, B, T, heads, kv_heads, hs, theta, scaling, "
+             "factor, low_freq_factor, high_freq_factor, "
+             "original_max_positions, attention_factor, correction_low, "
+             "correction_high";
 }
 def : FSDP_Kernel<31, "TokenEmbeddingBackward", "token_embedding_backward",
     (ins KFloats:$grad, KIds:$tokens), (outs KResult:$wte_grad)> {

@@ -377,6 +377,19 @@ def FSDP_SwiGluOp : FSDP_DiffOp<"swiglu", "SwiGlu"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
+/// rope's and rope_backward's frequency scaling (Hugging Face's
+/// rope_scaling / rope_parameters): see fsdp.rope's description.
+defvar FSDP_RopeScalingArgs = (ins
+    DefaultValuedAttr<FSDP_RopeScalingAttr,
+                      "::mlir::fsdp::RopeScaling::Default">:$scaling,
+    DefaultValuedAttr<F64Attr, "1.0">:$factor,
+    DefaultValuedAttr<F64Attr, "1.0">:$low_freq_factor,
+    DefaultValuedAttr<F64Attr, "4.0">:$high_freq_factor,
+    DefaultValuedAttr<I64Attr, "0">:$original_max_positions,
+    DefaultValuedAttr<F64Attr, "1.0">:$attention_factor,
+    DefaultValuedAttr<F64Attr, "0.0">:$correction_low,
+    DefaultValuedAttr<F64Attr, "0.0">:$correction_high);
+
 def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
   let summary = "rotary position embeddings of the queries and keys of qkv";
   let description = [{
@@ -409,13 +422,62 @@ def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
                          theta = 5.0e+05 : f32}
         : (tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
     ```
+
+    **Scaling.** `scaling` changes the frequencies `inv_freq[i]` (the
+    angle is `t * inv_freq[i]`) exactly as Hugging Face's `rope_init_fn`
+    for the config's `rope_type` (`modeling_rope_utils.py`; the shared
+    definition is `runtime/include/fsdp/runtime/RopeScaling.h`, f32 where
+    torch computes in f32). With `f[i] = theta^(-2i/hs)`:
+
+    - `default`: `inv_freq = f` (the other attributes unused).
+    - `linear`: `inv_freq = f / factor`.
+    - `llama3` (Llama 3.1): with `L = original_max_positions`, the
+      wavelength `w = 2 pi / f` and `s = (L / w - low_freq_factor) /
+      (high_freq_factor - low_freq_factor)`: `f / factor` where
+      `w > L / low_freq_factor`, `f` where `w < L / high_freq_factor`,
+      `(1 - s) f / factor + s f` between.
+    - `yarn`: with the ramp `r = clamp((i - correction_low) /
+      (correction_high - correction_low), 0, 1)`: `inv_freq = f / factor *
+      r + f * (1 - r)`, and cos and sin multiplied by `attention_factor`.
+      The correction range is Hugging Face's `find_correction_range` of
+      `beta_fast`, `beta_slow`, `original_max_position_embeddings` and
+      `truncate`, which fsdp-gen computes (`yarnCorrectionRange`), as it
+      computes `attention_factor` from `factor`, `mscale` and
+      `mscale_all_dim` when the config leaves it out.
+
+    Attributes that the kind does not read must keep their defaults (the
+    verifier says which); the values' ranges are the kernel's
+    (`ropeScalingError` in RopeScaling.h: a positive factor, `0 <
+    low_freq_factor < high_freq_factor` and `original_max_positions > 0`
+    for llama3, a positive `attention_factor` and `0 <= correction_low <=
+    correction_high` for yarn), checked with the shapes as the plan loader
+    checks them. Llama 3.1's rope, before and after the lowering (the plan
+    stores the scaling as 0 default, 1 linear, 2 llama3, 3 yarn):
+
+    ```mlir
+    %r = fsdp.rope %qkv {heads = 4 : i64, kv_heads = 2 : i64,
+                         theta = 5.0e+05 : f32,
+                         scaling = #fsdp.rope_scaling<llama3>,
+                         factor = 8.0 : f64, original_max_positions = 8192}
+        : (tensor<1x8x64xf32>) -> tensor<1x8x64xf32>
+    // after --fsdp-lower-to-runtime (every parameter stored, sorted):
+    fsdprt.kernel "rope" ins(%qkv : memref<1x8x64xf32>)
+        outs(%r : memref<1x8x64xf32>) params {attention_factor = 1.0 : f64,
+        correction_high = 0.0 : f64, correction_low = 0.0 : f64,
+        factor = 8.0 : f64, heads = 4 : i64, high_freq_factor = 4.0 : f64,
+        kv_heads = 2 : i64, low_freq_factor = 1.0 : f64,
+        original_max_positions = 8192 : i64, scaling = 2 : i64,
+        theta = 5.0e+05 : f32}
+    ```
   }];
-  let arguments = (ins FSDP_FloatTensor:$qkv,
+  let arguments = !con((ins FSDP_FloatTensor:$qkv,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
                            $kv_heads,
-                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta),
+                       FSDP_RopeScalingArgs);
   let results = (outs FSDP_FloatTensor:$result);
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// kv_heads, or heads where the IR leaves it out.
     int64_t getNumKvHeads() { return getKvHeads().value_or(getHeads()); }
@@ -565,14 +627,17 @@ def FSDP_RopeBackwardOp : FSDP_BackwardOp<"rope_backward", "RopeBackward"> {
     of the sine flipped (`out[i] = g[i] cos(a) + g[i + hs/2] sin(a)`,
     `out[i + hs/2] = g[i + hs/2] cos(a) - g[i] sin(a)`), the values'
     gradient passed through. Same operand layout and attributes as the
-    forward; it reads no saved activation.
+    forward (the scaling's included: yarn's attention factor scales the
+    gradient too); it reads no saved activation.
   }];
-  let arguments = (ins FSDP_FloatTensor:$grad,
+  let arguments = !con((ins FSDP_FloatTensor:$grad,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
                            $kv_heads,
-                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta),
+                       FSDP_RopeScalingArgs);
   let results = (outs FSDP_FloatTensor:$result);
+  let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// kv_heads, or heads where the IR leaves it out.
     int64_t getNumKvHeads() { return getKvHeads().value_or(getHeads()); }
