@@ -157,8 +157,11 @@ static std::string derivationContext(const plan::KernelInfo &info,
               : "W = (heads + 2 kv_heads) hs with hs even and theta "
                 "positive and finite");
   out << " (W = " << dims["W"];
+  // The counts (and rope's theta); attention's window is not part of it
+  // (its range is the attribute's constraint).
   for (size_t i = 0, e = plan::numParams(info); i < e; ++i)
-    out << ", " << info.params[i].name << " = " << params[i];
+    if (std::string_view(info.params[i].name) != "window")
+      out << ", " << info.params[i].name << " = " << params[i];
   out << ")";
   return out.str();
 }
