@@ -314,10 +314,14 @@ double AttentionOp::getFlops() {
   return attentionFlops(getResult(), getWindow());
 }
 /// Twice the forward's products (dP = dO V^T, dV = P^T dO, dQ = dS K,
-/// dK = dS^T Q); the blocked form also recomputes S = Q K^T.
+/// dK = dS^T Q); the blocked form also recomputes S = Q K^T. These are
+/// hardware FLOPs (the model's are three times the forward's): with a
+/// window only the blocked form's shrink, the materialized form computing
+/// the causal products whatever the window.
 double AttentionBackwardOp::getFlops() {
   return (getImpl() == AttentionImpl::Blocked ? 2.5 : 2.0) *
-         attentionFlops(getGrad(), getWindow());
+         attentionFlops(getGrad(),
+                        getImpl() == AttentionImpl::Blocked ? getWindow() : 0);
 }
 // Every other op keeps the interface's default, 0 FLOPs: element-wise ops,
 // reductions and gathers are charged by bytes moved.
