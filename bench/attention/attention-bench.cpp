@@ -1,7 +1,7 @@
 //===- attention-bench.cpp - materialized vs blocked causal attention -----===//
 //
 //   fsdp-attention-bench [--reps N] [--threads A,B,...] [--seq T1,T2,...]
-//                        [--blas openblas|blis]
+//                        [--blas openblas|blis] [--window W]
 //
 // Times forward + backward of the CPU backend's two attention forms on
 // the same inputs, in the same process: the materialized kernels
@@ -14,6 +14,9 @@
 // inputs and outputs: probs + scratch = 2 B NH T^2 floats against lse =
 // B NH T floats. B = 1. Both forms are also compared (their outputs must
 // agree to float rounding), so a broken kernel does not time well.
+// --window W gives both forms a sliding window of W keys (Mistral's): the
+// materialized form only masks, the blocked one skips the key blocks
+// outside it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +42,7 @@ namespace {
 const char *const kUsage =
     "usage: fsdp-attention-bench [--reps N] [--threads A,B,...] "
     "[--seq T1,T2,...]\n"
-    "                            [--blas openblas|blis]\n";
+    "                            [--blas openblas|blis] [--window W]\n";
 
 [[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-attention-bench: error: %s\n", message.c_str());
@@ -88,10 +91,10 @@ double median(std::vector<double> v) {
 
 /// One shape's buffers, both forms'.
 struct Case {
-  int64_t B = 1, T, C, NH;
+  int64_t B = 1, T, C, NH, W;
   std::vector<float> qkv, dout, out, probs, scratch, dqkv, bout, lse, bdqkv;
-  Case(int64_t T, int64_t C, int64_t NH, std::mt19937 &rng)
-      : T(T), C(C), NH(NH), qkv(T * 3 * C), dout(T * C), out(T * C),
+  Case(int64_t T, int64_t C, int64_t NH, int64_t W, std::mt19937 &rng)
+      : T(T), C(C), NH(NH), W(W), qkv(T * 3 * C), dout(T * C), out(T * C),
         probs(NH * T * T), scratch(NH * T * T), dqkv(T * 3 * C), bout(T * C),
         lse(NH * T), bdqkv(T * 3 * C) {
     std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
@@ -102,15 +105,15 @@ struct Case {
   }
   void materialized(const cpu::Blas &blas) {
     cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C,
-                          NH, NH);
+                          NH, NH, W);
     cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                           qkv.data(), probs.data(), B, T, C, NH, NH);
+                           qkv.data(), probs.data(), B, T, C, NH, NH, W);
   }
   void blocked(const cpu::Blas &blas) {
     cpu::blockedAttentionForward(blas, bout.data(), lse.data(), qkv.data(), B,
-                                 T, C, NH, NH);
+                                 T, C, NH, NH, W);
     cpu::blockedAttentionBackward(blas, bdqkv.data(), dout.data(), qkv.data(),
-                                  bout.data(), lse.data(), B, T, C, NH, NH);
+                                  bout.data(), lse.data(), B, T, C, NH, NH, W);
   }
   /// max |blocked - materialized| / max |materialized| over out and dqkv.
   double difference() const {
@@ -127,8 +130,8 @@ struct Case {
 };
 
 void runCase(const cpu::Blas &blas, int threads, int64_t T, int64_t C,
-             int64_t NH, int reps, std::mt19937 &rng) {
-  Case c(T, C, NH, rng);
+             int64_t NH, int64_t W, int reps, std::mt19937 &rng) {
+  Case c(T, C, NH, W, rng);
   c.materialized(blas); // warm-up (page faults, BLAS buffers)
   c.blocked(blas);
   const double diff = c.difference();
@@ -161,6 +164,7 @@ int run(int argc, char **argv) {
   int reps = 7;
   std::vector<int64_t> threadCounts = {1, omp_get_num_procs()};
   std::vector<int64_t> seqs = {64, 128, 256, 512, 1024};
+  int64_t window = 0;
   ToolArguments args(argc, argv, kUsage, die);
   while (args.next()) {
     const std::string &arg = args.arg();
@@ -173,6 +177,8 @@ int run(int argc, char **argv) {
       threadCounts = parseList(arg, args.value(), 4096);
     else if (arg == "--seq")
       seqs = parseList(arg, args.value(), 1 << 20);
+    else if (arg == "--window")
+      window = args.integer(0, 1 << 20);
     else
       args.unknown();
   }
@@ -182,8 +188,9 @@ int run(int argc, char **argv) {
   std::printf("attention-bench: cpu %s, %d logical cpus\n", cpuModel().c_str(),
               omp_get_num_procs());
   std::printf("attention-bench: OPENBLAS_CORETYPE=%s, median of %d runs, "
-              "B=1, hs=64, forward + backward\n",
-              coretype ? coretype : "(unset)", reps);
+              "B=1, hs=64, forward + backward, window %lld%s\n",
+              coretype ? coretype : "(unset)", reps, (long long)window,
+              window ? "" : " (none)");
   std::mt19937 rng(1);
   bool header = false;
   for (int64_t threads : threadCounts) {
@@ -203,7 +210,7 @@ int run(int argc, char **argv) {
     }
     for (auto [C, NH] : {std::pair<int64_t, int64_t>{256, 4}, {768, 12}})
       for (int64_t T : seqs)
-        runCase(*blas, int(threads), T, C, NH, reps, rng);
+        runCase(*blas, int(threads), T, C, NH, window, reps, rng);
   }
   std::printf("\nmat. MiB: probs + scratch, 2 B NH T^2 floats; blk. KiB: "
               "lse, B NH T floats; ratio: blocked / materialized\n");

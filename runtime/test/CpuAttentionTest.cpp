@@ -41,8 +41,17 @@ int64_t kAt(int64_t h, int64_t C, int64_t NH, int64_t KV) {
   return C + h / (NH / KV) * (C / NH);
 }
 
+/// The first key row i sees under a sliding window of W keys (0: none):
+/// transformers' mask kv_idx > q_idx - sliding_window, on its own.
+int64_t refWindowStart(int64_t i, int64_t W) {
+  int64_t lo = 0;
+  while (W > 0 && !(lo > i - W))
+    ++lo;
+  return lo;
+}
+
 AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
-                          int64_t C, int64_t NH, int64_t KV) {
+                          int64_t C, int64_t NH, int64_t KV, int64_t W = 0) {
   const int64_t hs = C / NH, ld = qkvWidth(C, NH, KV);
   const double scale = 1.0 / std::sqrt(double(hs));
   AttentionRef r{std::vector<double>(B * T * C, 0.0),
@@ -54,7 +63,8 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
       for (int64_t i = 0; i < T; ++i) {
         const double *q = &qkv[(b * T + i) * ld + h * hs];
         double m = -1e300, sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t lo = refWindowStart(i, W);
+        for (int64_t j = lo; j <= i; ++j) {
           const double *k = &qkv[(b * T + j) * ld + kAt(h, C, NH, KV)];
           s[j] = 0.0;
           for (int64_t d = 0; d < hs; ++d)
@@ -62,12 +72,12 @@ AttentionRef refAttention(const std::vector<double> &qkv, int64_t B, int64_t T,
           s[j] *= scale;
           m = std::max(m, s[j]);
         }
-        for (int64_t j = 0; j <= i; ++j)
+        for (int64_t j = lo; j <= i; ++j)
           sum += std::exp(s[j] - m);
         r.lse[(b * NH + h) * T + i] = m + std::log(sum);
         double *p = &r.probs[((b * NH + h) * T + i) * T];
         double *o = &r.out[(b * T + i) * C + h * hs];
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           p[j] = std::exp(s[j] - m) / sum;
           const double *v =
               &qkv[(b * T + j) * ld + kAt(h, C, NH, KV) + KV * hs];
@@ -120,36 +130,39 @@ std::vector<double> refAttentionBackward(const std::vector<double> &dout,
 
 /// fdCount < 0: central differences for every element of qkv. qkv is
 /// uniform in +-qkvScale; tolerances are multiplied by tolScale. KV kv
-/// heads (0: NH, plain multi-head attention).
+/// heads (0: NH, plain multi-head attention); W the sliding window (0:
+/// none).
 void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
                     int64_t NH, int64_t fdCount, uint64_t seed,
                     float qkvScale = 1.5f, double tolScale = 1.0,
-                    int64_t KV = 0) {
+                    int64_t KV = 0, int64_t W = 0) {
   KV = KV ? KV : NH;
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
       ", C=" + std::to_string(C) + ", NH=" + std::to_string(NH) +
-      ", KV=" + std::to_string(KV) + ")";
+      ", KV=" + std::to_string(KV) + ", W=" + std::to_string(W) + ")";
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), qkvScale);
   auto dqkv0 = toDouble(qkv);
-  auto ref = refAttention(dqkv0, B, T, C, NH, KV);
+  auto ref = refAttention(dqkv0, B, T, C, NH, KV, W);
 
   auto out = nans(B * T * C), probs = nans(B * NH * T * T);
-  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV);
+  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV,
+                   W);
   CHECK_CLOSE("attentionForward out" + at, out, ref.out, 1e-5 * tolScale,
               1e-4 * tolScale);
   CHECK_CLOSE("attentionForward probs" + at, probs, ref.probs, 1e-6 * tolScale,
               1e-4 * tolScale);
 
-  // The causal mask: exact zeros above the diagonal, rows that sum to 1.
+  // The causal mask: exact zeros above the diagonal (and before the
+  // window), rows that sum to 1.
   int64_t aboveDiagonal = 0;
   double worstSum = 0.0;
   for (int64_t r = 0; r < B * NH * T; ++r) {
     const int64_t i = r % T;
     double sum = 0.0;
     for (int64_t j = 0; j < T; ++j) {
-      if (j > i)
+      if (j > i || j < refWindowStart(i, W))
         aboveDiagonal += probs[r * T + j] != 0.0f;
       sum += probs[r * T + j];
     }
@@ -157,7 +170,7 @@ void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
   }
   CHECK_MSG(aboveDiagonal == 0,
             "attentionForward: " + std::to_string(aboveDiagonal) +
-                " probs above the diagonal are not 0" + at);
+                " probs outside the window are not 0" + at);
   CHECK_MSG(worstSum <= 1e-5, "attentionForward: a row of probs sums to 1 +- " +
                                   std::to_string(worstSum) + at);
 
@@ -165,14 +178,14 @@ void checkAttention(const Blas &blas, int64_t B, int64_t T, int64_t C,
   auto ddout = toDouble(dout);
   auto dqkv = nans(qkv.size()), scratch = nans(B * NH * T * T);
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                    probs.data(), B, T, C, NH, KV);
+                    probs.data(), B, T, C, NH, KV, W);
   CHECK_CLOSE("attentionBackward vs reference backward" + at, dqkv,
               refAttentionBackward(ddout, dqkv0, ref.probs, B, T, C, NH, KV),
               1e-5 * tolScale, 1e-4 * tolScale);
   if (fdCount == 0)
     return;
   auto loss = [&](const std::vector<double> &v) {
-    return dot(ddout, refAttention(v, B, T, C, NH, KV).out);
+    return dot(ddout, refAttention(v, B, T, C, NH, KV, W).out);
   };
   auto idx = fdCount < 0 ? allIndices(qkv.size())
                          : someIndices(rng, qkv.size(), size_t(fdCount));
@@ -197,6 +210,17 @@ void testAttention(const Blas &blas) {
   checkAttention(blas, 2, 5, 16, 4, /*fdCount=*/-1, 16, 1.5f, 1.0, /*KV=*/2);
   checkAttention(blas, 1, 300, 16, 4, /*fdCount=*/48, 17, 1.5f, 1.0,
                  /*KV=*/1);
+  // Sliding windows (Mistral's): 4 keys at T = 9, one key (each row sees
+  // itself), 100 keys across the 256-row blocks, grouped-query with a
+  // window, and windows of T and more (full causal attention).
+  checkAttention(blas, 2, 9, 12, 3, /*fdCount=*/-1, 18, 1.5f, 1.0, 0, /*W=*/4);
+  checkAttention(blas, 1, 6, 8, 2, /*fdCount=*/-1, 19, 1.5f, 1.0, 0, /*W=*/1);
+  checkAttention(blas, 1, 300, 16, 2, /*fdCount=*/48, 20, 1.5f, 1.0, 0,
+                 /*W=*/100);
+  checkAttention(blas, 2, 9, 16, 4, /*fdCount=*/-1, 21, 1.5f, 1.0, /*KV=*/2,
+                 /*W=*/3);
+  checkAttention(blas, 1, 7, 8, 2, /*fdCount=*/-1, 22, 1.5f, 1.0, 0, /*W=*/7);
+  checkAttention(blas, 1, 7, 8, 2, /*fdCount=*/0, 23, 1.5f, 1.0, 0, /*W=*/50);
 }
 
 //===----------------------------------------------------------------------===//
@@ -252,29 +276,30 @@ __attribute__((noinline)) void poisonStack() {
 
 BlockedResult runBlocked(const Blas &blas, const std::vector<float> &qkv,
                          const std::vector<float> &dout, int64_t B, int64_t T,
-                         int64_t C, int64_t NH, int64_t KV) {
+                         int64_t C, int64_t NH, int64_t KV, int64_t W = 0) {
   BlockedResult r{nans(B * T * C), nans(B * NH * T), nans(qkv.size())};
   poisonStack();
   blockedAttentionForward(blas, r.out.data(), r.lse.data(), qkv.data(), B, T, C,
-                          NH, KV);
+                          NH, KV, W);
   poisonStack();
   blockedAttentionBackward(blas, r.dqkv.data(), dout.data(), qkv.data(),
-                           r.out.data(), r.lse.data(), B, T, C, NH, KV);
+                           r.out.data(), r.lse.data(), B, T, C, NH, KV, W);
   return r;
 }
 
 /// Blocked against materialized (to float rounding of their scale) and
 /// against the double reference. tolScale loosens all tolerances. KV kv
-/// heads (0: NH).
+/// heads (0: NH); W the sliding window (0: none).
 void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
                            int64_t hs, uint64_t seed, float qkvScale = 1.5f,
-                           double tolScale = 1.0, int64_t KV = 0) {
+                           double tolScale = 1.0, int64_t KV = 0,
+                           int64_t W = 0) {
   const int64_t C = NH * hs;
   KV = KV ? KV : NH;
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
       ", NH=" + std::to_string(NH) + ", hs=" + std::to_string(hs) +
-      ", KV=" + std::to_string(KV) + ")";
+      ", KV=" + std::to_string(KV) + ", W=" + std::to_string(W) + ")";
   BlockedErrors &worst = gBlockedErrors[tolScale > 1.0];
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), qkvScale);
@@ -282,15 +307,16 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
   auto dqkv0 = toDouble(qkv);
 
   auto out = nans(B * T * C), probs = nans(B * NH * T * T);
-  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV);
+  attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH, KV,
+                   W);
   auto dqkv = nans(qkv.size()), scratch = nans(B * NH * T * T);
   attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                    probs.data(), B, T, C, NH, KV);
-  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
+                    probs.data(), B, T, C, NH, KV, W);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV, W);
 
   CHECK_SCALED("blockedAttentionForward out vs materialized" + at, r.out, out,
                1e-5 * tolScale, worst.out);
-  const auto ref = refAttention(dqkv0, B, T, C, NH, KV);
+  const auto ref = refAttention(dqkv0, B, T, C, NH, KV, W);
   CHECK_CLOSE("blockedAttentionForward out vs reference" + at, r.out, ref.out,
               1e-5 * tolScale, 1e-4 * tolScale);
   const std::vector<double> &lse = ref.lse;
@@ -311,19 +337,20 @@ void checkBlockedAttention(const Blas &blas, int64_t B, int64_t T, int64_t NH,
 /// backward; fdCount < 0: every element.
 void checkBlockedFiniteDiff(const Blas &blas, int64_t B, int64_t T, int64_t NH,
                             int64_t hs, int64_t fdCount, uint64_t seed,
-                            int64_t KV = 0) {
+                            int64_t KV = 0, int64_t W = 0) {
   const int64_t C = NH * hs;
   KV = KV ? KV : NH;
   const std::string at =
       " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
-      ", NH=" + std::to_string(NH) + ", KV=" + std::to_string(KV) + ")";
+      ", NH=" + std::to_string(NH) + ", KV=" + std::to_string(KV) +
+      ", W=" + std::to_string(W) + ")";
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
   auto dout = randomVector(rng, B * T * C);
   auto dqkv0 = toDouble(qkv), ddout = toDouble(dout);
-  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
+  const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV, W);
   auto loss = [&](const std::vector<double> &v) {
-    return dot(ddout, refAttention(v, B, T, C, NH, KV).out);
+    return dot(ddout, refAttention(v, B, T, C, NH, KV, W).out);
   };
   auto idx = fdCount < 0 ? allIndices(qkv.size())
                          : someIndices(rng, qkv.size(), size_t(fdCount));
@@ -362,6 +389,75 @@ void testBlockedBoundary(const Blas &blas, int64_t hs) {
   }
 }
 
+/// The blocked kernels skip the key blocks wholly outside a query block's
+/// window: with NaN in the keys and values of key block 0 and a window of
+/// 10 at T = 257, no query row from 128 on meets block 0 (its window
+/// starts at 119 or later, in block 1), so their out, lse and dq, and the
+/// dk and dv of keys from 128 on, stay finite; a kernel that visited
+/// block 0 and only masked it would turn them NaN (0 x NaN). Without the
+/// window they are NaN. Both the tiled path (hs 16) and the scalar one
+/// (hs 136, which only ever reads the window's keys).
+void testBlockedWindowSkips(const Blas &blas, int64_t hs) {
+  const int64_t B = 1, T = 257, NH = 2, C = NH * hs, ld = 3 * C, W = 10;
+  Rng rng(40 + hs);
+  auto qkv = randomVector(rng, B * T * ld, 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  for (int64_t j = 0; j < kAttentionBlock; ++j)
+    for (int64_t d = C; d < ld; ++d)
+      qkv[j * ld + d] = std::numeric_limits<float>::quiet_NaN();
+  auto finiteFrom = [&](const BlockedResult &r) {
+    bool finite = true;
+    for (int64_t i = 128; i < T; ++i) {
+      for (int64_t d = 0; d < C; ++d)
+        finite &= std::isfinite(r.out[i * C + d]);
+      for (int64_t d = 0; d < ld; ++d)
+        finite &= std::isfinite(r.dqkv[i * ld + d]);
+      for (int64_t h = 0; h < NH; ++h)
+        finite &= std::isfinite(r.lse[h * T + i]);
+    }
+    return finite;
+  };
+  CHECK_MSG(finiteFrom(runBlocked(blas, qkv, dout, B, T, C, NH, NH, W)),
+            "blocked attention with a window of 10 visits key block 0 for "
+            "query rows from 128 on (hs=" +
+                std::to_string(hs) + ")");
+  CHECK_MSG(!finiteFrom(runBlocked(blas, qkv, dout, B, T, C, NH, NH, 0)),
+            "blocked attention without a window does not see key block 0's "
+            "NaN (hs=" +
+                std::to_string(hs) + "): the skip test proves nothing");
+}
+
+/// A window of T or more is full causal attention, bit for bit, in both
+/// forms.
+void testWindowPastT(const Blas &blas) {
+  const int64_t B = 2, T = 130, NH = 4, C = NH * 16, KV = 2;
+  Rng rng(45);
+  auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
+  auto dout = randomVector(rng, B * T * C);
+  const BlockedResult none = runBlocked(blas, qkv, dout, B, T, C, NH, KV, 0);
+  for (int64_t W : {T, T + 1, int64_t(1) << 40}) {
+    const BlockedResult r = runBlocked(blas, qkv, dout, B, T, C, NH, KV, W);
+    CHECK_MSG(sameBits(r.out, none.out) && sameBits(r.lse, none.lse) &&
+                  sameBits(r.dqkv, none.dqkv),
+              "blocked attention with window " + std::to_string(W) +
+                  " >= T differs from none");
+    std::vector<float> p0 = nans(B * NH * T * T), p1 = p0, o0 = nans(B * T * C),
+                       o1 = o0, g0 = nans(qkv.size()), g1 = g0,
+                       s0 = nans(B * NH * T * T), s1 = s0;
+    attentionForward(blas, o0.data(), p0.data(), qkv.data(), B, T, C, NH, KV,
+                     0);
+    attentionForward(blas, o1.data(), p1.data(), qkv.data(), B, T, C, NH, KV,
+                     W);
+    attentionBackward(blas, g0.data(), s0.data(), dout.data(), qkv.data(),
+                      p0.data(), B, T, C, NH, KV, 0);
+    attentionBackward(blas, g1.data(), s1.data(), dout.data(), qkv.data(),
+                      p1.data(), B, T, C, NH, KV, W);
+    CHECK_MSG(sameBits(o0, o1) && sameBits(p0, p1) && sameBits(g0, g1),
+              "materialized attention with window " + std::to_string(W) +
+                  " >= T differs from none");
+  }
+}
+
 void testBlockedAttention(const Blas &blas) {
   // B, T, NH, hs: T = 1, below, at, just past and well past the block
   // (64), never a multiple of it past 64; hs = 72 has a 64-column chunk
@@ -391,25 +487,44 @@ void testBlockedAttention(const Blas &blas) {
     checkBlockedAttention(blas, g[0], g[1], g[2], g[3], seed++, 1.5f, 1.0,
                           g[4]);
   checkBlockedFiniteDiff(blas, 2, 5, 4, 4, /*fdCount=*/-1, seed++, /*KV=*/2);
+  // Sliding windows: B, T, NH, hs, KV, W. One key, a window inside a
+  // block, one of exactly a block, windows that span 2 and 3 blocks
+  // (T = 257: the later query blocks skip the first key blocks), grouped,
+  // the column tail (hs 72) and the scalar path (hs 136).
+  const int64_t windowed[][6] = {
+      {1, 9, 2, 8, 2, 1},     {2, 70, 2, 16, 2, 5},    {1, 200, 2, 16, 2, 64},
+      {1, 257, 2, 8, 2, 70},  {2, 257, 4, 16, 2, 130}, {1, 130, 6, 16, 3, 33},
+      {1, 150, 2, 72, 2, 40}, {1, 150, 2, 136, 1, 40}};
+  for (const auto &w : windowed)
+    checkBlockedAttention(blas, w[0], w[1], w[2], w[3], seed++, 1.5f, 1.0, w[4],
+                          w[5]);
+  checkBlockedFiniteDiff(blas, 2, 9, 2, 4, /*fdCount=*/-1, seed++, 0, /*W=*/3);
+  checkBlockedFiniteDiff(blas, 1, 140, 4, 4, /*fdCount=*/64, seed++, /*KV=*/2,
+                         /*W=*/66);
+  testBlockedWindowSkips(blas, 16);
+  testBlockedWindowSkips(blas, 136);
+  testWindowPastT(blas);
   testBlockedBoundary(blas, 8);
   testBlockedBoundary(blas, 16);
 
   // Every output row has one owner and a fixed summation order, with and
   // without grouped-query attention.
   const int64_t B = 2, T = 130, NH = 4, C = NH * 16;
-  for (int64_t KV : {NH, int64_t(2)}) {
-    Rng rng(seed);
-    auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
-    auto dout = randomVector(rng, B * T * C);
-    const BlockedResult all = runBlocked(blas, qkv, dout, B, T, C, NH, KV);
-    BlockedResult one;
-    withOneThread([&] { one = runBlocked(blas, qkv, dout, B, T, C, NH, KV); });
-    CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
-                  sameBits(all.dqkv, one.dqkv),
-              "blocked attention differs between 1 and " +
-                  std::to_string(omp_get_max_threads()) +
-                  " threads (KV=" + std::to_string(KV) + ")");
-  }
+  for (int64_t KV : {NH, int64_t(2)})
+    for (int64_t W : {int64_t(0), int64_t(40)}) {
+      Rng rng(seed);
+      auto qkv = randomVector(rng, B * T * qkvWidth(C, NH, KV), 1.5f);
+      auto dout = randomVector(rng, B * T * C);
+      const BlockedResult all = runBlocked(blas, qkv, dout, B, T, C, NH, KV, W);
+      BlockedResult one;
+      withOneThread(
+          [&] { one = runBlocked(blas, qkv, dout, B, T, C, NH, KV, W); });
+      CHECK_MSG(sameBits(all.out, one.out) && sameBits(all.lse, one.lse) &&
+                    sameBits(all.dqkv, one.dqkv),
+                "blocked attention differs between 1 and " +
+                    std::to_string(omp_get_max_threads()) + " threads (KV=" +
+                    std::to_string(KV) + ", W=" + std::to_string(W) + ")");
+    }
 
   for (int wide = 0; wide < 2; ++wide)
     std::printf("cpu-kernels: blocked attention vs materialized%s, worst "

@@ -183,7 +183,7 @@ void testBF16Elementwise(Gpu &g, const Shape &s, uint64_t seed) {
 void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                        uint64_t seed, bool materialized) {
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, TT = B * NH * T * T;
-  const int64_t KV = s.kv();
+  const int64_t KV = s.kv(), W = s.window;
   Rng rng(seed);
   auto qkv = rounded(randomVector(rng, B * T * s.qkvWidth(), 1.5f));
   auto dout = rounded(randomVector(rng, B * T * C));
@@ -194,28 +194,29 @@ void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
       dDqkv(qkv.size());
   if (materialized) {
     cpu::attentionForward(blas, out.data(), side.data(), qkv.data(), B, T, C,
-                          NH, KV);
+                          NH, KV, W);
     side = rounded(side);
     cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                           qkv.data(), side.data(), B, T, C, NH, KV);
+                           qkv.data(), side.data(), B, T, C, NH, KV, W);
     DevB dProbs(TT), dProbsRef(toBF16(side)), dScratch(TT);
-    gpu::attentionForward<BF16>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV);
+    gpu::attentionForward<BF16>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV,
+                                W);
     CHECK_REL(label(form, s, "probs"), got(dProbs), side, kTolBf16Attention);
     gpu::attentionBackward<BF16>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
-                                 dProbsRef, B, T, C, NH, KV);
+                                 dProbsRef, B, T, C, NH, KV, W);
   } else {
     cpu::blockedAttentionForward(blas, out.data(), side.data(), qkv.data(), B,
-                                 T, C, NH, KV);
+                                 T, C, NH, KV, W);
     out = rounded(out); // the backward reads the stored (bf16) output
     cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
-                                  out.data(), side.data(), B, T, C, NH, KV);
+                                  out.data(), side.data(), B, T, C, NH, KV, W);
     DevF dLse(B * NH * T), dLseRef(side);
     DevB dOutRef(toBF16(out));
     gpu::blockedAttentionForward<BF16>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
-                                       KV);
+                                       KV, W);
     CHECK_REL(label(form, s, "lse (f32)"), dLse.download(), side, kTolFp32);
     gpu::blockedAttentionBackward<BF16>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                        dLseRef, B, T, C, NH, KV);
+                                        dLseRef, B, T, C, NH, KV, W);
   }
   const double tol = materialized ? kTolBf16Attention : kTolBf16;
   CHECK_REL(label(form, s, "out"), got(dOut), rounded(out), tol);

@@ -191,32 +191,34 @@ void testElementwise(Gpu &g, const Shape &s, uint64_t seed) {
 void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
                    double tol, const char *mode) {
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
+  const int64_t W = s.window;
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);
   std::vector<float> out(B * T * C), probs(B * NH * T * T);
   cpu::attentionForward(blas, out.data(), probs.data(), qkv.data(), B, T, C, NH,
-                        KV);
+                        KV, W);
   DevF dQkv(qkv), dOut(B * T * C), dProbs(B * NH * T * T);
-  gpu::attentionForward<float>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV);
+  gpu::attentionForward<float>(g.ctx(), dOut, dProbs, dQkv, B, T, C, NH, KV, W);
   auto gotProbs = dProbs.download();
   CHECK_REL(label("attentionForward probs", s, mode), gotProbs, probs, tol);
   CHECK_REL(label("attentionForward out", s, mode), dOut.download(), out, tol);
   bool zeros = true;
   for (int64_t r = 0; r < B * NH * T; ++r)
-    for (int64_t j = r % T + 1; j < T; ++j)
-      zeros &= gotProbs[r * T + j] == 0.0f;
-  CHECK_MSG(zeros,
-            label("attentionForward probs exactly 0 above diagonal", s, mode));
+    for (int64_t j = 0; j < T; ++j)
+      if (j > r % T || (W > 0 && j <= r % T - W))
+        zeros &= gotProbs[r * T + j] == 0.0f;
+  CHECK_MSG(zeros, label("attentionForward probs exactly 0 outside the window",
+                         s, mode));
 
   // Backward from the CPU's probs (the same inputs for both).
   std::vector<float> dqkv(qkv.size()), scratch(B * NH * T * T);
   cpu::attentionBackward(blas, dqkv.data(), scratch.data(), dout.data(),
-                         qkv.data(), probs.data(), B, T, C, NH, KV);
+                         qkv.data(), probs.data(), B, T, C, NH, KV, W);
   DevF dProbsRef(probs), dDout(dout), dDqkv(qkv.size()),
       dScratch(B * NH * T * T);
   gpu::attentionBackward<float>(g.ctx(), dDqkv, dScratch, dDout, dQkv,
-                                dProbsRef, B, T, C, NH, KV);
+                                dProbsRef, B, T, C, NH, KV, W);
   std::string what = label("attentionBackward", s, mode);
   what.pop_back(); // reopen the bracket for the part's name
   checkDqkvThirds(what, dDqkv.download(), dqkv, s, tol);
@@ -229,24 +231,25 @@ void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
 void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                           uint64_t seed) {
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
+  const int64_t W = s.window;
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);
   std::vector<float> out(B * T * C), lse(B * NH * T), dqkv(qkv.size());
   cpu::blockedAttentionForward(blas, out.data(), lse.data(), qkv.data(), B, T,
-                               C, NH, KV);
+                               C, NH, KV, W);
   cpu::blockedAttentionBackward(blas, dqkv.data(), dout.data(), qkv.data(),
-                                out.data(), lse.data(), B, T, C, NH, KV);
+                                out.data(), lse.data(), B, T, C, NH, KV, W);
   DevF dQkv(qkv), dOut(B * T * C), dLse(B * NH * T);
   gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
-                                      KV);
+                                      KV, W);
   const auto gotOut = dOut.download(), gotLse = dLse.download();
   CHECK_REL(label("blockedAttentionForward out", s), gotOut, out, kTolFp32);
   CHECK_REL(label("blockedAttentionForward lse", s), gotLse, lse, kTolFp32);
 
   DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(qkv.size());
   gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                       dLseRef, B, T, C, NH, KV);
+                                       dLseRef, B, T, C, NH, KV, W);
   const auto got = dDqkv.download();
   std::string what = label("blockedAttentionBackward", s);
   what.pop_back(); // reopen the bracket for the third's name
@@ -254,9 +257,9 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
 
   dOut.poison(), dLse.poison(), dDqkv.poison();
   gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
-                                      KV);
+                                      KV, W);
   gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
-                                       dLseRef, B, T, C, NH, KV);
+                                       dLseRef, B, T, C, NH, KV, W);
   CHECK_MSG(sameBits(dOut.download(), gotOut) &&
                 sameBits(dLse.download(), gotLse) &&
                 sameBits(dDqkv.download(), got),

@@ -91,7 +91,8 @@ std::unique_ptr<cpu::Blas> openReferenceBlas() {
 }
 
 /// Attention's edge shapes: grouped-query attention, both forms (kv heads
-/// of 2 and of 4 query heads, Llama 3's ratio; one kv head, multi-query),
+/// of 2 and of 4 query heads, Llama 3's ratio; one kv head, multi-query)
+/// and sliding windows,
 /// on seeds of their own so that the other cases keep theirs; then the
 /// blocked attention at head sizes in each compiled bucket (32, 64, 128)
 /// and past their edges, T off the tiles (32 rows; 16 above hs = 64), and
@@ -102,6 +103,11 @@ void checkAttentionShapes(Gpu &g, const cpu::Blas &blas, uint64_t &seed) {
       {"GQA T=300 KV=1", 1, 300, 48, 4, 1, 1},
       {"GQA hs=64 KV=2", 2, 130, 512, 8, 1, 2},
       {"GQA hs=128 KV=1", 1, 200, 512, 4, 1, 1},
+      // Sliding windows (Mistral's): shorter than a tile, across tiles in
+      // the 64 and 128 buckets, grouped.
+      {"window=5 KV=2", 2, 70, 32, 4, 1, 2, 5},
+      {"window=40 hs=64 KV=2", 1, 200, 512, 8, 1, 2, 40},
+      {"window=17 hs=128", 1, 130, 256, 2, 1, 0, 17},
   };
   for (size_t i = 0; i < std::size(grouped); ++i) {
     testAttention(g, blas, grouped[i], 700 + i, kTolFp32, "fp32");

@@ -102,18 +102,19 @@ void timeGpt2BF16(Gpu &g, int64_t B, int64_t T, int64_t C, int64_t NH,
     randomFill(qkv, rng);
     randomFill(out, rng);
     timeIt(g, "attentionForward (bf16)", [&] {
-      gpu::attentionForward<BF16>(ctx, out, probs, qkv, B, T, C, NH, NH);
+      gpu::attentionForward<BF16>(ctx, out, probs, qkv, B, T, C, NH, NH, 0);
     });
     timeIt(g, "attentionBackward (bf16)", [&] {
       gpu::attentionBackward<BF16>(ctx, dqkv, scratch, out, qkv, probs, B, T, C,
-                                   NH, NH);
+                                   NH, NH, 0);
     });
     timeIt(g, "blockedAttentionForward (bf16)", [&] {
-      gpu::blockedAttentionForward<BF16>(ctx, out, lse, qkv, B, T, C, NH, NH);
+      gpu::blockedAttentionForward<BF16>(ctx, out, lse, qkv, B, T, C, NH, NH,
+                                         0);
     });
     timeIt(g, "blockedAttentionBackward (bf16)", [&] {
       gpu::blockedAttentionBackward<BF16>(ctx, dqkv, out, qkv, out, lse, B, T,
-                                          C, NH, NH);
+                                          C, NH, NH, 0);
     });
   }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
@@ -217,11 +218,11 @@ void timeGpt2Gemms(Gpu &g, const Gpt2Shape &shape, Rng &rng) {
       randomFill(qkv, rng);
       randomFill(out, rng);
       timeIt(g, ("attentionForward" + mode).c_str(), [&] {
-        gpu::attentionForward<float>(ctx, out, probs, qkv, B, T, C, NH, NH);
+        gpu::attentionForward<float>(ctx, out, probs, qkv, B, T, C, NH, NH, 0);
       });
       timeIt(g, ("attentionBackward" + mode).c_str(), [&] {
         gpu::attentionBackward<float>(ctx, dqkv, scratch, out, qkv, probs, B, T,
-                                      C, NH, NH);
+                                      C, NH, NH, 0);
       });
     }
   }
@@ -239,11 +240,12 @@ void timeGpt2Tail(Gpu &g, const Gpt2Shape &shape, Rng &rng) {
     randomFill(qkv, rng);
     randomFill(out, rng);
     timeIt(g, "blockedAttentionForward", [&] {
-      gpu::blockedAttentionForward<float>(ctx, out, lse, qkv, B, T, C, NH, NH);
+      gpu::blockedAttentionForward<float>(ctx, out, lse, qkv, B, T, C, NH, NH,
+                                          0);
     });
     timeIt(g, "blockedAttentionBackward", [&] {
       gpu::blockedAttentionBackward<float>(ctx, dqkv, out, qkv, out, lse, B, T,
-                                           C, NH, NH);
+                                           C, NH, NH, 0);
     });
   }
   {

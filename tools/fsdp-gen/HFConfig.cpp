@@ -328,7 +328,29 @@ void readRope(KeyReader &r, LlamaConfig &c) {
   c.ropeTheta = theta->get<double>();
 }
 
-void readLlama(KeyReader &r, HFModel &m) {
+/// Mistral's sliding_window: a positive key count, or null for full
+/// attention. transformers' MistralConfig defaults it to 4096, so a
+/// config without the key has a window of 4096 (said on stderr).
+void readSlidingWindow(KeyReader &r, HFModel &m) {
+  const json *v = r.value("sliding_window");
+  if (!v) {
+    m.llama.window = 4096;
+    m.notes.push_back("sliding_window is absent: a window of 4096 keys, "
+                      "transformers' MistralConfig default");
+    return;
+  }
+  if (v->is_null())
+    return;
+  if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+    return r.bad("sliding_window", "is " + v->dump() +
+                                       ": it must be a positive integer (a "
+                                       "key count) or null (none)");
+  m.llama.window = v->get<int64_t>();
+}
+
+/// A Llama, or a Mistral (`mistral`: the same network with a sliding
+/// window on every layer's attention, and without the bias keys).
+void readLlama(KeyReader &r, HFModel &m, bool mistral = false) {
   LlamaConfig &c = m.llama;
   r.positive("num_hidden_layers", c.layers);
   r.positive("hidden_size", c.dim);
@@ -357,7 +379,12 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.only("attention_bias", json(false));
   r.only("mlp_bias", json(false));
   r.only("pretraining_tp", json(1));
-  r.only("sliding_window", json(nullptr), /*nullOk=*/true);
+  // LlamaForCausalLM reads no sliding_window: one there would be ignored
+  // by transformers, so it is refused rather than half-modelled.
+  if (mistral)
+    readSlidingWindow(r, m);
+  else
+    r.only("sliding_window", json(nullptr), /*nullOk=*/true);
   r.dropout("attention_dropout", m.notes);
   // LLaMA 1's conversions also name the context as max_sequence_length.
   if (c.seq > 0)
@@ -471,11 +498,11 @@ bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
   KeyReader r(j, path);
   if (model.modelType == "gpt2")
     readGPT2(r, model);
-  else if (model.modelType == "llama")
-    readLlama(r, model);
+  else if (model.modelType == "llama" || model.modelType == "mistral")
+    readLlama(r, model, /*mistral=*/model.modelType == "mistral");
   else
-    r.bad("model_type",
-          "is \"" + model.modelType + "\"; fsdp-gen reads gpt2 and llama");
+    r.bad("model_type", "is \"" + model.modelType +
+                            "\"; fsdp-gen reads gpt2, llama and mistral");
   r.rejectOthers();
   error = r.error;
   // The file's keys in its order (ordered_json), whatever they are: the

@@ -32,7 +32,7 @@ std::optional<int64_t> countParameters(const GPT2Config &c);
 
 /// What a config.json describes.
 struct HFModel {
-  std::string modelType; ///< "gpt2" or "llama"
+  std::string modelType; ///< "gpt2", "llama" or "mistral" (in `llama`)
   GPT2Config gpt2;
   LlamaConfig llama;
   /// Keys accepted whose meaning the training step leaves out (dropout):

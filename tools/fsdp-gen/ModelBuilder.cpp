@@ -127,13 +127,13 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
     std::string p = "h." + std::to_string(l) + ".";
     Value h = f.layerNorm(x, p + "ln_1.", C);
     Value qkv = f.linear(h, p + "attn.qkv.", {3 * C, C}, weight);
-    Value attn =
-        AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
-                            f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
-                            f.builder.getI64IntegerAttr(c.heads),
-                            /*impl=*/AttentionImplAttr(),
-                            /*kv_heads=*/IntegerAttr())
-            .getResult();
+    Value attn = AttentionOp::create(
+                     f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+                     f.tensor({c.batch, c.heads, c.seq, c.seq}), qkv,
+                     f.builder.getI64IntegerAttr(c.heads),
+                     /*impl=*/AttentionImplAttr(),
+                     /*kv_heads=*/IntegerAttr(), /*window=*/IntegerAttr())
+                     .getResult();
     Value proj = f.linear(attn, p + "attn.proj.", {C, C}, residual);
     x = AddOp::create(f.builder, f.loc, x, proj);
     h = f.layerNorm(x, p + "ln_2.", C);
@@ -210,6 +210,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     }
     return op;
   };
+  // Mistral's sliding window; none (no attribute) for a Llama. A window
+  // of seq or more is kept: the kernels run it as full causal attention.
+  IntegerAttr window =
+      c.window > 0 ? f.builder.getI64IntegerAttr(c.window) : IntegerAttr();
   Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 args[0], wte, Value());
@@ -221,7 +225,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     Value attn =
         AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                             f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
-                            heads, AttentionImplAttr(), kvHeads)
+                            heads, AttentionImplAttr(), kvHeads, window)
             .getResult();
     x = AddOp::create(f.builder, f.loc, x,
                       proj(attn, p + "self_attn.o_proj.w", C, C));

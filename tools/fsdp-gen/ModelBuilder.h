@@ -50,10 +50,14 @@ double yarnAttentionFactor(double factor, double mscale = 0,
                            double mscaleAllDim = 0);
 
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
-/// embeddings, a SwiGLU MLP, grouped-query attention, no biases.
+/// embeddings, a SwiGLU MLP, grouped-query attention, no biases. Mistral
+/// is the same with a sliding window on every layer's attention.
 struct LlamaConfig {
   int64_t layers = 0, dim = 0, heads = 0, kvHeads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0, batch = 1;
+  /// Mistral's sliding_window: query i sees keys i - window < j <= i; 0
+  /// for none (full causal attention).
+  int64_t window = 0;
   double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
   bool tiedHead = false;
   RopeScalingConfig ropeScaling;

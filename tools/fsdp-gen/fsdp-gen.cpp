@@ -4,6 +4,10 @@
 //   fsdp-gen gpt2 --layers 2 --dim 64 --heads 4 --vocab 256 --seq 64 --batch 4
 //   fsdp-gen llama --layers 4 --dim 128 --heads 4 --kv-heads 2 --ffn-dim 344
 //                  --vocab 256 --seq 64 --batch 4 [--rope-theta] [--norm-eps]
+//                  [--sliding-window N]
+//   fsdp-gen mistral ... (llama's options; --sliding-window defaults to
+//                  4096, transformers' MistralConfig default)
+//   fsdp-gen --preset mistral-7b [--batch 1 --seq 4096]
 //   fsdp-gen --preset gpt2-124m [--batch 4 --seq 64]
 //   fsdp-gen --preset llama3-8b [--batch 1 --seq 2048]
 //   fsdp-gen --preset llama3.1-8b (llama3 rope scaling; or fsdp-gen llama
@@ -46,12 +50,13 @@ namespace cl = llvm::cl;
 namespace {
 cl::OptionCategory genCategory("fsdp-gen options");
 
-cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2|llama>"),
+cl::opt<std::string> modelKind(cl::Positional,
+                               cl::desc("<mlp|gpt2|llama|mistral>"),
                                cl::cat(genCategory));
 cl::opt<std::string> preset(
     "preset",
     cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b, "
-             "llama3.1-8b, llama3.1-70b; or "
+             "llama3.1-8b, llama3.1-70b, mistral-7b; or "
              "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
@@ -102,6 +107,12 @@ cl::opt<int64_t> ropeOriginalMax(
 cl::opt<double> normEps("norm-eps",
                         cl::desc("llama: RMSNorm epsilon (default 1e-6)"),
                         cl::cat(genCategory));
+cl::opt<int64_t> slidingWindow(
+    "sliding-window",
+    cl::desc("llama, mistral: attention's sliding window, Mistral's: query i "
+             "sees keys i - N < j <= i; 0 for none (llama's default; "
+             "mistral's is 4096, transformers' MistralConfig default)"),
+    cl::value_desc("N"), cl::cat(genCategory));
 cl::opt<int64_t> vocab("vocab", cl::desc("gpt2, llama: vocabulary size"),
                        cl::cat(genCategory));
 cl::opt<int64_t> seq("seq", cl::desc("gpt2, llama: sequence length"),
@@ -126,8 +137,9 @@ cl::opt<bool> noUnits("no-units",
                       cl::cat(genCategory));
 cl::opt<std::string> configPath(
     "config",
-    cl::desc("A Hugging Face config.json (model_type gpt2 or llama): the "
-             "same model; --seq and --batch set the step's shape"),
+    cl::desc("A Hugging Face config.json (model_type gpt2, llama or "
+             "mistral): the same model; --seq and --batch set the step's "
+             "shape"),
     cl::value_desc("file"), cl::cat(genCategory));
 cl::opt<bool>
     describe("describe",
@@ -200,6 +212,9 @@ std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
     c.ropeScaling.type = "llama3";
     c.ropeScaling.factor = 8, c.ropeScaling.lowFreqFactor = 1;
     c.ropeScaling.highFreqFactor = 4, c.ropeScaling.originalMax = 8192;
+  } else if (name == "mistral-7b") { // Mistral 7B v0.3: no sliding window
+    c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 14336;
+    c.vocab = 32768, c.seq = 32768, c.normEps = 1e-5, c.ropeTheta = 1e6;
   } else {
     return std::nullopt;
   }
@@ -222,7 +237,7 @@ std::optional<fsdp_gen::GPT2Config> presetConfig(StringRef name) {
 
 /// Rejects the Llama-only options for other models.
 void rejectLlamaOptions(StringRef kind) {
-  rejectOptionsOf(kind, {&kvHeads, &ffnDim});
+  rejectOptionsOf(kind, {&kvHeads, &ffnDim, &slidingWindow});
   for (cl::opt<double> *option : {&ropeTheta, &normEps, &ropeFactor,
                                   &ropeLowFreqFactor, &ropeHighFreqFactor})
     if (option->getNumOccurrences())
@@ -303,22 +318,32 @@ void applyRopeScaling(fsdp_gen::LlamaConfig &c) {
     r.attentionFactor = fsdp_gen::yarnAttentionFactor(r.factor);
 }
 
-/// The Llama the preset and the size options describe, sizes checked.
+/// The Llama (or Mistral: `kind` "mistral", whose window defaults to
+/// transformers' 4096) the preset and the size options describe, sizes
+/// checked.
 OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
-                                       int64_t elementBytes) {
-  rejectOptionsOf("llama", {&width, &inFeatures, &classes});
+                                       int64_t elementBytes, StringRef kind) {
+  rejectOptionsOf(kind, {&width, &inFeatures, &classes});
   fsdp_gen::LlamaConfig c;
   if (!preset.empty()) {
     std::optional<fsdp_gen::LlamaConfig> fromPreset = llamaPreset(preset);
     if (!fromPreset)
-      fail("unknown llama preset '" + preset +
-           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b or "
-           "llama3.1-70b");
+      fail("unknown " + kind + " preset '" + preset +
+           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, llama3.1-70b or "
+           "mistral-7b");
     c = *fromPreset;
   } else {
     // A small Llama by default, like gpt2's defaults.
     c.layers = 2, c.dim = 64, c.heads = c.kvHeads = 4, c.ffn = 172;
     c.vocab = 256, c.seq = 64, c.batch = 4;
+    if (kind == "mistral")
+      c.window = 4096;
+  }
+  if (slidingWindow.getNumOccurrences()) {
+    if (slidingWindow < 0)
+      fail("--sliding-window must be 0 (none) or a positive key count, got " +
+           Twine(int64_t(slidingWindow)));
+    c.window = slidingWindow;
   }
   bool kvGiven = kvHeads.getNumOccurrences();
   apply(layers, c.layers);
@@ -346,7 +371,7 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
            gText(normEps));
     c.normEps = normEps;
   }
-  checkLlamaShape(c, "llama");
+  checkLlamaShape(c, kind);
   if (std::optional<std::string> error = fsdp_gen::checkSizes(c, elementBytes))
     fail(*error);
   return withHFConfig(fsdp_gen::buildLlama(context, c, element),
@@ -382,6 +407,15 @@ OwningOpRef<ModuleOp> gpt2FromOptions(MLIRContext &context, Type element,
                       fsdp_gen::hfConfigJson(config));
 }
 
+/// " sliding window N" or " no sliding window" for a Mistral; nothing for
+/// a Llama.
+std::string windowText(const fsdp_gen::HFModel &m) {
+  if (m.modelType != "mistral")
+    return "";
+  return m.llama.window ? ", sliding window " + std::to_string(m.llama.window)
+                        : ", no sliding window";
+}
+
 /// Prints what `m` describes, with its parameter count.
 void describeModel(const fsdp_gen::HFModel &m) {
   llvm::outs() << configPath << ": " << m.modelType << ", ";
@@ -415,7 +449,7 @@ void describeModel(const fsdp_gen::HFModel &m) {
       llvm::outs() << ", attention_factor " << gText(r.attentionFactor);
     llvm::outs() << ")";
   }
-  llvm::outs() << ", norm eps " << c.normEps
+  llvm::outs() << ", norm eps " << c.normEps << windowText(m)
                << (c.tiedHead ? ", tied head: " : ", untied head: ") << *P
                << " parameters\n";
 }
@@ -439,7 +473,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  isLlama = m.modelType == "llama";
+  isLlama = m.modelType == "llama" || m.modelType == "mistral";
   if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;
     int64_t positions = c.seq;
@@ -515,18 +549,22 @@ int main(int argc, char **argv) {
     if (!llamaPreset(preset) && !presetConfig(preset))
       fail("unknown preset '" + preset +
            "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
-           "llama3.1-70b, gpt2-124m, "
-           "llama-13b-shape or gpt3-175b-shape");
-    kind = llamaPreset(preset) ? "llama" : "gpt2";
+           "llama3.1-70b, mistral-7b, "
+           "gpt2-124m, llama-13b-shape or gpt3-175b-shape");
+    kind = !llamaPreset(preset)                ? "gpt2"
+           : StringRef(preset) == "mistral-7b" ? "mistral"
+                                               : "llama";
   }
   if (!configPath.empty())
     kind = "config";
   else if (describe)
     fail("--describe needs --config");
-  else if (kind != "mlp" && kind != "gpt2" && kind != "llama")
-    fail(kind.empty()
-             ? llvm::Twine("name a model: mlp, gpt2 or llama (or --preset)")
-             : "unknown model '" + kind + "', expected mlp, gpt2 or llama");
+  else if (kind != "mlp" && kind != "gpt2" && kind != "llama" &&
+           kind != "mistral")
+    fail(kind.empty() ? llvm::Twine("name a model: mlp, gpt2, llama or "
+                                    "mistral (or --preset)")
+                      : "unknown model '" + kind +
+                            "', expected mlp, gpt2, llama or mistral");
 
   MLIRContext context;
   context.loadDialect<fsdp::FSDPDialect>();
@@ -542,13 +580,13 @@ int main(int argc, char **argv) {
   Type element = Float32Type::get(&context);
   int64_t elementBytes = fsdp::getElementSizeInBytes(element);
 
-  bool isLlama = kind == "llama";
+  bool isLlama = kind == "llama" || kind == "mistral";
   OwningOpRef<ModuleOp> module =
       kind == "config"
           ? modelFromConfig(context, element, elementBytes, isLlama)
-      : kind == "gpt2"  ? gpt2FromOptions(context, element, elementBytes)
-      : kind == "llama" ? llamaFromOptions(context, element, elementBytes)
-                        : mlpFromOptions(context, element, elementBytes);
+      : kind == "gpt2" ? gpt2FromOptions(context, element, elementBytes)
+      : isLlama        ? llamaFromOptions(context, element, elementBytes, kind)
+                       : mlpFromOptions(context, element, elementBytes);
   if (!noUnits) {
     // A Llama is wrapped as torchtitan wraps it: the token embedding and
     // the final norm with the head in units of their own. GPT-2's head is

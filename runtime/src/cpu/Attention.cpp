@@ -17,6 +17,12 @@
 // Smaller blocks would skip more but make each GEMM smaller; for T up to
 // kCausalBlock there is one block and the GEMMs are the plain T x T ones.
 //
+// A sliding window of W keys (query i sees keys i - W < j <= i; W = 0:
+// none) only masks: the products stay the causal ones and the softmax
+// loops write zeros before the window, so this form costs what causal
+// attention costs whatever the window (BlockedAttention.cpp skips the
+// blocks outside it).
+//
 // GEMMs are issued one after another, each threaded by the BLAS library,
 // with the row loops in one OpenMP region between them. Running the heads'
 // GEMMs concurrently instead, one thread each, would suit short sequences
@@ -49,12 +55,13 @@ inline int64_t blockEnd(int64_t i, int64_t T) {
 /// size hs = C / NH), k and v (KV heads each) side by side: 3C when
 /// KV = NH. Query head h reads kv head h / (NH / KV) (grouped-query
 /// attention; KV divides NH). probs (B x NH x T x T) receives softmax(q
-/// k^T / sqrt(hs)) with zeros above the diagonal; out (B x T x C) = probs
-/// v, heads concatenated.
+/// k^T / sqrt(hs)) with zeros above the diagonal and, with a sliding
+/// window W > 0, before it (row i over keys i - W < j <= i only); out
+/// (B x T x C) = probs v, heads concatenated.
 FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
                                       float *probs, const float *qkv, int64_t B,
                                       int64_t T, int64_t C, int64_t NH,
-                                      int64_t KV) {
+                                      int64_t KV, int64_t W) {
   const QkvLayout L(C, NH, KV);
   const int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -74,23 +81,24 @@ FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
     }
   }
 
-  // Softmax over j <= i, zeros above the diagonal.
+  // Softmax over lo <= j <= i (lo = 0 without a window), zeros elsewhere.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < B * NH * T; ++r) {
     float *row = probs + r * T;
-    const int64_t n = r % T + 1;
-    const float m = rowMax(row, n);
+    const int64_t n = r % T + 1, lo = windowStart(r % T, W);
+    const float m = rowMax(row + lo, n - lo);
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = lo; j < n; ++j) {
       const float e = expApprox(row[j] - m);
       row[j] = e;
       sum += e;
     }
     const float inv = float(1.0 / sum);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = lo; j < n; ++j)
       row[j] *= inv;
+    std::memset(row, 0, sizeof(float) * lo);
     std::memset(row + n, 0, sizeof(float) * (T - n));
   }
 
@@ -110,13 +118,14 @@ FSDP_CPU_KERNEL void attentionForward(const Blas &blas, float *out,
 }
 
 /// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a
-/// kv head's dk and dv sum over the NH / KV query heads it serves.
+/// kv head's dk and dv sum over the NH / KV query heads it serves; W is
+/// the forward's window (0: none).
 /// `scratch` holds B x NH x T x T floats for the gradient of the scores.
 FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
                                        float *scratch, const float *dout,
                                        const float *qkv, const float *probs,
                                        int64_t B, int64_t T, int64_t C,
-                                       int64_t NH, int64_t KV) {
+                                       int64_t NH, int64_t KV, int64_t W) {
   const QkvLayout L(C, NH, KV);
   const int64_t hs = L.hs, ld = L.ld;
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -136,21 +145,23 @@ FSDP_CPU_KERNEL void attentionBackward(const Blas &blas, float *dqkv,
   }
 
   // Softmax backward in place: dS = P (dP - rowsum(dP P)). Above the
-  // diagonal, up to the end of the row's block, dS must be 0: the GEMMs
-  // below read those entries (past the block end nothing reads them).
+  // diagonal, up to the end of the row's block, and before the window dS
+  // must be 0: the GEMMs below read those entries (past the block end
+  // nothing reads them).
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < B * NH * T; ++r) {
     const float *p = probs + r * T;
     float *d = scratch + r * T;
-    const int64_t i = r % T, n = i + 1;
+    const int64_t i = r % T, n = i + 1, lo = windowStart(i, W);
     double dot = 0.0;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = lo; j < n; ++j)
       dot += double(d[j] * p[j]);
     const float dotf = float(dot);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = lo; j < n; ++j)
       d[j] = p[j] * (d[j] - dotf);
+    std::memset(d, 0, sizeof(float) * lo);
     std::memset(d + n, 0, sizeof(float) * (blockEnd(i, T) - n));
   }
 

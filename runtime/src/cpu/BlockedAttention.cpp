@@ -34,6 +34,17 @@
 // in head order, the first one's dk and dv overwriting and the others'
 // adding, so the group's sum has one owner too (B x KV tasks).
 //
+// Sliding window. With a window of W keys (query i sees keys
+// i - W < j <= i; W = 0: none) the forward's query block starts at the key
+// block that holds its first row's first key, and the backward's key
+// block stops at the query block that holds its last key's last query:
+// key blocks wholly outside a query block's window, and query blocks
+// wholly outside a key block's, are never visited, so the work is about
+// T (W + 2 kBlock) pairs instead of T^2 / 2. Inside a visited block the
+// keys outside a row's window are masked like those above the diagonal.
+// W = 0, and any W > T, visit and mask exactly what the causal form does:
+// the same bits.
+//
 // Memory. Nothing is allocated; the accumulators are the output rows
 // themselves. Per thread the stack holds the key block's panels and the P
 // and dS blocks of kQueryBlock query rows: 17 KiB (forward) and 48 KiB
@@ -274,24 +285,32 @@ FSDP_INLINE void finishRows(const RowState *st, float *o, float *lse,
   }
 }
 
-/// Scales row s (scores of keys j0 + c), masks the keys past `last`
-/// (c > last), and folds it into st: s becomes exp(s - m'), masked entries
-/// exactly 0. Returns alpha = exp(m - m'), 0 on the first block.
-FSDP_INLINE float foldRow(float *s, int32_t last, float scale, bool first,
-                          RowState &st) {
+/// Scales row s (scores of keys j0 + c), masks the keys outside the row's
+/// window (c < low, before it; c > last, past the diagonal), and folds it
+/// into st: s becomes exp(s - m'), masked entries exactly 0. Returns
+/// alpha = exp(m - m'), 0 on the row's first block (`first`: the block
+/// that holds its first key). A block wholly before the window
+/// (low >= kBlock) leaves st alone: s all 0, alpha 1.
+FSDP_INLINE float foldRow(float *s, int32_t low, int32_t last, float scale,
+                          bool first, RowState &st) {
+  if (low >= int32_t(kBlock)) {
+    std::memset(s, 0, sizeof(float) * kBlock);
+    return 1.0f;
+  }
   int32_t key = std::numeric_limits<int32_t>::min();
 #pragma omp simd reduction(max : key)
   for (int32_t c = 0; c < int32_t(kBlock); ++c) {
     s[c] *= scale;
     const int32_t k = orderedKey(floatBits(s[c]));
-    key = std::max(key, c <= last ? k : std::numeric_limits<int32_t>::min());
+    key = std::max(
+        key, c >= low && c <= last ? k : std::numeric_limits<int32_t>::min());
   }
   const float blockMax = bitsFloat(orderedKey(key));
   const float mNew = first ? blockMax : std::max(st.m, blockMax);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int32_t c = 0; c < int32_t(kBlock); ++c) {
-    const float e = keepIf(expApprox(s[c] - mNew), c <= last);
+    const float e = keepIf(expApprox(s[c] - mNew), c >= low && c <= last);
     s[c] = e;
     sum += e;
   }
@@ -304,18 +323,20 @@ FSDP_INLINE float foldRow(float *s, int32_t last, float scale, bool first,
 }
 
 /// Query rows i0..i1 (< kBlock of them) of one head, key block by key
-/// block: the block's keys packed once, then kRows query rows at a time.
+/// block from the one that holds row i0's first key (window W; 0: key 0):
+/// the block's keys packed once, then kRows query rows at a time.
 template <int64_t Cap>
 FSDP_INLINE void forwardQueryBlockTiled(const Head &hd, float *o, float *lse,
                                         int64_t i0, int64_t i1, int64_t C,
-                                        int64_t hs, float scale) {
+                                        int64_t hs, float scale, int64_t W) {
   alignas(64) float kt[Cap * kBlock];
   alignas(64) float s[kRows][kBlock];
   float spare[Cap] = {}; // the output row of a tile's rows past i1
   RowState st[kBlock] = {};
   for (int64_t i = i0; i < i1; ++i)
     std::memset(o + i * C, 0, sizeof(float) * hs);
-  for (int64_t j0 = 0; j0 < i1; j0 += kBlock) {
+  for (int64_t j0 = windowStart(i0, W) / kBlock * kBlock; j0 < i1;
+       j0 += kBlock) {
     packPanel(kt, hd.k + j0 * hd.ld, hd.ld, std::min(kBlock, i1 - j0), hs);
     for (int64_t t = i0; t < i1; t += kRows) {
       const float *q[kRows];
@@ -324,8 +345,10 @@ FSDP_INLINE void forwardQueryBlockTiled(const Head &hd, float *o, float *lse,
         q[r] = hd.q + std::min(t + r, i1 - 1) * hd.ld;
       tileProducts(q, kt, hs, s);
       for (int r = 0; r < kRows; ++r) {
-        RowState tmp = st[std::min(t + r, i1 - 1) - i0];
-        alpha[r] = foldRow(s[r], int32_t(t + r - j0), scale, j0 == 0, tmp);
+        const int64_t i = std::min(t + r, i1 - 1), lo = windowStart(i, W);
+        RowState tmp = st[i - i0];
+        alpha[r] = foldRow(s[r], int32_t(lo - j0), int32_t(t + r - j0), scale,
+                           lo >= j0, tmp);
         y[r] = t + r < i1 ? o + (t + r) * C : spare;
         if (t + r < i1)
           st[t + r - i0] = tmp;
@@ -350,12 +373,12 @@ template <int64_t Cap> struct BackwardScratch {
   float spare[Cap];
 };
 
-/// Rows t..t + kRows of the P and scaled dS blocks (keys j0..), and those
-/// rows' dq += scale dS k.
+/// Rows t..t + kRows of the P and scaled dS blocks (keys j0..; zero
+/// outside each row's window W), and those rows' dq += scale dS k.
 template <int64_t Cap>
 FSDP_INLINE void backwardRowTile(const BackwardHead &g, BackwardScratch<Cap> &w,
                                  const float *D, int64_t j0, int64_t i0,
-                                 int64_t t, int64_t i1) {
+                                 int64_t t, int64_t i1, int64_t W) {
   const int64_t ld = g.hd.ld, hs = g.hs;
   const float *q[kRows], *dO[kRows];
   float *y[kRows];
@@ -370,11 +393,12 @@ FSDP_INLINE void backwardRowTile(const BackwardHead &g, BackwardScratch<Cap> &w,
   tileProducts(dO, w.vt, hs, ds);
   for (int r = 0; r < kRows; ++r) {
     const int64_t i = std::min(t + r, i1 - 1);
-    const int32_t last = int32_t(i - j0);
+    const int32_t last = int32_t(i - j0), low = int32_t(windowStart(i, W) - j0);
     const float lse = g.lse[i], Di = D[i - i0], scale = g.scale;
 #pragma omp simd
     for (int32_t c = 0; c < int32_t(kBlock); ++c) {
-      const float pc = keepIf(expApprox(scale * p[r][c] - lse), c <= last);
+      const float pc =
+          keepIf(expApprox(scale * p[r][c] - lse), c >= low && c <= last);
       p[r][c] = pc;
       ds[r][c] = scale * (pc * (ds[r][c] - Di));
     }
@@ -387,15 +411,15 @@ FSDP_INLINE void backwardRowTile(const BackwardHead &g, BackwardScratch<Cap> &w,
 /// Query rows i0..i1 against keys j0..j0 + nk: dq of those rows, and
 /// dv += P^T dO, dk += scale dS^T q of the keys, kRows keys at a time.
 template <int64_t Cap>
-FSDP_INLINE void backwardBlockPair(const BackwardHead &g,
-                                   BackwardScratch<Cap> &w, int64_t j0,
-                                   int64_t nk, int64_t i0, int64_t i1) {
+FSDP_INLINE void
+backwardBlockPair(const BackwardHead &g, BackwardScratch<Cap> &w, int64_t j0,
+                  int64_t nk, int64_t i0, int64_t i1, int64_t W) {
   const int64_t ld = g.hd.ld, hs = g.hs;
   float D[kQueryBlock];
   for (int64_t i = i0; i < i1; ++i)
     D[i - i0] = rowDot(g.dO + i * g.C, g.o + i * g.C, hs);
   for (int64_t t = i0; t < i1; t += kRows)
-    backwardRowTile(g, w, D, j0, i0, t, i1);
+    backwardRowTile(g, w, D, j0, i0, t, i1, W);
   for (int64_t c0 = 0; c0 < nk; c0 += kRows) {
     float *dv[kRows], *dk[kRows];
     for (int r = 0; r < kRows; ++r) {
@@ -410,12 +434,13 @@ FSDP_INLINE void backwardBlockPair(const BackwardHead &g,
 }
 
 /// One head's dq, dk and dv in one pass (FlashAttention-2's): key block
-/// by key block, each against every query block at or below it. dk and dv
-/// start from zero for the first head of a kv head's group (`first`) and
-/// accumulate onto the previous heads' for the others.
+/// by key block, each against every query block at or below it that
+/// holds a query whose window W reaches it (all of them when W = 0). dk
+/// and dv start from zero for the first head of a kv head's group
+/// (`first`) and accumulate onto the previous heads' for the others.
 template <int64_t Cap>
-FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T,
-                                   bool first) {
+FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T, bool first,
+                                   int64_t W) {
   const int64_t ld = g.hd.ld, hs = g.hs;
   BackwardScratch<Cap> w;
   std::memset(w.spare, 0, sizeof w.spare);
@@ -429,8 +454,10 @@ FSDP_INLINE void headBackwardTiled(const BackwardHead &g, int64_t T,
       std::memset(g.dk + j * ld, 0, sizeof(float) * hs);
       std::memset(g.dv + j * ld, 0, sizeof(float) * hs);
     }
-    for (int64_t i0 = j0; i0 < T; i0 += kQueryBlock)
-      backwardBlockPair(g, w, j0, nk, i0, std::min(i0 + kQueryBlock, T));
+    // The last query that sees key j0 + nk - 1 is j0 + nk - 2 + W.
+    const int64_t iEnd = W > 0 ? std::min(T, j0 + nk - 1 + W) : T;
+    for (int64_t i0 = j0; i0 < iEnd; i0 += kQueryBlock)
+      backwardBlockPair(g, w, j0, nk, i0, std::min(i0 + kQueryBlock, iEnd), W);
   }
 }
 
@@ -477,20 +504,27 @@ inline void forwardRowBlock(const Head &hd, const float *q, int64_t j0,
   }
 }
 
-/// Rows i0..i1 of one head: keys block by block, and for each key block
-/// every row of the query block, so that the block's k and v rows stay in
-/// cache while they are used.
+/// Rows i0..i1 of one head: keys block by block (from the block of row
+/// i0's first key under window W), and for each key block every row of the
+/// query block, so that the block's k and v rows stay in cache while they
+/// are used.
 void forwardQueryBlock(const Head &hd, float *o, float *lse, int64_t i0,
-                       int64_t i1, int64_t C, int64_t hs, float scale) {
+                       int64_t i1, int64_t C, int64_t hs, float scale,
+                       int64_t W) {
   RowState st[kBlock];
   float s[kBlock];
   for (int64_t i = i0; i < i1; ++i)
     std::memset(o + i * C, 0, sizeof(float) * hs);
-  for (int64_t j0 = 0; j0 < i1; j0 += kBlock) {
+  for (int64_t j0 = windowStart(i0, W) / kBlock * kBlock; j0 < i1;
+       j0 += kBlock) {
     const int64_t j1 = std::min(j0 + kBlock, i1);
-    for (int64_t i = std::max(i0, j0); i < i1; ++i)
-      forwardRowBlock(hd, hd.q + i * hd.ld, j0, std::min(j1, i + 1) - j0, hs,
-                      scale, st[i - i0], o + i * C, s);
+    for (int64_t i = std::max(i0, j0); i < i1; ++i) {
+      const int64_t a = std::max(j0, windowStart(i, W)),
+                    b = std::min(j1, i + 1);
+      if (a < b)
+        forwardRowBlock(hd, hd.q + i * hd.ld, a, b - a, hs, scale, st[i - i0],
+                        o + i * C, s);
+    }
   }
   finishRows(st, o, lse, i0, i1, C, hs);
 }
@@ -508,23 +542,28 @@ inline void recomputeProbs(const Head &hd, int64_t i, int64_t j0, int64_t n,
 }
 
 /// dk, dv of keys j0..j1 (zeroed first for the first head of a group):
-/// every query row i >= j0 that sees them adds dv_j += p_ij dO_i and
-/// dk_j += scale dS_ij q_i, with dS_ij = p_ij (dO_i . v_j - D_i).
+/// every query row i >= j0 that sees them (within window W) adds
+/// dv_j += p_ij dO_i and dk_j += scale dS_ij q_i, with
+/// dS_ij = p_ij (dO_i . v_j - D_i).
 void keyBlockBackward(const BackwardHead &g, int64_t j0, int64_t j1, int64_t T,
-                      bool first) {
+                      bool first, int64_t W) {
   const int64_t hs = g.hs, ld = g.hd.ld;
   float p[kBlock];
   for (int64_t j = j0; first && j < j1; ++j) {
     std::memset(g.dk + j * ld, 0, sizeof(float) * hs);
     std::memset(g.dv + j * ld, 0, sizeof(float) * hs);
   }
-  for (int64_t i = j0; i < T; ++i) {
-    const int64_t n = std::min(j1, i + 1) - j0;
+  const int64_t iEnd = W > 0 ? std::min(T, j1 - 1 + W) : T;
+  for (int64_t i = j0; i < iEnd; ++i) {
+    const int64_t a = std::max(j0, windowStart(i, W));
+    const int64_t n = std::min(j1, i + 1) - a;
+    if (n <= 0)
+      continue;
     const float *dO = g.dO + i * g.C, *q = g.hd.q + i * ld;
     const float D = rowDot(dO, g.o + i * g.C, hs);
-    recomputeProbs(g.hd, i, j0, n, hs, g.scale, g.lse[i], p);
+    recomputeProbs(g.hd, i, a, n, hs, g.scale, g.lse[i], p);
     for (int64_t c = 0; c < n; ++c) {
-      const int64_t j = j0 + c;
+      const int64_t j = a + c;
       const float dS = p[c] * (dotf(dO, g.hd.v + j * ld, hs) - D);
       const float pc = p[c], ds = g.scale * dS;
       float *dk = g.dk + j * ld, *dv = g.dv + j * ld;
@@ -539,22 +578,27 @@ void keyBlockBackward(const BackwardHead &g, int64_t j0, int64_t j1, int64_t T,
 
 /// dq of query rows i0..i1 (zeroed first): dq_i = scale sum_j dS_ij k_j,
 /// key block by key block as in the forward.
-void queryBlockBackward(const BackwardHead &g, int64_t i0, int64_t i1) {
+void queryBlockBackward(const BackwardHead &g, int64_t i0, int64_t i1,
+                        int64_t W) {
   const int64_t hs = g.hs, ld = g.hd.ld;
   float p[kBlock], D[kBlock];
   for (int64_t i = i0; i < i1; ++i) {
     std::memset(g.dq + i * ld, 0, sizeof(float) * hs);
     D[i - i0] = rowDot(g.dO + i * g.C, g.o + i * g.C, hs);
   }
-  for (int64_t j0 = 0; j0 < i1; j0 += kBlock) {
+  for (int64_t j0 = windowStart(i0, W) / kBlock * kBlock; j0 < i1;
+       j0 += kBlock) {
     const int64_t j1 = std::min(j0 + kBlock, i1);
     for (int64_t i = std::max(i0, j0); i < i1; ++i) {
-      const int64_t n = std::min(j1, i + 1) - j0;
+      const int64_t a = std::max(j0, windowStart(i, W));
+      const int64_t n = std::min(j1, i + 1) - a;
+      if (n <= 0)
+        continue;
       const float *dO = g.dO + i * g.C;
       float *dq = g.dq + i * ld;
-      recomputeProbs(g.hd, i, j0, n, hs, g.scale, g.lse[i], p);
+      recomputeProbs(g.hd, i, a, n, hs, g.scale, g.lse[i], p);
       for (int64_t c = 0; c < n; ++c) {
-        const float *k = g.hd.k + (j0 + c) * ld, *v = g.hd.v + (j0 + c) * ld;
+        const float *k = g.hd.k + (a + c) * ld, *v = g.hd.v + (a + c) * ld;
         const float ds = g.scale * p[c] * (dotf(dO, v, hs) - D[i - i0]);
 #pragma omp simd
         for (int64_t d = 0; d < hs; ++d)
@@ -569,7 +613,7 @@ void queryBlockBackward(const BackwardHead &g, int64_t i0, int64_t i1) {
 /// block.
 void backward(float *dqkv, const float *dout, const float *qkv,
               const float *out, const float *lse, int64_t B, int64_t T,
-              int64_t NH, const QkvLayout &L) {
+              int64_t NH, const QkvLayout &L, int64_t W) {
   const int64_t nb = (T + kBlock - 1) / kBlock, KV = L.KV;
 #pragma omp parallel
   {
@@ -581,7 +625,7 @@ void backward(float *dqkv, const float *dout, const float *qkv,
       for (int64_t h = h0; h < h0 + L.group; ++h) {
         const BackwardHead g =
             backwardHead(dqkv, dout, qkv, out, lse, bg / KV, h, T, NH, L);
-        keyBlockBackward(g, j0, std::min(j0 + kBlock, T), T, h == h0);
+        keyBlockBackward(g, j0, std::min(j0 + kBlock, T), T, h == h0, W);
       }
     }
 #pragma omp for schedule(dynamic, 1)
@@ -589,7 +633,7 @@ void backward(float *dqkv, const float *dout, const float *qkv,
       const int64_t bh = task / nb, i0 = (nb - 1 - task % nb) * kBlock;
       const BackwardHead g =
           backwardHead(dqkv, dout, qkv, out, lse, bh / NH, bh % NH, T, NH, L);
-      queryBlockBackward(g, i0, std::min(i0 + kBlock, T));
+      queryBlockBackward(g, i0, std::min(i0 + kBlock, T), W);
     }
   }
 }
@@ -598,13 +642,14 @@ void backward(float *dqkv, const float *dout, const float *qkv,
 
 /// One forward task: query rows i0..i1 of one head, by the head's path.
 FSDP_INLINE void forwardTask(const Head &hd, float *o, float *lse, int64_t i0,
-                             int64_t i1, int64_t C, int64_t hs, float scale) {
+                             int64_t i1, int64_t C, int64_t hs, float scale,
+                             int64_t W) {
   if (hs <= 64)
-    forwardQueryBlockTiled<64>(hd, o, lse, i0, i1, C, hs, scale);
+    forwardQueryBlockTiled<64>(hd, o, lse, i0, i1, C, hs, scale, W);
   else if (hs <= kMaxTiledHs)
-    forwardQueryBlockTiled<kMaxTiledHs>(hd, o, lse, i0, i1, C, hs, scale);
+    forwardQueryBlockTiled<kMaxTiledHs>(hd, o, lse, i0, i1, C, hs, scale, W);
   else
-    scalar::forwardQueryBlock(hd, o, lse, i0, i1, C, hs, scale);
+    scalar::forwardQueryBlock(hd, o, lse, i0, i1, C, hs, scale, W);
 }
 
 } // namespace
@@ -616,7 +661,9 @@ FSDP_INLINE void forwardTask(const Head &hd, float *o, float *lse, int64_t i0,
 /// The same attention without the probabilities (FlashAttention-2): out
 /// as attentionForward's, and lse (B x NH x T) the natural log-sum-exp of
 /// each query row's scaled, causally masked scores,
-///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+///   lse[b,h,i] = log sum_{lo_i<=j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// lo_i = max(0, i - W + 1) under a sliding window of W > 0 keys, else 0
+/// (the key blocks wholly before a query block's windows are skipped),
 /// computed key block by key block with a running max m and sum l
 /// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
 /// the output accumulator rescaled by exp(m - m') likewise). No T x T
@@ -625,7 +672,8 @@ FSDP_INLINE void forwardTask(const Head &hd, float *o, float *lse, int64_t i0,
 FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
                                              float *lse, const float *qkv,
                                              int64_t B, int64_t T, int64_t C,
-                                             int64_t NH, int64_t KV) {
+                                             int64_t NH, int64_t KV,
+                                             int64_t W) {
   const QkvLayout L(C, NH, KV);
   const int64_t hs = L.hs, nb = (T + kBlock - 1) / kBlock;
   const float scale = 1.0f / std::sqrt(float(hs));
@@ -634,7 +682,7 @@ FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
     const int64_t bh = task / nb, i0 = (nb - 1 - task % nb) * kBlock;
     const int64_t b = bh / NH, h = bh % NH;
     forwardTask(Head(qkv, b, h, T, L), out + b * T * C + h * hs, lse + bh * T,
-                i0, std::min(i0 + kBlock, T), C, hs, scale);
+                i0, std::min(i0 + kBlock, T), C, hs, scale, W);
   }
 }
 
@@ -648,18 +696,20 @@ FSDP_CPU_KERNEL void blockedAttentionForward(const Blas &blas, float *out,
 ///   D_i = dO_i . O_i,  dS_ij = p_ij (dO_i . v_j - D_i),
 ///   dq_i = scale sum_j dS_ij k_j,  dk_j = scale sum_i dS_ij q_i,
 ///   dv_j = sum_i p_ij dO_i.
-/// With KV < NH, dk_j and dv_j also sum over the query heads of the group.
+/// With KV < NH, dk_j and dv_j also sum over the query heads of the group;
+/// with a window W > 0 the sums run over the pairs inside it only, and
+/// the blocks of pairs wholly outside are not visited.
 /// No scratch; the sums run in a fixed order (no atomics), so the result
 /// does not depend on the thread count.
 FSDP_CPU_KERNEL void
 blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
                          const float *qkv, const float *out, const float *lse,
                          int64_t B, int64_t T, int64_t C, int64_t NH,
-                         int64_t KV) {
+                         int64_t KV, int64_t W) {
   const QkvLayout L(C, NH, KV);
   const int64_t hs = L.hs;
   if (hs > kMaxTiledHs) {
-    scalar::backward(dqkv, dout, qkv, out, lse, B, T, NH, L);
+    scalar::backward(dqkv, dout, qkv, out, lse, B, T, NH, L, W);
     return;
   }
 #pragma omp parallel for schedule(dynamic, 1)
@@ -669,9 +719,9 @@ blockedAttentionBackward(const Blas &blas, float *dqkv, const float *dout,
       const BackwardHead g =
           backwardHead(dqkv, dout, qkv, out, lse, bg / KV, h, T, NH, L);
       if (hs <= 64)
-        headBackwardTiled<64>(g, T, h == h0);
+        headBackwardTiled<64>(g, T, h == h0, W);
       else
-        headBackwardTiled<kMaxTiledHs>(g, T, h == h0);
+        headBackwardTiled<kMaxTiledHs>(g, T, h == h0, W);
     }
   }
 }

@@ -53,6 +53,12 @@ struct QkvLayout {
   int64_t vOffset(int64_t h) const { return kOffset(h) + KV * hs; }
 };
 
+/// The first key query row i sees under a sliding window of W keys (query
+/// i sees keys i - W < j <= i; W = 0, or W > i, means from key 0).
+inline int64_t windowStart(int64_t i, int64_t W) {
+  return W > 0 && i >= W ? i - W + 1 : 0;
+}
+
 /// Rows of keys per block in the blocked attention kernels: the k and v
 /// rows of a block (2 x 64 x hs floats) stay in cache while every query
 /// row of a block uses them.

@@ -80,6 +80,9 @@ void groupBF16(unsigned &) {
   testBlocked<BF16>(2, 33, 66, 2, seed++);
   testBlocked<BF16>(2, 70, 48, 4, 903u, /*KV=*/2);
   testBlocked<BF16>(1, 65, 256, 4, 904u, /*KV=*/1);
+  testAttention<BF16>(2, 33, 16, 4, 925u, /*KV=*/2, /*W=*/5);
+  testBlocked<BF16>(1, 130, 64, 1, 926u, 0, /*W=*/40);
+  testBlocked<BF16>(1, 65, 256, 4, 927u, /*KV=*/2, /*W=*/20);
   testLinear<BF16>(1, 3, 5, true, seed++);
   testLinear<BF16>(7, 9, 300, true, seed++);
   testLinear<BF16>(70, 16, 33, true, seed++);

@@ -17,23 +17,29 @@
 #include <vector>
 
 // ------------------------------------------------------------ attention
-// " KV=n" in a test's name when there are fewer kv heads than heads.
-static std::string kvName(int NH, int KV) {
-  return KV == NH ? std::string() : " KV=" + std::to_string(KV);
+// " KV=n" in a test's name when there are fewer kv heads than heads, and
+// " W=n" with a sliding window.
+static std::string kvName(int NH, int KV, int W = 0) {
+  return (KV == NH ? std::string() : " KV=" + std::to_string(KV)) +
+         (W ? " W=" + std::to_string(W) : std::string());
 }
+
+// The first key row i sees under a sliding window of W keys (0: none).
+static int windowLo(int i, int W) { return W > 0 && i >= W ? i - W + 1 : 0; }
 
 // In bf16 the GPU rounds the scores (and dP) where cuBLAS stores them in
 // the T x T buffers before the softmax reads them, which the CPU's widened
 // kernel does not: a few bf16 units apart (kAttentionUlps).
 constexpr double kAttentionUlps = 2;
 // KV kv heads (0: NH); with fewer, qkv is C + 2 KV hs wide. (The grouped
-// cases take seeds of their own: the others' stay as they were.)
+// cases take seeds of their own: the others' stay as they were.) W: the
+// sliding window (0: none).
 template <typename E>
-void testAttention(int B, int T, int C, int NH, unsigned seed, int KV) {
+void testAttention(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
   KV = KV ? KV : NH;
   char nm[128];
   snprintf(nm, sizeof nm, "attention%s B=%d T=%d C=%d NH=%d%s",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV).c_str());
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV, W).c_str());
   std::mt19937 rng(seed);
   auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
@@ -41,16 +47,16 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV) {
   const size_t PT = size_t(B) * NH * T * T;
   std::vector<float> rout(size_t(B) * T * C), rprobs(PT, NAN);
   cp::attentionForward(*gBlas, rout.data(), rprobs.data(), qkv.data(), B, T, C,
-                       NH, KV);
+                       NH, KV, W);
   roundTo<E>(rout), roundTo<E>(rprobs);
   std::vector<float> rdqkv(qkv.size()), rscr(PT, NAN);
   cp::attentionBackward(*gBlas, rdqkv.data(), rscr.data(), dout.data(),
-                        qkv.data(), rprobs.data(), B, T, C, NH, KV);
+                        qkv.data(), rprobs.data(), B, T, C, NH, KV, W);
   roundTo<E>(rdqkv), roundTo<E>(rscr);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
     BufT<E> out(rout.size()), probs(PT), bq(qkv.size());
     bq.set(qkv);
-    cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH, KV);
+    cu::attentionForward(ctx, out.p, probs.p, bq.p, B, T, C, NH, KV, W);
     checkCanary(nm, out), checkCanary(nm, probs);
     return {out.vec(), probs.vec()};
   });
@@ -60,17 +66,18 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV) {
           tol<E>(2e-5, kAttentionUlps));
   size_t nz = 0;
   for (size_t r = 0; r < size_t(B) * NH * T; ++r)
-    for (int j = r % T + 1; j < T; ++j)
-      if (o[1][r * T + j] != 0.0f)
+    for (int j = 0; j < T; ++j)
+      if ((j > int(r % T) || j < windowLo(r % T, W)) && o[1][r * T + j] != 0.0f)
         ++nz;
   if (nz)
-    fail(std::string(nm) + ": nonzero probs above the diagonal");
+    fail(std::string(nm) + ": nonzero probs outside the window");
   // backward from the GPU's probs (as the runtime would)
   auto gprobs = o[1];
   o = runOrders(std::string(nm) + " bwd", [&]() -> Outs {
     BufT<E> dq(qkv.size()), scr(PT), bq(qkv.size()), bd(dout.size()), bp(PT);
     bq.set(qkv), bd.set(dout), bp.set(gprobs);
-    cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH, KV);
+    cu::attentionBackward(ctx, dq.p, scr.p, bd.p, bq.p, bp.p, B, T, C, NH, KV,
+                          W);
     checkCanary(nm, dq), checkCanary(nm, scr);
     return {dq.vec(), scr.vec()};
   });
@@ -89,11 +96,11 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV) {
           tol<E>(5e-5, kAttentionUlps));
   size_t nz2 = 0;
   for (size_t r = 0; r < size_t(B) * NH * T; ++r)
-    for (int j = r % T + 1; j < T; ++j)
-      if (o[1][r * T + j] != 0.0f)
+    for (int j = 0; j < T; ++j)
+      if ((j > int(r % T) || j < windowLo(r % T, W)) && o[1][r * T + j] != 0.0f)
         ++nz2;
   if (nz2)
-    fail(std::string(nm) + ": nonzero dS above the diagonal");
+    fail(std::string(nm) + ": nonzero dS outside the window");
 }
 
 // ------------------------------------------------------------ blocked
@@ -104,13 +111,13 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV) {
 // In bf16 the backward reads the rounded out (a bf16 buffer in the plan),
 // so its references do too; the materialized reference keeps its probs in
 // float (no T x T buffer here), a few bf16 units from the blocked kernels.
-// KV kv heads (0: NH), as testAttention.
+// KV kv heads (0: NH) and the window W, as testAttention.
 template <typename E>
-void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV) {
+void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
   KV = KV ? KV : NH;
   char nm[128];
   snprintf(nm, sizeof nm, "blocked%s B=%d T=%d C=%d NH=%d%s",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV).c_str());
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV, W).c_str());
   std::mt19937 rng(seed);
   auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
@@ -118,22 +125,22 @@ void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV) {
   const size_t PT = size_t(B) * NH * T * T, L = size_t(B) * NH * T;
   std::vector<float> rout(size_t(B) * T * C), rlse(L), rdqkv(qkv.size());
   cp::blockedAttentionForward(*gBlas, rout.data(), rlse.data(), qkv.data(), B,
-                              T, C, NH, KV);
+                              T, C, NH, KV, W);
   roundTo<E>(rout);
   cp::blockedAttentionBackward(*gBlas, rdqkv.data(), dout.data(), qkv.data(),
-                               rout.data(), rlse.data(), B, T, C, NH, KV);
+                               rout.data(), rlse.data(), B, T, C, NH, KV, W);
   roundTo<E>(rdqkv);
   std::vector<float> mout(rout.size()), mprobs(PT), mdqkv(qkv.size()), mscr(PT);
   cp::attentionForward(*gBlas, mout.data(), mprobs.data(), qkv.data(), B, T, C,
-                       NH, KV);
+                       NH, KV, W);
   cp::attentionBackward(*gBlas, mdqkv.data(), mscr.data(), dout.data(),
-                        qkv.data(), mprobs.data(), B, T, C, NH, KV);
+                        qkv.data(), mprobs.data(), B, T, C, NH, KV, W);
   roundTo<E>(mout), roundTo<E>(mdqkv);
   Outs o = runOrders(std::string(nm) + " fwd", [&]() -> Outs {
     BufT<E> out(rout.size()), bq(qkv.size());
     Buf lse(L);
     bq.set(qkv);
-    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH, KV);
+    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH, KV, W);
     checkCanary(nm, out), checkCanary(nm, lse);
     return {out.vec(), lse.vec()};
   });
@@ -149,7 +156,7 @@ void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV) {
     Buf bl(L);
     bq.set(qkv), bd.set(dout), bo.set(gout), bl.set(glse);
     cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C, NH,
-                                 KV);
+                                 KV, W);
     checkCanary(nm, dq);
     return {dq.vec()};
   });
@@ -157,6 +164,44 @@ void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV) {
           tol<E>(5e-5, 1));
   compare(n + " dqkv vs materialized", o[0].data(), mdqkv.data(), mdqkv.size(),
           tol<E>(5e-5, kAttentionUlps));
+}
+
+// The blocked kernels skip the tiles wholly outside the window: NaN in the
+// keys and values of rows 0..31 (the first tile at hs = 32) with a window
+// of 8 at T = 130 must leave the rows from 64 on finite (their windows
+// start at 57 or later: they never load tile 0), as the CPU's test does;
+// without the window they are NaN.
+static void testBlockedWindowSkips() {
+  const int B = 1, T = 130, NH = 2, C = 64, ld = 3 * C, W = 8;
+  std::mt19937 rng(924u);
+  auto qkv = randv(size_t(B) * T * ld, rng, -2, 2),
+       dout = randv(size_t(B) * T * C, rng);
+  for (int j = 0; j < 32; ++j)
+    for (int d = C; d < ld; ++d)
+      qkv[size_t(j) * ld + d] = NAN;
+  for (int w : {W, 0}) {
+    BufT<float> out(size_t(T) * C), bq(qkv.size()), dq(qkv.size()),
+        bd(dout.size());
+    Buf lse(size_t(NH) * T);
+    bq.set(qkv), bd.set(dout);
+    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH, NH, w);
+    cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, out.p, lse.p, B, T, C,
+                                 NH, NH, w);
+    bool finite = true;
+    for (int i = 64; i < T; ++i) {
+      for (int d = 0; d < C; ++d)
+        finite &= std::isfinite(out.p[size_t(i) * C + d]);
+      for (int d = 0; d < ld; ++d)
+        finite &= std::isfinite(dq.p[size_t(i) * ld + d]);
+      for (int h = 0; h < NH; ++h)
+        finite &= std::isfinite(lse.p[size_t(h) * T + i]);
+    }
+    ++gChecks;
+    if (finite != (w != 0))
+      fail(w ? "blocked W=8: a row from 64 on loaded tile 0 (NaN)"
+             : "blocked without a window: tile 0's NaN did not reach the "
+               "later rows, the skip check proves nothing");
+  }
 }
 
 // Shapes the blocked kernels refuse: recorded as errors, nothing written.
@@ -170,10 +215,10 @@ static void testBlockedErrors(int C, int NH) {
   for (int pass = 0; pass < 2; ++pass) {
     ++gChecks;
     if (pass == 0)
-      cu::blockedAttentionForward(ctx, out.p, lse.p, q.p, B, T, C, NH, NH);
+      cu::blockedAttentionForward(ctx, out.p, lse.p, q.p, B, T, C, NH, NH, 0);
     else
       cu::blockedAttentionBackward(ctx, dq.p, out.p, q.p, out.p, lse.p, B, T, C,
-                                   NH, NH);
+                                   NH, NH, 0);
     if (!cu::takeError(msg))
       fail(nm + ": no error recorded");
     else if (getenv("VERBOSE"))
@@ -202,6 +247,11 @@ void groupAttention(unsigned &seed) {
   testAttention(2, 33, 24, 6, 906u, /*KV=*/2);
   testAttention(1, 70, 12, 3, 907u, /*KV=*/1);
   testAttention(1, 300, 16, 4, 908u, /*KV=*/2);
+  // Sliding windows: one key, 4 keys, grouped, across two row blocks.
+  testAttention(1, 9, 8, 2, 913u, 0, /*W=*/1);
+  testAttention(2, 33, 12, 3, 914u, 0, /*W=*/4);
+  testAttention(2, 33, 16, 4, 915u, /*KV=*/2, /*W=*/7);
+  testAttention(1, 300, 8, 1, 916u, 0, /*W=*/100);
   printf("attention done (%d failures so far)\n", gFailures);
 }
 
@@ -227,6 +277,17 @@ void groupBlocked(unsigned &seed) {
   testBlocked(1, 130, 384, 6, 910u, /*KV=*/2); // hs = 64
   testBlocked(2, 70, 48, 4, 911u, /*KV=*/1);   // hs = 12
   testBlocked(1, 65, 512, 4, 912u, /*KV=*/2);  // hs = 128
+  // Sliding windows: one key; shorter than a tile; across tiles (the key
+  // pass stops early, the forward and the query pass start late), in each
+  // bucket; grouped; a window of T (full attention).
+  testBlocked(1, 9, 8, 2, 917u, 0, /*W=*/1);
+  testBlocked(2, 70, 36, 3, 918u, 0, /*W=*/5);
+  testBlocked(1, 130, 64, 1, 919u, 0, /*W=*/40);
+  testBlocked(1, 130, 128, 1, 920u, 0, /*W=*/17);
+  testBlocked(1, 200, 384, 3, 921u, 0, /*W=*/50);
+  testBlocked(1, 130, 384, 6, 922u, /*KV=*/2, /*W=*/33);
+  testBlocked(2, 70, 48, 4, 923u, /*KV=*/1, /*W=*/70);
+  testBlockedWindowSkips();
   {
     // Random shapes, on their own generator (the fuzz group's sequence
     // stays as it was).
@@ -245,7 +306,7 @@ void groupBlocked(unsigned &seed) {
 }
 
 // The element types the other files call these with.
-template void testAttention<float>(int, int, int, int, unsigned, int);
-template void testAttention<BF16>(int, int, int, int, unsigned, int);
-template void testBlocked<float>(int, int, int, int, unsigned, int);
-template void testBlocked<BF16>(int, int, int, int, unsigned, int);
+template void testAttention<float>(int, int, int, int, unsigned, int, int);
+template void testAttention<BF16>(int, int, int, int, unsigned, int, int);
+template void testBlocked<float>(int, int, int, int, unsigned, int, int);
+template void testBlocked<BF16>(int, int, int, int, unsigned, int, int);

@@ -269,9 +269,11 @@ void groupProbe(unsigned &seed);
 
 // EmuAttentionTest.cpp
 template <typename E = float>
-void testAttention(int B, int T, int C, int NH, unsigned seed, int KV = 0);
+void testAttention(int B, int T, int C, int NH, unsigned seed, int KV = 0,
+                   int W = 0);
 template <typename E = float>
-void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV = 0);
+void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV = 0,
+                 int W = 0);
 void groupAttention(unsigned &seed);
 void groupBlocked(unsigned &seed);
 

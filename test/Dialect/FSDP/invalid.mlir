@@ -497,6 +497,22 @@ func.func @f(%x: tensor<2x4x24xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{attribute 'window' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0:2 = fsdp.attention %x {heads = 4 : i64, kv_heads = 2 : i64, window = -1 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x16xf32>, %l: tensor<2x4x4xf32>, %o: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{attribute 'window' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0 = fsdp.attention_backward %dy, %x, %l, %o {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>, window = -4096 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x4x24xf32>) {
   // expected-error @+1 {{inconsistent shapes: result is [2, 4, 24], not [B, T, C] (B = 2, T = 4, C = 8)}}
   %0:2 = fsdp.attention %x {heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x24xf32>, tensor<2x2x4x4xf32>)

@@ -219,3 +219,20 @@ func.func @grouped_query(%qkv: tensor<2x4x16xf32>, %dy: tensor<2x4x8xf32>) {
   %gb = fsdp.attention_backward %dy, %qkv, %l, %o {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
   return
 }
+
+// A sliding window (Mistral's): query i sees keys i - 3 < j <= i; window 0
+// (the default, no window) is left out when printed.
+// CHECK-LABEL: func.func @sliding_window
+func.func @sliding_window(%qkv: tensor<2x4x16xf32>, %dy: tensor<2x4x8xf32>) {
+  // CHECK: %{{.*}}, %[[P:.*]] = fsdp.attention %{{.*}} {heads = 4 : i64, kv_heads = 2 : i64, window = 3 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  %a, %p = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64, window = 3 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %[[P]] {heads = 4 : i64, kv_heads = 2 : i64, window = 3 : i64}
+  %g = fsdp.attention_backward %dy, %qkv, %p {heads = 4 : i64, kv_heads = 2 : i64, window = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x16xf32>
+  // CHECK: %[[O:.*]], %[[L:.*]] = fsdp.attention %{{.*}} {heads = 4 : i64, impl = #fsdp.attention_impl<blocked>, kv_heads = 2 : i64, window = 3 : i64}
+  %o, %l = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>, window = 3 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>)
+  // CHECK: fsdp.attention_backward %{{.*}}, %{{.*}}, %[[L]], %[[O]] {heads = 4 : i64, impl = #fsdp.attention_impl<blocked>, kv_heads = 2 : i64, window = 3 : i64}
+  %gb = fsdp.attention_backward %dy, %qkv, %l, %o {heads = 4 : i64, kv_heads = 2 : i64, impl = #fsdp.attention_impl<blocked>, window = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  // CHECK: fsdp.attention %{{.*}} {heads = 4 : i64, kv_heads = 2 : i64} :
+  %z, %zp = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64, window = 0 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
+  return
+}

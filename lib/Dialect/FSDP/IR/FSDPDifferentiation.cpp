@@ -110,7 +110,8 @@ LogicalResult AttentionOp::buildBackward(OpBuilder &builder,
   Value output = getImpl() == AttentionImpl::Blocked ? getResult() : Value();
   operandGrads.assign({AttentionBackwardOp::create(
       builder, getLoc(), getQkv().getType(), resultGrads[0], getQkv(),
-      getSaved(), output, getHeadsAttr(), getImplAttr(), getKvHeadsAttr())});
+      getSaved(), output, getHeadsAttr(), getImplAttr(), getKvHeadsAttr(),
+      getWindowAttr())});
   return success();
 }
 

@@ -159,13 +159,16 @@ static std::string derivationContext(const plan::KernelInfo &info,
               : "W = (heads + 2 kv_heads) hs with hs even, theta "
                 "positive and finite, and a valid scaling");
   out << " (W = " << dims["W"];
-  // rope's scaling parameters (after theta) only where it scales.
+  // The counts, rope's theta and its scaling parameters (only where it
+  // scales); attention's window is not part of it (its range is the
+  // attribute's constraint).
   bool unscaled = rules.derive == shapes::Derive::RopeHeads &&
                   params[plan::paramIndex(info.opcode, "scaling")] == 0;
   for (size_t i = 0, e = plan::numParams(info); i < e; ++i) {
     if (unscaled && i > plan::paramIndex(info.opcode, "theta"))
       break;
-    out << ", " << info.params[i].name << " = " << params[i];
+    if (std::string_view(info.params[i].name) != "window")
+      out << ", " << info.params[i].name << " = " << params[i];
   }
   out << ")";
   return out.str();
@@ -287,9 +290,21 @@ double numElements(Value v) { return double(tensorOf(v).getNumElements()); }
 /// Q K^T and P V: 2 * 2 * B * H * T * T * hs = 4 * T * (B * T * C), from a
 /// B x T x C tensor (the output or its gradient): qkv is not 3C wide when
 /// there are fewer kv heads, and the products do not shrink with them.
-double attentionFlops(Value btc) {
+/// The count is the full T x T square (PaLM's convention, which counts
+/// the masked half too); a sliding window scales it by the share of the
+/// causal triangle's (query, key) pairs that lie inside the window,
+///   pairs(w) = w (w + 1) / 2 + (T - w) w  for w < T,  T (T + 1) / 2 else,
+/// so that a window of T or more counts as full attention and a short one
+/// in proportion to the keys a query sees (about 2 w / T of the square).
+double attentionFlops(Value btc, int64_t window) {
   RankedTensorType type = tensorOf(btc);
-  return 4.0 * type.getDimSize(1) * double(type.getNumElements());
+  double T = double(type.getDimSize(1));
+  double flops = 4.0 * T * double(type.getNumElements());
+  if (window <= 0 || double(window) >= T)
+    return flops;
+  double w = double(window);
+  double pairs = w * (w + 1.0) / 2.0 + (T - w) * w;
+  return flops * pairs / (T * (T + 1.0) / 2.0);
 }
 } // namespace
 
@@ -303,12 +318,18 @@ double LinearGradInputOp::getFlops() {
 double LinearGradWeightOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
 }
-double AttentionOp::getFlops() { return attentionFlops(getResult()); }
+double AttentionOp::getFlops() {
+  return attentionFlops(getResult(), getWindow());
+}
 /// Twice the forward's products (dP = dO V^T, dV = P^T dO, dQ = dS K,
-/// dK = dS^T Q); the blocked form also recomputes S = Q K^T.
+/// dK = dS^T Q); the blocked form also recomputes S = Q K^T. These are
+/// hardware FLOPs (the model's are three times the forward's): with a
+/// window only the blocked form's shrink, the materialized form computing
+/// the causal products whatever the window.
 double AttentionBackwardOp::getFlops() {
   return (getImpl() == AttentionImpl::Blocked ? 2.5 : 2.0) *
-         attentionFlops(getGrad());
+         attentionFlops(getGrad(),
+                        getImpl() == AttentionImpl::Blocked ? getWindow() : 0);
 }
 // Every other op keeps the interface's default, 0 FLOPs: element-wise ops,
 // reductions and gathers are charged by bytes moved.

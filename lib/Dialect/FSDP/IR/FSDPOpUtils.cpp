@@ -134,7 +134,7 @@ void mlir::fsdp::setAttentionImpl(AttentionOp op, AttentionImpl impl) {
       builder, op.getLoc(), op.getResult().getType(),
       RankedTensorType::get(saved, qkv.getElementType()), op.getQkv(),
       op.getHeadsAttr(), AttentionImplAttr::get(op.getContext(), impl),
-      op.getKvHeadsAttr());
+      op.getKvHeadsAttr(), op.getWindowAttr());
   rebuilt->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   op.getResult().replaceAllUsesWith(rebuilt.getResult());
   op.erase();

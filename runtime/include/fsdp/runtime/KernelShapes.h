@@ -42,7 +42,7 @@ namespace fsdp::plan::shapes {
 enum class Derive : uint8_t {
   None,
   /// qkv's width W = (heads + 2 kv_heads) hs with kv_heads dividing heads:
-  /// binds H, KV, hs and C = H hs.
+  /// binds H, KV, hs and C = H hs; the window is a whole number >= 0.
   AttentionHeads,
   /// The same tiling without the division, an even hs and a positive
   /// finite theta: binds H, KV and hs.
@@ -466,7 +466,16 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
   int64_t hs = W / (H + 2 * KV);
   if (!attention && hs % 2)
     return false;
-  if (!attention) {
+  if (attention) {
+    // The sliding window: 0 (none) or a key count; past T it is the same
+    // as none. At most 2^53, so that the stored double holds it exactly.
+    double window = param(params, "window");
+    if (!(window >= 0.0) || window > 9007199254740992.0 ||
+        window != double(int64_t(window))) {
+      why = "has a window that is not a whole number >= 0";
+      return false;
+    }
+  } else {
     double theta = param(params, "theta");
     if (!(theta > 0.0) || std::isinf(theta)) {
       why = "has a theta that is not positive and finite";

@@ -50,6 +50,10 @@
 // is the alpha of the dq and dk products, as on the CPU), zero above the
 // diagonal; the products below read only entries that were written.
 //
+// A sliding window of W keys (query i sees keys i - W < j <= i; W = 0:
+// none) only masks, as on the CPU: the products stay the causal ones, and
+// both softmax kernels write zeros before the window too.
+//
 // In bf16 the products are cublasGemmStridedBatchedEx (bf16 operands, fp32
 // sums) and the T x T matrices are bf16 like every Float operand: the
 // scores and dP are rounded where cuBLAS stores them, the softmax and its
@@ -79,44 +83,46 @@ inline int64_t blockEnd(int64_t i0, int64_t T) {
 
 template <typename E>
 __global__ void __launch_bounds__(kRowThreads)
-    causalSoftmaxKernel(E *__restrict__ probs, int64_t rows, int64_t T) {
+    causalSoftmaxKernel(E *__restrict__ probs, int64_t rows, int64_t T,
+                        int64_t W) {
   using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (r >= rows)
     return;
-  const int64_t n = r % T + 1; // columns j <= i
+  // Columns lo <= j <= i: the window's, below the diagonal.
+  const int64_t n = r % T + 1, lo = detail::windowStart(r % T, W);
   E *p = probs + r * T;
   detail::MaxSum acc = detail::maxSumEmpty();
-  for (int64_t j = lane; j < n; j += 32)
+  for (int64_t j = lo + lane; j < n; j += 32)
     detail::maxSumAdd(acc, toFloat(p[j]));
   acc = detail::warpMaxSum(acc);
   const float inv = 1.0f / acc.s;
   for (int64_t j = lane; j < T; j += 32)
-    p[j] = detail::fromFloat<E>(j < n ? __expf(toFloat(p[j]) - acc.m) * inv
-                                      : 0.0f);
+    p[j] = detail::fromFloat<E>(
+        j >= lo && j < n ? __expf(toFloat(p[j]) - acc.m) * inv : 0.0f);
 }
 
 template <typename E>
 __global__ void __launch_bounds__(kRowThreads)
     causalSoftmaxBackwardKernel(E *__restrict__ dscores,
                                 const E *__restrict__ probs, int64_t rows,
-                                int64_t T) {
+                                int64_t T, int64_t W) {
   using detail::toFloat;
   const int lane = threadIdx.x & 31;
   const int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (r >= rows)
     return;
-  const int64_t n = r % T + 1;
+  const int64_t n = r % T + 1, lo = detail::windowStart(r % T, W);
   const E *p = probs + r * T;
   E *d = dscores + r * T;
   float dot = 0.0f;
-  for (int64_t j = lane; j < n; j += 32)
+  for (int64_t j = lo + lane; j < n; j += 32)
     dot += toFloat(d[j]) * toFloat(p[j]);
   dot = detail::warpSum(dot);
   for (int64_t j = lane; j < T; j += 32)
-    d[j] = detail::fromFloat<E>(j < n ? toFloat(p[j]) * (toFloat(d[j]) - dot)
-                                      : 0.0f);
+    d[j] = detail::fromFloat<E>(
+        j >= lo && j < n ? toFloat(p[j]) * (toFloat(d[j]) - dot) : 0.0f);
 }
 
 unsigned rowBlocks(int64_t rows) {
@@ -164,12 +170,15 @@ void backwardProducts(const Context &ctx, const Layout &L, E *dqkv, const E *dS,
 /// query heads of hs = C / NH and KV key/value heads (KV divides NH; query
 /// head h reads kv head h / (NH / KV); 3C when KV = NH). probs (B x NH x T x T)
 /// = softmax(q k^T / sqrt(hs)) with exact zeros above the diagonal; out (B x T
-/// x C) = probs v, heads concatenated. In bf16 the scores are rounded where
+/// x C) = probs v, heads concatenated; with a sliding window W > 0 row i's
+/// probabilities are over keys i - W < j <= i (zeros before). In bf16 the
+/// scores are rounded where
 /// cuBLAS stores them into probs, and out is computed from the rounded probs
 /// (as PyTorch's autocast does; the CPU's widened kernel keeps both in float).
 template <typename E>
 void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
-                      int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV) {
+                      int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV,
+                      int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
   const Layout L(C, T, NH, KV);
@@ -188,8 +197,8 @@ void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
   }
 
   const int64_t rows = B * NH * T;
-  causalSoftmaxKernel<<<rowBlocks(rows), kRowThreads, 0, ctx.stream>>>(probs,
-                                                                       rows, T);
+  causalSoftmaxKernel<<<rowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
+      probs, rows, T, W);
   detail::checkLaunch("attentionForward (softmax)");
 
   // out = P v, heads side by side.
@@ -204,13 +213,13 @@ void attentionForward(const Context &ctx, E *out, E *probs, const E *qkv,
 }
 
 /// dqkv (qkv's layout) from dout (B x T x C), qkv and the saved probs; a kv
-/// head's dk and dv sum over its query heads.
+/// head's dk and dv sum over its query heads; W is the forward's window.
 /// `scratch` holds B x NH x T x T elements (the gradient of the scores; in
 /// bf16, rounded there like the forward's scores).
 template <typename E>
 void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
                        const E *qkv, const E *probs, int64_t B, int64_t T,
-                       int64_t C, int64_t NH, int64_t KV) {
+                       int64_t C, int64_t NH, int64_t KV, int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
   const Layout L(C, T, NH, KV);
@@ -231,7 +240,7 @@ void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
   // dS = P (dP - rowsum(dP P)) in place, zero above the diagonal.
   const int64_t rows = B * NH * T;
   causalSoftmaxBackwardKernel<<<rowBlocks(rows), kRowThreads, 0, ctx.stream>>>(
-      scratch, probs, rows, T);
+      scratch, probs, rows, T, W);
   detail::checkLaunch("attentionBackward (softmax)");
 
   // dq, dk, dv. Every row of every head's dq is written once with beta = 0,
@@ -246,10 +255,10 @@ void attentionBackward(const Context &ctx, E *dqkv, E *scratch, const E *dout,
 #define FSDP_INSTANTIATE(E)                                                    \
   template void attentionForward<E>(const Context &, E *, E *, const E *,      \
                                     int64_t, int64_t, int64_t, int64_t,        \
-                                    int64_t);                                  \
+                                    int64_t, int64_t);                         \
   template void attentionBackward<E>(const Context &, E *, E *, const E *,     \
                                      const E *, const E *, int64_t, int64_t,   \
-                                     int64_t, int64_t, int64_t);
+                                     int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

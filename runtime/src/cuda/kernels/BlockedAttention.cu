@@ -36,6 +36,14 @@
 // recomputed in both passes (there is no scratch to keep it in), by the same
 // code.
 //
+// Sliding window. With a window of W keys (query i sees keys
+// i - W < j <= i; W = 0: none) the forward and the query pass start at the
+// key tile of their first row's first key, and the key pass stops at the
+// query tile of its last key's last query: tiles wholly outside the window
+// are never loaded, as on the CPU. Inside a tile the keys outside a row's
+// window are masked like those above the diagonal; a row whose window
+// starts past a whole tile keeps its state (alpha 1, nothing added).
+//
 // Element types. The tiles are float whatever the element type E of qkv,
 // dout and out: bf16 is widened as a tile is loaded, everything after is
 // float (scores, the online softmax, the accumulators, lse), and only the
@@ -169,12 +177,13 @@ template <int HS> struct RowState {
 };
 
 /// Folds key tile j0 into row i's state: scores, new max, rescale by
-/// exp(m - m'), probabilities through Ps, then o += P v.
+/// exp(m - m'), probabilities through Ps, then o += P v. Keys before
+/// lo = windowStart(i, W) are masked.
 template <int HS>
 __device__ void
 forwardStep(const float (*Qs)[Tile<HS>::kLd], const float (*Ks)[Tile<HS>::kLd],
             const float (*Vs)[Tile<HS>::kLd], float (*Ps)[Tile<HS>::kBlock + 1],
-            int r, int part, int64_t i, int64_t j0, float scale,
+            int r, int part, int64_t i, int64_t j0, float scale, int64_t lo,
             RowState<HS> &st) {
   using L = Tile<HS>;
   float s[L::kPerLane] = {};
@@ -185,13 +194,16 @@ forwardStep(const float (*Qs)[Tile<HS>::kLd], const float (*Ks)[Tile<HS>::kLd],
     for (int k = 0; k < L::kPerLane; ++k)
       s[k] += q * Ks[part + L::kGroup * k][d];
   }
-  // Key j0 <= i is always visible, so mNew is finite and, on the first
-  // tile, alpha = exp(-inf) = 0 clears nothing but zeros.
+  // Without a window key j0 <= i is always visible, so mNew is finite
+  // and, on the first tile, alpha = exp(-inf) = 0 clears nothing but
+  // zeros. With one, a tile wholly before the window leaves mNew at
+  // -inf: alpha is 1 there, and nothing is added.
   float mNew = st.m;
 #pragma unroll
   for (int k = 0; k < L::kPerLane; ++k) {
     s[k] *= scale;
-    if (j0 + part + L::kGroup * k <= i)
+    const int64_t j = j0 + part + L::kGroup * k;
+    if (j <= i && j >= lo)
       mNew = fmaxf(mNew, s[k]);
   }
   mNew = groupMax<L::kGroup>(mNew);
@@ -199,11 +211,11 @@ forwardStep(const float (*Qs)[Tile<HS>::kLd], const float (*Ks)[Tile<HS>::kLd],
 #pragma unroll
   for (int k = 0; k < L::kPerLane; ++k) {
     const int c = part + L::kGroup * k;
-    const float p = j0 + c <= i ? __expf(s[k] - mNew) : 0.0f;
+    const float p = j0 + c <= i && j0 + c >= lo ? __expf(s[k] - mNew) : 0.0f;
     Ps[r][c] = p;
     sum += p;
   }
-  const float alpha = __expf(st.m - mNew);
+  const float alpha = mNew == -INFINITY ? 1.0f : __expf(st.m - mNew);
   st.l = st.l * alpha + groupSum<L::kGroup>(sum);
   st.m = mNew;
   __syncthreads(); // the whole row of Ps, written by the group
@@ -219,12 +231,14 @@ forwardStep(const float (*Qs)[Tile<HS>::kLd], const float (*Ks)[Tile<HS>::kLd],
 }
 
 /// One (b, h) per blockIdx.x, one query tile per blockIdx.y (the last
-/// tiles, which see the most keys, first).
+/// tiles, which see the most keys, first), over the key tiles from the
+/// one of its first row's first key under window W.
 template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
     blockedForwardKernel(E *__restrict__ out, float *__restrict__ lse,
                          const E *__restrict__ qkv, int64_t T, int64_t C,
-                         int64_t NH, int64_t KV, int hs, float scale) {
+                         int64_t NH, int64_t KV, int hs, float scale,
+                         int64_t W) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
   __shared__ float Ks[L::kBlock][L::kLd];
@@ -236,12 +250,14 @@ __global__ void __launch_bounds__(kThreads)
   const E *q = qkv + hv.q, *k = qkv + hv.k, *v = k + KV * hs;
   loadTile<HS>(Qs, q, hv.ld, i0, T, hs);
   RowState<HS> st;
-  for (int64_t j0 = 0; j0 <= i0; j0 += L::kBlock) {
+  const int64_t lo = detail::windowStart(i0 + r, W);
+  for (int64_t j0 = detail::windowStart(i0, W) / L::kBlock * L::kBlock;
+       j0 <= i0; j0 += L::kBlock) {
     __syncthreads(); // the previous step is done with Ks, Vs and Ps
     loadTile<HS>(Ks, k, hv.ld, j0, T, hs);
     loadTile<HS>(Vs, v, hv.ld, j0, T, hs);
     __syncthreads();
-    forwardStep<HS>(Qs, Ks, Vs, Ps, r, part, i0 + r, j0, scale, st);
+    forwardStep<HS>(Qs, Ks, Vs, Ps, r, part, i0 + r, j0, scale, lo, st);
   }
   __syncthreads(); // every step is done with Qs: it stages the output
   putRow<HS>(Qs, r, part, st.o, 1.0f / st.l);
@@ -269,7 +285,7 @@ __device__ void
 keyStep(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
         float (*dSs)[Tile<HS>::kBlock + 1], const float *lseS, const float *DS,
         int c, int part, int64_t i0, int64_t j0, int64_t T, float scale,
-        float *dk, float *dv) {
+        int64_t W, float *dk, float *dv) {
   using L = Tile<HS>;
   float s[L::kPerLane] = {}, dp[L::kPerLane] = {};
 #pragma unroll 8
@@ -284,7 +300,8 @@ keyStep(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
 #pragma unroll
   for (int k = 0; k < L::kPerLane; ++k) {
     const int r = part + L::kGroup * k;
-    const bool visible = j0 + c <= i0 + r && i0 + r < T;
+    const bool visible = j0 + c <= i0 + r && i0 + r < T &&
+                         j0 + c >= detail::windowStart(i0 + r, W);
     const float p = visible ? __expf(scale * s[k] - lseS[r]) : 0.0f;
     Ps[c][r] = p;
     dSs[c][r] = p * (dp[k] - DS[r]);
@@ -302,17 +319,21 @@ keyStep(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
 }
 
 /// Query head hv's contribution to the dk and dv of key tile j0: the
-/// query tiles i0 >= j0 one after another.
+/// query tiles i0 >= j0 one after another, up to the last one that holds
+/// a query whose window W reaches the tile.
 template <int HS, typename E>
 __device__ void
 keyPassHead(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
             float (*dSs)[Tile<HS>::kBlock + 1], float *lseS, float *DS,
             const HeadView &hv, const E *dout, const E *qkv, const E *out,
             const float *lse, int64_t j0, int64_t T, int64_t C, int hs,
-            float scale, float *dk, float *dv) {
+            float scale, int64_t W, float *dk, float *dv) {
   using L = Tile<HS>;
   const int row = threadIdx.x / L::kGroup, part = threadIdx.x % L::kGroup;
-  for (int64_t i0 = j0; i0 < T; i0 += L::kBlock) {
+  // The last query that sees key j0 + kBlock - 1 is j0 + kBlock - 2 + W.
+  const int64_t iEnd =
+      W > 0 && j0 + L::kBlock - 1 + W < T ? j0 + L::kBlock - 1 + W : T;
+  for (int64_t i0 = j0; i0 < iEnd; i0 += L::kBlock) {
     __syncthreads(); // the previous step is done with the query tiles
     loadTile<HS>(t.Qs, qkv + hv.q, hv.ld, i0, T, hs);
     loadTile<HS>(t.dOs, dout + hv.bt, C, i0, T, hs);
@@ -323,7 +344,7 @@ keyPassHead(const BackwardTiles<HS> &t, float (*Ps)[Tile<HS>::kBlock + 1],
       lseS[row] = i0 + row < T ? lse[hv.bh * T + i0 + row] : 0.0f;
     }
     __syncthreads();
-    keyStep<HS>(t, Ps, dSs, lseS, DS, row, part, i0, j0, T, scale, dk, dv);
+    keyStep<HS>(t, Ps, dSs, lseS, DS, row, part, i0, j0, T, scale, W, dk, dv);
   }
 }
 
@@ -335,7 +356,8 @@ __global__ void __launch_bounds__(kThreads)
     blockedKeyPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
                          const E *__restrict__ qkv, const E *__restrict__ out,
                          const float *__restrict__ lse, int64_t T, int64_t C,
-                         int64_t NH, int64_t KV, int hs, float scale) {
+                         int64_t NH, int64_t KV, int hs, float scale,
+                         int64_t W) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
   __shared__ float dOs[L::kBlock][L::kLd];
@@ -355,7 +377,7 @@ __global__ void __launch_bounds__(kThreads)
   float dk[L::kCols] = {}, dv[L::kCols] = {};
   for (int64_t h = h0; h < h0 + g; ++h)
     keyPassHead<HS>(t, Ps, dSs, lseS, DS, headView(b, h, T, C, NH, KV, hs),
-                    dout, qkv, out, lse, j0, T, C, hs, scale, dk, dv);
+                    dout, qkv, out, lse, j0, T, C, hs, scale, W, dk, dv);
   __syncthreads(); // Ks and Vs stage dk and dv
   putRow<HS>(Ks, row, part, dk, scale);
   putRow<HS>(Vs, row, part, dv, 1.0f);
@@ -374,7 +396,7 @@ template <int HS>
 __device__ void queryStep(const BackwardTiles<HS> &t,
                           float (*dSs)[Tile<HS>::kBlock + 1], int r, int part,
                           int64_t i, int64_t j0, float lseI, float D,
-                          float scale, float *dq) {
+                          float scale, int64_t lo, float *dq) {
   using L = Tile<HS>;
   float s[L::kPerLane] = {}, dp[L::kPerLane] = {};
 #pragma unroll 8
@@ -389,7 +411,8 @@ __device__ void queryStep(const BackwardTiles<HS> &t,
 #pragma unroll
   for (int k = 0; k < L::kPerLane; ++k) {
     const int c = part + L::kGroup * k;
-    const float p = j0 + c <= i ? __expf(scale * s[k] - lseI) : 0.0f;
+    const float p =
+        j0 + c <= i && j0 + c >= lo ? __expf(scale * s[k] - lseI) : 0.0f;
     dSs[r][c] = p * (dp[k] - D);
   }
   __syncthreads(); // the whole row, written by the group
@@ -402,13 +425,15 @@ __device__ void queryStep(const BackwardTiles<HS> &t,
 }
 
 /// One (b, h) per blockIdx.x, one query tile per blockIdx.y (the last
-/// first), over key tiles j0 <= i0 of its kv head.
+/// first), over key tiles j0 <= i0 of its kv head, from the one of its
+/// first row's first key under window W.
 template <int HS, typename E>
 __global__ void __launch_bounds__(kThreads)
     blockedQueryPassKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
                            const E *__restrict__ qkv, const E *__restrict__ out,
                            const float *__restrict__ lse, int64_t T, int64_t C,
-                           int64_t NH, int64_t KV, int hs, float scale) {
+                           int64_t NH, int64_t KV, int hs, float scale,
+                           int64_t W) {
   using L = Tile<HS>;
   __shared__ float Qs[L::kBlock][L::kLd];
   __shared__ float dOs[L::kBlock][L::kLd];
@@ -426,12 +451,14 @@ __global__ void __launch_bounds__(kThreads)
   const float D = rowD<HS>(dout + hv.bt, out + hv.bt, i, T, C, hs, part);
   const float lseI = i < T ? lse[hv.bh * T + i] : 0.0f;
   float dq[L::kCols] = {};
-  for (int64_t j0 = 0; j0 <= i0; j0 += L::kBlock) {
+  const int64_t lo = detail::windowStart(i, W);
+  for (int64_t j0 = detail::windowStart(i0, W) / L::kBlock * L::kBlock;
+       j0 <= i0; j0 += L::kBlock) {
     __syncthreads(); // the previous step is done with Ks, Vs and dSs
     loadTile<HS>(Ks, k, hv.ld, j0, T, hs);
     loadTile<HS>(Vs, v, hv.ld, j0, T, hs);
     __syncthreads();
-    queryStep<HS>(t, dSs, r, part, i, j0, lseI, D, scale, dq);
+    queryStep<HS>(t, dSs, r, part, i, j0, lseI, D, scale, lo, dq);
   }
   __syncthreads(); // Qs stages dq
   putRow<HS>(Qs, r, part, dq, scale);
@@ -483,30 +510,31 @@ template <int HS> dim3 gridFor(int64_t B, int64_t T, int64_t heads) {
 
 template <int HS, typename E>
 void launchForward(const Context &ctx, E *out, float *lse, const E *qkv,
-                   int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV) {
+                   int64_t B, int64_t T, int64_t C, int64_t NH, int64_t KV,
+                   int64_t W) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
   blockedForwardKernel<HS, E>
-      <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(out, lse, qkv, T, C,
-                                                           NH, KV, hs, scale);
+      <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(
+          out, lse, qkv, T, C, NH, KV, hs, scale, W);
   detail::checkLaunch("blockedAttentionForward");
 }
 
 template <int HS, typename E>
 void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
                     const E *out, const float *lse, int64_t B, int64_t T,
-                    int64_t C, int64_t NH, int64_t KV) {
+                    int64_t C, int64_t NH, int64_t KV, int64_t W) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
   // The passes write disjoint parts of dqkv (dk, dv; then dq): no order
   // between them is needed beyond the stream's.
   blockedKeyPassKernel<HS, E>
       <<<gridFor<HS>(B, T, KV), kThreads, 0, ctx.stream>>>(
-          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale);
+          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
   detail::checkLaunch("blockedAttentionBackward (dk, dv)");
   blockedQueryPassKernel<HS, E>
       <<<gridFor<HS>(B, T, NH), kThreads, 0, ctx.stream>>>(
-          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale);
+          dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
   detail::checkLaunch("blockedAttentionBackward (dq)");
 }
 
@@ -516,7 +544,8 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 /// cpu::blockedAttentionForward: out as attentionForward's (same qkv and
 /// out layouts), and instead of probs the natural log-sum-exp of each query
 /// row's scaled, causally masked scores, lse (B x NH x T):
-///   lse[b,h,i] = log sum_{j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+///   lse[b,h,i] = log sum_{lo_i<=j<=i} exp(s_ij),  s_ij = q_i . k_j / sqrt(hs),
+/// lo_i = max(0, i - W + 1) under a sliding window of W > 0 keys, else 0,
 /// computed key tile by key tile with a running max m and sum l
 /// (m' = max(m, max_j s_ij), l' = l exp(m - m') + sum_j exp(s_ij - m'),
 /// the output accumulator rescaled by exp(m - m') likewise). No T x T
@@ -527,16 +556,16 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,
-                             int64_t NH, int64_t KV) {
+                             int64_t NH, int64_t KV, int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
   switch (headBucket("blockedAttentionForward", B, T, C, NH, KV)) {
   case 32:
-    return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
+    return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
   case 64:
-    return launchForward<64, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
+    return launchForward<64, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
   case 128:
-    return launchForward<128, E>(ctx, out, lse, qkv, B, T, C, NH, KV);
+    return launchForward<128, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
   default:
     return; // error recorded
   }
@@ -550,36 +579,36 @@ void blockedAttentionForward(const Context &ctx, E *out, float *lse,
 ///   dv_j = sum_i p_ij dO_i.
 /// No scratch. Two passes (dk and dv per key tile, then dq per query tile)
 /// instead of atomic adds, so every sum runs in a fixed order: the same
-/// bits on every run. hs as in the forward.
+/// bits on every run. hs and the window W as in the forward.
 template <typename E>
 void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
                               const E *qkv, const E *out, const float *lse,
                               int64_t B, int64_t T, int64_t C, int64_t NH,
-                              int64_t KV) {
+                              int64_t KV, int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
   switch (headBucket("blockedAttentionBackward", B, T, C, NH, KV)) {
   case 32:
     return launchBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                 KV);
+                                 KV, W);
   case 64:
     return launchBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                 KV);
+                                 KV, W);
   case 128:
     return launchBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                  KV);
+                                  KV, W);
   default:
     return; // error recorded
   }
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
-  template void blockedAttentionForward<E>(const Context &, E *, float *,      \
-                                           const E *, int64_t, int64_t,        \
-                                           int64_t, int64_t, int64_t);         \
+  template void blockedAttentionForward<E>(                                    \
+      const Context &, E *, float *, const E *, int64_t, int64_t, int64_t,     \
+      int64_t, int64_t, int64_t);                                              \
   template void blockedAttentionBackward<E>(                                   \
       const Context &, E *, const E *, const E *, const E *, const float *,    \
-      int64_t, int64_t, int64_t, int64_t, int64_t);
+      int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

@@ -46,6 +46,17 @@ inline void checkBlas(cublasStatus_t status, const char *where) {
 }
 
 //===----------------------------------------------------------------------===//
+// Attention's sliding window
+//===----------------------------------------------------------------------===//
+
+/// The first key query row i sees under a sliding window of W keys (query
+/// i sees keys i - W < j <= i; W = 0, or W > i, means from key 0), as the
+/// CPU backend's windowStart.
+__host__ __device__ __forceinline__ int64_t windowStart(int64_t i, int64_t W) {
+  return W > 0 && i >= W ? i - W + 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
 // Element types: every kernel loads its T operands as float, computes and
 // accumulates in float, and rounds once where it stores a T
 //===----------------------------------------------------------------------===//

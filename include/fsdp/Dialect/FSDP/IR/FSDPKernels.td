@@ -112,7 +112,8 @@ defvar KCollective = (params KI64:$stream, KI64:$token, KI64:$group,
                       KI64:$axis);
 defvar KAdamW = (params KF32:$lr, KF32:$beta1, KF32:$beta2, KF32:$eps,
                  KF32:$weight_decay);
-defvar KHeads = (params KI64:$heads, KHeadsOr:$kv_heads);
+/// Attention's: the head counts and the sliding window (0: none).
+defvar KAttention = (params KI64:$heads, KHeadsOr:$kv_heads, KI64:$window);
 /// The dim checks of the kernels over rows R of width C, the GEMMs and
 /// attention.
 defvar KRowChecks = ["C > 0", "R <= INT"];
@@ -227,38 +228,39 @@ def : FSDP_Kernel<12, "ReluBackward", "relu_backward",
   let call = "$result, $grad, $input, S";
 }
 def : FSDP_Kernel<13, "Attention", "attention", (ins KFloats:$qkv),
-    (outs KResult:$result, KResult:$probs), KHeads> {
+    (outs KResult:$result, KResult:$probs), KAttention> {
   let dispatch = "attentionForward";
   let gemm = 1;
   let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "probs: [B, H, T, T]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
-  let call = "$result, $probs, $qkv, B, T, C, heads, kv_heads";
+  let call = "$result, $probs, $qkv, B, T, C, heads, kv_heads, window";
 }
 def : FSDP_Kernel<14, "AttentionBackward", "attention_backward",
     (ins KFloats:$grad, KFloats:$qkv, KFloats:$probs),
-    (outs KResult:$result, KScratch:$dprobs), KHeads> {
+    (outs KResult:$result, KScratch:$dprobs), KAttention> {
   let dispatch = "attentionBackward";
   let gemm = 1;
   let shapes = ["grad: [B, T, C]", "qkv: [B, T, W]", "probs: [B, H, T, T]",
                 "result: [B, T, W]", "dprobs: #B*H*T*T"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
-  let call = "$result, $dprobs, $grad, $qkv, $probs, B, T, C, heads, kv_heads";
+  let call = "$result, $dprobs, $grad, $qkv, $probs, B, T, C, heads, kv_heads, "
+              "window";
 }
 def : FSDP_Kernel<15, "AttentionBlocked", "attention_blocked",
-    (ins KFloats:$qkv), (outs KResult:$result, KStatResult:$lse), KHeads> {
+    (ins KFloats:$qkv), (outs KResult:$result, KStatResult:$lse), KAttention> {
   let dispatch = "blockedAttentionForward";
   let gemm = 1;
   let notes = "without the T x T matrix: one log-sum-exp per row (B x H x T)";
   let shapes = ["qkv: [B, T, W]", "result: [B, T, C]", "lse: [B, H, T]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
-  let call = "$result, $lse, $qkv, B, T, C, heads, kv_heads";
+  let call = "$result, $lse, $qkv, B, T, C, heads, kv_heads, window";
 }
 def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
     (ins KFloats:$grad, KFloats:$qkv, KStat:$lse, KFloats:$output),
-    (outs KResult:$result), KHeads> {
+    (outs KResult:$result), KAttention> {
   let dispatch = "blockedAttentionBackward";
   let gemm = 1;
   let notes = "output: the forward's result";
@@ -266,7 +268,8 @@ def : FSDP_Kernel<16, "AttentionBackwardBlocked", "attention_backward_blocked",
                 "output: [B, T, C]", "result: [B, T, W]"];
   let dimChecks = KAttentionChecks;
   let derive = "AttentionHeads";
-  let call = "$result, $grad, $qkv, $output, $lse, B, T, C, heads, kv_heads";
+  let call = "$result, $grad, $qkv, $output, $lse, B, T, C, heads, kv_heads, "
+              "window";
 }
 def : FSDP_Kernel<17, "CrossEntropy", "cross_entropy",
     (ins KFloats:$logits, KIds:$targets),

@@ -302,17 +302,43 @@ def FSDP_AttentionOp : FSDP_DiffOp<"attention", "", [], ["getFlops"]> {
     Both compute the same function to float32 rounding; `--fsdp-attention`
     chooses between them.
 
+    `window` (0, the default: none) is a sliding window, Mistral's: query
+    `i` sees the `window` keys `i - window < j <= i` (itself and the
+    `window - 1` before it), as transformers' `sliding_window` does. A
+    window of `T` or more is full causal attention. The materialized form
+    masks the probabilities outside the window (its products stay the
+    causal ones); the blocked form skips the key blocks wholly outside it,
+    so its work grows with `T x window` instead of `T^2 / 2`.
+
     ```mlir
     %out, %lse = fsdp.attention %qkv {heads = 2 : i64,
                                       impl = #fsdp.attention_impl<blocked>}
         : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
+    ```
+
+    A Mistral layer's attention (`fsdp-gen mistral --sliding-window 4096`),
+    and the same op after `--fsdp-attention=blocked`; the backward that
+    `--fsdp-autodiff` builds carries the same window:
+
+    ```mlir
+    %o, %p = fsdp.attention %qkv {heads = 32 : i64, kv_heads = 8 : i64,
+                                  window = 4096 : i64}
+        : (tensor<1x8192x6144xf32>) -> (tensor<1x8192x4096xf32>,
+                                        tensor<1x32x8192x8192xf32>)
+    %o, %lse = fsdp.attention %qkv {heads = 32 : i64,
+                                    impl = #fsdp.attention_impl<blocked>,
+                                    kv_heads = 8 : i64, window = 4096 : i64}
+        : (tensor<1x8192x6144xf32>) -> (tensor<1x8192x4096xf32>,
+                                        tensor<1x32x8192xf32>)
     ```
   }];
   let arguments = (ins FSDP_FloatTensor:$qkv,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<FSDP_AttentionImplAttr,
                            "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>,
+                           "0">:$window);
   let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$saved);
   let fsdpKernelVariants = ["Attention", "AttentionBlocked"];
   let extraClassDeclaration = [{
@@ -564,9 +590,11 @@ def FSDP_AttentionBackwardOp :
   let description = [{
     `saved` is what the forward of the same `impl` saved: the probabilities
     (`materialized`) or the log-sum-exp per row (`blocked`), whose backward
-    also reads the forward's `output`. `heads` and `kv_heads` are the
-    forward's; with grouped-query attention the gradient of a kv head sums
-    over the query heads it serves.
+    also reads the forward's `output`. `heads`, `kv_heads` and `window`
+    are the forward's; with grouped-query attention the gradient of a kv
+    head sums over the query heads it serves, and with a window only the
+    keys inside a query's window get a gradient from it (the blocked form
+    skips the key blocks wholly outside, as its forward does).
   }];
   let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
                        FSDP_FloatTensor:$saved,
@@ -574,7 +602,9 @@ def FSDP_AttentionBackwardOp :
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<FSDP_AttentionImplAttr,
                            "::mlir::fsdp::AttentionImpl::Materialized">:$impl,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>,
+                           "0">:$window);
   let results = (outs FSDP_FloatTensor:$result);
   let fsdpKernelVariants = ["AttentionBackward", "AttentionBackwardBlocked"];
   let extraClassDeclaration = [{
