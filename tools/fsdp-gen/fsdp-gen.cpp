@@ -47,7 +47,8 @@ cl::opt<std::string> modelKind(cl::Positional, cl::desc("<mlp|gpt2|llama>"),
                                cl::cat(genCategory));
 cl::opt<std::string> preset(
     "preset",
-    cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b; or "
+    cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b, "
+             "qwen2.5-7b, qwen3-8b; or "
              "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
@@ -97,7 +98,8 @@ cl::opt<bool> noUnits("no-units",
                       cl::cat(genCategory));
 cl::opt<std::string> configPath(
     "config",
-    cl::desc("A Hugging Face config.json (model_type gpt2 or llama): the "
+    cl::desc("A Hugging Face config.json (model_type gpt2, llama, qwen2 or "
+             "qwen3): the "
              "same model; --seq and --batch set the step's shape"),
     cl::value_desc("file"), cl::cat(genCategory));
 cl::opt<bool>
@@ -159,6 +161,14 @@ std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
   } else if (name == "llama3-8b") {
     c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 14336;
     c.vocab = 128256, c.seq = 8192, c.normEps = 1e-5, c.ropeTheta = 500000;
+  } else if (name == "qwen2.5-7b") { // Qwen2: q, k and v biases
+    c.layers = 28, c.dim = 3584, c.heads = 28, c.kvHeads = 4, c.ffn = 18944;
+    c.vocab = 152064, c.seq = 131072, c.normEps = 1e-6, c.ropeTheta = 1e6;
+    c.qkvBias = true;
+  } else if (name == "qwen3-8b") { // Qwen3: q_norm, k_norm, head_dim 128
+    c.layers = 36, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 12288;
+    c.vocab = 151936, c.seq = 40960, c.normEps = 1e-6, c.ropeTheta = 1e6;
+    c.headDim = 128, c.qkNorm = true;
   } else {
     return std::nullopt;
   }
@@ -189,14 +199,14 @@ void rejectLlamaOptions(StringRef kind) {
 
 /// Shape rules of a Llama, whatever gave its sizes (`source` names it).
 void checkLlamaShape(const fsdp_gen::LlamaConfig &c, const Twine &source) {
-  if (c.dim % c.heads != 0)
+  if (c.headDim == 0 && c.dim % c.heads != 0)
     fail(source + ": the heads (" + Twine(c.heads) +
          ") must divide the width (" + Twine(c.dim) + ")");
   if (c.heads % c.kvHeads != 0)
     fail(source + ": the kv heads (" + Twine(c.kvHeads) +
          ") must divide the heads (" + Twine(c.heads) + ")");
-  if ((c.dim / c.heads) % 2 != 0)
-    fail(source + ": the head size (" + Twine(c.dim / c.heads) +
+  if (c.headSize() % 2 != 0)
+    fail(source + ": the head size (" + Twine(c.headSize()) +
          ") must be even for rotary embeddings");
 }
 
@@ -209,7 +219,8 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
     std::optional<fsdp_gen::LlamaConfig> fromPreset = llamaPreset(preset);
     if (!fromPreset)
       fail("unknown llama preset '" + preset +
-           "', expected llama-13b, llama2-7b or llama3-8b");
+           "', expected llama-13b, llama2-7b, llama3-8b, qwen2.5-7b or "
+           "qwen3-8b");
     c = *fromPreset;
   } else {
     // A small Llama by default, like gpt2's defaults.
@@ -293,7 +304,14 @@ void describeModel(const fsdp_gen::HFModel &m) {
   if (!P)
     fail(configPath + ": the parameter count exceeds int64");
   llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
-               << " heads, " << c.kvHeads << " kv heads, ffn " << c.ffn
+               << " heads, " << c.kvHeads << " kv heads";
+  if (c.headDim)
+    llvm::outs() << ", head dim " << c.headDim;
+  if (c.qkvBias)
+    llvm::outs() << ", q/k/v biases";
+  if (c.qkNorm)
+    llvm::outs() << ", q/k norms";
+  llvm::outs() << ", ffn " << c.ffn
                << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta
                << ", norm eps " << c.normEps
                << (c.tiedHead ? ", tied head: " : ", untied head: ") << *P
@@ -319,7 +337,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  isLlama = m.modelType == "llama";
+  isLlama = m.modelType != "gpt2"; // llama, qwen2, qwen3
   if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;
     int64_t positions = c.seq;
@@ -394,8 +412,8 @@ int main(int argc, char **argv) {
   if (kind.empty() && !preset.empty()) {
     if (!llamaPreset(preset) && !presetConfig(preset))
       fail("unknown preset '" + preset +
-           "', expected llama-13b, llama2-7b, llama3-8b, gpt2-124m, "
-           "llama-13b-shape or gpt3-175b-shape");
+           "', expected llama-13b, llama2-7b, llama3-8b, qwen2.5-7b, "
+           "qwen3-8b, gpt2-124m, llama-13b-shape or gpt3-175b-shape");
     kind = llamaPreset(preset) ? "llama" : "gpt2";
   }
   if (!configPath.empty())
