@@ -10,7 +10,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-openmp libblis-dev
   libasan8 libubsan1 valgrind nlohmann-json3-dev python3-numpy
-  librsvg2-bin
+  librsvg2-bin python3-venv
 )
 
 missing=()

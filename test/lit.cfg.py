@@ -18,7 +18,20 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
 # MLIR's ODS, for fsdp-tblgen tests that read the dialect's .td files.
 config.substitutions.append(("%mlir_include", config.mlir_include_dir))
-config.substitutions.append(("%python", sys.executable))
+# The Python that runs the tests' scripts: the project's virtual environment
+# (scripts/setup-python.sh: torch, transformers, safetensors, tokenizers,
+# numpy), named by FSDP_PYTHON or found at <checkout>/.venv, else the one
+# running lit.
+def _test_python():
+    named = os.environ.get("FSDP_PYTHON")
+    if named:
+        return named
+    venv = os.path.join(config.fsdp_src_root, ".venv", "bin", "python")
+    return venv if os.path.exists(venv) else sys.executable
+
+
+config.fsdp_python = _test_python()
+config.substitutions.append(("%python", config.fsdp_python))
 config.substitutions.append(("%fsdp_tools_dir", config.fsdp_tools_dir))
 # The small English text that token models train on in the tests.
 config.substitutions.append(
@@ -67,10 +80,9 @@ if not _sanitized(os.path.join(config.fsdp_tools_dir, "fsdp-run")):
     config.available_features.add("heap-counter")
 
 # The tests that compute a reference in numpy (an independent GPT-2
-# forward) run where the interpreter that runs lit has it
+# forward) run where the tests' Python (config.fsdp_python) has it
 # (scripts/setup.sh installs python3-numpy); elsewhere they are reported
 # UNSUPPORTED.
-import importlib.util
 
 
 def feature_where(feature, present, note):
@@ -81,24 +93,59 @@ def feature_where(feature, present, note):
         lit_config.note(note)
 
 
+def _python_modules(python, candidates):
+    """The modules among `candidates` that `python` can import."""
+    import subprocess
+    probe = ("import importlib.util, sys\n"
+             "print(' '.join(m for m in sys.argv[1:] "
+             "if importlib.util.find_spec(m)))")
+    try:
+        out = subprocess.run([python, "-c", probe] + candidates,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return set(out.stdout.split())
+
+
+_PY_MODULES = _python_modules(
+    config.fsdp_python,
+    ["numpy", "safetensors", "transformers", "torch", "tokenizers",
+     "matplotlib"])
+
+
 def have_modules(*modules):
-    return all(importlib.util.find_spec(m) is not None for m in modules)
+    return all(m in _PY_MODULES for m in modules)
+
+
+# scripts/test.sh installs the project's environment and sets this: there a
+# missing package is an error, not a quiet UNSUPPORTED.
+if os.environ.get("FSDP_REQUIRE_PYTHON_PACKAGES"):
+    _missing = [m for m in ["numpy", "safetensors", "transformers", "torch",
+                            "tokenizers"] if m not in _PY_MODULES]
+    if _missing:
+        lit_config.fatal("%s lacks %s (scripts/setup-python.sh installs "
+                         "them)" % (config.fsdp_python, ", ".join(_missing)))
 
 
 if have_modules("numpy"):
     config.available_features.add("numpy")
-    # The reference safetensors library (PyPI), where installed, reads
-    # what --export writes; transformers (with torch) builds GPT-2 and
-    # Llama from it (Runtime/export-*.test). Where they are missing those
-    # tests are UNSUPPORTED, and this says what to install.
+    # The reference libraries (PyPI; scripts/setup-python.sh installs them
+    # into the project's environment): safetensors reads what --export
+    # writes, transformers (with torch) builds every model family from it,
+    # tokenizers makes the tests' tokenizer (Runtime/export-*.test,
+    # Models/*.test). Where they are missing those tests are UNSUPPORTED,
+    # and this says how to install them.
     feature_where("safetensors-py", have_modules("safetensors"),
                   "the Python package safetensors is not installed: "
-                  "Runtime/export-safetensors.test is UNSUPPORTED "
-                  "(pip install safetensors)")
+                  "its tests are UNSUPPORTED (scripts/setup-python.sh)")
     feature_where("transformers-py", have_modules("transformers", "torch"),
                   "the Python packages transformers and torch are not "
-                  "both installed: Runtime/export-transformers.test is "
-                  "UNSUPPORTED (pip install torch transformers)")
+                  "both installed: their tests are UNSUPPORTED "
+                  "(scripts/setup-python.sh)")
+    feature_where("tokenizers-py", have_modules("tokenizers"),
+                  "the Python package tokenizers is not installed: "
+                  "scripts/tokenize.py's tests are UNSUPPORTED "
+                  "(scripts/setup-python.sh)")
 
 # The memory picture's rendering test needs rsvg-convert (Debian's
 # librsvg2-bin, which scripts/setup.sh installs); the plot script's test

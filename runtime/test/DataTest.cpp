@@ -136,6 +136,53 @@ void checkBytesReadLazily(const std::string &dir) {
             error.find("shrank") != std::string::npos,
         "a shrunken file is an error naming it: " + error);
 }
+/// Llama 3's uint32 ids (llm.c's header 20240801, version 7): every byte
+/// of an id counts, ids above uint16 included; a wrong version, a short
+/// body and an id that overflows int32 are refused.
+void checkUint32Tokens(const std::string &dir) {
+  std::vector<uint32_t> ids(41);
+  for (uint32_t i = 0; i < ids.size(); ++i)
+    ids[i] = 128000u + i * 65793u; // > 65535, all four bytes vary
+  auto write = [&](const std::string &name, int32_t version, size_t count,
+                   size_t written) {
+    std::string path = dir + "/" + name;
+    FILE *f = std::fopen(path.c_str(), "wb");
+    int32_t header[256] = {kTokenFile32Magic, version, int32_t(count)};
+    std::fwrite(header, sizeof(header), 1, f);
+    std::fwrite(ids.data(), sizeof(uint32_t), written, f);
+    std::fclose(f);
+    return path;
+  };
+  TokenData wide;
+  std::string error;
+  check(wide.load(write("u32.bin", kTokenFile32Version, 41, 41),
+                  DataFormat::Auto, error),
+        "uint32 token file loads: " + error);
+  check(std::string(wide.formatName()) == "uint32 tokens" && wide.size() == 41,
+        "read as 41 uint32 tokens");
+  int64_t top = int64_t(ids.back());
+  check(!wide.check(B, T, top, error), "an id at the vocabulary is refused");
+  check(wide.check(B, T, top + 1, error), "ids below the vocabulary: " + error);
+  std::vector<int32_t> x(B * T), y(B * T);
+  check(wide.batch(1, B, T, 0, B, x.data(), y.data(), error) &&
+            x[0] == int32_t(ids[10]) && y[B * T - 1] == int32_t(ids[20]),
+        "batch 1 is ids 10..19, targets 11..20");
+  check(!wide.load(write("v1.bin", 1, 41, 41), DataFormat::Auto, error) &&
+            error.find("version 1 (magic 20240801 expects 7)") !=
+                std::string::npos,
+        "the uint16 version under the uint32 magic is refused: " + error);
+  check(!wide.load(write("short.bin", kTokenFile32Version, 41, 30),
+                   DataFormat::Tokens, error) &&
+            error.find("promises 41 uint32 tokens, the file holds 30") !=
+                std::string::npos,
+        "a short uint32 body is truncated: " + error);
+  ids[3] = 0x80000000u;
+  check(wide.load(write("big.bin", kTokenFile32Version, 41, 41),
+                  DataFormat::Auto, error) &&
+            !wide.check(B, T, int64_t(1) << 31, error) &&
+            error.find("token id 2147483648") != std::string::npos,
+        "an id beyond int32 is refused whatever the vocabulary: " + error);
+}
 } // namespace
 
 int main() {
@@ -148,6 +195,7 @@ int main() {
   checkTokenFile(dir, ids, data);
   checkTextAndFingerprints(dir, ids, data);
   checkBytesReadLazily(dir);
+  checkUint32Tokens(dir);
 
   std::string rm = "rm -rf " + dir;
   std::system(rm.c_str());

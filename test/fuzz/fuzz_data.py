@@ -3,8 +3,8 @@
 
 Seeds are what `fsdp-run --data` reads: English text (the head of
 data/corpus.txt) and llm.c token files (a 256-int32 header: magic
-20240520, version 1, count; then uint16 ids) with ids below each seed
-plan's vocabulary. Per case one to three mutations: the header's magic,
+20240520, version 1, count; then uint16 ids; or magic 20240801, version
+7, count; then uint32 ids) with ids below each seed plan's vocabulary. Per case one to three mutations: the header's magic,
 version or count set to extremes (0, 1, -1, 2^31 - 1, -2^31, the count
 off by one, doubled, or the size in uint32 tokens), the file cut short
 anywhere (inside the header too), bytes appended, the file emptied or cut
@@ -34,6 +34,7 @@ import fuzzlib  # noqa: E402
 ROOT = fuzzlib.ROOT
 CORPUS = fuzzlib.CORPUS
 MAGIC, HEADER_INTS = 20240520, 256
+MAGIC32, VERSION32 = 20240801, 7
 HEADER_BYTES = 4 * HEADER_INTS
 # Seed plans: byte-level (vocab 256) and a small vocabulary, a batch of
 # B x T + 1 = 9 and 33 tokens, so that short files reach the limits.
@@ -45,16 +46,17 @@ PLANS = [
 ]
 FORMATS = ["auto", "auto", "bytes", "tokens"]
 INT32S = [0, 1, -1, 2, 16, 17, 2**31 - 1, -2**31, MAGIC, MAGIC + 1,
-          MAGIC - 1, 20240801]
+          MAGIC - 1, MAGIC32, MAGIC32 + 1, VERSION32]
 ODD_BYTES = [b"\x00", b"\x01", b"\x08", b"\x1b", b"\x7f", b"\xff", b"\xc3",
              b"\xe2\x82", b"\xf0\x9f\x98", b"\r", b"\x0b", b"\x0c", b"\xfe\xff"]
 
 
-def token_file(ids, count=None, magic=MAGIC, version=1):
+def token_file(ids, count=None, wide=False):
+    magic, version = (MAGIC32, VERSION32) if wide else (MAGIC, 1)
     header = [magic, version, len(ids) if count is None else count]
     header += [0] * (HEADER_INTS - 3)
     return struct.pack("<%di" % HEADER_INTS, *header) + \
-        struct.pack("<%dH" % len(ids), *ids)
+        struct.pack("<%d%s" % (len(ids), "I" if wide else "H"), *ids)
 
 
 def make_seeds(rng):
@@ -62,7 +64,9 @@ def make_seeds(rng):
     seeds = [text[:600], text[:9], text[:40]]
     for vocab in (40, 256):
         for n in (9, 33, 200):
-            seeds.append(token_file([rng.randrange(vocab) for _ in range(n)]))
+            for wide in (False, True):
+                seeds.append(token_file(
+                    [rng.randrange(vocab) for _ in range(n)], wide=wide))
     return seeds
 
 
@@ -102,6 +106,10 @@ def mutate(rng, data):
             at = HEADER_BYTES + 2 * rng.randrange(count)
             data[at:at + 2] = struct.pack(
                 "<H", rng.choice([39, 40, 41, 255, 256, 65535]))
+        if data[:4] == struct.pack("<i", MAGIC32):  # a high half too
+            at = HEADER_BYTES + 4 * rng.randrange(count // 2 or 1) + 2
+            data[at:at + 2] = struct.pack("<H", rng.choice([1, 0x8000,
+                                                            0xFFFF]))
         return bytes(data)
     if data:  # bit flips
         data = bytearray(data)

@@ -5,6 +5,7 @@
 #include "fsdp/runtime/support/RegularFile.h"
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,9 +30,23 @@ bool parseDataFormat(const std::string &text, DataFormat &format) {
 
 namespace {
 constexpr size_t kHeaderInts = 256, kHeaderBytes = kHeaderInts * 4;
-/// Bytes read at a time when a whole file is scanned (an even number: a
+/// Bytes read at a time when a whole file is scanned (a multiple of 4: a
 /// chunk of a token file's body never splits an id).
 constexpr size_t kChunkBytes = size_t(1) << 20;
+
+/// Token id `i` of ids `width` bytes wide (1, 2 or 4), little-endian.
+uint32_t idAt(const unsigned char *p, size_t i, uint64_t width) {
+  p += i * width;
+  uint32_t id = p[0];
+  for (uint64_t b = 1; b < width; ++b)
+    id |= uint32_t(p[b]) << (8 * b);
+  return id;
+}
+
+/// The id width a token header's magic names, or 0 for neither magic.
+uint64_t idWidth(int32_t magic) {
+  return magic == kTokenFileMagic ? 2 : magic == kTokenFile32Magic ? 4 : 0;
+}
 
 /// Opens a regular file for reading (RegularFile.h); never throws.
 bool openFile(const std::string &path, int &fd, uint64_t &size,
@@ -105,8 +120,9 @@ bool looksLikeText(int fd, const std::string &path, uint64_t size,
     error = path + ": a token file header with magic " +
             std::to_string(header[0]) + " (version " +
             std::to_string(header[1]) + "); fsdp-run reads llm.c's magic " +
-            std::to_string(kTokenFileMagic) +
-            ", version 1 (--data-format bytes reads it as bytes)";
+            std::to_string(kTokenFileMagic) + " (uint16 ids, version 1) and " +
+            std::to_string(kTokenFile32Magic) +
+            " (uint32 ids, version 7); --data-format bytes reads it as bytes";
     return false;
   }
   uint64_t controls = 0;
@@ -136,25 +152,32 @@ bool looksLikeText(int fd, const std::string &path, uint64_t size,
   return true;
 }
 
-/// The checks of an llm.c token file's header (its magic, version 1, a
-/// count the file holds).
+/// The checks of an llm.c token file's header (a known magic, its
+/// version, a count the file holds).
 bool checkTokenHeader(const std::string &path, uint64_t size,
                       const int32_t *header, std::string &error) {
-  if (header[0] != kTokenFileMagic) {
+  uint64_t width = idWidth(header[0]);
+  if (width == 0) {
     error = path + ": not a token file: no llm.c header (magic " +
-            std::to_string(kTokenFileMagic) + "), found " +
+            std::to_string(kTokenFileMagic) + " or " +
+            std::to_string(kTokenFile32Magic) + "), found " +
             std::to_string(header[0]) + " (--data-format tokens)";
     return false;
   }
-  if (header[1] != 1) {
+  int32_t version = width == 2 ? kTokenFileVersion : kTokenFile32Version;
+  if (header[1] != version) {
     error = path + ": unsupported token file version " +
-            std::to_string(header[1]) + " (expected 1)";
+            std::to_string(header[1]) + " (magic " + std::to_string(header[0]) +
+            " expects " + std::to_string(version) + ")";
     return false;
   }
   if (header[2] < 0 || size < kHeaderBytes ||
-      (size - kHeaderBytes) / 2 < uint64_t(header[2])) {
+      (size - kHeaderBytes) / width < uint64_t(header[2])) {
     error = path + ": truncated token file: the header promises " +
-            std::to_string(header[2]) + " tokens";
+            std::to_string(header[2]) + " " + (width == 2 ? "uint16" : "uint32") +
+            " tokens, the file holds " +
+            std::to_string(size < kHeaderBytes ? 0
+                                               : (size - kHeaderBytes) / width);
     return false;
   }
   return true;
@@ -180,7 +203,7 @@ bool TokenData::load(const std::string &path, DataFormat format,
   if (size >= sizeof(header) &&
       !readAt(fd, path, 0, header, sizeof(header), error))
     return false;
-  bool hasMagic = header[0] == kTokenFileMagic;
+  bool hasMagic = idWidth(header[0]) != 0;
   tokenFile = !(format == DataFormat::Bytes ||
                 (format == DataFormat::Auto && !hasMagic));
   if (!tokenFile) {
@@ -193,7 +216,7 @@ bool TokenData::load(const std::string &path, DataFormat format,
   } else {
     if (!checkTokenHeader(path, size, header, error))
       return false;
-    width = 2;
+    width = idWidth(header[0]);
     offset = kHeaderBytes;
     count = uint64_t(header[2]);
   }
@@ -204,20 +227,19 @@ bool TokenData::summarize(std::string &error) {
   // One pass over the ids: the ranks' fingerprint (FNV-1a) and the
   // largest id, so that neither needs the tokens in memory later.
   uint64_t hash = 0xcbf29ce484222325ull ^ count;
-  int32_t top = 0;
+  uint32_t top = 0;
   bool ok = scanFile(
       fd, source_, offset, offset + count * width,
       [&](const unsigned char *p, size_t n) {
-        for (size_t i = 0; i < n; i += width) {
-          int32_t t = width == 1 ? int32_t(p[i])
-                                 : int32_t(p[i]) | (int32_t(p[i + 1]) << 8);
-          hash = (hash ^ uint32_t(t)) * 0x100000001b3ull;
+        for (size_t i = 0; i < n / width; ++i) {
+          uint32_t t = idAt(p, i, width);
+          hash = (hash ^ t) * 0x100000001b3ull;
           top = std::max(top, t);
         }
       },
       error);
   fingerprint_ = hash;
-  largest = top;
+  largest = int64_t(top);
   return ok;
 }
 
@@ -229,7 +251,9 @@ bool TokenData::check(int64_t B, int64_t T, int64_t vocab,
             std::to_string(B * T + 1) + ")";
     return false;
   }
-  if (largest >= vocab) {
+  // Ids reach the kernels as int32: a uint32 id above that is out of any
+  // vocabulary they can index.
+  if (largest >= vocab || largest > INT32_MAX) {
     error = source_ + ": token id " + std::to_string(largest) +
             " is outside the model's vocabulary of " + std::to_string(vocab) +
             (!tokenFile && vocab < 256
@@ -263,8 +287,8 @@ bool TokenData::batch(int64_t batch, int64_t B, int64_t T, int64_t rowBegin,
     return false;
   const unsigned char *p = window.data();
   for (size_t i = 0; i < n; ++i) {
-    int32_t t = width == 1 ? int32_t(p[i])
-                           : int32_t(p[2 * i]) | (int32_t(p[2 * i + 1]) << 8);
+    // check() bounded every id below 2^31.
+    auto t = int32_t(idAt(p, i, width));
     if (i + 1 < n)
       inputs[i] = t;
     if (i > 0)

@@ -201,10 +201,12 @@ void addHostLines(ModuleOp module, func::FuncOp step, RuntimeOverhead &o) {
   o.lines.push_back({"batch buffers", buffers, false,
                      "the step's inputs, once more on the host"});
   if (in.tokens) {
-    int64_t window = (in.rows * getNumRanks(module) * in.seq + 1) * 2;
+    // The plan does not know the data's id width: count the widest, the
+    // uint32 ids of Llama 3's token files.
+    int64_t window = (in.rows * getNumRanks(module) * in.seq + 1) * 4;
     o.lines.push_back({"data window", window, false,
-                       "one global batch of uint16 ids and its last target "
-                       "(bytes data: half)"});
+                       "one global batch of uint32 ids and its last target "
+                       "(uint16 ids: half, bytes: a quarter)"});
   }
   int64_t ops = countOps(step);
   o.lines.push_back({"plan tables", ops * kPlanBytesPerOp, true,

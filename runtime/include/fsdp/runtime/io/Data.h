@@ -2,10 +2,13 @@
 //
 // Two file formats:
 //  * bytes: the file's bytes are the tokens (vocabulary 256);
-//  * tokens: llm.c's layout, a header of 256 little-endian int32 (magic
-//    20240520, version 1, token count, the rest zero) followed by that many
-//    uint16 token ids.
-// DataFormat::Auto reads a file with the header as tokens and any other as
+//  * tokens: llm.c's layout, a header of 256 little-endian int32 (magic,
+//    version, token count, the rest zero) followed by that many token ids:
+//    uint16 ids under GPT-2's magic 20240520 (version 1), uint32 ids under
+//    Llama 3's magic 20240801 (version 7; llm.c's dev/data/data_common.py
+//    writes both). A uint32 id must fit an int32 (the kernels' id type).
+//    scripts/tokenize.py writes either from text and a tokenizer.json.
+// DataFormat::Auto reads a file with either header as tokens and any other as
 // bytes, but refuses what looks like neither text nor tokens: a token
 // header with another magic, or binary data (control bytes that text does
 // not contain: headerless uint16 tokens look like that). Bytes says so
@@ -30,7 +33,12 @@
 
 namespace fsdp::rt {
 
+/// llm.c's token file headers: uint16 ids (GPT-2's vocabulary), and
+/// uint32 ids (Llama 3's 128,256 and every larger vocabulary).
 inline constexpr int32_t kTokenFileMagic = 20240520;
+inline constexpr int32_t kTokenFileVersion = 1;
+inline constexpr int32_t kTokenFile32Magic = 20240801;
+inline constexpr int32_t kTokenFile32Version = 7;
 
 enum class DataFormat { Auto, Bytes, Tokens };
 
@@ -70,8 +78,10 @@ public:
   int64_t unusedTail(int64_t B, int64_t T) const;
 
   const std::string &source() const { return source_; }
-  /// "bytes" or "tokens".
-  const char *formatName() const { return tokenFile ? "tokens" : "bytes"; }
+  /// "bytes", "tokens" (uint16 ids) or "uint32 tokens".
+  const char *formatName() const {
+    return !tokenFile ? "bytes" : width == 4 ? "uint32 tokens" : "tokens";
+  }
   size_t size() const { return size_t(count); }
   /// A 64-bit hash of the token sequence: ranks compare it to know they
   /// read the same data.
@@ -85,11 +95,11 @@ private:
   int fd = -1;
   std::string source_;
   bool tokenFile = false;
-  /// Bytes per id (1: bytes, 2: llm.c's uint16), where the ids start, and
+  /// Bytes per id (1: bytes, 2 or 4: llm.c's uint16 or uint32), where the ids start, and
   /// how many there are.
   uint64_t width = 1, offset = 0, count = 0;
   uint64_t fingerprint_ = 0;
-  int32_t largest = 0;
+  int64_t largest = 0;
   /// One batch's ids as read from the file.
   mutable std::vector<unsigned char> window;
 };
