@@ -305,7 +305,7 @@ void describeModel(const fsdp_gen::HFModel &m) {
     fail(configPath + ": the parameter count exceeds int64");
   llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
                << " heads, " << c.kvHeads << " kv heads";
-  if (c.headDim)
+  if (c.headDim && c.headDim * c.heads != c.dim) // not hidden / heads
     llvm::outs() << ", head dim " << c.headDim;
   if (c.qkvBias)
     llvm::outs() << ", q/k/v biases";

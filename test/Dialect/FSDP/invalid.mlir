@@ -1326,7 +1326,7 @@ func.func @f(%qkv: tensor<1x4x30xf32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>, %k: tensor<4xf32>) {
-  // expected-error @+1 {{inconsistent shapes: k_weight is [4], not [hs] (hs = 8)}}
+  // expected-error @+1 {{inconsistent shapes: k_weight is [4], not #hs (hs = 8)}}
   %0:2 = fsdp.qk_norm %qkv, %w, %k {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x32xf32>, tensor<8xf32>, tensor<4xf32>) -> (tensor<1x4x32xf32>, tensor<1x4x3xf32>)
   return
 }
@@ -1342,7 +1342,7 @@ func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>) {
 // -----
 
 func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>, %s: tensor<1x4x3xf32>) {
-  // expected-error @+1 {{inconsistent shapes: q_weight_grad is [4], not [hs] (hs = 8)}}
+  // expected-error @+1 {{inconsistent shapes: q_weight_grad is [4], not #hs (hs = 8)}}
   %0:3 = fsdp.qk_norm_backward %qkv, %qkv, %w, %w, %s {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<1x4x3xf32>) -> (tensor<1x4x32xf32>, tensor<4xf32>, tensor<8xf32>)
   return
 }
