@@ -284,7 +284,10 @@ void readLlama(KeyReader &r, HFModel &m) {
   if (qwen2) {
     r.ignore("attention_bias"); // not Qwen2's: q, k, v have biases always
   } else {
-    r.only("attention_bias", json(false));
+    // Llama's and Qwen3's attention_bias: biases on q, k, v and o.
+    bool bias = false;
+    r.boolean("attention_bias", bias);
+    c.qkvBias = c.oBias = bias;
   }
   if (qwen2 || qwen3)
     readQwenWindow(r, c);
@@ -303,13 +306,15 @@ void readLlama(KeyReader &r, HFModel &m) {
 std::optional<int64_t> countParameters(const LlamaConfig &c) {
   // Checked: a config's sizes are anyone's numbers. q and o are C x H hs
   // each (C x C when hs = C / H), k and v C x K hs each; Qwen2 adds the
-  // biases of q, k and v ((H + 2K) hs), Qwen3 the two head gains (2 hs).
+  // biases of q, k and v ((H + 2K) hs), attention_bias those and o's (C),
+  // Qwen3 the two head gains (2 hs).
   int64_t kv, q, dd, dkv, dff, block, all, table, total, extra = 0;
   if (c.heads <= 0 ||
       __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
       __builtin_mul_overflow(c.heads, c.headSize(), &q) ||
       __builtin_mul_overflow(c.dim, q, &dd) ||
       (c.qkvBias && __builtin_add_overflow(q, 2 * kv, &extra)) ||
+      (c.oBias && __builtin_add_overflow(extra, c.dim, &extra)) ||
       (c.qkNorm && __builtin_add_overflow(extra, 2 * c.headSize(), &extra)) ||
       __builtin_mul_overflow(c.dim, kv, &dkv) ||
       __builtin_mul_overflow(c.dim, c.ffn, &dff) ||

@@ -211,8 +211,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
                             f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
                             heads, AttentionImplAttr(), kvHeads)
             .getResult();
-    x = AddOp::create(f.builder, f.loc, x,
-                      proj(attn, p + "self_attn.o_proj.w", C, qWidth));
+    Value oW = f.param(p + "self_attn.o_proj.w", {C, qWidth}, weight);
+    Value oB = c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros())
+                       : Value();
+    x = AddOp::create(f.builder, f.loc, x, f.linear(attn, oW, oB));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
     Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);

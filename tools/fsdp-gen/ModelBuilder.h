@@ -35,6 +35,9 @@ struct LlamaConfig {
   /// Qwen2's biases on q, k and v (fused into self_attn.qkv_proj.b; o_proj
   /// has none).
   bool qkvBias = false;
+  /// o_proj's bias (attention_bias true in a llama or qwen3 config: q, k,
+  /// v and o all have biases).
+  bool oBias = false;
   /// Qwen3's q_norm and k_norm: RMSNorm per q and k head before rope.
   bool qkNorm = false;
   int64_t headSize() const { return headDim ? headDim : dim / heads; }

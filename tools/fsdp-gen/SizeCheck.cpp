@@ -254,9 +254,10 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // Per block: 7 params and their loads, 2 RMS norms, 5 linears, rope,
   // attention, swiglu, 2 adds, the unit, its compute and yield; around
   // them the ends' and the function.
-  // Qwen2's qkv bias adds a param and its load, Qwen3's q_norm and k_norm
-  // two of each and the qk_norm.
-  int64_t opsPerBlock = 29 + (c.qkvBias ? 2 : 0) + (c.qkNorm ? 5 : 0);
+  // Qwen2's qkv bias adds a param and its load (o's bias another), Qwen3's
+  // q_norm and k_norm two of each and the qk_norm.
+  int64_t opsPerBlock =
+      29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) + (c.qkNorm ? 5 : 0);
   if (auto error = checkOps(n.layers, c.layers, "blocks", opsPerBlock, 19))
     return error;
   Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
@@ -293,6 +294,7 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // table, the head (unless tied) and the final norm.
   Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F +
                Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
+               (c.oBias ? C : Size(0)) +
                (c.qkNorm ? Size(2) * hs : Size(0));
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;

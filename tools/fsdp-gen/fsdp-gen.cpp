@@ -308,7 +308,7 @@ void describeModel(const fsdp_gen::HFModel &m) {
   if (c.headDim && c.headDim * c.heads != c.dim) // not hidden / heads
     llvm::outs() << ", head dim " << c.headDim;
   if (c.qkvBias)
-    llvm::outs() << ", q/k/v biases";
+    llvm::outs() << (c.oBias ? ", q/k/v/o biases" : ", q/k/v biases");
   if (c.qkNorm)
     llvm::outs() << ", q/k norms";
   llvm::outs() << ", ffn " << c.ffn

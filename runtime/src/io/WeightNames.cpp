@@ -39,6 +39,7 @@ constexpr Rename kGPT2Top[] = {
 constexpr Rename kLlamaBlock[] = {
     {"input_layernorm.w", "input_layernorm.weight", false},
     {"self_attn.o_proj.w", "self_attn.o_proj.weight", false},
+    {"self_attn.o_proj.b", "self_attn.o_proj.bias", false}, // attention_bias
     {"post_attention_layernorm.w", "post_attention_layernorm.weight", false},
     {"mlp.gate_proj.w", "mlp.gate_proj.weight", false},
     {"mlp.up_proj.w", "mlp.up_proj.weight", false},

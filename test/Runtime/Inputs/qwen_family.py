@@ -1,11 +1,12 @@
 """Tiny Qwen2 and Qwen3 models made and saved by transformers itself, and
 fsdp-run's losses against theirs.
 
-usage: qwen_family.py make qwen2|qwen3 DIR [--seed S]
+usage: qwen_family.py make qwen2|qwen3 DIR [--seed S] [--attention-bias]
            Qwen2ForCausalLM (tied embeddings, q/k/v biases) or
            Qwen3ForCausalLM (head_dim 16 at hidden 32 and 4 heads: not
-           hidden / heads; q_norm, k_norm), vocabulary 256, 2 layers, 2 kv
-           heads, saved with save_pretrained (config.json and
+           hidden / heads; q_norm, k_norm; --attention-bias: q, k, v and o
+           biases), vocabulary 256, 2 layers, 2 kv heads, saved with
+           save_pretrained (config.json and
            model.safetensors). transformers' initializers leave the biases
            at zero, the norms at one and attention nearly uniform, where a
            wrong split, bias or norm would hardly show: the weights are
@@ -42,7 +43,9 @@ def make(args):
         cls = transformers.Qwen2ForCausalLM
     else:
         config = transformers.Qwen3Config(tie_word_embeddings=False,
-                                          head_dim=16, **common)
+                                          head_dim=16,
+                                          attention_bias=args.attention_bias,
+                                          **common)
         cls = transformers.Qwen3ForCausalLM
     model = cls(config)
     with torch.no_grad():
@@ -95,6 +98,8 @@ def main():
     m.add_argument("family", choices=["qwen2", "qwen3"])
     m.add_argument("dir")
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--attention-bias", action="store_true",
+                   help="qwen3: biases on q, k, v and o")
     c = sub.add_parser("check")
     for name in ("dir", "report", "data"):
         c.add_argument(name)
