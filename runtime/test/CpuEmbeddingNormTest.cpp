@@ -234,4 +234,69 @@ void testRmsNorm() {
   }
 }
 
+/// qk_norm's reference in double: refRmsNorm on each q head (gain qw) and
+/// k head (gain kw) of qkv (rows x (H + 2 KV) hs), v copied.
+std::vector<double> refQkNorm(const std::vector<double> &x,
+                              const std::vector<double> &qw,
+                              const std::vector<double> &kw, int64_t rows,
+                              int64_t H, int64_t KV, int64_t hs, float eps) {
+  const int64_t W = (H + 2 * KV) * hs;
+  std::vector<double> out = x;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < H + KV; ++h) {
+      std::vector<double> head(x.begin() + r * W + h * hs,
+                               x.begin() + r * W + (h + 1) * hs);
+      auto n = refRmsNorm(head, h < H ? qw : kw, 1, hs, eps).out;
+      std::copy(n.begin(), n.end(), out.begin() + r * W + h * hs);
+    }
+  return out;
+}
+
+void testQkNorm() {
+  const float eps = 1e-6f;
+  // B, T, H, KV, hs: grouped and multi-head, a head size past a column
+  // block (64) of the gains' pass.
+  const int64_t shapes[][5] = {{2, 3, 2, 1, 4}, {1, 5, 3, 3, 6},
+                               {2, 2, 4, 2, 70}};
+  Rng rng(38);
+  for (const auto &shape : shapes) {
+    const int64_t B = shape[0], T = shape[1], H = shape[2], KV = shape[3],
+                  hs = shape[4], rows = B * T, W = (H + 2 * KV) * hs;
+    const std::string at = " (B=" + std::to_string(B) + ", T=" +
+                           std::to_string(T) + ", H=" + std::to_string(H) +
+                           ", KV=" + std::to_string(KV) +
+                           ", hs=" + std::to_string(hs) + ")";
+    auto x = randomVector(rng, rows * W, 2.0f, 0.5f);
+    auto qw = randomVector(rng, hs, 0.5f, 1.0f);
+    auto kw = randomVector(rng, hs, 0.5f, 1.0f);
+    auto dx0 = toDouble(x), dq0 = toDouble(qw), dk0 = toDouble(kw);
+    auto out = nans(rows * W), rstd = nans(rows * (H + KV));
+    qkNormForward(out.data(), rstd.data(), x.data(), qw.data(), kw.data(), B,
+                  T, H, KV, hs, eps);
+    CHECK_CLOSE("qkNormForward out" + at, out,
+                refQkNorm(dx0, dq0, dk0, rows, H, KV, hs, eps), 1e-5, 1e-5);
+
+    auto dout = randomVector(rng, rows * W);
+    auto ddout = toDouble(dout);
+    auto dx = nans(rows * W), dqw = nans(hs), dkw = nans(hs);
+    qkNormBackward(dx.data(), dqw.data(), dkw.data(), dout.data(), x.data(),
+                   qw.data(), kw.data(), rstd.data(), B, T, H, KV, hs);
+    auto lossX = [&](const std::vector<double> &v) {
+      return dot(ddout, refQkNorm(v, dq0, dk0, rows, H, KV, hs, eps));
+    };
+    auto lossQ = [&](const std::vector<double> &v) {
+      return dot(ddout, refQkNorm(dx0, v, dk0, rows, H, KV, hs, eps));
+    };
+    auto lossK = [&](const std::vector<double> &v) {
+      return dot(ddout, refQkNorm(dx0, dq0, v, rows, H, KV, hs, eps));
+    };
+    CHECK_CLOSE("qkNormBackward dqkv vs finite differences" + at, dx,
+                centralDiff(lossX, dx0, allIndices(rows * W)), 1e-5, 1e-4);
+    CHECK_CLOSE("qkNormBackward dq_weight vs finite differences" + at, dqw,
+                centralDiff(lossQ, dq0, allIndices(hs)), 1e-5, 1e-4);
+    CHECK_CLOSE("qkNormBackward dk_weight vs finite differences" + at, dkw,
+                centralDiff(lossK, dk0, allIndices(hs)), 1e-5, 1e-4);
+  }
+}
+
 } // namespace cpukernels

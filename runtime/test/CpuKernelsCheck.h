@@ -181,6 +181,7 @@ template <typename F> void withOneThread(F &&fn) {
 void testEmbedding();
 void testLayerNorm();
 void testRmsNorm();
+void testQkNorm();
 
 // CpuLinearElementwiseTest.cpp
 void testLinear(const Blas &blas);

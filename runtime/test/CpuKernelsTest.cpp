@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
   testAdamWScale();
   testGradClip();
   testRmsNorm();
+  testQkNorm();
   testSwiGlu();
   testRope();
   testRopeScaling();

@@ -348,10 +348,40 @@ void readSlidingWindow(KeyReader &r, HFModel &m) {
   m.llama.window = v->get<int64_t>();
 }
 
-/// A Llama, or a Mistral (`mistral`: the same network with a sliding
-/// window on every layer's attention, and without the bias keys).
-void readLlama(KeyReader &r, HFModel &m, bool mistral = false) {
+/// Qwen2's and Qwen3's sliding-window keys: `use_sliding_window` false
+/// (or absent) makes `sliding_window` and `max_window_layers` unused (the
+/// configs' __post_init__ sets the window to None), and `layer_types`
+/// may only list full attention. A window is refused.
+void readQwenWindow(KeyReader &r, const LlamaConfig &c) {
+  bool window = false;
+  r.boolean("use_sliding_window", window);
+  if (window)
+    r.bad("use_sliding_window",
+          "is true; fsdp-gen builds only full attention for qwen2 and qwen3");
+  r.ignore("sliding_window");
+  r.ignore("max_window_layers");
+  const json *types = r.value("layer_types");
+  if (!types || types->is_null())
+    return;
+  if (!types->is_array() || int64_t(types->size()) != c.layers)
+    return r.bad("layer_types", "must list one type per layer (" +
+                                    std::to_string(c.layers) + ")");
+  for (const json &t : *types)
+    if (t != json("full_attention"))
+      return r.bad("layer_types", "has " + t.dump() +
+                                      "; fsdp-gen builds only "
+                                      "\"full_attention\"");
+}
+
+/// Llama, and the families built as a Llama with more (`model_type`):
+/// Mistral (a sliding window on every layer's attention), Qwen2 (q, k and
+/// v biases) and Qwen3 (q_norm and k_norm per head, head_dim 128 unless
+/// given).
+void readLlama(KeyReader &r, HFModel &m) {
   LlamaConfig &c = m.llama;
+  bool qwen2 = m.modelType == "qwen2", qwen3 = m.modelType == "qwen3";
+  c.qkvBias = qwen2;
+  c.qkNorm = qwen3;
   r.positive("num_hidden_layers", c.layers);
   r.positive("hidden_size", c.dim);
   r.positive("num_attention_heads", c.heads);
@@ -364,27 +394,52 @@ void readLlama(KeyReader &r, HFModel &m, bool mistral = false) {
   r.number("rms_norm_eps", c.normEps);
   r.number("initializer_range", c.initStd);
   r.boolean("tie_word_embeddings", c.tiedHead);
-  if (c.heads > 0 && c.dim % c.heads != 0)
+  // head_dim: the head size where it is not hidden_size / heads (Qwen3's
+  // default is 128; null or absent elsewhere means hidden_size / heads).
+  if (qwen3)
+    c.headDim = 128;
+  if (const json *hd = r.value("head_dim"); hd && !hd->is_null()) {
+    if (!hd->is_number_integer() || hd->get<int64_t>() <= 0)
+      r.bad("head_dim", "must be a positive integer");
+    else if (hd->get<int64_t>() % 2 != 0)
+      r.bad("head_dim", "is " + hd->dump() +
+                            ": it must be even for rotary embeddings");
+    else
+      c.headDim = hd->get<int64_t>();
+  }
+  if (c.headDim == 0 && c.heads > 0 && c.dim % c.heads != 0)
     r.bad("num_attention_heads", "must divide hidden_size");
-  else if (c.heads > 0 && (c.dim / c.heads) % 2 != 0)
+  else if (c.headDim == 0 && c.heads > 0 && (c.dim / c.heads) % 2 != 0)
     r.bad("num_attention_heads",
           "must leave an even head size for rotary embeddings: hidden_size " +
               std::to_string(c.dim) + " / " + std::to_string(c.heads) + " = " +
               std::to_string(c.dim / c.heads));
   if (c.kvHeads > 0 && c.heads % c.kvHeads != 0)
     r.bad("num_key_value_heads", "must divide num_attention_heads");
-  if (c.heads > 0)
-    r.only("head_dim", json(c.dim / c.heads));
   r.only("hidden_act", json("silu"));
-  r.only("attention_bias", json(false));
-  r.only("mlp_bias", json(false));
-  r.only("pretraining_tp", json(1));
-  // LlamaForCausalLM reads no sliding_window: one there would be ignored
-  // by transformers, so it is refused rather than half-modelled.
-  if (mistral)
+  bool mistral = m.modelType == "mistral";
+  if (qwen2) {
+    r.ignore("attention_bias"); // not Qwen2's: q, k, v have biases always
+  } else if (mistral) {
+    r.only("attention_bias", json(false)); // MistralAttention has none
+  } else {
+    // Llama's and Qwen3's attention_bias: biases on q, k, v and o.
+    bool bias = false;
+    r.boolean("attention_bias", bias);
+    c.qkvBias = c.oBias = bias;
+  }
+  if (qwen2 || qwen3)
+    readQwenWindow(r, c);
+  else if (mistral)
     readSlidingWindow(r, m);
-  else
-    r.only("sliding_window", json(nullptr), /*nullOk=*/true);
+  if (!qwen2 && !qwen3) {
+    r.only("mlp_bias", json(false));
+    r.only("pretraining_tp", json(1));
+    // LlamaForCausalLM reads no sliding_window: one there would be ignored
+    // by transformers, so it is refused rather than half-modelled.
+    if (!mistral)
+      r.only("sliding_window", json(nullptr), /*nullOk=*/true);
+  }
   r.dropout("attention_dropout", m.notes);
   // LLaMA 1's conversions also name the context as max_sequence_length.
   if (c.seq > 0)
@@ -393,10 +448,18 @@ void readLlama(KeyReader &r, HFModel &m, bool mistral = false) {
 } // namespace
 
 std::optional<int64_t> countParameters(const LlamaConfig &c) {
-  // Checked: a config's sizes are anyone's numbers.
-  int64_t kv, dd, dkv, dff, block, all, table, total;
-  if (c.heads <= 0 || __builtin_mul_overflow(c.kvHeads, c.dim / c.heads, &kv) ||
-      __builtin_mul_overflow(c.dim, c.dim, &dd) ||
+  // Checked: a config's sizes are anyone's numbers. q and o are C x H hs
+  // each (C x C when hs = C / H), k and v C x K hs each; Qwen2 adds the
+  // biases of q, k and v ((H + 2K) hs), attention_bias those and o's (C),
+  // Qwen3 the two head gains (2 hs).
+  int64_t kv, q, dd, dkv, dff, block, all, table, total, extra = 0;
+  if (c.heads <= 0 ||
+      __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
+      __builtin_mul_overflow(c.heads, c.headSize(), &q) ||
+      __builtin_mul_overflow(c.dim, q, &dd) ||
+      (c.qkvBias && __builtin_add_overflow(q, 2 * kv, &extra)) ||
+      (c.oBias && __builtin_add_overflow(extra, c.dim, &extra)) ||
+      (c.qkNorm && __builtin_add_overflow(extra, 2 * c.headSize(), &extra)) ||
       __builtin_mul_overflow(c.dim, kv, &dkv) ||
       __builtin_mul_overflow(c.dim, c.ffn, &dff) ||
       __builtin_mul_overflow(dd, 2, &dd) ||
@@ -405,6 +468,7 @@ std::optional<int64_t> countParameters(const LlamaConfig &c) {
       __builtin_add_overflow(dd, dkv, &block) ||
       __builtin_add_overflow(block, dff, &block) ||
       __builtin_add_overflow(block, 2 * c.dim, &block) ||
+      __builtin_add_overflow(block, extra, &block) ||
       __builtin_mul_overflow(c.layers, block, &all) ||
       __builtin_mul_overflow(c.vocab, c.dim, &table) ||
       __builtin_mul_overflow(table, c.tiedHead ? 1 : 2, &table) ||
@@ -498,11 +562,13 @@ bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
   KeyReader r(j, path);
   if (model.modelType == "gpt2")
     readGPT2(r, model);
-  else if (model.modelType == "llama" || model.modelType == "mistral")
-    readLlama(r, model, /*mistral=*/model.modelType == "mistral");
+  else if (model.modelType == "llama" || model.modelType == "mistral" ||
+           model.modelType == "qwen2" || model.modelType == "qwen3")
+    readLlama(r, model);
   else
-    r.bad("model_type", "is \"" + model.modelType +
-                            "\"; fsdp-gen reads gpt2, llama and mistral");
+    r.bad("model_type",
+          "is \"" + model.modelType +
+              "\"; fsdp-gen reads gpt2, llama, mistral, qwen2 and qwen3");
   r.rejectOthers();
   error = r.error;
   // The file's keys in its order (ordered_json), whatever they are: the

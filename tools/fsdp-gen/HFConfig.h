@@ -19,10 +19,11 @@
 
 namespace fsdp_gen {
 
-/// The parameters of a Llama: per block q and o (C x C), k and v
-/// (C x kv_heads * C / heads each), the MLP's gate, up and down (C x F
-/// each) and two RMSNorm gains (C each); the token table, the final
-/// norm's gain and the head (V x C, unless tied).
+/// The parameters of a Llama: per block q and o (C x heads hs each, C x C
+/// when hs = C / heads), k and v (C x kv_heads hs each), the MLP's gate,
+/// up and down (C x F each) and two RMSNorm gains (C each), Qwen2's q, k
+/// and v biases, Qwen3's q_norm and k_norm gains (hs each); the token
+/// table, the final norm's gain and the head (V x C, unless tied).
 /// None when the count overflows int64.
 std::optional<int64_t> countParameters(const LlamaConfig &c);
 /// The parameters of a GPT-2: per block 12 C^2 + 13 C, the token and
@@ -32,7 +33,10 @@ std::optional<int64_t> countParameters(const GPT2Config &c);
 
 /// What a config.json describes.
 struct HFModel {
-  std::string modelType; ///< "gpt2", "llama" or "mistral" (in `llama`)
+  /// "gpt2", or "llama", "mistral", "qwen2", "qwen3" (a LlamaConfig:
+  /// Mistral with a window, Qwen2 with qkvBias, Qwen3 with qkNorm and
+  /// head_dim).
+  std::string modelType;
   GPT2Config gpt2;
   LlamaConfig llama;
   /// Keys accepted whose meaning the training step leaves out (dropout):

@@ -163,7 +163,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   // Hugging Face's initialisation: every weight normal(initializer_range),
   // norm gains one. Names follow a checkpoint's (q, k and v fused).
   InitAttr weight = f.normal(c.initStd);
-  int64_t C = c.dim, hs = c.dim / c.heads, qkvWidth = C + 2 * c.kvHeads * hs;
+  // The head size is head_dim where the config gives one (Qwen3): the
+  // attention's output is heads x hs wide, which o_proj takes back to C.
+  int64_t C = c.dim, hs = c.headSize(), qWidth = c.heads * hs,
+          qkvWidth = qWidth + 2 * c.kvHeads * hs;
   auto rmsNorm = [&](Value x, const std::string &name) {
     Value w = f.param(name, {C}, f.ones());
     auto xt = llvm::cast<RankedTensorType>(x.getType());
@@ -220,15 +223,34 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     Value h = rmsNorm(x, p + "input_layernorm.w");
-    Value qkv = proj(h, p + "self_attn.qkv_proj.w", qkvWidth, C);
+    // Qwen2's q, k and v biases: one bias of the fused rows (zeros, as
+    // Hugging Face initialises them).
+    Value qkvW = f.param(p + "self_attn.qkv_proj.w", {qkvWidth, C}, weight);
+    Value qkvB =
+        c.qkvBias ? f.param(p + "self_attn.qkv_proj.b", {qkvWidth}, f.zeros())
+                  : Value();
+    Value qkv = f.linear(h, qkvW, qkvB);
+    if (c.qkNorm) {
+      // Qwen3: RMSNorm over each q and k head, then rope.
+      Value qn = f.param(p + "self_attn.q_norm.w", {hs}, f.ones());
+      Value kn = f.param(p + "self_attn.k_norm.w", {hs}, f.ones());
+      qkv = QkNormOp::create(
+                f.builder, f.loc, qkv.getType(),
+                f.tensor({c.batch, c.seq, c.heads + c.kvHeads}, f32), qkv, qn,
+                kn, heads, kvHeads, f.builder.getF32FloatAttr(float(c.normEps)))
+                .getResult();
+    }
     Value rotated = rope(qkv);
     Value attn =
-        AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
+        AttentionOp::create(f.builder, f.loc,
+                            f.tensor({c.batch, c.seq, qWidth}),
                             f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
                             heads, AttentionImplAttr(), kvHeads, window)
             .getResult();
-    x = AddOp::create(f.builder, f.loc, x,
-                      proj(attn, p + "self_attn.o_proj.w", C, C));
+    Value oW = f.param(p + "self_attn.o_proj.w", {C, qWidth}, weight);
+    Value oB = c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros())
+                       : Value();
+    x = AddOp::create(f.builder, f.loc, x, f.linear(attn, oW, oB));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
     Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);

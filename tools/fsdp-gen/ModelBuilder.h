@@ -61,6 +61,19 @@ struct LlamaConfig {
   double ropeTheta = 10000.0, normEps = 1e-6, initStd = 0.02;
   bool tiedHead = false;
   RopeScalingConfig ropeScaling;
+  /// The head size (Hugging Face's head_dim): 0 for dim / heads. Qwen3's
+  /// differs (128 at hidden 2560 and 32 heads, say): the q projection is
+  /// then heads x headDim wide, not dim.
+  int64_t headDim = 0;
+  /// Qwen2's biases on q, k and v (fused into self_attn.qkv_proj.b; o_proj
+  /// has none).
+  bool qkvBias = false;
+  /// o_proj's bias (attention_bias true in a llama or qwen3 config: q, k,
+  /// v and o all have biases).
+  bool oBias = false;
+  /// Qwen3's q_norm and k_norm: RMSNorm per q and k head before rope.
+  bool qkNorm = false;
+  int64_t headSize() const { return headDim ? headDim : dim / heads; }
 };
 
 /// A classifier: `layers` linear layers with ReLU between them.

@@ -254,30 +254,37 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // Per block: 7 params and their loads, 2 RMS norms, 5 linears, rope,
   // attention, swiglu, 2 adds, the unit, its compute and yield; around
   // them the ends' and the function.
-  if (auto error = checkOps(n.layers, c.layers, "blocks", 29, 19))
+  // Qwen2's qkv bias adds a param and its load (o's bias another), Qwen3's
+  // q_norm and k_norm two of each and the qk_norm.
+  int64_t opsPerBlock =
+      29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) + (c.qkNorm ? 5 : 0);
+  if (auto error = checkOps(n.layers, c.layers, "blocks", opsPerBlock, 19))
     return error;
   Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
        H = Size::option(n.heads, c.heads),
        K = Size::option(n.kvHeads, c.kvHeads), F = Size::option(n.ffn, c.ffn),
        V = Size::option(n.vocab, c.vocab), T = Size::option(n.seq, c.seq),
        B = Size::option(n.batch, c.batch);
-  // The head size C / H is at most C, so K x C bounds the kv projections.
-  Size kv = K * Size(c.dim / c.heads);
+  // The head size: C / H (at most C, so K x C bounds the kv projections),
+  // or head_dim (a size of its own); q is H heads of it (C when C / H).
+  Size hs = c.headDim ? Size::option(n.headDim, c.headDim)
+                      : Size(c.dim / c.heads);
+  Size kv = K * hs, q = c.headDim ? H * hs : C;
   Checker check;
   check.requireTensor("the token table embed_tokens.w (vocab x dim elements)",
                       V * C, eb);
-  check.requireTensor("a block's qkv_proj.w ((dim + 2 kv-heads x head size) "
-                      "x dim elements)",
-                      (C + Size(2) * kv) * C, eb);
+  check.requireTensor("a block's qkv_proj.w ((heads + 2 kv-heads) x head "
+                      "size x dim elements)",
+                      (q + Size(2) * kv) * C, eb);
   check.requireTensor("a block's gate_proj.w (ffn-dim x dim elements)", F * C,
                       eb);
   check.requireTensor("the token ids (batch x seq i32 elements)", B * T, 4);
   check.requireTensor("a block's MLP activations (batch x seq x ffn-dim "
                       "elements)",
                       B * T * F, eb);
-  check.requireTensor("a block's qkv (batch x seq x (dim + 2 kv-heads x head "
-                      "size) elements)",
-                      B * T * (C + Size(2) * kv), eb);
+  check.requireTensor("a block's qkv (batch x seq x (heads + 2 kv-heads) x "
+                      "head size elements)",
+                      B * T * (q + Size(2) * kv), eb);
   check.requireTensor("the attention probabilities (batch x heads x seq x "
                       "seq elements)",
                       B * H * T * T, eb);
@@ -285,8 +292,10 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
                       eb);
   // Per block: q and o, k and v, gate, up and down, two norm gains; the
   // table, the head (unless tied) and the final norm.
-  Size block =
-      Size(2) * C * C + Size(2) * kv * C + Size(3) * C * F + Size(2) * C;
+  Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F +
+               Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
+               (c.oBias ? C : Size(0)) +
+               (c.qkNorm ? Size(2) * hs : Size(0));
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;
   check.requireBytes("the parameters with their gradients and two AdamW "
@@ -298,7 +307,8 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // embedding, the final norm and the logits.
   Size BT = B * T, BTC = BT * C;
   Size activations = (BTC * Size(2) + BT * V +
-                      L * (Size(8) * BTC + Size(2) * BT * (C + Size(2) * kv) +
+                      L * (Size(8) * BTC +
+                           Size(c.qkNorm ? 3 : 2) * BT * (q + Size(2) * kv) +
                            Size(3) * BT * F + B * H * T * T)) *
                          eb +
                      (L * Size(3) * BT + Size(2) * BT) * Size(4);

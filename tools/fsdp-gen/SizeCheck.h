@@ -24,7 +24,8 @@ namespace fsdp_gen {
 struct SizeNames {
   const char *layers = "--layers", *dim = "--dim", *heads = "--heads",
              *kvHeads = "--kv-heads", *ffn = "--ffn-dim", *vocab = "--vocab",
-             *seq = "--seq", *batch = "--batch", *positions = "n_positions";
+             *seq = "--seq", *batch = "--batch", *positions = "n_positions",
+             *headDim = "head_dim";
 };
 /// The keys of a gpt2 or llama config.json.
 SizeNames gpt2ConfigNames(bool seqGiven);

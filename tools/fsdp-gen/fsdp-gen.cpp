@@ -56,7 +56,7 @@ cl::opt<std::string> modelKind(cl::Positional,
 cl::opt<std::string> preset(
     "preset",
     cl::desc("Published architecture: llama-13b, llama2-7b, llama3-8b, "
-             "llama3.1-8b, llama3.1-70b, mistral-7b; or "
+             "llama3.1-8b, llama3.1-70b, mistral-7b, qwen2.5-7b, qwen3-8b; or "
              "GPT-shaped: gpt2-124m, llama-13b-shape, gpt3-175b-shape "
              "(explicit options override its values)"),
     cl::cat(genCategory));
@@ -137,9 +137,9 @@ cl::opt<bool> noUnits("no-units",
                       cl::cat(genCategory));
 cl::opt<std::string> configPath(
     "config",
-    cl::desc("A Hugging Face config.json (model_type gpt2, llama or "
-             "mistral): the same model; --seq and --batch set the step's "
-             "shape"),
+    cl::desc("A Hugging Face config.json (model_type gpt2, llama, "
+             "mistral, qwen2 or qwen3): the same model; --seq and --batch "
+             "set the step's shape"),
     cl::value_desc("file"), cl::cat(genCategory));
 cl::opt<bool>
     describe("describe",
@@ -215,6 +215,14 @@ std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
   } else if (name == "mistral-7b") { // Mistral 7B v0.3: no sliding window
     c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 14336;
     c.vocab = 32768, c.seq = 32768, c.normEps = 1e-5, c.ropeTheta = 1e6;
+  } else if (name == "qwen2.5-7b") { // Qwen2: q, k and v biases
+    c.layers = 28, c.dim = 3584, c.heads = 28, c.kvHeads = 4, c.ffn = 18944;
+    c.vocab = 152064, c.seq = 131072, c.normEps = 1e-6, c.ropeTheta = 1e6;
+    c.qkvBias = true;
+  } else if (name == "qwen3-8b") { // Qwen3: q_norm, k_norm, head_dim 128
+    c.layers = 36, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 12288;
+    c.vocab = 151936, c.seq = 40960, c.normEps = 1e-6, c.ropeTheta = 1e6;
+    c.headDim = 128, c.qkNorm = true;
   } else {
     return std::nullopt;
   }
@@ -249,14 +257,14 @@ void rejectLlamaOptions(StringRef kind) {
 
 /// Shape rules of a Llama, whatever gave its sizes (`source` names it).
 void checkLlamaShape(const fsdp_gen::LlamaConfig &c, const Twine &source) {
-  if (c.dim % c.heads != 0)
+  if (c.headDim == 0 && c.dim % c.heads != 0)
     fail(source + ": the heads (" + Twine(c.heads) +
          ") must divide the width (" + Twine(c.dim) + ")");
   if (c.heads % c.kvHeads != 0)
     fail(source + ": the kv heads (" + Twine(c.kvHeads) +
          ") must divide the heads (" + Twine(c.heads) + ")");
-  if ((c.dim / c.heads) % 2 != 0)
-    fail(source + ": the head size (" + Twine(c.dim / c.heads) +
+  if (c.headSize() % 2 != 0)
+    fail(source + ": the head size (" + Twine(c.headSize()) +
          ") must be even for rotary embeddings");
 }
 
@@ -329,8 +337,8 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
     std::optional<fsdp_gen::LlamaConfig> fromPreset = llamaPreset(preset);
     if (!fromPreset)
       fail("unknown " + kind + " preset '" + preset +
-           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, llama3.1-70b or "
-           "mistral-7b");
+           "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
+           "llama3.1-70b, mistral-7b, qwen2.5-7b or qwen3-8b");
     c = *fromPreset;
   } else {
     // A small Llama by default, like gpt2's defaults.
@@ -434,8 +442,15 @@ void describeModel(const fsdp_gen::HFModel &m) {
   if (!P)
     fail(configPath + ": the parameter count exceeds int64");
   llvm::outs() << c.layers << " layers, dim " << c.dim << ", " << c.heads
-               << " heads, " << c.kvHeads << " kv heads, ffn " << c.ffn
-               << ", vocab " << c.vocab << ", rope theta " << c.ropeTheta;
+               << " heads, " << c.kvHeads << " kv heads";
+  if (c.headDim && c.headDim * c.heads != c.dim) // not hidden / heads
+    llvm::outs() << ", head dim " << c.headDim;
+  if (c.qkvBias)
+    llvm::outs() << (c.oBias ? ", q/k/v/o biases" : ", q/k/v biases");
+  if (c.qkNorm)
+    llvm::outs() << ", q/k norms";
+  llvm::outs() << ", ffn " << c.ffn << ", vocab " << c.vocab
+               << ", rope theta " << c.ropeTheta;
   const fsdp_gen::RopeScalingConfig &r = c.ropeScaling;
   if (r.type != "default") {
     llvm::outs() << ", rope scaling " << r.type << " (factor "
@@ -473,7 +488,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  isLlama = m.modelType == "llama" || m.modelType == "mistral";
+  isLlama = m.modelType != "gpt2"; // llama, mistral, qwen2, qwen3
   if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;
     int64_t positions = c.seq;
@@ -549,7 +564,7 @@ int main(int argc, char **argv) {
     if (!llamaPreset(preset) && !presetConfig(preset))
       fail("unknown preset '" + preset +
            "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
-           "llama3.1-70b, mistral-7b, "
+           "llama3.1-70b, mistral-7b, qwen2.5-7b, qwen3-8b, "
            "gpt2-124m, llama-13b-shape or gpt3-175b-shape");
     kind = !llamaPreset(preset)                ? "gpt2"
            : StringRef(preset) == "mistral-7b" ? "mistral"

@@ -169,6 +169,8 @@ std::optional<fsdp::plan::shapes::Derive> deriveOf(StringRef derive) {
     return Derive::AttentionHeads;
   if (derive == "RopeHeads")
     return Derive::RopeHeads;
+  if (derive == "QkNormHeads")
+    return Derive::QkNormHeads;
   return std::nullopt;
 }
 
@@ -220,7 +222,8 @@ void checkShapeRules(const Kernel &k) {
              "', which no shape pattern binds");
     });
   }
-  if (k.derive == "AttentionHeads" || k.derive == "RopeHeads")
+  if (k.derive == "AttentionHeads" || k.derive == "RopeHeads" ||
+      k.derive == "QkNormHeads")
     if (!dims.count("W") || llvm::none_of(k.params, [](const Param &p) {
           return p.name == "heads";
         }))

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
@@ -166,6 +167,92 @@ FSDP_CPU_KERNEL void rmsNormBackward(float *dx, float *dw, const float *dout,
       for (int64_t c = 0; c < n; ++c)
         acc[c] += double(di[c] * (xi[c] * s));
     }
+    for (int64_t c = 0; c < n; ++c)
+      dw[c0 + c] = float(acc[c]);
+  }
+}
+
+/// Qwen3's q_norm and k_norm: qkv is B x T x (H + 2 KV) hs; each of a row's
+/// H query heads and KV key heads (the first H + KV slices of hs) becomes
+/// x rstd w with rstd = 1 / sqrt(mean(x^2) + eps) over the head, w = qw on
+/// the query heads and kw on the key heads; the KV value heads are copied.
+/// rstd (B x T x (H + KV)) is saved for the backward.
+FSDP_CPU_KERNEL void qkNormForward(float *out, float *rstd, const float *qkv,
+                                   const float *qw, const float *kw,
+                                   int64_t B, int64_t T, int64_t H, int64_t KV,
+                                   int64_t hs, float eps) {
+  const int64_t QK = H + KV, W = (H + 2 * KV) * hs, rows = B * T;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = qkv + r * W;
+    float *o = out + r * W;
+    for (int64_t h = 0; h < QK; ++h) {
+      const float *xh = x + h * hs, *w = h < H ? qw : kw;
+      double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+      for (int64_t c = 0; c < hs; ++c)
+        sq += double(xh[c] * xh[c]);
+      const float s = float(1.0 / std::sqrt(sq / double(hs) + double(eps)));
+      float *oh = o + h * hs;
+#pragma omp simd
+      for (int64_t c = 0; c < hs; ++c)
+        oh[c] = xh[c] * s * w[c];
+      rstd[r * QK + h] = s;
+    }
+    std::memcpy(o + QK * hs, x + QK * hs, size_t(KV * hs) * sizeof(float));
+  }
+}
+
+/// The gradient of qkNormForward: rmsNormBackward's per head (with
+/// n = x rstd and dn = w dout, dx = rstd (dn - n mean(dn n))), the values'
+/// gradient copied; dqw (dkw) sums dout n over every query (key) head of
+/// every row, each column in row order by one thread (any thread count
+/// gives the same sums).
+FSDP_CPU_KERNEL void qkNormBackward(float *dqkv, float *dqw, float *dkw,
+                                    const float *dout, const float *qkv,
+                                    const float *qw, const float *kw,
+                                    const float *rstd, int64_t B, int64_t T,
+                                    int64_t H, int64_t KV, int64_t hs) {
+  const int64_t QK = H + KV, W = (H + 2 * KV) * hs, rows = B * T;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *x = qkv + r * W, *d = dout + r * W;
+    float *o = dqkv + r * W;
+    for (int64_t h = 0; h < QK; ++h) {
+      const float *xh = x + h * hs, *dh = d + h * hs, *w = h < H ? qw : kw;
+      const float s = rstd[r * QK + h];
+      double sumDN = 0.0;
+#pragma omp simd reduction(+ : sumDN)
+      for (int64_t c = 0; c < hs; ++c)
+        sumDN += double(w[c] * dh[c] * (xh[c] * s));
+      const float meanDN = float(sumDN / double(hs));
+      float *oh = o + h * hs;
+#pragma omp simd
+      for (int64_t c = 0; c < hs; ++c)
+        oh[c] = (w[c] * dh[c] - xh[c] * s * meanDN) * s;
+    }
+    std::memcpy(o + QK * hs, d + QK * hs, size_t(KV * hs) * sizeof(float));
+  }
+
+  // Column blocks of each gain: block b < qBlocks is q's, the rest k's.
+  const int64_t width = std::min(kMaxColBlock, hs);
+  const int64_t perGain = (hs + width - 1) / width;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < 2 * perGain; ++blk) {
+    const bool isQ = blk < perGain;
+    const int64_t c0 = (blk % perGain) * width, n = std::min(width, hs - c0);
+    const int64_t h0 = isQ ? 0 : H, h1 = isQ ? H : QK;
+    double acc[kMaxColBlock] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = h0; h < h1; ++h) {
+        const float *xh = qkv + r * W + h * hs + c0;
+        const float *dh = dout + r * W + h * hs + c0;
+        const float s = rstd[r * QK + h];
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c)
+          acc[c] += double(dh[c] * (xh[c] * s));
+      }
+    float *dw = isQ ? dqw : dkw;
     for (int64_t c = 0; c < n; ++c)
       dw[c0 + c] = float(acc[c]);
   }

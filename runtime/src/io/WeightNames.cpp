@@ -39,10 +39,14 @@ constexpr Rename kGPT2Top[] = {
 constexpr Rename kLlamaBlock[] = {
     {"input_layernorm.w", "input_layernorm.weight", false},
     {"self_attn.o_proj.w", "self_attn.o_proj.weight", false},
+    {"self_attn.o_proj.b", "self_attn.o_proj.bias", false}, // attention_bias
     {"post_attention_layernorm.w", "post_attention_layernorm.weight", false},
     {"mlp.gate_proj.w", "mlp.gate_proj.weight", false},
     {"mlp.up_proj.w", "mlp.up_proj.weight", false},
     {"mlp.down_proj.w", "mlp.down_proj.weight", false},
+    // Qwen3's per-head norms of q and k.
+    {"self_attn.q_norm.w", "self_attn.q_norm.weight", false},
+    {"self_attn.k_norm.w", "self_attn.k_norm.weight", false},
 };
 constexpr Rename kLlamaTop[] = {
     {"embed_tokens.w", "model.embed_tokens.weight", false},
@@ -105,21 +109,38 @@ bool gpt2Tensor(const Plan &plan, uint32_t index, WeightTensor &out) {
   return true;
 }
 
-/// q, k and v of Llama's fused projection [C + 2 KV hs, C]: q has C rows
-/// (the input width), k and v half the rest each.
+/// The rows of q in layer `layer`'s fused projection: the input width of
+/// its o_proj [C, H hs] (H hs is C but where head_dim says otherwise, as
+/// in Qwen3); -1 without one.
+int64_t qRows(const Plan &plan, const std::string &layer) {
+  for (const ParamDesc &p : plan.params)
+    if (p.name == layer + "self_attn.o_proj.w" && p.shape.size() == 2)
+      return p.shape[1];
+  return -1;
+}
+
+/// q, k and v of Llama's fused projection [H hs + 2 KV hs, C] or of its
+/// bias [H hs + 2 KV hs] (Qwen2's): q has H hs rows (o_proj's input
+/// width), k and v half the rest each.
 bool splitQkv(const Plan &plan, uint32_t index, const std::string &layer,
               std::vector<WeightTensor> &out) {
   const ParamDesc &p = plan.params[index];
-  if (p.shape.size() != 2 || p.shape[0] <= p.shape[1] ||
-      (p.shape[0] - p.shape[1]) % 2 != 0)
+  bool bias = p.shape.size() == 1;
+  int64_t q = qRows(plan, layer);
+  if ((p.shape.size() != 2 && !bias) || q <= 0 || p.shape[0] <= q ||
+      (p.shape[0] - q) % 2 != 0)
     return false;
-  int64_t q = p.shape[1], kv = (p.shape[0] - q) / 2, begin = 0;
+  int64_t kv = (p.shape[0] - q) / 2, begin = 0;
   for (auto [name, rows] : {std::pair<const char *, int64_t>{"q_proj", q},
                             {"k_proj", kv},
                             {"v_proj", kv}}) {
-    WeightTensor t = whole(
-        plan, index, "model." + layer + "self_attn." + name + ".weight", false);
-    t.shape = {rows, p.shape[1]};
+    WeightTensor t =
+        whole(plan, index,
+              "model." + layer + "self_attn." + name +
+                  (bias ? ".bias" : ".weight"),
+              false);
+    t.shape = bias ? std::vector<int64_t>{rows}
+                   : std::vector<int64_t>{rows, p.shape[1]};
     t.rowBegin = begin;
     t.rows = rows;
     begin += rows;
@@ -139,7 +160,7 @@ bool llamaTensors(const Plan &plan, uint32_t index,
   std::string layer, rest;
   if (!splitLayer(p.name, "layers.", layer, rest))
     return false;
-  if (rest == "self_attn.qkv_proj.w")
+  if (rest == "self_attn.qkv_proj.w" || rest == "self_attn.qkv_proj.b")
     return splitQkv(plan, index, layer, out);
   const Rename *r = lookup(kLlamaBlock, rest);
   if (r)

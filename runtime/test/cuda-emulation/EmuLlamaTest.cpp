@@ -125,6 +125,93 @@ static void testRope(int B, int T, int H, int KV, int hs, float theta, int off,
   compare(std::string(nm) + " bwd", o[1].data(), rb.data(), n, tol<E>(2e-6, 1));
 }
 
+/// qk_norm (Qwen3): the CPU kernel against rms_norm's CPU kernels run on
+/// the q heads and the k heads gathered into rows of hs (an independent
+/// reference), then the CUDA kernel against the CPU one.
+template <typename E = float>
+static void testQkNorm(int B, int T, int H, int KV, int hs, int off,
+                       unsigned seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "qk_norm%s B=%d T=%d H=%d KV=%d hs=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, off);
+  const int64_t rows = int64_t(B) * T, QK = H + KV, W = (H + 2 * KV) * hs;
+  const size_t n = size_t(rows * W);
+  std::mt19937 rng(seed);
+  auto x = randv(n, rng, -2, 3), qw = randv(hs, rng, 0.5f, 1.5f),
+       kw = randv(hs, rng, 0.5f, 1.5f), dout = randv(n, rng);
+  roundTo<E>(x), roundTo<E>(qw), roundTo<E>(kw), roundTo<E>(dout);
+  const float eps = 1e-6f;
+  std::vector<float> rout(n), rrstd(size_t(rows * QK)), rdx(n), rdqw(hs),
+      rdkw(hs);
+  cp::qkNormForward(rout.data(), rrstd.data(), x.data(), qw.data(), kw.data(),
+                    B, T, H, KV, hs, eps);
+  cp::qkNormBackward(rdx.data(), rdqw.data(), rdkw.data(), dout.data(),
+                     x.data(), qw.data(), kw.data(), rrstd.data(), B, T, H, KV,
+                     hs);
+  // The reference: rms_norm over the gathered q rows and k rows.
+  for (int part = 0; part < 2; ++part) {
+    const int64_t h0 = part ? H : 0, nh = part ? KV : H, N = rows * nh;
+    const std::vector<float> &w = part ? kw : qw;
+    std::vector<float> gx(size_t(N * hs)), gd(gx.size()), go(gx.size()),
+        gdx(gx.size()), grstd(N), gdw(hs);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < nh; ++h)
+        for (int c = 0; c < hs; ++c) {
+          gx[(r * nh + h) * hs + c] = x[r * W + (h0 + h) * hs + c];
+          gd[(r * nh + h) * hs + c] = dout[r * W + (h0 + h) * hs + c];
+        }
+    cp::rmsNormForward(go.data(), grstd.data(), gx.data(), w.data(), N, hs,
+                       eps);
+    cp::rmsNormBackward(gdx.data(), gdw.data(), gd.data(), gx.data(), w.data(),
+                        grstd.data(), N, hs);
+    std::vector<float> mo, mdx, mr;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < nh; ++h) {
+        mr.push_back(rrstd[r * QK + h0 + h]);
+        for (int c = 0; c < hs; ++c) {
+          mo.push_back(rout[r * W + (h0 + h) * hs + c]);
+          mdx.push_back(rdx[r * W + (h0 + h) * hs + c]);
+        }
+      }
+    std::string what = std::string(nm) + (part ? " cpu k" : " cpu q");
+    compare(what + " out", mo.data(), go.data(), go.size(), 1e-6);
+    compare(what + " rstd", mr.data(), grstd.data(), N, 1e-6);
+    compare(what + " dx", mdx.data(), gdx.data(), gdx.size(), 1e-6);
+    compare(what + " dw", (part ? rdkw : rdqw).data(), gdw.data(), hs, 1e-6);
+  }
+  // The values copied forward and their gradient passed through.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = QK * hs; j < W; ++j)
+      if (rout[r * W + j] != x[r * W + j] || rdx[r * W + j] != dout[r * W + j]) {
+        printf("FAIL %s: v not copied at row %lld\n", nm, (long long)r);
+        ++gFailures;
+        break;
+      }
+  roundTo<E>(rout), roundTo<E>(rdx), roundTo<E>(rdqw), roundTo<E>(rdkw);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> out(n, off), bx(n, off), bqw(hs, off), bkw(hs, off), bd(n, off),
+        dx(n, off), dqw(hs, off), dkw(hs, off);
+    Buf rstd(size_t(rows * QK), off);
+    bx.set(x), bqw.set(qw), bkw.set(kw), bd.set(dout);
+    cu::qkNormForward(ctx, out.p, rstd.p, bx.p, bqw.p, bkw.p, B, T, H, KV, hs,
+                      eps);
+    cu::qkNormBackward(ctx, dx.p, dqw.p, dkw.p, bd.p, bx.p, bqw.p, bkw.p,
+                       rstd.p, B, T, H, KV, hs);
+    checkCanary(nm, out), checkCanary(nm, rstd), checkCanary(nm, dx);
+    checkCanary(nm, dqw), checkCanary(nm, dkw);
+    return {out.vec(), rstd.vec(), dx.vec(), dqw.vec(), dkw.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), n,
+          tol<E>(2e-5, 1));
+  compare(std::string(nm) + " rstd", o[1].data(), rrstd.data(), rrstd.size(),
+          2e-5);
+  compare(std::string(nm) + " dx", o[2].data(), rdx.data(), n, tol<E>(5e-5, 1));
+  compare(std::string(nm) + " dqw", o[3].data(), rdqw.data(), hs,
+          tol<E>(5e-5, 1));
+  compare(std::string(nm) + " dkw", o[4].data(), rdkw.data(), hs,
+          tol<E>(5e-5, 1));
+}
+
 void groupLlama(unsigned &) {
   unsigned seed = 70001;
   for (int N : {1, 7, 33, 70})
@@ -144,6 +231,11 @@ void groupLlama(unsigned &) {
   // context of 4 positions, yarn with its attention factor.
   testRope(1, 12, 2, 1, 16, 10000.0f, 0, seed++, {2, 8, 1, 4, 4, 1, 0, 0});
   testRope(2, 9, 2, 2, 8, 500000.0f, 1, seed++, {3, 4, 1, 4, 0, 1.2, 1, 3});
+  testQkNorm(2, 5, 2, 2, 8, 0, seed++);
+  testQkNorm(1, 7, 4, 2, 6, 1, seed++);
+  testQkNorm(3, 4, 3, 1, 33, 0, seed++); // hs past a warp
+  testQkNorm(1, 40, 4, 1, 128, 1, seed++); // Qwen3's head size
+  testQkNorm(0, 4, 2, 2, 4, 0, seed++);    // empty
   // bf16: loaded bf16, computed in float, rounded once.
   for (int N : {1, 33})
     for (int C : {4, 33, 768})
@@ -153,5 +245,6 @@ void groupLlama(unsigned &) {
   testRope<BF16>(2, 5, 2, 2, 8, 10000.0f, 0, seed++);
   testRope<BF16>(1, 300, 4, 2, 16, 500000.0f, 1, seed++);
   testRope<BF16>(1, 12, 2, 1, 16, 10000.0f, 0, seed++, {2, 8, 1, 4, 4, 1, 0, 0});
+  testQkNorm<BF16>(2, 5, 4, 2, 16, 1, seed++);
   printf("llama done (%d failures so far)\n", gFailures);
 }

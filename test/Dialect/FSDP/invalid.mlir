@@ -1389,6 +1389,46 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
 
 // -----
 
+func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0:2 = fsdp.qk_norm %qkv, %w, %w {heads = 2 : i64, kv_heads = 1 : i64, epsilon = 0.0 : f32} : (tensor<1x4x32xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<1x4x32xf32>, tensor<1x4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x30xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{inconsistent shapes or head counts: qkv [B, T, W] needs W = (heads + 2 kv_heads) hs (W = 30, heads = 2, kv_heads = 1, epsilon = 1e-06)}}
+  %0:2 = fsdp.qk_norm %qkv, %w, %w {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x30xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<1x4x30xf32>, tensor<1x4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>, %k: tensor<4xf32>) {
+  // expected-error @+1 {{inconsistent shapes: k_weight is [4], not #hs (hs = 8)}}
+  %0:2 = fsdp.qk_norm %qkv, %w, %k {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x32xf32>, tensor<8xf32>, tensor<4xf32>) -> (tensor<1x4x32xf32>, tensor<1x4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{inconsistent shapes: rstd is [1, 4, 2], not [B, T, QK] (B = 1, T = 4, QK = 3)}}
+  %0:2 = fsdp.qk_norm %qkv, %w, %w {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x32xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<1x4x32xf32>, tensor<1x4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%qkv: tensor<1x4x32xf32>, %w: tensor<8xf32>, %s: tensor<1x4x3xf32>) {
+  // expected-error @+1 {{inconsistent shapes: q_weight_grad is [4], not #hs (hs = 8)}}
+  %0:3 = fsdp.qk_norm_backward %qkv, %qkv, %w, %w, %s {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<1x4x32xf32>, tensor<1x4x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<1x4x3xf32>) -> (tensor<1x4x32xf32>, tensor<4xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
   // expected-error @+1 {{inconsistent shapes: wte_grad is [11, 8], not [V, C] (V = 11, C = 6)}}
   %0 = fsdp.token_embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<11x8xf32>

@@ -205,6 +205,24 @@ func.func @llama_ops(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>,
   return
 }
 
+// Qwen3's qk_norm and its backward: 2 query heads and 1 kv head of 8
+// (qkv 32 wide), one rstd per q and k head of each row (2 + 1).
+// CHECK-LABEL: func.func @qwen3_ops
+func.func @qwen3_ops(%qkv: tensor<2x4x32xf32>, %qw: tensor<8xf32>,
+                     %kw: tensor<8xf32>, %mha: tensor<2x4x24xf32>,
+                     %w4: tensor<4xf32>) {
+  // CHECK: %{{.*}}, %[[QRSTD:.*]] = fsdp.qk_norm %{{.*}}, %{{.*}}, %{{.*}} {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x3xf32>)
+  %n, %rstd = fsdp.qk_norm %qkv, %qw, %kw {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x3xf32>)
+  // CHECK: fsdp.qk_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32, heads = 2 : i64, kv_heads = 1 : i64}
+  %n2, %rstd2 = fsdp.qk_norm %qkv, %qw, %kw {heads = 2 : i64, kv_heads = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x3xf32>)
+  // CHECK: fsdp.qk_norm_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[QRSTD]] {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x3xf32>) -> (tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>)
+  %d:3 = fsdp.qk_norm_backward %n, %qkv, %qw, %kw, %rstd {heads = 2 : i64, kv_heads = 1 : i64} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<2x4x3xf32>) -> (tensor<2x4x32xf32>, tensor<8xf32>, tensor<8xf32>)
+  // Multi-head (kv_heads = heads): 2 heads of 4 in 24, 4 rstd per row.
+  // CHECK: fsdp.qk_norm %{{.*}}, %{{.*}}, %{{.*}} {heads = 2 : i64} : (tensor<2x4x24xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x4xf32>)
+  %m, %mrstd = fsdp.qk_norm %mha, %w4, %w4 {heads = 2 : i64} : (tensor<2x4x24xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x4xf32>)
+  return
+}
+
 // Grouped-query attention: 4 query heads of 2 channels, 2 kv heads (qkv
 // 8 + 2 * 2 * 2 = 16 wide), in both forms.
 // CHECK-LABEL: func.func @grouped_query

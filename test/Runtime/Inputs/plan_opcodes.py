@@ -40,4 +40,6 @@ OPCODES = [
     "all_reduce_sum",
     "clip_coefficient",
     "all_reduce_mean",
+    "qk_norm",
+    "qk_norm_backward",
 ]

@@ -31,6 +31,12 @@ LogicalResult RmsNormOp::verify() {
   return success();
 }
 
+LogicalResult QkNormOp::verify() {
+  if (!(getEpsilon().convertToFloat() > 0.0f))
+    return emitOpError() << "epsilon must be positive";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // RopeOp, RopeBackwardOp
 //===----------------------------------------------------------------------===//

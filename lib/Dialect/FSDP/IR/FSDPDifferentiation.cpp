@@ -151,6 +151,20 @@ LogicalResult SwiGluOp::buildBackward(OpBuilder &builder,
   return success();
 }
 
+LogicalResult QkNormOp::buildBackward(OpBuilder &builder,
+                                      ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  if (failed(rejectGradsOn(*this, resultGrads, {1})))
+    return failure();
+  auto backward = QkNormBackwardOp::create(
+      builder, getLoc(), getQkv().getType(), getQWeight().getType(),
+      getKWeight().getType(), resultGrads[0], getQkv(), getQWeight(),
+      getKWeight(), getRstd(), getHeadsAttr(), getKvHeadsAttr());
+  operandGrads.assign({backward.getQkvGrad(), backward.getQWeightGrad(),
+                       backward.getKWeightGrad()});
+  return success();
+}
+
 LogicalResult RopeOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   // A rotation's gradient is the inverse rotation; it reads no activation,

@@ -130,7 +130,10 @@ static std::string irPattern(const shapes::KernelRules &rules,
                     [](char c) { return llvm::isAlnum(c) || c == '_'; }) ||
       name.empty() || llvm::isDigit(name.front()))
     return pattern.str();
-  std::string open = isSingleDim(rules, name) ? "[" : "[*";
+  // A derived dim (qk_norm's head size hs) is a single dim too.
+  bool derived = llvm::is_contained(shapes::derivedDims(rules.derive),
+                                    std::string_view(name.data(), name.size()));
+  std::string open = isSingleDim(rules, name) || derived ? "[" : "[*";
   return bracket ? open + p.str() : open + name.str() + "]";
 }
 
@@ -156,6 +159,8 @@ static std::string derivationContext(const plan::KernelInfo &info,
   }
   out << (rules.derive == shapes::Derive::AttentionHeads
               ? "W = (heads + 2 kv_heads) hs with kv_heads dividing heads"
+          : rules.derive == shapes::Derive::QkNormHeads
+              ? "W = (heads + 2 kv_heads) hs"
               : "W = (heads + 2 kv_heads) hs with hs even, theta "
                 "positive and finite, and a valid scaling");
   out << " (W = " << dims["W"];

@@ -47,6 +47,9 @@ enum class Derive : uint8_t {
   /// The same tiling without the division, an even hs and a positive
   /// finite theta: binds H, KV and hs.
   RopeHeads,
+  /// The same tiling, nothing more (qk_norm: hs is any width): binds H,
+  /// KV, hs and QK = H + KV, the normalised heads of a row.
+  QkNormHeads,
 };
 
 /// The dims `derive` binds (a rule naming one is evaluated after it).
@@ -56,6 +59,8 @@ constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
     return {"H", "KV", "hs", "C"};
   case Derive::RopeHeads:
     return {"H", "KV", "hs", {}};
+  case Derive::QkNormHeads:
+    return {"H", "KV", "hs", "QK"};
   case Derive::None:
     break;
   }
@@ -455,6 +460,7 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
   double heads = param(params, "heads"), kvHeads = param(params, "kv_heads");
   int64_t W = dims["W"];
   bool attention = derive == Derive::AttentionHeads;
+  bool rope = derive == Derive::RopeHeads;
   why = attention ? "inconsistent shapes or head count"
                   : "inconsistent shapes or head counts";
   // Both counts within [1, width] before they are converted.
@@ -464,7 +470,7 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
   if ((attention && H % KV) || W % (H + 2 * KV))
     return false;
   int64_t hs = W / (H + 2 * KV);
-  if (!attention && hs % 2)
+  if (rope && hs % 2)
     return false;
   if (attention) {
     // The sliding window: 0 (none) or a key count; past T it is the same
@@ -475,7 +481,7 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
       why = "has a window that is not a whole number >= 0";
       return false;
     }
-  } else {
+  } else if (rope) {
     double theta = param(params, "theta");
     if (!(theta > 0.0) || std::isinf(theta)) {
       why = "has a theta that is not positive and finite";
@@ -500,7 +506,8 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
     }
   }
   return dims.bind("H", H) && dims.bind("KV", KV) && dims.bind("hs", hs) &&
-         (!attention || dims.bind("C", H * hs));
+         (!attention || dims.bind("C", H * hs)) &&
+         (derive != Derive::QkNormHeads || dims.bind("QK", H + KV));
 }
 
 /// Checks operands `shapes` (inputs then outputs, as Rule::operand counts

@@ -457,4 +457,35 @@ def : FSDP_Kernel<37, "AllReduceMean", "all_reduce_mean", (ins KFloats:$shard),
   let extraCheck = "checkSharded";
 }
 
+def : FSDP_Kernel<38, "QkNorm", "qk_norm",
+    (ins KFloats:$qkv, KFloats:$q_weight, KFloats:$k_weight),
+    (outs KResult:$result, KStatResult:$rstd),
+    (params KI64:$heads, KHeadsOr:$kv_heads, KF32:$epsilon)> {
+  let dispatch = "qkNormForward";
+  let notes = "Qwen3's q_norm and k_norm (since version 14): RMSNorm over "
+              "each q and k head of qkv (B x T x (heads + 2 kv_heads) hs), "
+              "v copied; rstd: one per q and k head of each row";
+  let shapes = ["qkv: [B, T, W]", "q_weight: #hs", "k_weight: #hs",
+                "result: [B, T, W]", "rstd: [B, T, QK]"];
+  let dimChecks = ["B*T*QK <= INT"];
+  let derive = "QkNormHeads";
+  let call = "$result, $rstd, $qkv, $q_weight, $k_weight, B, T, heads, "
+             "kv_heads, hs, epsilon";
+}
+def : FSDP_Kernel<39, "QkNormBackward", "qk_norm_backward",
+    (ins KFloats:$grad, KFloats:$qkv, KFloats:$q_weight, KFloats:$k_weight,
+         KStat:$rstd),
+    (outs KResult:$qkv_grad, KResult:$q_weight_grad, KResult:$k_weight_grad),
+    KHeads> {
+  let dispatch = "qkNormBackward";
+  let notes = "the values' gradient passed through";
+  let shapes = ["grad: [B, T, W]", "qkv: [B, T, W]", "q_weight: #hs",
+                "k_weight: #hs", "rstd: [B, T, QK]", "qkv_grad: [B, T, W]",
+                "q_weight_grad: #hs", "k_weight_grad: #hs"];
+  let dimChecks = ["B*T*QK <= INT"];
+  let derive = "QkNormHeads";
+  let call = "$qkv_grad, $q_weight_grad, $k_weight_grad, $grad, $qkv, "
+             "$q_weight, $k_weight, $rstd, B, T, heads, kv_heads, hs";
+}
+
 #endif // FSDP_KERNELS_TD

@@ -510,6 +510,50 @@ def FSDP_RopeOp : FSDP_DiffOp<"rope", "Rope"> {
   }];
 }
 
+def FSDP_QkNormOp : FSDP_DiffOp<"qk_norm", "QkNorm"> {
+  let summary = "RMS normalisation of each query and key head of qkv (Qwen3)";
+  let description = [{
+    Normalises every query head and every key head of a fused `qkv` tensor
+    `B x T x (heads + 2 kv_heads) hs` (the layout of `fsdp.rope` and
+    `fsdp.attention`: `heads` query heads, then `kv_heads` key heads, then
+    `kv_heads` value heads, each `hs` wide; `kv_heads` defaults to `heads`)
+    by RMSNorm over its `hs` elements, with the gain `q_weight` (`hs`) on
+    the query heads and `k_weight` (`hs`) on the key heads; the values are
+    copied. This is Hugging Face's Qwen3 attention, `q_norm` and `k_norm`
+    (`Qwen3RMSNorm(head_dim)`) applied per head before the rotary
+    embedding:
+
+    ```
+    r = 1 / sqrt(mean(x_head^2) + epsilon)       per q and k head of a row
+    out_head = x_head * r * (q_weight or k_weight)
+    ```
+
+    Returns the result (qkv's type) and, as the saved activation of the
+    backward, one `rstd` per query and key head of each row,
+    `B x T x (heads + kv_heads)`, always f32 (as rms_norm's). Before, the
+    projection feeds rope directly; after, qk_norm sits between them:
+
+    ```mlir
+    %qkv = fsdp.linear %h, %w : ... -> tensor<1x8x96xf32>
+    %n, %rstd = fsdp.qk_norm %qkv, %qn, %kn {heads = 4 : i64, kv_heads = 2 : i64,
+                                            epsilon = 1.0e-06 : f32}
+        : (tensor<1x8x96xf32>, tensor<12xf32>, tensor<12xf32>)
+          -> (tensor<1x8x96xf32>, tensor<1x8x6xf32>)
+    %r = fsdp.rope %n {heads = 4 : i64, kv_heads = 2 : i64, theta = 1.0e+06 : f32}
+        : (tensor<1x8x96xf32>) -> tensor<1x8x96xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$qkv, FSDP_FloatTensor:$q_weight,
+                       FSDP_FloatTensor:$k_weight,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
+                           $kv_heads,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs FSDP_FloatTensor:$result, FSDP_FloatTensor:$rstd);
+  // epsilon > 0; the shapes are the kernel record's (FSDPKernels.td).
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
@@ -672,6 +716,27 @@ def FSDP_RopeBackwardOp : FSDP_BackwardOp<"rope_backward", "RopeBackward"> {
     /// kv_heads, or heads where the IR leaves it out.
     int64_t getNumKvHeads() { return getKvHeads().value_or(getHeads()); }
   }];
+}
+
+def FSDP_QkNormBackwardOp :
+    FSDP_BackwardOp<"qk_norm_backward", "QkNormBackward"> {
+  let summary = "gradients of qk_norm's qkv and gains";
+  let description = [{
+    rms_norm's backward per query and key head (from the saved `rstd`):
+    with `n = x_head * rstd` and `dn = gain * grad_head`, the head's
+    gradient is `rstd * (dn - n * mean(dn * n))`; the values' gradient
+    passes through. `q_weight_grad` sums `grad_head * n` over every query
+    head of every row, `k_weight_grad` over every key head.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$qkv,
+                       FSDP_FloatTensor:$q_weight, FSDP_FloatTensor:$k_weight,
+                       FSDP_FloatTensor:$rstd,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:
+                           $kv_heads);
+  let results = (outs FSDP_FloatTensor:$qkv_grad,
+                      FSDP_FloatTensor:$q_weight_grad,
+                      FSDP_FloatTensor:$k_weight_grad);
 }
 
 //===----------------------------------------------------------------------===//
