@@ -114,6 +114,8 @@ defvar KAdamW = (params KF32:$lr, KF32:$beta1, KF32:$beta2, KF32:$eps,
                  KF32:$weight_decay);
 /// Attention's: the head counts and the sliding window (0: none).
 defvar KAttention = (params KI64:$heads, KHeadsOr:$kv_heads, KI64:$window);
+/// qk_norm_backward's: the head counts alone.
+defvar KHeads = (params KI64:$heads, KHeadsOr:$kv_heads);
 /// The dim checks of the kernels over rows R of width C, the GEMMs and
 /// attention.
 defvar KRowChecks = ["C > 0", "R <= INT"];
