@@ -135,7 +135,7 @@ def main():
         for entry in open(args.allow):
             entry = entry.split("#")[0].strip()
             if entry:
-                allowed.append(tuple(entry.rsplit(":", 1)))
+                allowed.append(tuple(entry.split(":", 1)))  # names hold ::
     files = []
     for path in args.paths:
         if os.path.isdir(path):
