@@ -256,23 +256,23 @@ void testQkNorm() {
   const float eps = 1e-6f;
   // B, T, H, KV, hs: grouped and multi-head, a head size past a column
   // block (64) of the gains' pass.
-  const int64_t shapes[][5] = {{2, 3, 2, 1, 4}, {1, 5, 3, 3, 6},
-                               {2, 2, 4, 2, 70}};
+  const int64_t shapes[][5] = {
+      {2, 3, 2, 1, 4}, {1, 5, 3, 3, 6}, {2, 2, 4, 2, 70}};
   Rng rng(38);
   for (const auto &shape : shapes) {
     const int64_t B = shape[0], T = shape[1], H = shape[2], KV = shape[3],
                   hs = shape[4], rows = B * T, W = (H + 2 * KV) * hs;
-    const std::string at = " (B=" + std::to_string(B) + ", T=" +
-                           std::to_string(T) + ", H=" + std::to_string(H) +
-                           ", KV=" + std::to_string(KV) +
-                           ", hs=" + std::to_string(hs) + ")";
+    const std::string at =
+        " (B=" + std::to_string(B) + ", T=" + std::to_string(T) +
+        ", H=" + std::to_string(H) + ", KV=" + std::to_string(KV) +
+        ", hs=" + std::to_string(hs) + ")";
     auto x = randomVector(rng, rows * W, 2.0f, 0.5f);
     auto qw = randomVector(rng, hs, 0.5f, 1.0f);
     auto kw = randomVector(rng, hs, 0.5f, 1.0f);
     auto dx0 = toDouble(x), dq0 = toDouble(qw), dk0 = toDouble(kw);
     auto out = nans(rows * W), rstd = nans(rows * (H + KV));
-    qkNormForward(out.data(), rstd.data(), x.data(), qw.data(), kw.data(), B,
-                  T, H, KV, hs, eps);
+    qkNormForward(out.data(), rstd.data(), x.data(), qw.data(), kw.data(), B, T,
+                  H, KV, hs, eps);
     CHECK_CLOSE("qkNormForward out" + at, out,
                 refQkNorm(dx0, dq0, dk0, rows, H, KV, hs, eps), 1e-5, 1e-5);
 

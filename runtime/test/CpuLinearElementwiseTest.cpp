@@ -233,8 +233,8 @@ void testRope() {
     auto x = randomVector(rng, n, 2.0f);
     auto dx0 = toDouble(x);
     auto out = nans(n), back = nans(n);
-    ropeForward(out.data(), x.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0, 1.0,
-                1.0, 4.0, 0, 1.0, 0.0, 0.0);
+    ropeForward(out.data(), x.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0,
+                1.0, 1.0, 4.0, 0, 1.0, 0.0, 0.0);
     // The reference angle is in double, the kernel's in float as Hugging
     // Face's: t inv_freq is off by up to T ulps of the angle.
     const double atol = 1e-6 * double(s.T);
@@ -248,8 +248,8 @@ void testRope() {
     // x, so its gradient is the transposed rotation of dout.
     auto dout = randomVector(rng, n);
     auto ddout = toDouble(dout);
-    ropeBackward(back.data(), dout.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta, 0,
-                 1.0, 1.0, 4.0, 0, 1.0, 0.0, 0.0);
+    ropeBackward(back.data(), dout.data(), s.B, s.T, s.H, s.KV, s.hs, s.theta,
+                 0, 1.0, 1.0, 4.0, 0, 1.0, 0.0, 0.0);
     auto loss = [&](const std::vector<double> &v) {
       return dot(ddout, refRope(v, s.B, s.T, s.H, s.KV, s.hs, s.theta));
     };
@@ -294,7 +294,7 @@ void testRopeScaling() {
         const double w = 2 * M_PI / f, lowW = double(c.original) / c.low,
                      highW = double(c.original) / c.high;
         const double sm = (double(c.original) / w - c.low) / (c.high - c.low);
-        v = w > lowW ? f / c.factor
+        v = w > lowW    ? f / c.factor
             : w < highW ? f
                         : (1 - sm) * f / c.factor + sm * f;
       }
@@ -323,9 +323,8 @@ void testRopeScaling() {
                 c.factor, c.low, c.high, c.original, c.attention, c.cl, c.ch);
     CHECK_CLOSE(std::string("ropeForward, scaling ") + c.name, out, ref, 2e-5,
                 1e-5);
-    ropeBackward(back.data(), out.data(), B, T, H, KV, hs, float(theta),
-                 c.kind, c.factor, c.low, c.high, c.original, c.attention,
-                 c.cl, c.ch);
+    ropeBackward(back.data(), out.data(), B, T, H, KV, hs, float(theta), c.kind,
+                 c.factor, c.low, c.high, c.original, c.attention, c.cl, c.ch);
     for (int64_t r = 0; r < B * T; ++r)
       for (int64_t j = 0; j < (H + KV) * hs; ++j)
         dx[r * width + j] *= m * m;

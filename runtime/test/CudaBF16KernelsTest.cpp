@@ -362,13 +362,13 @@ template <typename E> void testLlamaOps(Gpu &g, const Shape &s, uint64_t seed) {
     const double sf = KV == 1 ? 8.0 : 4.0, att = KV == 1 ? 1.0 : 1.2;
     const int64_t so = KV == 1 ? 4 : 0;
     const double cl = KV == 1 ? 0.0 : 1.0, ch = KV == 1 ? 0.0 : 3.0;
-    cpu::ropeForward(f.data(), qkv.data(), s.B, s.T, s.NH, KV, hs, 10000.0f,
-                     sk, sf, 1.0, 4.0, so, att, cl, ch);
+    cpu::ropeForward(f.data(), qkv.data(), s.B, s.T, s.NH, KV, hs, 10000.0f, sk,
+                     sf, 1.0, 4.0, so, att, cl, ch);
     cpu::ropeBackward(b.data(), qkv.data(), s.B, s.T, s.NH, KV, hs, 10000.0f,
                       sk, sf, 1.0, 4.0, so, att, cl, ch);
     Dev<E> dQkv(asElements<E>(qkv)), dF(m), dB(m);
-    gpu::ropeForward<E>(g.ctx(), dF, dQkv, s.B, s.T, s.NH, KV, hs, 10000.0f,
-                        sk, sf, 1.0, 4.0, so, att, cl, ch);
+    gpu::ropeForward<E>(g.ctx(), dF, dQkv, s.B, s.T, s.NH, KV, hs, 10000.0f, sk,
+                        sf, 1.0, 4.0, so, att, cl, ch);
     gpu::ropeBackward<E>(g.ctx(), dB, dQkv, s.B, s.T, s.NH, KV, hs, 10000.0f,
                          sk, sf, 1.0, 4.0, so, att, cl, ch);
     const char *what = KV == 1 ? "kv_heads=1" : "kv_heads=heads";

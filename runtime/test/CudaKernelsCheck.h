@@ -209,7 +209,7 @@ constexpr double kTolTf32 = 5e-3;
 struct Shape {
   const char *name;
   int64_t B, T, C, NH, V;
-  int64_t KV = 0; ///< attention's kv heads; 0: NH
+  int64_t KV = 0;     ///< attention's kv heads; 0: NH
   int64_t window = 0; ///< attention's sliding window; 0: none
   int64_t kv() const { return KV ? KV : NH; }
   /// qkv's row width: C + 2 KV hs (3C without grouped-query attention).

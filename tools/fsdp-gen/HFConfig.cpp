@@ -244,8 +244,8 @@ void readRopeObject(KeyReader &r, const char *key, const json &v,
   if (kind == "llama3" || kind == "yarn") {
     if (const json *o = get("original_max_position_embeddings")) {
       if (!o->is_number_integer() || o->get<int64_t>() <= 0)
-        return r.bad(key, "has original_max_position_embeddings " +
-                              o->dump() + ": it must be a positive integer");
+        return r.bad(key, "has original_max_position_embeddings " + o->dump() +
+                              ": it must be a positive integer");
       out.originalMax = o->get<int64_t>();
     }
   }
@@ -280,8 +280,8 @@ void readRopeObject(KeyReader &r, const char *key, const json &v,
     if (get("attention_factor"))
       number("attention_factor", out.attentionFactor, false);
     else
-      out.attentionFactor = yarnAttentionFactor(out.factor, mscale,
-                                                mscaleAllDim);
+      out.attentionFactor =
+          yarnAttentionFactor(out.factor, mscale, mscaleAllDim);
   }
 }
 
@@ -402,8 +402,8 @@ void readLlama(KeyReader &r, HFModel &m) {
     if (!hd->is_number_integer() || hd->get<int64_t>() <= 0)
       r.bad("head_dim", "must be a positive integer");
     else if (hd->get<int64_t>() % 2 != 0)
-      r.bad("head_dim", "is " + hd->dump() +
-                            ": it must be even for rotary embeddings");
+      r.bad("head_dim",
+            "is " + hd->dump() + ": it must be even for rotary embeddings");
     else
       c.headDim = hd->get<int64_t>();
   }
@@ -453,8 +453,7 @@ std::optional<int64_t> countParameters(const LlamaConfig &c) {
   // biases of q, k and v ((H + 2K) hs), attention_bias those and o's (C),
   // Qwen3 the two head gains (2 hs).
   int64_t kv, q, dd, dkv, dff, block, all, table, total, extra = 0;
-  if (c.heads <= 0 ||
-      __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
+  if (c.heads <= 0 || __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
       __builtin_mul_overflow(c.heads, c.headSize(), &q) ||
       __builtin_mul_overflow(c.dim, q, &dd) ||
       (c.qkvBias && __builtin_add_overflow(q, 2 * kv, &extra)) ||
@@ -602,27 +601,26 @@ std::string hfConfigJson(const GPT2Config &c) {
 }
 
 std::string hfConfigJson(const LlamaConfig &c) {
-  nlohmann::ordered_json j = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"vocab_size", c.vocab},
-      {"hidden_size", c.dim},
-      {"intermediate_size", c.ffn},
-      {"num_hidden_layers", c.layers},
-      {"num_attention_heads", c.heads},
-      {"num_key_value_heads", c.kvHeads},
-      {"head_dim", c.heads ? c.dim / c.heads : 0},
-      {"max_position_embeddings", c.seq},
-      {"rms_norm_eps", c.normEps},
-      {"rope_theta", c.ropeTheta},
-      {"rope_scaling", nullptr},
-      {"hidden_act", "silu"},
-      {"attention_bias", false},
-      {"mlp_bias", false},
-      {"attention_dropout", 0.0},
-      {"initializer_range", c.initStd},
-      {"tie_word_embeddings", c.tiedHead},
-      {"dtype", "float32"}};
+  nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
+                              {"model_type", "llama"},
+                              {"vocab_size", c.vocab},
+                              {"hidden_size", c.dim},
+                              {"intermediate_size", c.ffn},
+                              {"num_hidden_layers", c.layers},
+                              {"num_attention_heads", c.heads},
+                              {"num_key_value_heads", c.kvHeads},
+                              {"head_dim", c.heads ? c.dim / c.heads : 0},
+                              {"max_position_embeddings", c.seq},
+                              {"rms_norm_eps", c.normEps},
+                              {"rope_theta", c.ropeTheta},
+                              {"rope_scaling", nullptr},
+                              {"hidden_act", "silu"},
+                              {"attention_bias", false},
+                              {"mlp_bias", false},
+                              {"attention_dropout", 0.0},
+                              {"initializer_range", c.initStd},
+                              {"tie_word_embeddings", c.tiedHead},
+                              {"dtype", "float32"}};
   return j.dump();
 }
 

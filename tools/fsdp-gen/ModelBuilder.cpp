@@ -185,11 +185,11 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   // in double as transformers does (RopeScaling.h).
   auto rope = [&](Value qkv) -> Value {
     const RopeScalingConfig &s = c.ropeScaling;
-    auto op = RopeOp::create(
-        f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
-        f.builder.getF32FloatAttr(float(c.ropeTheta)), RopeScalingAttr(),
-        FloatAttr(), FloatAttr(), FloatAttr(), IntegerAttr(), FloatAttr(),
-        FloatAttr(), FloatAttr());
+    auto op =
+        RopeOp::create(f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
+                       f.builder.getF32FloatAttr(float(c.ropeTheta)),
+                       RopeScalingAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
+                       IntegerAttr(), FloatAttr(), FloatAttr(), FloatAttr());
     auto f64 = [&](double v) { return f.builder.getF64FloatAttr(v); };
     RopeScaling kind = *symbolizeRopeScaling(s.type);
     if (kind == RopeScaling::Default)
@@ -204,9 +204,9 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     }
     if (kind == RopeScaling::Yarn) {
       double low = 0, high = 0;
-      ::fsdp::plan::yarnCorrectionRange(s.betaFast, s.betaSlow, hs,
-                                        c.ropeTheta, double(s.originalMax),
-                                        s.truncate, low, high);
+      ::fsdp::plan::yarnCorrectionRange(s.betaFast, s.betaSlow, hs, c.ropeTheta,
+                                        double(s.originalMax), s.truncate, low,
+                                        high);
       op.setAttentionFactorAttr(f64(s.attentionFactor));
       op.setCorrectionLowAttr(f64(low));
       op.setCorrectionHighAttr(f64(high));
@@ -241,15 +241,14 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
                 .getResult();
     }
     Value rotated = rope(qkv);
-    Value attn =
-        AttentionOp::create(f.builder, f.loc,
-                            f.tensor({c.batch, c.seq, qWidth}),
-                            f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated,
-                            heads, AttentionImplAttr(), kvHeads, window)
-            .getResult();
+    Value attn = AttentionOp::create(
+                     f.builder, f.loc, f.tensor({c.batch, c.seq, qWidth}),
+                     f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated, heads,
+                     AttentionImplAttr(), kvHeads, window)
+                     .getResult();
     Value oW = f.param(p + "self_attn.o_proj.w", {C, qWidth}, weight);
-    Value oB = c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros())
-                       : Value();
+    Value oB =
+        c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros()) : Value();
     x = AddOp::create(f.builder, f.loc, x, f.linear(attn, oW, oB));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);

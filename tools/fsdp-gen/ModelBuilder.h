@@ -36,8 +36,7 @@ struct RopeScalingConfig {
   bool operator==(const RopeScalingConfig &o) const {
     return type == o.type && factor == o.factor &&
            lowFreqFactor == o.lowFreqFactor &&
-           highFreqFactor == o.highFreqFactor &&
-           originalMax == o.originalMax &&
+           highFreqFactor == o.highFreqFactor && originalMax == o.originalMax &&
            attentionFactor == o.attentionFactor && betaFast == o.betaFast &&
            betaSlow == o.betaSlow && truncate == o.truncate;
   }

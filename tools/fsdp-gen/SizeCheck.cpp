@@ -267,8 +267,8 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
        B = Size::option(n.batch, c.batch);
   // The head size: C / H (at most C, so K x C bounds the kv projections),
   // or head_dim (a size of its own); q is H heads of it (C when C / H).
-  Size hs = c.headDim ? Size::option(n.headDim, c.headDim)
-                      : Size(c.dim / c.heads);
+  Size hs =
+      c.headDim ? Size::option(n.headDim, c.headDim) : Size(c.dim / c.heads);
   Size kv = K * hs, q = c.headDim ? H * hs : C;
   Checker check;
   check.requireTensor("the token table embed_tokens.w (vocab x dim elements)",
@@ -294,8 +294,7 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // table, the head (unless tied) and the final norm.
   Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F +
                Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
-               (c.oBias ? C : Size(0)) +
-               (c.qkNorm ? Size(2) * hs : Size(0));
+               (c.oBias ? C : Size(0)) + (c.qkNorm ? Size(2) * hs : Size(0));
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;
   check.requireBytes("the parameters with their gradients and two AdamW "
@@ -306,12 +305,12 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // MLP's three ffn-wide values and the probabilities; f32 statistics; the
   // embedding, the final norm and the logits.
   Size BT = B * T, BTC = BT * C;
-  Size activations = (BTC * Size(2) + BT * V +
-                      L * (Size(8) * BTC +
-                           Size(c.qkNorm ? 3 : 2) * BT * (q + Size(2) * kv) +
-                           Size(3) * BT * F + B * H * T * T)) *
-                         eb +
-                     (L * Size(3) * BT + Size(2) * BT) * Size(4);
+  Size activations =
+      (BTC * Size(2) + BT * V +
+       L * (Size(8) * BTC + Size(c.qkNorm ? 3 : 2) * BT * (q + Size(2) * kv) +
+            Size(3) * BT * F + B * H * T * T)) *
+          eb +
+      (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
   if (check.error)
     return check.error;

@@ -449,8 +449,8 @@ void describeModel(const fsdp_gen::HFModel &m) {
     llvm::outs() << (c.oBias ? ", q/k/v/o biases" : ", q/k/v biases");
   if (c.qkNorm)
     llvm::outs() << ", q/k norms";
-  llvm::outs() << ", ffn " << c.ffn << ", vocab " << c.vocab
-               << ", rope theta " << c.ropeTheta;
+  llvm::outs() << ", ffn " << c.ffn << ", vocab " << c.vocab << ", rope theta "
+               << c.ropeTheta;
   const fsdp_gen::RopeScalingConfig &r = c.ropeScaling;
   if (r.type != "default") {
     llvm::outs() << ", rope scaling " << r.type << " (factor "

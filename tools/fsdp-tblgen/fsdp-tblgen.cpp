@@ -288,8 +288,7 @@ std::string callArgument(const Kernel &k, StringRef arg,
     return std::string(p->type == "f32"   ? "float"
                        : p->type == "f64" ? "double"
                                           : "int64_t") +
-           "(a.param(\"" +
-           arg.str() + "\"))";
+           "(a.param(\"" + arg.str() + "\"))";
   if (!dims.count(arg.str()))
     fail("is neither a dim of its shape rules nor a parameter");
   return "a.dim(\"" + arg.str() + "\")";

@@ -215,7 +215,8 @@ void PlanBuilder::writeSummary() {
   w.put<uint64_t>(budget ? uint64_t(budget.getInt()) : 0);
   // The model's Hugging Face config (fsdp-gen's; empty: none), which
   // fsdp-run --export DIR writes as config.json.
-  auto config = module->getAttrOfType<StringAttr>(mlir::fsdp::kHFConfigAttrName);
+  auto config =
+      module->getAttrOfType<StringAttr>(mlir::fsdp::kHFConfigAttrName);
   StringRef text = config ? config.getValue() : StringRef();
   w.put<uint32_t>(uint32_t(text.size()));
   w.data.append(text.data(), text.size());

@@ -158,8 +158,13 @@ plan::RopeScaling ropeScaling(int64_t scaling, double factor,
                               double lowFreqFactor, double highFreqFactor,
                               int64_t originalMax, double attentionFactor,
                               double correctionLow, double correctionHigh) {
-  return {scaling,      factor,          lowFreqFactor, highFreqFactor,
-          double(originalMax), attentionFactor, correctionLow,
+  return {scaling,
+          factor,
+          lowFreqFactor,
+          highFreqFactor,
+          double(originalMax),
+          attentionFactor,
+          correctionLow,
           correctionHigh};
 }
 } // namespace
@@ -174,10 +179,9 @@ plan::RopeScaling ropeScaling(int64_t scaling, double factor,
 /// out[i + hs/2] = x[i + hs/2] c + x[i] s. v is copied.
 void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
                  int64_t KV, int64_t hs, float theta, int64_t scaling,
-                 double factor, double low_freq_factor,
-                 double high_freq_factor, int64_t original_max_positions,
-                 double attention_factor, double correction_low,
-                 double correction_high) {
+                 double factor, double low_freq_factor, double high_freq_factor,
+                 int64_t original_max_positions, double attention_factor,
+                 double correction_low, double correction_high) {
   rotate(out, qkv, B, T, H, KV, hs, theta,
          ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
                      original_max_positions, attention_factor, correction_low,

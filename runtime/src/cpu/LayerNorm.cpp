@@ -178,9 +178,9 @@ FSDP_CPU_KERNEL void rmsNormBackward(float *dx, float *dw, const float *dout,
 /// the query heads and kw on the key heads; the KV value heads are copied.
 /// rstd (B x T x (H + KV)) is saved for the backward.
 FSDP_CPU_KERNEL void qkNormForward(float *out, float *rstd, const float *qkv,
-                                   const float *qw, const float *kw,
-                                   int64_t B, int64_t T, int64_t H, int64_t KV,
-                                   int64_t hs, float eps) {
+                                   const float *qw, const float *kw, int64_t B,
+                                   int64_t T, int64_t H, int64_t KV, int64_t hs,
+                                   float eps) {
   const int64_t QK = H + KV, W = (H + 2 * KV) * hs, rows = B * T;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

@@ -5,8 +5,8 @@
 #include "fsdp/runtime/support/RegularFile.h"
 
 #include <algorithm>
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -173,11 +173,11 @@ bool checkTokenHeader(const std::string &path, uint64_t size,
   }
   if (header[2] < 0 || size < kHeaderBytes ||
       (size - kHeaderBytes) / width < uint64_t(header[2])) {
-    error = path + ": truncated token file: the header promises " +
-            std::to_string(header[2]) + " " + (width == 2 ? "uint16" : "uint32") +
-            " tokens, the file holds " +
-            std::to_string(size < kHeaderBytes ? 0
-                                               : (size - kHeaderBytes) / width);
+    error =
+        path + ": truncated token file: the header promises " +
+        std::to_string(header[2]) + " " + (width == 2 ? "uint16" : "uint32") +
+        " tokens, the file holds " +
+        std::to_string(size < kHeaderBytes ? 0 : (size - kHeaderBytes) / width);
     return false;
   }
   return true;

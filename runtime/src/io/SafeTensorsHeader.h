@@ -31,14 +31,14 @@ std::string emitSafeTensorsHeader(const std::vector<TensorToWrite> &tensors,
 /// no absolute path, no ".." component, no empty name), "metadata" an
 /// object if present, no other key but those. False with `why` (without
 /// the index's name).
-bool parseSafeTensorsIndex(const char *text, size_t size,
-                           std::vector<std::pair<std::string, std::string>> &map,
-                           std::string &why);
+bool parseSafeTensorsIndex(
+    const char *text, size_t size,
+    std::vector<std::pair<std::string, std::string>> &map, std::string &why);
 /// The index Hugging Face writes: {"metadata": {"total_size": N},
 /// "weight_map": {tensor: file, ..}}, indented, in the order given.
-std::string
-emitSafeTensorsIndex(uint64_t totalSize,
-                     const std::vector<std::pair<std::string, std::string>> &map);
+std::string emitSafeTensorsIndex(
+    uint64_t totalSize,
+    const std::vector<std::pair<std::string, std::string>> &map);
 /// `config` (a JSON object's text) with "dtype" set to `dtype`
 /// ("float32", "bfloat16"), and "torch_dtype" too where it has one
 /// (transformers 4's name), indented. False with `why` when `config` is

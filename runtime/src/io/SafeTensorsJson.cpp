@@ -219,9 +219,9 @@ bool plainFileName(const std::string &name) {
 }
 } // namespace
 
-bool parseSafeTensorsIndex(const char *text, size_t size,
-                           std::vector<std::pair<std::string, std::string>> &map,
-                           std::string &why) {
+bool parseSafeTensorsIndex(
+    const char *text, size_t size,
+    std::vector<std::pair<std::string, std::string>> &map, std::string &why) {
   json j;
   if (!parseJson(text, size, j, why)) {
     // parseJson speaks of "the header"; this is an index.
@@ -269,9 +269,9 @@ bool parseSafeTensorsIndex(const char *text, size_t size,
   return true;
 }
 
-std::string
-emitSafeTensorsIndex(uint64_t totalSize,
-                     const std::vector<std::pair<std::string, std::string>> &map) {
+std::string emitSafeTensorsIndex(
+    uint64_t totalSize,
+    const std::vector<std::pair<std::string, std::string>> &map) {
   nlohmann::ordered_json weights = nlohmann::ordered_json::object();
   for (const auto &[tensor, file] : map)
     weights[tensor] = file;

@@ -134,11 +134,10 @@ bool splitQkv(const Plan &plan, uint32_t index, const std::string &layer,
   for (auto [name, rows] : {std::pair<const char *, int64_t>{"q_proj", q},
                             {"k_proj", kv},
                             {"v_proj", kv}}) {
-    WeightTensor t =
-        whole(plan, index,
-              "model." + layer + "self_attn." + name +
-                  (bias ? ".bias" : ".weight"),
-              false);
+    WeightTensor t = whole(plan, index,
+                           "model." + layer + "self_attn." + name +
+                               (bias ? ".bias" : ".weight"),
+                           false);
     t.shape = bias ? std::vector<int64_t>{rows}
                    : std::vector<int64_t>{rows, p.shape[1]};
     t.rowBegin = begin;

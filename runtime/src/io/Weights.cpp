@@ -110,9 +110,9 @@ std::string conversions(const std::vector<FileTensor> &tensors) {
   std::string text;
   for (TensorDType d :
        {TensorDType::BF16, TensorDType::F16, TensorDType::F64}) {
-    bool any = std::any_of(
-        tensors.begin(), tensors.end(),
-        [&](const FileTensor &t) { return t.tensor->dtype == d; });
+    bool any =
+        std::any_of(tensors.begin(), tensors.end(),
+                    [&](const FileTensor &t) { return t.tensor->dtype == d; });
     if (any)
       text += std::string(", ") + dtypeName(d) +
               (d == TensorDType::F64 ? " rounded" : " widened") + " to f32";
@@ -216,12 +216,12 @@ bool InitialWeights::openFiles(const std::string &given, std::string &error) {
       held.insert(t.name);
       auto at = tensorShard.find(t.name);
       if (at == tensorShard.end() || at->second != i) {
-        error = files[i]->path() + ": holds tensor '" + t.name +
-                "', which the index " +
-                (at == tensorShard.end()
-                     ? std::string("does not list")
-                     : "maps to " + shardNames[at->second]) +
-                ": the shard and " + path + " disagree";
+        error =
+            files[i]->path() + ": holds tensor '" + t.name +
+            "', which the index " +
+            (at == tensorShard.end() ? std::string("does not list")
+                                     : "maps to " + shardNames[at->second]) +
+            ": the shard and " + path + " disagree";
         return false;
       }
     }
@@ -340,7 +340,7 @@ bool InitialWeights::read(uint32_t param, int64_t begin, int64_t count,
       int64_t c0 = std::max(lo, r * cols) - r * cols;
       int64_t c1 = std::min(hi, (r + 1) * cols) - r * cols;
       s.file->readFloats(*s.tensor, c0 * s.view.rows + (r - s.view.rowBegin),
-                      c1 - c0, s.view.rows, out + (r * cols + c0 - begin));
+                         c1 - c0, s.view.rows, out + (r * cols + c0 - begin));
     }
   }
   return reportNonFinite(param, begin, count, out, error);
@@ -407,8 +407,7 @@ bool exportIsDirectory(const std::string &path) {
   return last.find('.', 1) == std::string::npos;
 }
 
-bool parseByteSize(const std::string &text, uint64_t &bytes,
-                   std::string &why) {
+bool parseByteSize(const std::string &text, uint64_t &bytes, std::string &why) {
   size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
     ++digits;
@@ -498,9 +497,8 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
       exportTensors(plan, spec.naming, nullptr, spec.dtype);
   TensorMetadata metadata = exportMetadata(plan, spec.naming);
   if (!directory) {
-    reserved = files->one.reserve(spec.path, "weights",
-                                  safeTensorsFileBytes(tensors, metadata),
-                                  error);
+    reserved = files->one.reserve(
+        spec.path, "weights", safeTensorsFileBytes(tensors, metadata), error);
     return reserved;
   }
   struct stat info;
@@ -515,8 +513,8 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
   }
   if (lstat(spec.path.c_str(), &info) != 0 &&
       mkdir(spec.path.c_str(), 0755) != 0) {
-    error = spec.path + ": cannot create the export directory: " +
-            std::strerror(errno);
+    error = spec.path +
+            ": cannot create the export directory: " + std::strerror(errno);
     return false;
   }
   // Hugging Face's rule (split_torch_state_dict_into_shards): tensors in
@@ -552,8 +550,8 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
       for (size_t i : files->shards[s])
         map.emplace_back(tensors[i].name, files->names[s]);
     files->indexText = emitSafeTensorsIndex(total, map);
-    if (!files->index.reserve(joinPath(spec.path, kIndexName),
-                              "weights index", files->indexText.size(), error))
+    if (!files->index.reserve(joinPath(spec.path, kIndexName), "weights index",
+                              files->indexText.size(), error))
       return false;
   }
   if (plan.modelConfig.empty())
@@ -570,8 +568,7 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
       return false;
     }
     if (!files->config.reserve(joinPath(spec.path, "config.json"),
-                               "model config", files->configText.size(),
-                               error))
+                               "model config", files->configText.size(), error))
       return false;
   }
   reserved = true;
@@ -594,9 +591,12 @@ bool WeightsExport::write(const Plan &plan,
       return false;
   }
   auto text = [](const std::string &t) {
-    return [&t](std::ostream &out) { out.write(t.data(), std::streamsize(t.size())); };
+    return [&t](std::ostream &out) {
+      out.write(t.data(), std::streamsize(t.size()));
+    };
   };
-  if (files->index.active() && !files->index.write(text(files->indexText), error))
+  if (files->index.active() &&
+      !files->index.write(text(files->indexText), error))
     return false;
   if (files->config.active() &&
       !files->config.write(text(files->configText), error))
@@ -626,11 +626,10 @@ std::string WeightsExport::summary() const {
   if (!directory)
     return spec.path + dtype;
   size_t n = files->shards.size();
-  std::string text =
-      n == 1 ? std::string(kSingleName)
-             : std::to_string(n) + " shards of at most " +
-                   std::to_string(spec.shardBytes) + " bytes and " +
-                   kIndexName;
+  std::string text = n == 1 ? std::string(kSingleName)
+                            : std::to_string(n) + " shards of at most " +
+                                  std::to_string(spec.shardBytes) +
+                                  " bytes and " + kIndexName;
   text += files->configText.empty() ? "" : ", config.json";
   return text + " in " + spec.path + dtype;
 }

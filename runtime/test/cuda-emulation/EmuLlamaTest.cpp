@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/RopeScaling.h"
 #include "EmulationCheck.h"
+#include "fsdp/runtime/RopeScaling.h"
 
 #include <cmath>
 #include <cstdio>
@@ -108,14 +108,26 @@ static void testRope(int B, int T, int H, int KV, int hs, float theta, int off,
   auto x = randv(n, rng, -2, 2);
   roundTo<E>(x);
   std::vector<float> rf(n), rb(n);
-  cp::ropeForward(rf.data(), x.data(), B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
-  cp::ropeBackward(rb.data(), x.data(), B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
+  cp::ropeForward(rf.data(), x.data(), B, T, H, KV, hs, theta, sc.kind,
+                  sc.factor, sc.lowFreqFactor, sc.highFreqFactor,
+                  int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow,
+                  sc.correctionHigh);
+  cp::ropeBackward(rb.data(), x.data(), B, T, H, KV, hs, theta, sc.kind,
+                   sc.factor, sc.lowFreqFactor, sc.highFreqFactor,
+                   int64_t(sc.originalMax), sc.attentionFactor,
+                   sc.correctionLow, sc.correctionHigh);
   roundTo<E>(rf), roundTo<E>(rb);
   Outs o = runOrders(nm, [&]() -> Outs {
     BufT<E> f(n, off), b(n, off), bx(n, off);
     bx.set(x);
-    cu::ropeForward(ctx, f.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
-    cu::ropeBackward(ctx, b.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor, sc.lowFreqFactor, sc.highFreqFactor, int64_t(sc.originalMax), sc.attentionFactor, sc.correctionLow, sc.correctionHigh);
+    cu::ropeForward(ctx, f.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor,
+                    sc.lowFreqFactor, sc.highFreqFactor,
+                    int64_t(sc.originalMax), sc.attentionFactor,
+                    sc.correctionLow, sc.correctionHigh);
+    cu::ropeBackward(ctx, b.p, bx.p, B, T, H, KV, hs, theta, sc.kind, sc.factor,
+                     sc.lowFreqFactor, sc.highFreqFactor,
+                     int64_t(sc.originalMax), sc.attentionFactor,
+                     sc.correctionLow, sc.correctionHigh);
     checkCanary(nm, f), checkCanary(nm, b);
     return {f.vec(), b.vec()};
   });
@@ -182,7 +194,8 @@ static void testQkNorm(int B, int T, int H, int KV, int hs, int off,
   // The values copied forward and their gradient passed through.
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = QK * hs; j < W; ++j)
-      if (rout[r * W + j] != x[r * W + j] || rdx[r * W + j] != dout[r * W + j]) {
+      if (rout[r * W + j] != x[r * W + j] ||
+          rdx[r * W + j] != dout[r * W + j]) {
         printf("FAIL %s: v not copied at row %lld\n", nm, (long long)r);
         ++gFailures;
         break;
@@ -233,7 +246,7 @@ void groupLlama(unsigned &) {
   testRope(2, 9, 2, 2, 8, 500000.0f, 1, seed++, {3, 4, 1, 4, 0, 1.2, 1, 3});
   testQkNorm(2, 5, 2, 2, 8, 0, seed++);
   testQkNorm(1, 7, 4, 2, 6, 1, seed++);
-  testQkNorm(3, 4, 3, 1, 33, 0, seed++); // hs past a warp
+  testQkNorm(3, 4, 3, 1, 33, 0, seed++);   // hs past a warp
   testQkNorm(1, 40, 4, 1, 128, 1, seed++); // Qwen3's head size
   testQkNorm(0, 4, 2, 2, 4, 0, seed++);    // empty
   // bf16: loaded bf16, computed in float, rounded once.
@@ -244,7 +257,8 @@ void groupLlama(unsigned &) {
     testSwiGlu<BF16>(n, n % 2, seed++);
   testRope<BF16>(2, 5, 2, 2, 8, 10000.0f, 0, seed++);
   testRope<BF16>(1, 300, 4, 2, 16, 500000.0f, 1, seed++);
-  testRope<BF16>(1, 12, 2, 1, 16, 10000.0f, 0, seed++, {2, 8, 1, 4, 4, 1, 0, 0});
+  testRope<BF16>(1, 12, 2, 1, 16, 10000.0f, 0, seed++,
+                 {2, 8, 1, 4, 4, 1, 0, 0});
   testQkNorm<BF16>(2, 5, 4, 2, 16, 1, seed++);
   printf("llama done (%d failures so far)\n", gFailures);
 }

@@ -254,8 +254,7 @@ bool parseOutputOption(ArgCursor &c, Options &o) {
   } else if (arg == "--export-dtype") {
     o.exportDType = c.value();
     if (o.exportDType != "f32" && o.exportDType != "bf16")
-      die("--export-dtype expects f32 or bf16, got '" + o.exportDType + "'",
-          2);
+      die("--export-dtype expects f32 or bf16, got '" + o.exportDType + "'", 2);
   } else if (arg == "--export-shard-size") {
     std::string why;
     if (!parseByteSize(c.value(), o.exportShardBytes, why))
@@ -350,7 +349,8 @@ Options parseOptions(int argc, char **argv) {
     die(o.exportPath.empty()
             ? std::string("--export-shard-size needs --export DIR")
             : "--export-shard-size shards a directory export; --export " +
-                  o.exportPath + " is one file (a path without an extension, "
+                  o.exportPath +
+                  " is one file (a path without an extension, "
                   "or ending in '/', is a directory)",
         2);
   for (const auto &[flag, path] :

@@ -60,26 +60,32 @@ static LogicalResult verifyRopeScaling(RopeLike op) {
   Builder b(op.getContext());
   using K = RopeScaling;
   Use uses[] = {
-      {"factor", isSet("factor", b.getF64FloatAttr(1.0)),
+      {"factor",
+       isSet("factor", b.getF64FloatAttr(1.0)),
        {K::Linear, K::Llama3, K::Yarn}},
-      {"low_freq_factor", isSet("low_freq_factor", b.getF64FloatAttr(1.0)),
+      {"low_freq_factor",
+       isSet("low_freq_factor", b.getF64FloatAttr(1.0)),
        {K::Llama3}},
-      {"high_freq_factor", isSet("high_freq_factor", b.getF64FloatAttr(4.0)),
+      {"high_freq_factor",
+       isSet("high_freq_factor", b.getF64FloatAttr(4.0)),
        {K::Llama3}},
       {"original_max_positions",
-       isSet("original_max_positions", b.getI64IntegerAttr(0)), {K::Llama3}},
-      {"attention_factor", isSet("attention_factor", b.getF64FloatAttr(1.0)),
+       isSet("original_max_positions", b.getI64IntegerAttr(0)),
+       {K::Llama3}},
+      {"attention_factor",
+       isSet("attention_factor", b.getF64FloatAttr(1.0)),
        {K::Yarn}},
-      {"correction_low", isSet("correction_low", b.getF64FloatAttr(0.0)),
+      {"correction_low",
+       isSet("correction_low", b.getF64FloatAttr(0.0)),
        {K::Yarn}},
-      {"correction_high", isSet("correction_high", b.getF64FloatAttr(0.0)),
+      {"correction_high",
+       isSet("correction_high", b.getF64FloatAttr(0.0)),
        {K::Yarn}},
   };
   for (const Use &use : uses)
     if (use.set && !llvm::is_contained(use.kinds, kind))
-      return op.emitOpError()
-             << "'" << use.name << "' is not read by scaling '" << kindName
-             << "': leave it out";
+      return op.emitOpError() << "'" << use.name << "' is not read by scaling '"
+                              << kindName << "': leave it out";
   // The values' ranges are the kernel's (RopeScaling.h's
   // ropeScalingError, which the plan loader also asks): KernelOpInterface's
   // verifier checks them with the shapes, before this one.

@@ -1,4 +1,5 @@
-//===- RopeScaling.h - rope's frequencies, shared by every backend -*- C++ -*-===//
+//===- RopeScaling.h - rope's frequencies, shared by every backend -*- C++
+//-*-===//
 //
 // The inverse frequencies of rotary embeddings with Hugging Face's rope
 // scaling (transformers' modeling_rope_utils.py: `default`, `linear`,
@@ -49,14 +50,14 @@ enum class RopeScalingKind : int64_t {
 /// The scaling parameters of one rope instruction (the kernel's parameters
 /// after heads, kv_heads and theta; unused ones keep their defaults).
 struct RopeScaling {
-  int64_t kind = 0;            ///< a RopeScalingKind
-  double factor = 1;           ///< linear, llama3, yarn
-  double lowFreqFactor = 1;    ///< llama3
-  double highFreqFactor = 4;   ///< llama3
-  double originalMax = 0;      ///< llama3: original_max_position_embeddings
-  double attentionFactor = 1;  ///< yarn: cos and sin are multiplied by it
-  double correctionLow = 0;    ///< yarn: the ramp's start (a pair index)
-  double correctionHigh = 0;   ///< yarn: the ramp's end
+  int64_t kind = 0;           ///< a RopeScalingKind
+  double factor = 1;          ///< linear, llama3, yarn
+  double lowFreqFactor = 1;   ///< llama3
+  double highFreqFactor = 4;  ///< llama3
+  double originalMax = 0;     ///< llama3: original_max_position_embeddings
+  double attentionFactor = 1; ///< yarn: cos and sin are multiplied by it
+  double correctionLow = 0;   ///< yarn: the ramp's start (a pair index)
+  double correctionHigh = 0;  ///< yarn: the ramp's end
 };
 
 /// Hugging Face's inverse frequency of pair i of a head of hs elements
@@ -145,8 +146,8 @@ inline const char *ropeScalingError(const RopeScaling &s) {
 /// dim * log(original / (beta * 2 pi)) / (2 log theta), floored (low) and
 /// ceiled (high) when `truncate`, clamped to [0, dim - 1].
 inline void yarnCorrectionRange(double betaFast, double betaSlow, int64_t dim,
-                                double theta, double originalMax,
-                                bool truncate, double &low, double &high) {
+                                double theta, double originalMax, bool truncate,
+                                double &low, double &high) {
   auto correctionDim = [&](double rotations) {
     return (double(dim) * std::log(originalMax / (rotations * kRopeTwoPi))) /
            (2 * std::log(theta));

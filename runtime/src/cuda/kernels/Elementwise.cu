@@ -164,8 +164,13 @@ plan::RopeScaling ropeScaling(int64_t scaling, double factor,
                               double lowFreqFactor, double highFreqFactor,
                               int64_t originalMax, double attentionFactor,
                               double correctionLow, double correctionHigh) {
-  return {scaling,      factor,          lowFreqFactor, highFreqFactor,
-          double(originalMax), attentionFactor, correctionLow,
+  return {scaling,
+          factor,
+          lowFreqFactor,
+          highFreqFactor,
+          double(originalMax),
+          attentionFactor,
+          correctionLow,
           correctionHigh};
 }
 

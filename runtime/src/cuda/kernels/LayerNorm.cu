@@ -328,10 +328,9 @@ void qkNormForward(const Context &ctx, E *out, float *rstd, const E *qkv,
 
 /// dqkv (B x T x W), dqw and dkw (hs each) overwritten; deterministic.
 template <typename E>
-void qkNormBackward(const Context &ctx, E *dqkv, E *dqw, E *dkw,
-                    const E *dout, const E *qkv, const E *qw, const E *kw,
-                    const float *rstd, int64_t B, int64_t T, int64_t H,
-                    int64_t KV, int64_t hs) {
+void qkNormBackward(const Context &ctx, E *dqkv, E *dqw, E *dkw, const E *dout,
+                    const E *qkv, const E *qw, const E *kw, const float *rstd,
+                    int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   const int64_t rows = B * T;
   if (hs <= 0)
     return;
@@ -361,10 +360,9 @@ void qkNormBackward(const Context &ctx, E *dqkv, E *dqw, E *dkw,
   template void qkNormForward<E>(const Context &, E *, float *, const E *,     \
                                  const E *, const E *, int64_t, int64_t,       \
                                  int64_t, int64_t, int64_t, float);            \
-  template void qkNormBackward<E>(const Context &, E *, E *, E *, const E *,   \
-                                  const E *, const E *, const E *,             \
-                                  const float *, int64_t, int64_t, int64_t,    \
-                                  int64_t, int64_t);
+  template void qkNormBackward<E>(                                             \
+      const Context &, E *, E *, E *, const E *, const E *, const E *,         \
+      const E *, const float *, int64_t, int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

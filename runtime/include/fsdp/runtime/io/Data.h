@@ -95,8 +95,8 @@ private:
   int fd = -1;
   std::string source_;
   bool tokenFile = false;
-  /// Bytes per id (1: bytes, 2 or 4: llm.c's uint16 or uint32), where the ids start, and
-  /// how many there are.
+  /// Bytes per id (1: bytes, 2 or 4: llm.c's uint16 or uint32), where the ids
+  /// start, and how many there are.
   uint64_t width = 1, offset = 0, count = 0;
   uint64_t fingerprint_ = 0;
   int64_t largest = 0;
