@@ -162,6 +162,123 @@ void readGPT2(KeyReader &r, HFModel &m) {
     r.ignore(key);
 }
 
+/// One rope_scaling / rope_parameters object being read: its members and
+/// the errors, reported through the config's KeyReader under `key`.
+struct RopeObject {
+  KeyReader &r;
+  const char *key;
+  const json &v;
+  std::string kind = "default";
+  bool ok = true;
+
+  /// The member `name`, null for absent or JSON null.
+  const json *get(const char *name) const {
+    auto it = v.find(name);
+    return it == v.end() || it->is_null() ? nullptr : &*it;
+  }
+  void bad(const std::string &why) {
+    r.bad(key, why);
+    ok = false;
+  }
+  bool fail(const std::string &why) {
+    bad(why);
+    return false;
+  }
+  /// A positive, finite number into `to` (`required`: absent is an error;
+  /// else `to` keeps its fallback).
+  void number(const char *name, double &to, bool required) {
+    const json *n = get(name);
+    if (!n) {
+      if (required)
+        bad("has no '" + std::string(name) + "', which rope_type \"" + kind +
+            "\" needs");
+      return;
+    }
+    if (!n->is_number() || !(n->get<double>() > 0.0) ||
+        std::isinf(n->get<double>()))
+      return bad("has " + std::string(name) + " " + n->dump() +
+                 ": it must be a positive number");
+    to = n->get<double>();
+  }
+  /// A number `name` read only when present and not 0 (transformers'
+  /// `beta_fast or 32`: a 0 means the fallback).
+  void nonZeroNumber(const char *name, double &to) {
+    if (const json *n = get(name); n && *n != json(0))
+      number(name, to, false);
+  }
+
+  /// rope_type (or the older `type`) into `kind`: one fsdp-gen builds.
+  bool readKind() {
+    const json *type = get("rope_type"), *oldType = get("type");
+    if (type && oldType && *type != *oldType)
+      return fail("has rope_type " + type->dump() + " and type " +
+                  oldType->dump());
+    if (!type)
+      type = oldType;
+    if (type) {
+      if (!type->is_string())
+        return fail("has rope_type " + type->dump() + ": not a string");
+      kind = type->get<std::string>();
+    }
+    if (kind != "default" && kind != "linear" && kind != "llama3" &&
+        kind != "yarn")
+      return fail("has rope_type \"" + kind +
+                  "\"; fsdp-gen builds \"default\", \"linear\", \"llama3\" "
+                  "and \"yarn\"");
+    return true;
+  }
+
+  /// Every member is one `kind` takes, and partial_rotary_factor is 1.
+  bool checkMembers() {
+    std::set<std::string> takes = {"rope_type", "type", "rope_theta",
+                                   "partial_rotary_factor"};
+    if (kind != "default")
+      takes.insert("factor");
+    if (kind == "llama3" || kind == "yarn")
+      takes.insert("original_max_position_embeddings");
+    if (kind == "llama3")
+      takes.insert({"low_freq_factor", "high_freq_factor"});
+    if (kind == "yarn")
+      takes.insert({"attention_factor", "beta_fast", "beta_slow", "mscale",
+                    "mscale_all_dim", "truncate"});
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (!takes.count(it.key()))
+        return fail("has '" + it.key() + "', which rope_type \"" + kind +
+                    "\" does not take");
+    if (const json *p = get("partial_rotary_factor"))
+      if (!p->is_number() || p->get<double>() != 1.0)
+        return fail("has partial_rotary_factor " + p->dump() +
+                    "; fsdp-gen rotates whole heads only (1.0)");
+    return true;
+  }
+
+  void readLlama3(RopeScalingConfig &out) {
+    number("low_freq_factor", out.lowFreqFactor, true);
+    number("high_freq_factor", out.highFreqFactor, true);
+    if (ok && !(out.highFreqFactor > out.lowFreqFactor))
+      bad("has high_freq_factor " + json(out.highFreqFactor).dump() +
+          ", not above low_freq_factor " + json(out.lowFreqFactor).dump());
+  }
+
+  void readYarn(RopeScalingConfig &out) {
+    nonZeroNumber("beta_fast", out.betaFast);
+    nonZeroNumber("beta_slow", out.betaSlow);
+    if (const json *t = get("truncate")) {
+      if (!t->is_boolean())
+        return bad("has truncate " + t->dump() + ": not a boolean");
+      out.truncate = t->get<bool>();
+    }
+    double mscale = 0, mscaleAllDim = 0;
+    nonZeroNumber("mscale", mscale);
+    nonZeroNumber("mscale_all_dim", mscaleAllDim);
+    if (get("attention_factor"))
+      number("attention_factor", out.attentionFactor, false);
+    else
+      out.attentionFactor =
+          yarnAttentionFactor(out.factor, mscale, mscaleAllDim);
+  }
+};
+
 /// Reads one rope object: transformers 4.x's rope_scaling or 5.x's
 /// rope_parameters (which also holds rope_theta), `key` naming it in
 /// errors. `rope_type` (4.x also `type`) is default, linear, llama3 or yarn,
@@ -174,115 +291,29 @@ void readRopeObject(KeyReader &r, const char *key, const json &v,
                     const json *&theta) {
   if (!v.is_object())
     return r.bad(key, "must be an object or null, got " + v.dump());
-  auto get = [&](const char *name) -> const json * {
-    auto it = v.find(name);
-    return it == v.end() || it->is_null() ? nullptr : &*it;
-  };
-  const json *type = get("rope_type"), *oldType = get("type");
-  if (type && oldType && *type != *oldType)
-    return r.bad(key, "has rope_type " + type->dump() + " and type " +
-                          oldType->dump());
-  if (!type)
-    type = oldType;
-  std::string kind = "default";
-  if (type) {
-    if (!type->is_string())
-      return r.bad(key, "has rope_type " + type->dump() + ": not a string");
-    kind = type->get<std::string>();
-  }
-  if (kind != "default" && kind != "linear" && kind != "llama3" &&
-      kind != "yarn")
-    return r.bad(key, "has rope_type \"" + kind +
-                          "\"; fsdp-gen builds \"default\", \"linear\", "
-                          "\"llama3\" and \"yarn\"");
+  RopeObject rope{r, key, v};
+  if (!rope.readKind() || !rope.checkMembers())
+    return;
   out = RopeScalingConfig();
-  out.type = kind;
-  std::set<std::string> takes = {"rope_type", "type", "rope_theta",
-                                 "partial_rotary_factor"};
-  if (kind != "default")
-    takes.insert("factor");
-  if (kind == "llama3" || kind == "yarn")
-    takes.insert("original_max_position_embeddings");
-  if (kind == "llama3")
-    takes.insert({"low_freq_factor", "high_freq_factor"});
-  if (kind == "yarn")
-    takes.insert({"attention_factor", "beta_fast", "beta_slow", "mscale",
-                  "mscale_all_dim", "truncate"});
-  for (auto it = v.begin(); it != v.end(); ++it)
-    if (!takes.count(it.key()))
-      return r.bad(key, "has '" + it.key() + "', which rope_type \"" + kind +
-                            "\" does not take");
-  // A positive, finite number (`required`), else `fallback`.
-  bool ok = true;
-  auto number = [&](const char *name, double &to, bool required) {
-    const json *n = get(name);
-    if (!n) {
-      if (required) {
-        r.bad(key, "has no '" + std::string(name) + "', which rope_type \"" +
-                       kind + "\" needs");
-        ok = false;
-      }
-      return;
-    }
-    if (!n->is_number() || !(n->get<double>() > 0.0) ||
-        std::isinf(n->get<double>())) {
-      r.bad(key, "has " + std::string(name) + " " + n->dump() +
-                     ": it must be a positive number");
-      ok = false;
-      return;
-    }
-    to = n->get<double>();
-  };
-  if (const json *p = get("partial_rotary_factor"))
-    if (!p->is_number() || p->get<double>() != 1.0)
-      return r.bad(key, "has partial_rotary_factor " + p->dump() +
-                            "; fsdp-gen rotates whole heads only (1.0)");
-  theta = get("rope_theta");
-  if (kind == "default")
+  out.type = rope.kind;
+  theta = rope.get("rope_theta");
+  if (rope.kind == "default")
     return;
   out.originalMax = maxPositions;
-  if (kind == "llama3" || kind == "yarn") {
-    if (const json *o = get("original_max_position_embeddings")) {
-      if (!o->is_number_integer() || o->get<int64_t>() <= 0)
-        return r.bad(key, "has original_max_position_embeddings " + o->dump() +
-                              ": it must be a positive integer");
-      out.originalMax = o->get<int64_t>();
-    }
+  if (const json *o = rope.get("original_max_position_embeddings");
+      o && (rope.kind == "llama3" || rope.kind == "yarn")) {
+    if (!o->is_number_integer() || o->get<int64_t>() <= 0)
+      return rope.bad("has original_max_position_embeddings " + o->dump() +
+                      ": it must be a positive integer");
+    out.originalMax = o->get<int64_t>();
   }
-  number("factor", out.factor, kind != "yarn");
-  if (kind == "yarn" && !get("factor"))
+  rope.number("factor", out.factor, rope.kind != "yarn");
+  if (rope.kind == "yarn" && !rope.get("factor"))
     out.factor = double(maxPositions) / double(out.originalMax);
-  if (kind == "llama3") {
-    number("low_freq_factor", out.lowFreqFactor, true);
-    number("high_freq_factor", out.highFreqFactor, true);
-    if (ok && !(out.highFreqFactor > out.lowFreqFactor))
-      return r.bad(key, "has high_freq_factor " +
-                            json(out.highFreqFactor).dump() +
-                            ", not above low_freq_factor " +
-                            json(out.lowFreqFactor).dump());
-  }
-  if (kind == "yarn") {
-    // transformers: `beta_fast or 32`, `beta_slow or 1`.
-    if (const json *b = get("beta_fast"); b && *b != json(0))
-      number("beta_fast", out.betaFast, false);
-    if (const json *b = get("beta_slow"); b && *b != json(0))
-      number("beta_slow", out.betaSlow, false);
-    if (const json *t = get("truncate")) {
-      if (!t->is_boolean())
-        return r.bad(key, "has truncate " + t->dump() + ": not a boolean");
-      out.truncate = t->get<bool>();
-    }
-    double mscale = 0, mscaleAllDim = 0;
-    if (const json *m = get("mscale"); m && *m != json(0))
-      number("mscale", mscale, false);
-    if (const json *m = get("mscale_all_dim"); m && *m != json(0))
-      number("mscale_all_dim", mscaleAllDim, false);
-    if (get("attention_factor"))
-      number("attention_factor", out.attentionFactor, false);
-    else
-      out.attentionFactor =
-          yarnAttentionFactor(out.factor, mscale, mscaleAllDim);
-  }
+  if (rope.kind == "llama3")
+    rope.readLlama3(out);
+  if (rope.kind == "yarn")
+    rope.readYarn(out);
 }
 
 /// Rotary embeddings' theta and scaling: transformers 4.x's top-level

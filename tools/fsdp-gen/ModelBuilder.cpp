@@ -154,6 +154,88 @@ OwningOpRef<ModuleOp> fsdp_gen::buildGPT2(MLIRContext &context,
   return f.finish(loss);
 }
 
+/// Llama's rope over the fused q, k and v with the config's scaling;
+/// attributes a kind does not read are left out (their defaults). yarn's
+/// correction range is computed here, in double as transformers does
+/// (RopeScaling.h).
+static Value llamaRope(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
+                       Value qkv) {
+  const fsdp_gen::RopeScalingConfig &s = c.ropeScaling;
+  auto op =
+      RopeOp::create(f.builder, f.loc, qkv.getType(), qkv,
+                     f.builder.getI64IntegerAttr(c.heads),
+                     f.builder.getI64IntegerAttr(c.kvHeads),
+                     f.builder.getF32FloatAttr(float(c.ropeTheta)),
+                     RopeScalingAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
+                     IntegerAttr(), FloatAttr(), FloatAttr(), FloatAttr());
+  auto f64 = [&](double v) { return f.builder.getF64FloatAttr(v); };
+  RopeScaling kind = *symbolizeRopeScaling(s.type);
+  if (kind == RopeScaling::Default)
+    return op;
+  op.setScalingAttr(RopeScalingAttr::get(f.builder.getContext(), kind));
+  op.setFactorAttr(f64(s.factor));
+  if (kind == RopeScaling::Llama3) {
+    op.setLowFreqFactorAttr(f64(s.lowFreqFactor));
+    op.setHighFreqFactorAttr(f64(s.highFreqFactor));
+    op.setOriginalMaxPositionsAttr(f.builder.getI64IntegerAttr(s.originalMax));
+  }
+  if (kind == RopeScaling::Yarn) {
+    double low = 0, high = 0;
+    ::fsdp::plan::yarnCorrectionRange(s.betaFast, s.betaSlow, c.headSize(),
+                                      c.ropeTheta, double(s.originalMax),
+                                      s.truncate, low, high);
+    op.setAttentionFactorAttr(f64(s.attentionFactor));
+    op.setCorrectionLowAttr(f64(low));
+    op.setCorrectionHighAttr(f64(high));
+  }
+  return op;
+}
+
+/// One layer's attention sublayer on the normed `h`, up to o_proj's output:
+/// fused q, k, v (Qwen2's biases), Qwen3's per-head q/k norm, rope,
+/// attention (Mistral's window), o_proj. The head size is head_dim where
+/// the config gives one (Qwen3): the attention's output is heads x hs
+/// wide, which o_proj takes back to C.
+static Value llamaAttention(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
+                            Value h, const std::string &p, InitAttr weight) {
+  Type f32 = f.builder.getF32Type();
+  int64_t C = c.dim, hs = c.headSize(), qWidth = c.heads * hs,
+          qkvWidth = qWidth + 2 * c.kvHeads * hs;
+  IntegerAttr heads = f.builder.getI64IntegerAttr(c.heads);
+  IntegerAttr kvHeads = f.builder.getI64IntegerAttr(c.kvHeads);
+  // Qwen2's q, k and v biases: one bias of the fused rows (zeros, as
+  // Hugging Face initialises them).
+  Value qkvW = f.param(p + "self_attn.qkv_proj.w", {qkvWidth, C}, weight);
+  Value qkvB = c.qkvBias
+                   ? f.param(p + "self_attn.qkv_proj.b", {qkvWidth}, f.zeros())
+                   : Value();
+  Value qkv = f.linear(h, qkvW, qkvB);
+  if (c.qkNorm) {
+    // Qwen3: RMSNorm over each q and k head, then rope.
+    Value qn = f.param(p + "self_attn.q_norm.w", {hs}, f.ones());
+    Value kn = f.param(p + "self_attn.k_norm.w", {hs}, f.ones());
+    qkv = QkNormOp::create(f.builder, f.loc, qkv.getType(),
+                           f.tensor({c.batch, c.seq, c.heads + c.kvHeads}, f32),
+                           qkv, qn, kn, heads, kvHeads,
+                           f.builder.getF32FloatAttr(float(c.normEps)))
+              .getResult();
+  }
+  // Mistral's sliding window; none (no attribute) for a Llama. A window
+  // of seq or more is kept: the kernels run it as full causal attention.
+  IntegerAttr window =
+      c.window > 0 ? f.builder.getI64IntegerAttr(c.window) : IntegerAttr();
+  Value attn =
+      AttentionOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, qWidth}),
+                          f.tensor({c.batch, c.heads, c.seq, c.seq}),
+                          llamaRope(f, c, qkv), heads, AttentionImplAttr(),
+                          kvHeads, window)
+          .getResult();
+  Value oW = f.param(p + "self_attn.o_proj.w", {C, qWidth}, weight);
+  Value oB =
+      c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros()) : Value();
+  return f.linear(attn, oW, oB);
+}
+
 OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
                                            const LlamaConfig &c, Type element) {
   ForwardBuilder f(context, element);
@@ -163,10 +245,7 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   // Hugging Face's initialisation: every weight normal(initializer_range),
   // norm gains one. Names follow a checkpoint's (q, k and v fused).
   InitAttr weight = f.normal(c.initStd);
-  // The head size is head_dim where the config gives one (Qwen3): the
-  // attention's output is heads x hs wide, which o_proj takes back to C.
-  int64_t C = c.dim, hs = c.headSize(), qWidth = c.heads * hs,
-          qkvWidth = qWidth + 2 * c.kvHeads * hs;
+  int64_t C = c.dim;
   auto rmsNorm = [&](Value x, const std::string &name) {
     Value w = f.param(name, {C}, f.ones());
     auto xt = llvm::cast<RankedTensorType>(x.getType());
@@ -178,78 +257,13 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   auto proj = [&](Value x, const std::string &name, int64_t out, int64_t in) {
     return f.linear(x, f.param(name, {out, in}, weight), Value());
   };
-  IntegerAttr heads = f.builder.getI64IntegerAttr(c.heads);
-  IntegerAttr kvHeads = f.builder.getI64IntegerAttr(c.kvHeads);
-  // Rope with the config's scaling; attributes a kind does not read are
-  // left out (their defaults). yarn's correction range is computed here,
-  // in double as transformers does (RopeScaling.h).
-  auto rope = [&](Value qkv) -> Value {
-    const RopeScalingConfig &s = c.ropeScaling;
-    auto op =
-        RopeOp::create(f.builder, f.loc, qkv.getType(), qkv, heads, kvHeads,
-                       f.builder.getF32FloatAttr(float(c.ropeTheta)),
-                       RopeScalingAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
-                       IntegerAttr(), FloatAttr(), FloatAttr(), FloatAttr());
-    auto f64 = [&](double v) { return f.builder.getF64FloatAttr(v); };
-    RopeScaling kind = *symbolizeRopeScaling(s.type);
-    if (kind == RopeScaling::Default)
-      return op;
-    op.setScalingAttr(RopeScalingAttr::get(f.builder.getContext(), kind));
-    op.setFactorAttr(f64(s.factor));
-    if (kind == RopeScaling::Llama3) {
-      op.setLowFreqFactorAttr(f64(s.lowFreqFactor));
-      op.setHighFreqFactorAttr(f64(s.highFreqFactor));
-      op.setOriginalMaxPositionsAttr(
-          f.builder.getI64IntegerAttr(s.originalMax));
-    }
-    if (kind == RopeScaling::Yarn) {
-      double low = 0, high = 0;
-      ::fsdp::plan::yarnCorrectionRange(s.betaFast, s.betaSlow, hs, c.ropeTheta,
-                                        double(s.originalMax), s.truncate, low,
-                                        high);
-      op.setAttentionFactorAttr(f64(s.attentionFactor));
-      op.setCorrectionLowAttr(f64(low));
-      op.setCorrectionHighAttr(f64(high));
-    }
-    return op;
-  };
-  // Mistral's sliding window; none (no attribute) for a Llama. A window
-  // of seq or more is kept: the kernels run it as full causal attention.
-  IntegerAttr window =
-      c.window > 0 ? f.builder.getI64IntegerAttr(c.window) : IntegerAttr();
   Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 args[0], wte, Value());
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     Value h = rmsNorm(x, p + "input_layernorm.w");
-    // Qwen2's q, k and v biases: one bias of the fused rows (zeros, as
-    // Hugging Face initialises them).
-    Value qkvW = f.param(p + "self_attn.qkv_proj.w", {qkvWidth, C}, weight);
-    Value qkvB =
-        c.qkvBias ? f.param(p + "self_attn.qkv_proj.b", {qkvWidth}, f.zeros())
-                  : Value();
-    Value qkv = f.linear(h, qkvW, qkvB);
-    if (c.qkNorm) {
-      // Qwen3: RMSNorm over each q and k head, then rope.
-      Value qn = f.param(p + "self_attn.q_norm.w", {hs}, f.ones());
-      Value kn = f.param(p + "self_attn.k_norm.w", {hs}, f.ones());
-      qkv = QkNormOp::create(
-                f.builder, f.loc, qkv.getType(),
-                f.tensor({c.batch, c.seq, c.heads + c.kvHeads}, f32), qkv, qn,
-                kn, heads, kvHeads, f.builder.getF32FloatAttr(float(c.normEps)))
-                .getResult();
-    }
-    Value rotated = rope(qkv);
-    Value attn = AttentionOp::create(
-                     f.builder, f.loc, f.tensor({c.batch, c.seq, qWidth}),
-                     f.tensor({c.batch, c.heads, c.seq, c.seq}), rotated, heads,
-                     AttentionImplAttr(), kvHeads, window)
-                     .getResult();
-    Value oW = f.param(p + "self_attn.o_proj.w", {C, qWidth}, weight);
-    Value oB =
-        c.oBias ? f.param(p + "self_attn.o_proj.b", {C}, f.zeros()) : Value();
-    x = AddOp::create(f.builder, f.loc, x, f.linear(attn, oW, oB));
+    x = AddOp::create(f.builder, f.loc, x, llamaAttention(f, c, h, p, weight));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
     Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);

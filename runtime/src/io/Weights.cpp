@@ -486,6 +486,101 @@ struct WeightsExport::Files {
 WeightsExport::WeightsExport() = default;
 WeightsExport::~WeightsExport() = default;
 
+namespace {
+/// Makes `path` the export directory (creating it if absent); an existing
+/// non-directory or a symbolic link there is an error.
+bool prepareExportDirectory(const std::string &path, std::string &error) {
+  struct stat info;
+  if (lstat(path.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) {
+    // A symbolic link to a directory is not followed (as no output is).
+    error = path + ": " +
+            (S_ISLNK(info.st_mode) ? "is a symbolic link"
+                                   : "exists and is not a directory") +
+            "; --export writes a directory here (name the path "
+            "NAME.safetensors for one file)";
+    return false;
+  }
+  if (lstat(path.c_str(), &info) != 0 && mkdir(path.c_str(), 0755) != 0) {
+    error =
+        path + ": cannot create the export directory: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+/// Hugging Face's rule (split_torch_state_dict_into_shards): tensors in
+/// order, a new shard when the next would take this one past `shardBytes`.
+/// Returns the tensor indices per shard; `total` is every tensor's bytes.
+std::vector<std::vector<size_t>>
+splitIntoShards(const std::vector<TensorToWrite> &tensors, uint64_t shardBytes,
+                uint64_t &total) {
+  std::vector<std::vector<size_t>> shards;
+  uint64_t inShard = 0;
+  total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    uint64_t bytes = dtypeBytes(tensors[i].dtype);
+    for (int64_t d : tensors[i].shape)
+      bytes *= uint64_t(d);
+    total += bytes;
+    if (shards.empty() || (inShard > 0 && inShard + bytes > shardBytes)) {
+      shards.emplace_back();
+      inShard = 0;
+    }
+    shards.back().push_back(i);
+    inShard += bytes;
+  }
+  return shards;
+}
+} // namespace
+
+bool WeightsExport::reserveShards(const std::vector<TensorToWrite> &tensors,
+                                  const TensorMetadata &metadata,
+                                  std::string &error) {
+  uint64_t total = 0;
+  files->shards = splitIntoShards(tensors, spec.shardBytes, total);
+  files->names = shardFileNames(files->shards.size());
+  for (size_t s = 0; s < files->shards.size(); ++s) {
+    std::vector<TensorToWrite> part;
+    for (size_t i : files->shards[s])
+      part.push_back(tensors[i]);
+    files->outputs.push_back(std::make_unique<OutputFile>());
+    if (!files->outputs.back()->reserve(
+            joinPath(spec.path, files->names[s]), "weights",
+            safeTensorsFileBytes(part, metadata), error))
+      return false;
+  }
+  if (files->shards.size() == 1)
+    return true;
+  std::vector<std::pair<std::string, std::string>> map;
+  for (size_t s = 0; s < files->shards.size(); ++s)
+    for (size_t i : files->shards[s])
+      map.emplace_back(tensors[i].name, files->names[s]);
+  files->indexText = emitSafeTensorsIndex(total, map);
+  return files->index.reserve(joinPath(spec.path, kIndexName), "weights index",
+                              files->indexText.size(), error);
+}
+
+bool WeightsExport::reserveConfig(const Plan &plan, std::string &error) {
+  if (plan.modelConfig.empty()) {
+    noConfig = "the plan carries no Hugging Face config (a model fsdp-gen "
+               "did not write; fsdp-gen's GPT-2 and Llama carry theirs)";
+    return true;
+  }
+  if (spec.naming != WeightNaming::HuggingFace) {
+    noConfig = "the weights have our names, which transformers does not "
+               "read (--export-names hf)";
+    return true;
+  }
+  std::string why;
+  if (!configWithDType(plan.modelConfig, hfDTypeName(spec.dtype),
+                       files->configText, why)) {
+    error = spec.path + ": " + why;
+    return false;
+  }
+  return files->config.reserve(joinPath(spec.path, "config.json"),
+                               "model config", files->configText.size(), error);
+}
+
 bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
                             std::string &error) {
   spec = given;
@@ -501,78 +596,10 @@ bool WeightsExport::reserve(const Plan &plan, const ExportSpec &given,
         spec.path, "weights", safeTensorsFileBytes(tensors, metadata), error);
     return reserved;
   }
-  struct stat info;
-  if (lstat(spec.path.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) {
-    // A symbolic link to a directory is not followed (as no output is).
-    error = spec.path + ": " +
-            (S_ISLNK(info.st_mode) ? "is a symbolic link"
-                                   : "exists and is not a directory") +
-            "; --export writes a directory here (name the path "
-            "NAME.safetensors for one file)";
-    return false;
-  }
-  if (lstat(spec.path.c_str(), &info) != 0 &&
-      mkdir(spec.path.c_str(), 0755) != 0) {
-    error = spec.path +
-            ": cannot create the export directory: " + std::strerror(errno);
-    return false;
-  }
-  // Hugging Face's rule (split_torch_state_dict_into_shards): tensors in
-  // order, a new shard when the next would take this one past the size.
-  uint64_t total = 0, inShard = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    uint64_t bytes = dtypeBytes(tensors[i].dtype);
-    for (int64_t d : tensors[i].shape)
-      bytes *= uint64_t(d);
-    total += bytes;
-    if (files->shards.empty() ||
-        (inShard > 0 && inShard + bytes > spec.shardBytes)) {
-      files->shards.emplace_back();
-      inShard = 0;
-    }
-    files->shards.back().push_back(i);
-    inShard += bytes;
-  }
-  files->names = shardFileNames(files->shards.size());
-  for (size_t s = 0; s < files->shards.size(); ++s) {
-    std::vector<TensorToWrite> part;
-    for (size_t i : files->shards[s])
-      part.push_back(tensors[i]);
-    files->outputs.push_back(std::make_unique<OutputFile>());
-    if (!files->outputs.back()->reserve(
-            joinPath(spec.path, files->names[s]), "weights",
-            safeTensorsFileBytes(part, metadata), error))
-      return false;
-  }
-  if (files->shards.size() > 1) {
-    std::vector<std::pair<std::string, std::string>> map;
-    for (size_t s = 0; s < files->shards.size(); ++s)
-      for (size_t i : files->shards[s])
-        map.emplace_back(tensors[i].name, files->names[s]);
-    files->indexText = emitSafeTensorsIndex(total, map);
-    if (!files->index.reserve(joinPath(spec.path, kIndexName), "weights index",
-                              files->indexText.size(), error))
-      return false;
-  }
-  if (plan.modelConfig.empty())
-    noConfig = "the plan carries no Hugging Face config (a model fsdp-gen "
-               "did not write; fsdp-gen's GPT-2 and Llama carry theirs)";
-  else if (spec.naming != WeightNaming::HuggingFace)
-    noConfig = "the weights have our names, which transformers does not "
-               "read (--export-names hf)";
-  else {
-    std::string why;
-    if (!configWithDType(plan.modelConfig, hfDTypeName(spec.dtype),
-                         files->configText, why)) {
-      error = spec.path + ": " + why;
-      return false;
-    }
-    if (!files->config.reserve(joinPath(spec.path, "config.json"),
-                               "model config", files->configText.size(), error))
-      return false;
-  }
-  reserved = true;
-  return true;
+  reserved = prepareExportDirectory(spec.path, error) &&
+             reserveShards(tensors, metadata, error) &&
+             reserveConfig(plan, error);
+  return reserved;
 }
 
 bool WeightsExport::write(const Plan &plan,

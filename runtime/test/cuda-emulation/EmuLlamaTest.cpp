@@ -137,30 +137,16 @@ static void testRope(int B, int T, int H, int KV, int hs, float theta, int off,
   compare(std::string(nm) + " bwd", o[1].data(), rb.data(), n, tol<E>(2e-6, 1));
 }
 
-/// qk_norm (Qwen3): the CPU kernel against rms_norm's CPU kernels run on
-/// the q heads and the k heads gathered into rows of hs (an independent
-/// reference), then the CUDA kernel against the CPU one.
-template <typename E = float>
-static void testQkNorm(int B, int T, int H, int KV, int hs, int off,
-                       unsigned seed) {
-  char nm[160];
-  snprintf(nm, sizeof nm, "qk_norm%s B=%d T=%d H=%d KV=%d hs=%d off=%d",
-           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, off);
+/// The CPU qk_norm (whose results the CUDA one is held to) against the
+/// CPU rms_norm over the gathered q rows and k rows, and its copy of v.
+static void
+checkCpuQkNorm(const char *nm, const std::vector<float> &x,
+               const std::vector<float> &qw, const std::vector<float> &kw,
+               const std::vector<float> &dout, const std::vector<float> &rout,
+               const std::vector<float> &rrstd, const std::vector<float> &rdx,
+               const std::vector<float> &rdqw, const std::vector<float> &rdkw,
+               int B, int T, int H, int KV, int hs, float eps) {
   const int64_t rows = int64_t(B) * T, QK = H + KV, W = (H + 2 * KV) * hs;
-  const size_t n = size_t(rows * W);
-  std::mt19937 rng(seed);
-  auto x = randv(n, rng, -2, 3), qw = randv(hs, rng, 0.5f, 1.5f),
-       kw = randv(hs, rng, 0.5f, 1.5f), dout = randv(n, rng);
-  roundTo<E>(x), roundTo<E>(qw), roundTo<E>(kw), roundTo<E>(dout);
-  const float eps = 1e-6f;
-  std::vector<float> rout(n), rrstd(size_t(rows * QK)), rdx(n), rdqw(hs),
-      rdkw(hs);
-  cp::qkNormForward(rout.data(), rrstd.data(), x.data(), qw.data(), kw.data(),
-                    B, T, H, KV, hs, eps);
-  cp::qkNormBackward(rdx.data(), rdqw.data(), rdkw.data(), dout.data(),
-                     x.data(), qw.data(), kw.data(), rrstd.data(), B, T, H, KV,
-                     hs);
-  // The reference: rms_norm over the gathered q rows and k rows.
   for (int part = 0; part < 2; ++part) {
     const int64_t h0 = part ? H : 0, nh = part ? KV : H, N = rows * nh;
     const std::vector<float> &w = part ? kw : qw;
@@ -200,6 +186,33 @@ static void testQkNorm(int B, int T, int H, int KV, int hs, int off,
         ++gFailures;
         break;
       }
+}
+
+/// qk_norm (Qwen3): the CPU kernel against rms_norm's CPU kernels run on
+/// the q heads and the k heads gathered into rows of hs (an independent
+/// reference), then the CUDA kernel against the CPU one.
+template <typename E = float>
+static void testQkNorm(int B, int T, int H, int KV, int hs, int off,
+                       unsigned seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "qk_norm%s B=%d T=%d H=%d KV=%d hs=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", B, T, H, KV, hs, off);
+  const int64_t rows = int64_t(B) * T, QK = H + KV, W = (H + 2 * KV) * hs;
+  const size_t n = size_t(rows * W);
+  std::mt19937 rng(seed);
+  auto x = randv(n, rng, -2, 3), qw = randv(hs, rng, 0.5f, 1.5f),
+       kw = randv(hs, rng, 0.5f, 1.5f), dout = randv(n, rng);
+  roundTo<E>(x), roundTo<E>(qw), roundTo<E>(kw), roundTo<E>(dout);
+  const float eps = 1e-6f;
+  std::vector<float> rout(n), rrstd(size_t(rows * QK)), rdx(n), rdqw(hs),
+      rdkw(hs);
+  cp::qkNormForward(rout.data(), rrstd.data(), x.data(), qw.data(), kw.data(),
+                    B, T, H, KV, hs, eps);
+  cp::qkNormBackward(rdx.data(), rdqw.data(), rdkw.data(), dout.data(),
+                     x.data(), qw.data(), kw.data(), rrstd.data(), B, T, H, KV,
+                     hs);
+  checkCpuQkNorm(nm, x, qw, kw, dout, rout, rrstd, rdx, rdqw, rdkw, B, T, H, KV,
+                 hs, eps);
   roundTo<E>(rout), roundTo<E>(rdx), roundTo<E>(rdqw), roundTo<E>(rdkw);
   Outs o = runOrders(nm, [&]() -> Outs {
     BufT<E> out(n, off), bx(n, off), bqw(hs, off), bkw(hs, off), bd(n, off),

@@ -105,6 +105,12 @@ public:
 
 private:
   struct Files;
+  /// A directory export's shard files and, for more than one, the index.
+  bool reserveShards(const std::vector<TensorToWrite> &tensors,
+                     const TensorMetadata &metadata, std::string &error);
+  /// config.json, when the plan carries a config and the names are
+  /// Hugging Face's (else noConfig says why not).
+  bool reserveConfig(const Plan &plan, std::string &error);
   ExportSpec spec;
   bool reserved = false, directory = false;
   std::string noConfig;
