@@ -500,12 +500,19 @@ bool prepareExportDirectory(const std::string &path, std::string &error) {
             "NAME.safetensors for one file)";
     return false;
   }
-  if (lstat(path.c_str(), &info) != 0 && mkdir(path.c_str(), 0755) != 0) {
-    error =
-        path + ": cannot create the export directory: " + std::strerror(errno);
-    return false;
+  // Missing parents too, as save_pretrained's os.makedirs does: each
+  // prefix up to a '/', then the directory itself.
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    std::string prefix = path.substr(0, end);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      error = path + ": cannot create the export directory" +
+              (end == std::string::npos ? "" : " (at " + prefix + ")") + ": " +
+              std::strerror(errno);
+      return false;
+    }
+    if (end == std::string::npos)
+      return true;
   }
-  return true;
 }
 
 /// Hugging Face's rule (split_torch_state_dict_into_shards): tensors in
