@@ -2,7 +2,8 @@
 """A bounded mutation fuzzer of Hugging Face config files (docs/testing.md).
 
 Seeds are the configs of test/fsdp-gen/Inputs (GPT-2 124M, LLaMA-13B,
-Llama 2 7B, Llama 3 8B), scaled down so that a GPT-2 that parses is also
+Llama 2 7B, Llama 3 8B in both transformers spellings, Llama 3.1 8B with
+its rope scaling, Mistral 7B v0.3, Qwen2.5 7B, Qwen3 8B), scaled down so that a GPT-2 that parses is also
 built quickly. Per case one to three mutations: a key's value replaced by
 an extreme or another JSON type (0, -1, 2^31, 2^63, 1e308, NaN as a bare
 token, "", null, [], {}, true, a long string), a key removed or an
@@ -34,13 +35,16 @@ ROOT = fuzzlib.ROOT
 INPUTS = os.path.join(ROOT, "test", "fsdp-gen", "Inputs")
 SEEDS = ["gpt2-config.json", "llama-13b-config.json",
          "llama2-7b-config.json", "llama3-8b-config.json",
-         "llama3-8b-config-v5.json"]
+         "llama3-8b-config-v5.json", "llama3.1-8b-config.json",
+         "mistral-7b-v0.3-config.json", "qwen2.5-7b-config.json",
+         "qwen3-8b-config.json"]
 # Small sizes, so that a GPT-2 seed that survives is built in moments.
 SMALL = {"n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 16,
          "n_positions": 8, "n_ctx": 8, "num_hidden_layers": 1,
          "hidden_size": 8, "num_attention_heads": 2,
          "num_key_value_heads": 1, "intermediate_size": 16,
-         "max_position_embeddings": 8, "max_sequence_length": 8}
+         "max_position_embeddings": 8, "max_sequence_length": 8,
+         "head_dim": 4, "sliding_window": 4, "max_window_layers": 1}
 VALUES = ["0", "-1", "1", "2147483648", "9223372036854775807",
           "18446744073709551616", "1e308", "-1e-308", "NaN", "Infinity",
           '""', "null", "[]", "{}", "true", "false", '"x"', "0.5",
@@ -75,6 +79,11 @@ BOUNDS = {
     "vocab_size": ["2147483648"],
     "attn_pdrop": ["1.5"],
     "attention_dropout": ["2"],
+    # Mistral's window, Qwen's head size and flags (issue 30).
+    "sliding_window": ["-1", "0.5", '"4"'],
+    "head_dim": ["3", "-4", "2147483648"],
+    "attention_bias": ['"yes"', "1"],
+    "use_sliding_window": ["true"],
 }
 
 
