@@ -154,19 +154,6 @@ void rotate(float *out, const float *in, int64_t B, int64_t T, int64_t H,
   }
 }
 
-plan::RopeScaling ropeScaling(int64_t scaling, double factor,
-                              double lowFreqFactor, double highFreqFactor,
-                              int64_t originalMax, double attentionFactor,
-                              double correctionLow, double correctionHigh) {
-  return {scaling,
-          factor,
-          lowFreqFactor,
-          highFreqFactor,
-          double(originalMax),
-          attentionFactor,
-          correctionLow,
-          correctionHigh};
-}
 } // namespace
 
 /// Rotary embeddings, Hugging Face's rotate-half: qkv is B x T x (H + 2 KV)
@@ -183,9 +170,9 @@ void ropeForward(float *out, const float *qkv, int64_t B, int64_t T, int64_t H,
                  int64_t original_max_positions, double attention_factor,
                  double correction_low, double correction_high) {
   rotate(out, qkv, B, T, H, KV, hs, theta,
-         ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
-                     original_max_positions, attention_factor, correction_low,
-                     correction_high),
+         plan::ropeScalingOf(scaling, factor, low_freq_factor, high_freq_factor,
+                             original_max_positions, attention_factor,
+                             correction_low, correction_high),
          1.0f);
 }
 
@@ -199,9 +186,9 @@ void ropeBackward(float *dqkv, const float *dout, int64_t B, int64_t T,
                   double correction_high) {
   const float sign = -1.0f; // the inverse rotation
   rotate(dqkv, dout, B, T, H, KV, hs, theta,
-         ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
-                     original_max_positions, attention_factor, correction_low,
-                     correction_high),
+         plan::ropeScalingOf(scaling, factor, low_freq_factor, high_freq_factor,
+                             original_max_positions, attention_factor,
+                             correction_low, correction_high),
          sign);
 }
 

@@ -60,6 +60,22 @@ struct RopeScaling {
   double correctionHigh = 0;  ///< yarn: the ramp's end
 };
 
+/// The scaling from the kernels' arguments (the rope op's attributes, as
+/// the plan's kernel table passes them to the CPU and CUDA kernels).
+inline RopeScaling ropeScalingOf(int64_t kind, double factor,
+                                 double lowFreqFactor, double highFreqFactor,
+                                 int64_t originalMax, double attentionFactor,
+                                 double correctionLow, double correctionHigh) {
+  return {kind,
+          factor,
+          lowFreqFactor,
+          highFreqFactor,
+          double(originalMax),
+          attentionFactor,
+          correctionLow,
+          correctionHigh};
+}
+
 /// Hugging Face's inverse frequency of pair i of a head of hs elements
 /// (i < hs/2), in float as torch computes it.
 FSDP_ROPE_HD inline float ropeInvFreq(float theta, int64_t i, int64_t hs,

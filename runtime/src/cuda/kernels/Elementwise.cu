@@ -160,20 +160,6 @@ void launchRope(const Context &ctx, const char *where, E *out, const E *in,
   detail::checkLaunch(where);
 }
 
-plan::RopeScaling ropeScaling(int64_t scaling, double factor,
-                              double lowFreqFactor, double highFreqFactor,
-                              int64_t originalMax, double attentionFactor,
-                              double correctionLow, double correctionHigh) {
-  return {scaling,
-          factor,
-          lowFreqFactor,
-          highFreqFactor,
-          double(originalMax),
-          attentionFactor,
-          correctionLow,
-          correctionHigh};
-}
-
 /// out[i] = f(a[i], b[i]) reading NIn inputs (0: none, 1: a, 2: a and b).
 /// out may alias a or b: each element is read before it is written, by the
 /// same thread.
@@ -322,9 +308,10 @@ void ropeForward(const Context &ctx, E *out, const E *qkv, int64_t B, int64_t T,
                  double attention_factor, double correction_low,
                  double correction_high) {
   launchRope(ctx, "ropeForward", out, qkv, B, T, H, KV, hs, theta,
-             ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
-                         original_max_positions, attention_factor,
-                         correction_low, correction_high),
+             plan::ropeScalingOf(scaling, factor, low_freq_factor,
+                                 high_freq_factor, original_max_positions,
+                                 attention_factor, correction_low,
+                                 correction_high),
              1.0f);
 }
 
@@ -336,9 +323,10 @@ void ropeBackward(const Context &ctx, E *dqkv, const E *dout, int64_t B,
                   double attention_factor, double correction_low,
                   double correction_high) {
   launchRope(ctx, "ropeBackward", dqkv, dout, B, T, H, KV, hs, theta,
-             ropeScaling(scaling, factor, low_freq_factor, high_freq_factor,
-                         original_max_positions, attention_factor,
-                         correction_low, correction_high),
+             plan::ropeScalingOf(scaling, factor, low_freq_factor,
+                                 high_freq_factor, original_max_positions,
+                                 attention_factor, correction_low,
+                                 correction_high),
              -1.0f);
 }
 
