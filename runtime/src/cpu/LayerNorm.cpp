@@ -25,6 +25,38 @@
 #include <omp.h>
 
 namespace fsdp::rt::cpu {
+namespace {
+/// One row of RMSNorm: o = x s w with s = 1 / sqrt(mean(x^2) + eps) over
+/// C elements; returns s. Rows of rms_norm and heads of qk_norm alike.
+inline float rmsNormRow(float *o, const float *x, const float *w, int64_t C,
+                        float eps) {
+  double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t c = 0; c < C; ++c)
+    sq += double(x[c] * x[c]);
+  const double meanSquare = sq / double(C);
+  const float s = float(1.0 / std::sqrt(meanSquare + double(eps)));
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c)
+    o[c] = x[c] * s * w[c];
+  return s;
+}
+
+/// One row's dx of RMSNorm: rstd (dn - n mean(dn n)), n = x rstd,
+/// dn = w dout (layer norm's formula without the mean terms).
+inline void rmsNormRowDx(float *o, const float *x, const float *d,
+                         const float *w, float s, int64_t C) {
+  double sumDN = 0.0;
+#pragma omp simd reduction(+ : sumDN)
+  for (int64_t c = 0; c < C; ++c)
+    sumDN += double(w[c] * d[c] * (x[c] * s));
+  const float meanDN = float(sumDN / double(C));
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c)
+    o[c] = (w[c] * d[c] - x[c] * s * meanDN) * s;
+}
+} // namespace
+
 /// out = (x - mean) * rstd * w + b over rows of C; mean and rstd (N) are
 /// saved for the backward. rstd = 1 / sqrt(var + eps), var biased.
 FSDP_CPU_KERNEL void layerNormForward(float *out, float *mean, float *rstd,
@@ -116,20 +148,8 @@ FSDP_CPU_KERNEL void rmsNormForward(float *out, float *rstd, const float *x,
                                     const float *w, int64_t N, int64_t C,
                                     float eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < N; ++i) {
-    const float *xi = x + i * C;
-    double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t c = 0; c < C; ++c)
-      sq += double(xi[c] * xi[c]);
-    const double meanSquare = sq / double(C);
-    const float s = float(1.0 / std::sqrt(meanSquare + double(eps)));
-    float *o = out + i * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c)
-      o[c] = xi[c] * s * w[c];
-    rstd[i] = s;
-  }
+  for (int64_t i = 0; i < N; ++i)
+    rstd[i] = rmsNormRow(out + i * C, x + i * C, w, C, eps);
 }
 
 /// Overwrites dx (N x C) and dw (C): with n = x rstd and dn = w dout,
@@ -140,19 +160,8 @@ FSDP_CPU_KERNEL void rmsNormBackward(float *dx, float *dw, const float *dout,
   // dx = rstd (dn - n mean(dn n)), n = x rstd, dn = w dout: layer norm's
   // formula without the mean terms.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < N; ++i) {
-    const float *xi = x + i * C, *di = dout + i * C;
-    const float s = rstd[i];
-    double sumDN = 0.0;
-#pragma omp simd reduction(+ : sumDN)
-    for (int64_t c = 0; c < C; ++c)
-      sumDN += double(w[c] * di[c] * (xi[c] * s));
-    const float meanDN = float(sumDN / double(C));
-    float *o = dx + i * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c)
-      o[c] = (w[c] * di[c] - xi[c] * s * meanDN) * s;
-  }
+  for (int64_t i = 0; i < N; ++i)
+    rmsNormRowDx(dx + i * C, x + i * C, dout + i * C, w, rstd[i], C);
 
   const int64_t width = columnBlock(C);
   const int64_t blocks = (C + width - 1) / width;
@@ -186,19 +195,9 @@ FSDP_CPU_KERNEL void qkNormForward(float *out, float *rstd, const float *qkv,
   for (int64_t r = 0; r < rows; ++r) {
     const float *x = qkv + r * W;
     float *o = out + r * W;
-    for (int64_t h = 0; h < QK; ++h) {
-      const float *xh = x + h * hs, *w = h < H ? qw : kw;
-      double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-      for (int64_t c = 0; c < hs; ++c)
-        sq += double(xh[c] * xh[c]);
-      const float s = float(1.0 / std::sqrt(sq / double(hs) + double(eps)));
-      float *oh = o + h * hs;
-#pragma omp simd
-      for (int64_t c = 0; c < hs; ++c)
-        oh[c] = xh[c] * s * w[c];
-      rstd[r * QK + h] = s;
-    }
+    for (int64_t h = 0; h < QK; ++h)
+      rstd[r * QK + h] =
+          rmsNormRow(o + h * hs, x + h * hs, h < H ? qw : kw, hs, eps);
     std::memcpy(o + QK * hs, x + QK * hs, size_t(KV * hs) * sizeof(float));
   }
 }
@@ -218,19 +217,9 @@ FSDP_CPU_KERNEL void qkNormBackward(float *dqkv, float *dqw, float *dkw,
   for (int64_t r = 0; r < rows; ++r) {
     const float *x = qkv + r * W, *d = dout + r * W;
     float *o = dqkv + r * W;
-    for (int64_t h = 0; h < QK; ++h) {
-      const float *xh = x + h * hs, *dh = d + h * hs, *w = h < H ? qw : kw;
-      const float s = rstd[r * QK + h];
-      double sumDN = 0.0;
-#pragma omp simd reduction(+ : sumDN)
-      for (int64_t c = 0; c < hs; ++c)
-        sumDN += double(w[c] * dh[c] * (xh[c] * s));
-      const float meanDN = float(sumDN / double(hs));
-      float *oh = o + h * hs;
-#pragma omp simd
-      for (int64_t c = 0; c < hs; ++c)
-        oh[c] = (w[c] * dh[c] - xh[c] * s * meanDN) * s;
-    }
+    for (int64_t h = 0; h < QK; ++h)
+      rmsNormRowDx(o + h * hs, x + h * hs, d + h * hs, h < H ? qw : kw,
+                   rstd[r * QK + h], hs);
     std::memcpy(o + QK * hs, d + QK * hs, size_t(KV * hs) * sizeof(float));
   }
 
