@@ -201,6 +201,9 @@ void testAdamW();
 void testAdamWScale();
 void testGradClip();
 
+// CpuMoeTest.cpp
+void testMoeRouting();
+
 } // namespace cpukernels
 
 #endif // FSDP_RUNTIME_TEST_CPUKERNELSCHECK_H

@@ -114,6 +114,7 @@ int main(int argc, char **argv) {
   testSwiGlu();
   testRope();
   testRopeScaling();
+  testMoeRouting();
   testDeterminism();
 
   std::printf("cpu-kernels: %d passed, %d failed\n", gPassed, gFailed);

@@ -1,0 +1,63 @@
+//===- MoeRouting.h - mixture-of-experts routing on the CPU -----*- C++ -*-===//
+//
+// The router of a mixture-of-experts block and the sort of its (token,
+// choice) pairs by expert, as docs/moe.md specifies them. These kernels
+// come before the ops that will lower to them (issue 31): their
+// signatures are the kernel table's form (pointers, dims, then
+// parameters), so that the records added with the ops declare the same
+// functions; until then this header declares them and
+// fsdp-cpu-kernels-test checks them against double-precision references.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_CPU_MOEROUTING_H
+#define FSDP_RUNTIME_CPU_MOEROUTING_H
+
+#include <cstdint>
+
+namespace fsdp::rt::cpu {
+
+/// How router logits become scores (docs/moe.md, "The block, forward").
+enum class MoeScoring : int64_t {
+  Softmax = 0, ///< Mixtral, Qwen3-MoE: softmax over the E experts
+  Sigmoid = 1, ///< DeepSeek-V3: sigmoid per expert, chosen with a bias
+};
+
+/// The largest top-k the kernels take (a token's choices live on the stack).
+constexpr int64_t kMoeMaxTopK = 64;
+
+/// Rows of E router logits (T rows) -> each row's k chosen experts, in
+/// decreasing score order (ties: the lower expert index), and their
+/// weights. Softmax: the choice is the top k of the logits (softmax keeps
+/// their order); weights are the softmax over the chosen logits when
+/// `normalize`, else the softmax probabilities over all E. Sigmoid: the
+/// choice is the top k of sigmoid(z) + bias (bias: E, may be null for
+/// none); weights are the chosen sigmoids, divided by their sum when
+/// `normalize`. Both then times `scale` (routed_scaling_factor, 1 for
+/// Mixtral and Qwen3-MoE). Computed in double, stored as float.
+/// Requires 1 <= k <= min(E, kMoeMaxTopK).
+void moeRouterForward(float *weights, int32_t *experts, const float *logits,
+                      const float *bias, int64_t T, int64_t E, int64_t k,
+                      int64_t scoring, int64_t normalize, double scale);
+
+/// The gradient of moeRouterForward's weights with respect to its logits
+/// (docs/moe.md, "The block, backward"), for the choice `experts` the
+/// forward made; dlogits (T x E) is overwritten. The choice itself has no
+/// gradient, nor has the bias.
+void moeRouterBackward(float *dlogits, const float *dweights,
+                       const float *logits, const int32_t *experts, int64_t T,
+                       int64_t E, int64_t k, int64_t scoring, int64_t normalize,
+                       double scale);
+
+/// The T k (token, choice) pairs sorted by expert, stably: `order` (T k)
+/// lists pair indices t k + j by expert, then by pair index; `offsets`
+/// (E + 1) is where each expert's run starts (offsets[E] = T k), so
+/// expert e has offsets[e + 1] - offsets[e] pairs. False, with nothing
+/// written past `offsets`, when an expert index is outside [0, E): the
+/// caller reports it (a plan's router writes only valid ones).
+bool moeSortByExpert(int32_t *order, int32_t *offsets, const int32_t *experts,
+                     int64_t T, int64_t k, int64_t E);
+
+} // namespace fsdp::rt::cpu
+
+#endif // FSDP_RUNTIME_CPU_MOEROUTING_H

@@ -1,0 +1,215 @@
+//===- CpuMoeTest.cpp - mixture-of-experts routing ------------------------===//
+//
+// Part of fsdp-cpu-kernels-test (CpuKernelsTest.cpp says how the kernels
+// are checked). The router against a double reference written from
+// docs/moe.md's formulas (a stable sort for the choice, the weights by
+// definition), its gradient against central differences of that
+// reference with the choice held, and the sort by expert against a stable
+// sort.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernelsCheck.h"
+#include "cpu/MoeRouting.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+namespace cpukernels {
+namespace {
+
+struct RouterCase {
+  int64_t T, E, k;
+  MoeScoring scoring;
+  bool normalize, withBias;
+  double scale;
+  std::string name() const {
+    return std::string(scoring == MoeScoring::Softmax ? "softmax" : "sigmoid") +
+           (normalize ? " normalised" : "") + (withBias ? " with bias" : "") +
+           " T=" + std::to_string(T) + " E=" + std::to_string(E) +
+           " k=" + std::to_string(k);
+  }
+};
+
+double refSigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+
+/// The choice of one row: experts by decreasing key, ties to the lower
+/// index (a stable sort), the first k.
+std::vector<int32_t> refChoice(const float *z, const float *bias,
+                               const RouterCase &c) {
+  std::vector<double> key(size_t(c.E));
+  for (int64_t e = 0; e < c.E; ++e)
+    key[e] = c.scoring == MoeScoring::Softmax
+                 ? double(z[e])
+                 : double(float(refSigmoid(z[e])) + (bias ? bias[e] : 0.0f));
+  std::vector<int32_t> idx(size_t(c.E));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](int32_t a, int32_t b) { return key[a] > key[b]; });
+  idx.resize(size_t(c.k));
+  return idx;
+}
+
+/// The weights of a fixed choice, by definition (docs/moe.md), on logits
+/// in double.
+std::vector<double> refWeights(const std::vector<double> &z,
+                               const std::vector<int32_t> &chosen,
+                               const RouterCase &c) {
+  std::vector<double> g(size_t(c.k));
+  if (c.scoring == MoeScoring::Softmax) {
+    double all = 0.0, picked = 0.0;
+    for (double v : z)
+      all += std::exp(v);
+    for (int32_t e : chosen)
+      picked += std::exp(z[e]);
+    for (int64_t j = 0; j < c.k; ++j)
+      g[j] = std::exp(z[chosen[j]]) / (c.normalize ? picked : all);
+  } else {
+    double sum = 0.0;
+    for (int64_t j = 0; j < c.k; ++j)
+      sum += g[j] = refSigmoid(z[chosen[j]]);
+    if (c.normalize)
+      for (double &v : g)
+        v /= sum;
+  }
+  for (double &v : g)
+    v *= c.scale;
+  return g;
+}
+
+void checkRouterCase(const RouterCase &c, uint64_t seed) {
+  Rng rng(seed);
+  // Logits of a trained router's spread; the bias as large, so that it
+  // changes the sigmoid's choice.
+  std::vector<float> logits = randomVector(rng, size_t(c.T * c.E), 3.0f);
+  std::vector<float> bias = randomVector(rng, size_t(c.E), 0.5f);
+  std::vector<float> dweights = randomVector(rng, size_t(c.T * c.k));
+  const float *b = c.withBias ? bias.data() : nullptr;
+  std::vector<float> weights = nans(size_t(c.T * c.k));
+  std::vector<int32_t> experts(size_t(c.T * c.k), -1);
+  moeRouterForward(weights.data(), experts.data(), logits.data(), b, c.T, c.E,
+                   c.k, int64_t(c.scoring), c.normalize, c.scale);
+  std::vector<float> dlogits = nans(size_t(c.T * c.E));
+  moeRouterBackward(dlogits.data(), dweights.data(), logits.data(),
+                    experts.data(), c.T, c.E, c.k, int64_t(c.scoring),
+                    c.normalize, c.scale);
+
+  std::vector<double> wantW, wantD;
+  bool sameChoice = true;
+  for (int64_t t = 0; t < c.T; ++t) {
+    const float *z = logits.data() + t * c.E;
+    std::vector<int32_t> chosen = refChoice(z, b, c);
+    sameChoice &=
+        std::equal(chosen.begin(), chosen.end(), experts.begin() + t * c.k);
+    std::vector<double> zd(z, z + c.E);
+    std::vector<double> g = refWeights(zd, chosen, c);
+    wantW.insert(wantW.end(), g.begin(), g.end());
+    // d/dz_e of sum_j dweights_j g_j, the choice held, by central
+    // differences in double.
+    const std::vector<double> dw(dweights.begin() + t * c.k,
+                                 dweights.begin() + (t + 1) * c.k);
+    for (int64_t e = 0; e < c.E; ++e) {
+      const double h = 1e-6;
+      std::vector<double> up = zd, down = zd;
+      up[e] += h;
+      down[e] -= h;
+      wantD.push_back((dot(dw, refWeights(up, chosen, c)) -
+                       dot(dw, refWeights(down, chosen, c))) /
+                      (2 * h));
+    }
+  }
+  CHECK_MSG(sameChoice, c.name() + ": the choice differs from the reference");
+  CHECK_CLOSE(c.name() + " weights", weights, wantW, 1e-7, 1e-6);
+  CHECK_CLOSE(c.name() + " dlogits", dlogits, wantD, 1e-7, 1e-5);
+}
+
+void testRouterTies() {
+  // Equal logits: the lower expert first, for softmax and sigmoid alike;
+  // equal weights when normalised.
+  const std::vector<float> z = {0.5f, 2.0f, 2.0f, -1.0f, 2.0f};
+  float w[2];
+  int32_t chosen[2];
+  for (int64_t scoring : {0, 1}) {
+    moeRouterForward(w, chosen, z.data(), nullptr, 1, 5, 2, scoring, 1, 1.0);
+    CHECK(chosen[0] == 1 && chosen[1] == 2);
+    CHECK(w[0] == 0.5f && w[1] == 0.5f);
+  }
+}
+
+void testRouterThreads() {
+  // Rows are independent: any thread count gives the same bits.
+  const RouterCase c{301, 16, 4, MoeScoring::Softmax, true, false, 1.0};
+  Rng rng(7);
+  std::vector<float> logits = randomVector(rng, size_t(c.T * c.E), 3.0f);
+  std::vector<float> dw = randomVector(rng, size_t(c.T * c.k));
+  std::vector<float> w[2], dz[2];
+  std::vector<int32_t> ex(size_t(c.T * c.k));
+  const int saved = omp_get_max_threads();
+  for (int run = 0; run < 2; ++run) {
+    omp_set_num_threads(run == 0 ? 1 : 2);
+    w[run].assign(size_t(c.T * c.k), 0.0f);
+    dz[run].assign(size_t(c.T * c.E), 0.0f);
+    moeRouterForward(w[run].data(), ex.data(), logits.data(), nullptr, c.T, c.E,
+                     c.k, 0, 1, 1.0);
+    moeRouterBackward(dz[run].data(), dw.data(), logits.data(), ex.data(), c.T,
+                      c.E, c.k, 0, 1, 1.0);
+  }
+  omp_set_num_threads(saved);
+  CHECK_MSG(sameBits(w[0], w[1]) && sameBits(dz[0], dz[1]),
+            "router: 1 and 2 threads differ");
+}
+
+void testSortByExpert() {
+  Rng rng(11);
+  const int64_t T = 53, k = 3, E = 7;
+  std::vector<int32_t> experts(size_t(T * k));
+  for (int32_t &e : experts)
+    e = rng.below(E);
+  std::vector<int32_t> order(size_t(T * k), -1), offsets(size_t(E + 1), -1);
+  CHECK(moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+  std::vector<int32_t> want(size_t(T * k));
+  std::iota(want.begin(), want.end(), 0);
+  std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) {
+    return experts[a] < experts[b];
+  });
+  CHECK_MSG(order == want, "sort by expert: not the stable sort");
+  bool runs = offsets[0] == 0 && offsets[E] == T * k;
+  for (int64_t e = 0; e < E; ++e)
+    for (int32_t i = offsets[e]; i < offsets[e + 1]; ++i)
+      runs &= experts[order[i]] == e;
+  CHECK_MSG(runs, "sort by expert: offsets do not bound the experts' runs");
+  experts[17] = int32_t(E);
+  CHECK(
+      !moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+  experts[17] = -1;
+  CHECK(
+      !moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+}
+
+} // namespace
+
+void testMoeRouting() {
+  uint64_t seed = 1;
+  // Mixtral (8 experts, top 2), Qwen3-MoE's shape (128, top 8, both
+  // normalisations), DeepSeek-V3's sigmoid with its bias and scale (256,
+  // top 8, 2.5), and k = E.
+  for (const RouterCase &c :
+       {RouterCase{37, 8, 2, MoeScoring::Softmax, true, false, 1.0},
+        RouterCase{19, 128, 8, MoeScoring::Softmax, true, false, 1.0},
+        RouterCase{19, 128, 8, MoeScoring::Softmax, false, false, 1.0},
+        RouterCase{13, 256, 8, MoeScoring::Sigmoid, true, true, 2.5},
+        RouterCase{13, 64, 6, MoeScoring::Sigmoid, false, true, 1.0},
+        RouterCase{5, 4, 4, MoeScoring::Softmax, false, false, 1.0}})
+    checkRouterCase(c, seed++);
+  testRouterTies();
+  testRouterThreads();
+  testSortByExpert();
+}
+
+} // namespace cpukernels
