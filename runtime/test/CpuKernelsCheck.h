@@ -202,7 +202,7 @@ void testAdamWScale();
 void testGradClip();
 
 // CpuMoeTest.cpp
-void testMoeRouting();
+void testMoeRouting(const Blas &blas);
 
 } // namespace cpukernels
 

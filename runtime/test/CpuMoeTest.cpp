@@ -5,11 +5,13 @@
 // docs/moe.md's formulas (a stable sort for the choice, the weights by
 // definition), its gradient against central differences of that
 // reference with the choice held, and the sort by expert against a stable
-// sort.
+// sort; a block of linear experts (router, sort, permute, grouped linear,
+// combine) and its gradients against a dense double reference.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernelsCheck.h"
+#include "cpu/MoeExperts.h"
 #include "cpu/MoeRouting.h"
 
 #include <algorithm>
@@ -171,8 +173,10 @@ void testSortByExpert() {
   std::vector<int32_t> experts(size_t(T * k));
   for (int32_t &e : experts)
     e = rng.below(E);
-  std::vector<int32_t> order(size_t(T * k), -1), offsets(size_t(E + 1), -1);
-  CHECK(moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+  std::vector<int32_t> order(size_t(T * k), -1), position(order),
+      offsets(size_t(E + 1), -1);
+  CHECK(moeSortByExpert(order.data(), position.data(), offsets.data(),
+                        experts.data(), T, k, E));
   std::vector<int32_t> want(size_t(T * k));
   std::iota(want.begin(), want.end(), 0);
   std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) {
@@ -184,17 +188,86 @@ void testSortByExpert() {
     for (int32_t i = offsets[e]; i < offsets[e + 1]; ++i)
       runs &= experts[order[i]] == e;
   CHECK_MSG(runs, "sort by expert: offsets do not bound the experts' runs");
+  bool inverse = true;
+  for (int64_t p = 0; p < T * k; ++p)
+    inverse &= order[position[p]] == p;
+  CHECK_MSG(inverse, "sort by expert: position is not order's inverse");
   experts[17] = int32_t(E);
-  CHECK(
-      !moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+  CHECK(!moeSortByExpert(order.data(), position.data(), offsets.data(),
+                         experts.data(), T, k, E));
   experts[17] = -1;
-  CHECK(
-      !moeSortByExpert(order.data(), offsets.data(), experts.data(), T, k, E));
+  CHECK(!moeSortByExpert(order.data(), position.data(), offsets.data(),
+                         experts.data(), T, k, E));
+}
+
+/// A block whose experts are single linears (w: E x O x C), the pipeline
+/// of kernels against y_t = sum_j g_tj W_Itj x_t in double, and the
+/// backward kernels against the same formula's gradients (the choice and
+/// the weights g held: the router's gradient is checked above).
+void testExpertBlock(const Blas &blas) {
+  const int64_t T = 29, C = 12, O = 10, E = 6, k = 2, P = T * k;
+  Rng rng(21);
+  std::vector<float> x = randomVector(rng, size_t(T * C));
+  std::vector<float> w = randomVector(rng, size_t(E * O * C), 0.3f);
+  std::vector<float> logits = randomVector(rng, size_t(T * E), 3.0f);
+  std::vector<float> dy = randomVector(rng, size_t(T * O));
+  // Expert 5 never chosen: its weight gradient must be zeros.
+  for (int64_t t = 0; t < T; ++t)
+    logits[t * E + 5] = -100.0f;
+  std::vector<float> g(static_cast<size_t>(P));
+  std::vector<int32_t> experts(static_cast<size_t>(P)),
+      order(static_cast<size_t>(P)), position(static_cast<size_t>(P)),
+      offsets(static_cast<size_t>(E + 1));
+  moeRouterForward(g.data(), experts.data(), logits.data(), nullptr, T, E, k, 0,
+                   1, 1.0);
+  CHECK(moeSortByExpert(order.data(), position.data(), offsets.data(),
+                        experts.data(), T, k, E));
+  std::vector<float> xs = nans(size_t(P * C)), ys = nans(size_t(P * O)),
+                     y = nans(size_t(T * O));
+  moePermute(xs.data(), x.data(), order.data(), T, k, C);
+  moeGroupedLinear(blas, ys.data(), xs.data(), w.data(), offsets.data(), E, P,
+                   C, O);
+  moeCombine(y.data(), ys.data(), g.data(), position.data(), T, k, O);
+  std::vector<float> dys = nans(size_t(P * O)),
+                     dg = nans(static_cast<size_t>(P)),
+                     dxs = nans(size_t(P * C)), dx = nans(size_t(T * C)),
+                     dw = nans(size_t(E * O * C));
+  moeCombineBackward(dys.data(), dg.data(), dy.data(), ys.data(), g.data(),
+                     position.data(), T, k, O);
+  moeGroupedLinearGradInput(blas, dxs.data(), dys.data(), w.data(),
+                            offsets.data(), E, P, C, O);
+  moeGroupedLinearGradWeight(blas, dw.data(), dys.data(), xs.data(),
+                             offsets.data(), E, P, C, O);
+  moePermuteBackward(dx.data(), dxs.data(), position.data(), T, k, C);
+
+  std::vector<double> wantY(size_t(T * O), 0.0), wantDg(size_t(P), 0.0),
+      wantDx(size_t(T * C), 0.0), wantDw(size_t(E * O * C), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = experts[t * k + j];
+      const double gj = g[t * k + j];
+      for (int64_t o = 0; o < O; ++o) {
+        double wx = 0.0;
+        for (int64_t c = 0; c < C; ++c)
+          wx += double(w[(e * O + o) * C + c]) * x[t * C + c];
+        wantY[t * O + o] += gj * wx;
+        wantDg[t * k + j] += double(dy[t * O + o]) * wx;
+        for (int64_t c = 0; c < C; ++c) {
+          wantDx[t * C + c] += gj * dy[t * O + o] * w[(e * O + o) * C + c];
+          wantDw[(e * O + o) * C + c] += gj * dy[t * O + o] * x[t * C + c];
+        }
+      }
+    }
+  CHECK_CLOSE("expert block y", y, wantY, 1e-5, 1e-5);
+  CHECK_CLOSE("expert block dweights", dg, wantDg, 1e-5, 1e-5);
+  CHECK_CLOSE("expert block dx", dx, wantDx, 1e-5, 1e-5);
+  CHECK_CLOSE("expert block dw", dw, wantDw, 1e-5, 1e-5);
+  CHECK(offsets[5] == offsets[6]);
 }
 
 } // namespace
 
-void testMoeRouting() {
+void testMoeRouting(const Blas &blas) {
   uint64_t seed = 1;
   // Mixtral (8 experts, top 2), Qwen3-MoE's shape (128, top 8, both
   // normalisations), DeepSeek-V3's sigmoid with its bias and scale (256,
@@ -210,6 +283,7 @@ void testMoeRouting() {
   testRouterTies();
   testRouterThreads();
   testSortByExpert();
+  testExpertBlock(blas);
 }
 
 } // namespace cpukernels

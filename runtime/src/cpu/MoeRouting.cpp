@@ -10,6 +10,8 @@
 
 #include "MoeRouting.h"
 
+#include "Kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -67,9 +69,11 @@ void rowWeights(double *g, const float *z, const int32_t *chosen, int64_t E,
 
 } // namespace
 
-void moeRouterForward(float *weights, int32_t *experts, const float *logits,
-                      const float *bias, int64_t T, int64_t E, int64_t k,
-                      int64_t scoring, int64_t normalize, double scale) {
+FSDP_CPU_KERNEL void moeRouterForward(float *weights, int32_t *experts,
+                                      const float *logits, const float *bias,
+                                      int64_t T, int64_t E, int64_t k,
+                                      int64_t scoring, int64_t normalize,
+                                      double scale) {
   const MoeScoring how = MoeScoring(scoring);
 #pragma omp parallel
   {
@@ -94,10 +98,11 @@ void moeRouterForward(float *weights, int32_t *experts, const float *logits,
   }
 }
 
-void moeRouterBackward(float *dlogits, const float *dweights,
-                       const float *logits, const int32_t *experts, int64_t T,
-                       int64_t E, int64_t k, int64_t scoring, int64_t normalize,
-                       double scale) {
+FSDP_CPU_KERNEL void moeRouterBackward(float *dlogits, const float *dweights,
+                                       const float *logits,
+                                       const int32_t *experts, int64_t T,
+                                       int64_t E, int64_t k, int64_t scoring,
+                                       int64_t normalize, double scale) {
   const MoeScoring how = MoeScoring(scoring);
   const bool norm = normalize != 0;
 #pragma omp parallel for schedule(static)
@@ -142,8 +147,9 @@ void moeRouterBackward(float *dlogits, const float *dweights,
   }
 }
 
-bool moeSortByExpert(int32_t *order, int32_t *offsets, const int32_t *experts,
-                     int64_t T, int64_t k, int64_t E) {
+FSDP_CPU_KERNEL bool moeSortByExpert(int32_t *order, int32_t *position,
+                                     int32_t *offsets, const int32_t *experts,
+                                     int64_t T, int64_t k, int64_t E) {
   const int64_t pairs = T * k;
   std::fill(offsets, offsets + E + 1, 0);
   for (int64_t p = 0; p < pairs; ++p) {
@@ -155,8 +161,10 @@ bool moeSortByExpert(int32_t *order, int32_t *offsets, const int32_t *experts,
     offsets[e + 1] += offsets[e];
   // A counting sort: each expert's pairs in pair order, from its offset.
   std::vector<int32_t> next(offsets, offsets + E);
-  for (int64_t p = 0; p < pairs; ++p)
-    order[next[experts[p]]++] = int32_t(p);
+  for (int64_t p = 0; p < pairs; ++p) {
+    position[p] = next[experts[p]]++;
+    order[position[p]] = int32_t(p);
+  }
   return true;
 }
 

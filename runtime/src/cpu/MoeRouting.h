@@ -50,13 +50,14 @@ void moeRouterBackward(float *dlogits, const float *dweights,
                        double scale);
 
 /// The T k (token, choice) pairs sorted by expert, stably: `order` (T k)
-/// lists pair indices t k + j by expert, then by pair index; `offsets`
-/// (E + 1) is where each expert's run starts (offsets[E] = T k), so
-/// expert e has offsets[e + 1] - offsets[e] pairs. False, with nothing
+/// lists pair indices t k + j by expert, then by pair index; `position`
+/// (T k) is its inverse (where pair p landed: order[position[p]] = p);
+/// `offsets` (E + 1) is where each expert's run starts (offsets[E] = T k),
+/// so expert e has offsets[e + 1] - offsets[e] pairs. False, with nothing
 /// written past `offsets`, when an expert index is outside [0, E): the
 /// caller reports it (a plan's router writes only valid ones).
-bool moeSortByExpert(int32_t *order, int32_t *offsets, const int32_t *experts,
-                     int64_t T, int64_t k, int64_t E);
+bool moeSortByExpert(int32_t *order, int32_t *position, int32_t *offsets,
+                     const int32_t *experts, int64_t T, int64_t k, int64_t E);
 
 } // namespace fsdp::rt::cpu
 
