@@ -25,14 +25,16 @@
 
 namespace cpukernels {
 namespace {
+namespace moe = fsdp::moe;
 
 struct RouterCase {
   int64_t T, E, k;
-  MoeScoring scoring;
+  moe::Scoring scoring;
   bool normalize, withBias;
   double scale;
   std::string name() const {
-    return std::string(scoring == MoeScoring::Softmax ? "softmax" : "sigmoid") +
+    return std::string(scoring == moe::Scoring::Softmax ? "softmax"
+                                                        : "sigmoid") +
            (normalize ? " normalised" : "") + (withBias ? " with bias" : "") +
            " T=" + std::to_string(T) + " E=" + std::to_string(E) +
            " k=" + std::to_string(k);
@@ -47,7 +49,7 @@ std::vector<int32_t> refChoice(const float *z, const float *bias,
                                const RouterCase &c) {
   std::vector<double> key(size_t(c.E));
   for (int64_t e = 0; e < c.E; ++e)
-    key[e] = c.scoring == MoeScoring::Softmax
+    key[e] = c.scoring == moe::Scoring::Softmax
                  ? double(z[e])
                  : double(float(refSigmoid(z[e])) + (bias ? bias[e] : 0.0f));
   std::vector<int32_t> idx(size_t(c.E));
@@ -64,7 +66,7 @@ std::vector<double> refWeights(const std::vector<double> &z,
                                const std::vector<int32_t> &chosen,
                                const RouterCase &c) {
   std::vector<double> g(size_t(c.k));
-  if (c.scoring == MoeScoring::Softmax) {
+  if (c.scoring == moe::Scoring::Softmax) {
     double all = 0.0, picked = 0.0;
     for (double v : z)
       all += std::exp(v);
@@ -146,7 +148,7 @@ void testRouterTies() {
 
 void testRouterThreads() {
   // Rows are independent: any thread count gives the same bits.
-  const RouterCase c{301, 16, 4, MoeScoring::Softmax, true, false, 1.0};
+  const RouterCase c{301, 16, 4, moe::Scoring::Softmax, true, false, 1.0};
   Rng rng(7);
   std::vector<float> logits = randomVector(rng, size_t(c.T * c.E), 3.0f);
   std::vector<float> dw = randomVector(rng, size_t(c.T * c.k));
@@ -273,12 +275,12 @@ void testMoeRouting(const Blas &blas) {
   // normalisations), DeepSeek-V3's sigmoid with its bias and scale (256,
   // top 8, 2.5), and k = E.
   for (const RouterCase &c :
-       {RouterCase{37, 8, 2, MoeScoring::Softmax, true, false, 1.0},
-        RouterCase{19, 128, 8, MoeScoring::Softmax, true, false, 1.0},
-        RouterCase{19, 128, 8, MoeScoring::Softmax, false, false, 1.0},
-        RouterCase{13, 256, 8, MoeScoring::Sigmoid, true, true, 2.5},
-        RouterCase{13, 64, 6, MoeScoring::Sigmoid, false, true, 1.0},
-        RouterCase{5, 4, 4, MoeScoring::Softmax, false, false, 1.0}})
+       {RouterCase{37, 8, 2, moe::Scoring::Softmax, true, false, 1.0},
+        RouterCase{19, 128, 8, moe::Scoring::Softmax, true, false, 1.0},
+        RouterCase{19, 128, 8, moe::Scoring::Softmax, false, false, 1.0},
+        RouterCase{13, 256, 8, moe::Scoring::Sigmoid, true, true, 2.5},
+        RouterCase{13, 64, 6, moe::Scoring::Sigmoid, false, true, 1.0},
+        RouterCase{5, 4, 4, moe::Scoring::Softmax, false, false, 1.0}})
     checkRouterCase(c, seed++);
   testRouterTies();
   testRouterThreads();

@@ -13,18 +13,11 @@
 #ifndef FSDP_RUNTIME_CPU_MOEROUTING_H
 #define FSDP_RUNTIME_CPU_MOEROUTING_H
 
+#include "fsdp/runtime/MoeRouter.h"
+
 #include <cstdint>
 
 namespace fsdp::rt::cpu {
-
-/// How router logits become scores (docs/moe.md, "The block, forward").
-enum class MoeScoring : int64_t {
-  Softmax = 0, ///< Mixtral, Qwen3-MoE: softmax over the E experts
-  Sigmoid = 1, ///< DeepSeek-V3: sigmoid per expert, chosen with a bias
-};
-
-/// The largest top-k the kernels take (a token's choices live on the stack).
-constexpr int64_t kMoeMaxTopK = 64;
 
 /// Rows of E router logits (T rows) -> each row's k chosen experts, in
 /// decreasing score order (ties: the lower expert index), and their
@@ -35,7 +28,8 @@ constexpr int64_t kMoeMaxTopK = 64;
 /// none); weights are the chosen sigmoids, divided by their sum when
 /// `normalize`. Both then times `scale` (routed_scaling_factor, 1 for
 /// Mixtral and Qwen3-MoE). Computed in double, stored as float.
-/// Requires 1 <= k <= min(E, kMoeMaxTopK).
+/// `scoring` is a moe::Scoring (MoeRouter.h, which the CUDA kernels share).
+/// Requires 1 <= k <= min(E, moe::kMaxTopK).
 void moeRouterForward(float *weights, int32_t *experts, const float *logits,
                       const float *bias, int64_t T, int64_t E, int64_t k,
                       int64_t scoring, int64_t normalize, double scale);

@@ -1,0 +1,150 @@
+//===- MoeRouter.h - one router row, shared by every backend ----*- C++ -*-===//
+//
+// A mixture-of-experts router's work on one token (docs/moe.md): the
+// choice of k experts, their weights and the weights' gradient with
+// respect to the logits. One definition for the CPU kernels and the CUDA
+// kernels (FSDP_MOE_HD is `__host__ __device__` under nvcc), so that the
+// two cannot choose differently. Logits and keys are read through
+// callables (a row of E floats on the CPU, of E bf16 or floats on the
+// GPU), so no E-sized local array is needed on the device. The arithmetic
+// is double throughout.
+//
+// Standard C++17 (plus the macro): no dependency beyond <math.h>.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNTIME_MOEROUTER_H
+#define FSDP_RUNTIME_MOEROUTER_H
+
+#include <cstdint>
+#include <math.h> // exp, in host and device code
+
+#if defined(__CUDACC__)
+#define FSDP_MOE_HD __host__ __device__
+#else
+#define FSDP_MOE_HD
+#endif
+
+namespace fsdp::moe {
+
+/// How router logits become scores: the router kernels' `scoring`.
+enum class Scoring : int64_t {
+  Softmax = 0, ///< Mixtral, Qwen3-MoE: softmax over the E experts
+  Sigmoid = 1, ///< DeepSeek-V3: sigmoid per expert, chosen with a bias
+};
+
+/// The largest top-k the kernels take (a token's choices live on the
+/// stack, or in registers).
+inline constexpr int64_t kMaxTopK = 64;
+
+FSDP_MOE_HD inline double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+
+/// The key a sigmoid router chooses by, as DeepSeek-V3 forms it: the f32
+/// score plus the bias, in f32.
+FSDP_MOE_HD inline double sigmoidKey(float logit, float bias) {
+  return double(float(sigmoid(logit)) + bias);
+}
+
+/// The k experts of largest key(e), e < E, in decreasing order, ties to
+/// the lower index: an insertion into a sorted list of at most k (k is
+/// small next to E).
+template <typename Key>
+FSDP_MOE_HD void chooseTopK(const Key &key, int64_t E, int64_t k,
+                            int32_t *chosen) {
+  double kept[kMaxTopK];
+  int64_t count = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const double v = key(e);
+    if (count == k && !(v > kept[k - 1]))
+      continue;
+    int64_t pos = count < k ? count : k - 1;
+    // Strictly greater moves up: an equal key stays below the earlier one.
+    while (pos > 0 && v > kept[pos - 1]) {
+      kept[pos] = kept[pos - 1];
+      chosen[pos] = chosen[pos - 1];
+      --pos;
+    }
+    kept[pos] = v;
+    chosen[pos] = int32_t(e);
+    count = count < k ? count + 1 : k;
+  }
+}
+
+/// The softmax's max and sum of exp(z - max) over all E logits.
+template <typename Logit>
+FSDP_MOE_HD void softmaxStats(const Logit &z, int64_t E, double &max,
+                              double &sum) {
+  max = z(0);
+  for (int64_t e = 1; e < E; ++e)
+    max = z(e) > max ? z(e) : max;
+  sum = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    sum += exp(z(e) - max);
+}
+
+/// The unscaled weights g (k) of one row's choice. Softmax: over the
+/// chosen logits when `normalize`, else over all E; sigmoid: the chosen
+/// scores, divided by their sum when `normalize`.
+template <typename Logit>
+FSDP_MOE_HD void rowWeights(double *g, const Logit &z, const int32_t *chosen,
+                            int64_t E, int64_t k, Scoring scoring,
+                            bool normalize) {
+  double m = 0.0, sum = 0.0;
+  if (scoring == Scoring::Softmax && !normalize) {
+    softmaxStats(z, E, m, sum);
+  } else if (scoring == Scoring::Softmax) {
+    m = z(chosen[0]); // the largest chosen logit
+    for (int64_t j = 0; j < k; ++j)
+      sum += exp(z(chosen[j]) - m);
+  }
+  for (int64_t j = 0; j < k; ++j)
+    g[j] = scoring == Scoring::Softmax ? exp(z(chosen[j]) - m) / sum
+                                       : sigmoid(z(chosen[j]));
+  if (scoring == Scoring::Sigmoid && normalize) {
+    for (int64_t j = 0; j < k; ++j)
+      sum += g[j];
+    for (int64_t j = 0; j < k; ++j)
+      g[j] /= sum;
+  }
+}
+
+/// One row of the weights' gradient with respect to the logits, for the
+/// forward's choice: dg (k) the weights' gradient already times `scale`;
+/// store(e, value) is called once for every e < E, in order.
+template <typename Logit, typename Store>
+FSDP_MOE_HD void rowBackward(const Store &store, const Logit &z,
+                             const int32_t *chosen, const double *dg, int64_t E,
+                             int64_t k, Scoring scoring, bool normalize) {
+  double g[kMaxTopK];
+  rowWeights(g, z, chosen, E, k, scoring, normalize);
+  double dot = 0.0; // sum_j g_j dg_j, the renormalisation's term
+  for (int64_t j = 0; j < k; ++j)
+    dot += g[j] * dg[j];
+  double chosenSigmoids = 0.0, m = 0.0, sum = 1.0;
+  for (int64_t j = 0; j < k; ++j)
+    chosenSigmoids += sigmoid(z(chosen[j]));
+  // Without renormalisation a softmax sends -p_e dot to every expert.
+  const bool everyExpert = scoring == Scoring::Softmax && !normalize;
+  if (everyExpert)
+    softmaxStats(z, E, m, sum);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t j = 0;
+    while (j < k && chosen[j] != e)
+      ++j;
+    double d = 0.0;
+    if (j < k && scoring == Scoring::Softmax) {
+      d = g[j] * (dg[j] - dot); // softmax of the chosen or of all E
+    } else if (j < k) {
+      // ds = dg, or (dg - dot) / S normalised; dz = s (1 - s) ds.
+      const double s = sigmoid(z(e));
+      d = s * (1.0 - s) * (normalize ? (dg[j] - dot) / chosenSigmoids : dg[j]);
+    } else if (everyExpert) {
+      d = -exp(z(e) - m) / sum * dot;
+    }
+    store(e, d);
+  }
+}
+
+} // namespace fsdp::moe
+
+#endif // FSDP_RUNTIME_MOEROUTER_H
