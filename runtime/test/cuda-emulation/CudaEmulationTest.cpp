@@ -23,7 +23,8 @@
 // Usage: fsdp-cuda-emulation-test [GROUP] (adamw, attention, bf16, bias,
 // blocked, ce, edge, elementwise, embedding, fuzz, gradclip (sums of
 // squares in f32 and bf16, the coefficient, AdamW's scale), layernorm, linear,
-// llama (rms_norm, swiglu, rope in f32 and bf16), probe, rounding); env
+// llama (rms_norm, swiglu, rope in f32 and bf16), moe (router, sort by
+// expert, permute and combine), probe, rounding); env
 // PAD=0 removes the canary padding (for sanitizer builds).
 // Prints one line per failure and "N checks, M failures"; exits non-zero
 // on any failure.
@@ -144,6 +145,7 @@ const Group kGroups[] = {
     {"gradclip", groupGradClip},
     {"bf16", groupBF16},
     {"llama", groupLlama},
+    {"moe", groupMoe},
 };
 } // namespace
 

@@ -281,4 +281,7 @@ void groupBlocked(unsigned &seed);
 
 void groupLlama(unsigned &seed);
 
+// EmuMoeTest.cpp
+void groupMoe(unsigned &seed);
+
 #endif // FSDP_RUNTIME_TEST_EMULATIONCHECK_H

@@ -117,6 +117,42 @@ void scale(const Context &ctx, E *data, int64_t n, float scale);
 void cast(const Context &ctx, __nv_bfloat16 *out, const float *in, int64_t n);
 void cast(const Context &ctx, float *out, const __nv_bfloat16 *in, int64_t n);
 
+// Mixture of experts, ahead of the ops that will lower to them (issue 31;
+// docs/moe.md): runtime/src/cpu/MoeRouting.h and MoeExperts.h say what
+// each computes, with the same arguments after the Context. Logits and
+// rows are E; router weights and their gradient are float. Expert indices
+// must be in [0, NE) (the router writes only such): the sort places a
+// pair only under its expert.
+
+template <typename E>
+void moeRouterForward(const Context &ctx, float *weights, int32_t *experts,
+                      const E *logits, const float *bias, int64_t T, int64_t NE,
+                      int64_t k, int64_t scoring, int64_t normalize,
+                      double scale);
+template <typename E>
+void moeRouterBackward(const Context &ctx, E *dlogits, const float *dweights,
+                       const E *logits, const int32_t *experts, int64_t T,
+                       int64_t NE, int64_t k, int64_t scoring,
+                       int64_t normalize, double scale);
+void moeSortByExpert(const Context &ctx, int32_t *order, int32_t *position,
+                     int32_t *offsets, const int32_t *experts, int64_t T,
+                     int64_t k, int64_t NE);
+template <typename E>
+void moePermute(const Context &ctx, E *xs, const E *x, const int32_t *order,
+                int64_t T, int64_t k, int64_t C);
+template <typename E>
+void moePermuteBackward(const Context &ctx, E *dx, const E *dxs,
+                        const int32_t *position, int64_t T, int64_t k,
+                        int64_t C);
+template <typename E>
+void moeCombine(const Context &ctx, E *y, const E *ys, const float *weights,
+                const int32_t *position, int64_t T, int64_t k, int64_t C);
+template <typename E>
+void moeCombineBackward(const Context &ctx, E *dys, float *dweights,
+                        const E *dy, const E *ys, const float *weights,
+                        const int32_t *position, int64_t T, int64_t k,
+                        int64_t C);
+
 } // namespace fsdp::rt::cuda
 
 #endif // FSDP_RUNTIME_CUDA_KERNELS_KERNELS_H

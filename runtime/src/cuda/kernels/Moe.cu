@@ -1,0 +1,293 @@
+//===- Moe.cu - mixture-of-experts routing and rows -----------------------===//
+//
+// The CUDA side of runtime/src/cpu/MoeRouting.h and MoeExperts.h (without
+// the grouped linear, whose per-expert sizes live on the device: see
+// docs/moe.md), with the same semantics and argument order.
+//
+// Router: one thread per token, running the row arithmetic of
+// fsdp/runtime/MoeRouter.h that the CPU kernels run (double; E <= a few
+// hundred), so both backends choose the same experts and compute the same
+// weights up to the last bit of double's exp. Sort by expert: one thread
+// per expert counts its pairs, one thread turns the counts into offsets,
+// and one thread per expert writes its pairs in pair order: a stable
+// counting sort with no atomics, O(E P) reads (32 M for 128 experts and
+// 256 K pairs), deterministic by construction. Rows: one block per token
+// row, columns across the threads; each output row's sum over its k pairs
+// runs in choice order j in float, as the CPU's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include "fsdp/runtime/MoeRouter.h"
+
+namespace fsdp::rt::cuda {
+namespace {
+
+constexpr int kRouterThreads = 128;
+constexpr int kRowThreads = 256;
+
+template <typename E>
+__global__ void __launch_bounds__(kRouterThreads)
+    moeRouterForwardKernel(float *__restrict__ weights,
+                           int32_t *__restrict__ experts,
+                           const E *__restrict__ logits,
+                           const float *__restrict__ bias, int64_t T,
+                           int64_t NE, int64_t k, moe::Scoring scoring,
+                           bool normalize, double scale) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= T)
+    return;
+  const E *z = logits + t * NE;
+  int32_t *chosen = experts + t * k;
+  auto logit = [&](int64_t e) { return double(detail::toFloat(z[e])); };
+  auto key = [&](int64_t e) {
+    return scoring == moe::Scoring::Softmax
+               ? logit(e)
+               : moe::sigmoidKey(detail::toFloat(z[e]), bias ? bias[e] : 0.0f);
+  };
+  double g[moe::kMaxTopK];
+  moe::chooseTopK(key, NE, k, chosen);
+  moe::rowWeights(g, logit, chosen, NE, k, scoring, normalize);
+  for (int64_t j = 0; j < k; ++j)
+    weights[t * k + j] = float(scale * g[j]);
+}
+
+template <typename E>
+__global__ void __launch_bounds__(kRouterThreads)
+    moeRouterBackwardKernel(E *__restrict__ dlogits,
+                            const float *__restrict__ dweights,
+                            const E *__restrict__ logits,
+                            const int32_t *__restrict__ experts, int64_t T,
+                            int64_t NE, int64_t k, moe::Scoring scoring,
+                            bool normalize, double scale) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= T)
+    return;
+  const E *z = logits + t * NE;
+  E *dz = dlogits + t * NE;
+  double dg[moe::kMaxTopK];
+  for (int64_t j = 0; j < k; ++j)
+    dg[j] = scale * double(dweights[t * k + j]);
+  moe::rowBackward(
+      [&](int64_t e, double v) { dz[e] = detail::fromFloat<E>(float(v)); },
+      [&](int64_t e) { return double(detail::toFloat(z[e])); }, experts + t * k,
+      dg, NE, k, scoring, normalize);
+}
+
+/// counts[e + 1] = the pairs that chose e (offsets[0] is set by the scan).
+__global__ void moeCountKernel(int32_t *__restrict__ offsets,
+                               const int32_t *__restrict__ experts,
+                               int64_t pairs, int64_t NE) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  int32_t count = 0;
+  for (int64_t p = 0; p < pairs; ++p)
+    count += experts[p] == e;
+  offsets[e + 1] = count;
+}
+
+/// One thread of a warp scans (E + 1 numbers; the rest of the warp
+/// idles).
+__global__ void moeScanKernel(int32_t *__restrict__ offsets, int64_t NE) {
+  if (threadIdx.x != 0)
+    return;
+  offsets[0] = 0;
+  for (int64_t e = 0; e < NE; ++e)
+    offsets[e + 1] += offsets[e];
+}
+
+__global__ void moePlaceKernel(int32_t *__restrict__ order,
+                               int32_t *__restrict__ position,
+                               const int32_t *__restrict__ offsets,
+                               const int32_t *__restrict__ experts,
+                               int64_t pairs, int64_t NE) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  int32_t next = offsets[e];
+  for (int64_t p = 0; p < pairs; ++p)
+    if (experts[p] == e) {
+      position[p] = next;
+      order[next++] = int32_t(p);
+    }
+}
+
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    moePermuteKernel(E *__restrict__ xs, const E *__restrict__ x,
+                     const int32_t *__restrict__ order, int64_t k, int64_t C) {
+  const int64_t i = blockIdx.x;
+  const E *src = x + int64_t(order[i] / k) * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    xs[i * C + c] = src[c];
+}
+
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    moePermuteBackwardKernel(E *__restrict__ dx, const E *__restrict__ dxs,
+                             const int32_t *__restrict__ position, int64_t k,
+                             int64_t C) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float sum = detail::toFloat(dxs[int64_t(position[t * k]) * C + c]);
+    for (int64_t j = 1; j < k; ++j)
+      sum += detail::toFloat(dxs[int64_t(position[t * k + j]) * C + c]);
+    dx[t * C + c] = detail::fromFloat<E>(sum);
+  }
+}
+
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    moeCombineKernel(E *__restrict__ y, const E *__restrict__ ys,
+                     const float *__restrict__ weights,
+                     const int32_t *__restrict__ position, int64_t k,
+                     int64_t C) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j)
+      sum += weights[t * k + j] *
+             detail::toFloat(ys[int64_t(position[t * k + j]) * C + c]);
+    y[t * C + c] = detail::fromFloat<E>(sum);
+  }
+}
+
+/// One block per (token, choice) pair: the row of dys, and the dot
+/// product for dweights, reduced in a fixed tree over the block.
+template <typename E>
+__global__ void __launch_bounds__(kRowThreads)
+    moeCombineBackwardKernel(E *__restrict__ dys, float *__restrict__ dweights,
+                             const E *__restrict__ dy, const E *__restrict__ ys,
+                             const float *__restrict__ weights,
+                             const int32_t *__restrict__ position, int64_t k,
+                             int64_t C) {
+  __shared__ double partial[kRowThreads];
+  const int64_t p = blockIdx.x, t = p / k, row = position[p];
+  const float w = weights[p];
+  double sum = 0.0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const float g = detail::toFloat(dy[t * C + c]);
+    dys[row * C + c] = detail::fromFloat<E>(w * g);
+    sum += double(g) * double(detail::toFloat(ys[row * C + c]));
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (int(threadIdx.x) < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    dweights[p] = float(partial[0]);
+}
+
+unsigned rows(int64_t n) { return unsigned(n); }
+
+} // namespace
+
+template <typename E>
+void moeRouterForward(const Context &ctx, float *weights, int32_t *experts,
+                      const E *logits, const float *bias, int64_t T, int64_t NE,
+                      int64_t k, int64_t scoring, int64_t normalize,
+                      double scale) {
+  if (T <= 0)
+    return;
+  moeRouterForwardKernel<<<detail::blocksFor(T, kRouterThreads, 1 << 30),
+                           kRouterThreads, 0, ctx.stream>>>(
+      weights, experts, logits, bias, T, NE, k, moe::Scoring(scoring),
+      normalize != 0, scale);
+  detail::checkLaunch("moeRouterForward");
+}
+
+template <typename E>
+void moeRouterBackward(const Context &ctx, E *dlogits, const float *dweights,
+                       const E *logits, const int32_t *experts, int64_t T,
+                       int64_t NE, int64_t k, int64_t scoring,
+                       int64_t normalize, double scale) {
+  if (T <= 0)
+    return;
+  moeRouterBackwardKernel<<<detail::blocksFor(T, kRouterThreads, 1 << 30),
+                            kRouterThreads, 0, ctx.stream>>>(
+      dlogits, dweights, logits, experts, T, NE, k, moe::Scoring(scoring),
+      normalize != 0, scale);
+  detail::checkLaunch("moeRouterBackward");
+}
+
+void moeSortByExpert(const Context &ctx, int32_t *order, int32_t *position,
+                     int32_t *offsets, const int32_t *experts, int64_t T,
+                     int64_t k, int64_t NE) {
+  const unsigned blocks = detail::blocksFor(NE, kRouterThreads);
+  moeCountKernel<<<blocks, kRouterThreads, 0, ctx.stream>>>(offsets, experts,
+                                                            T * k, NE);
+  moeScanKernel<<<1, 32, 0, ctx.stream>>>(offsets, NE);
+  moePlaceKernel<<<blocks, kRouterThreads, 0, ctx.stream>>>(
+      order, position, offsets, experts, T * k, NE);
+  detail::checkLaunch("moeSortByExpert");
+}
+
+template <typename E>
+void moePermute(const Context &ctx, E *xs, const E *x, const int32_t *order,
+                int64_t T, int64_t k, int64_t C) {
+  if (T * k <= 0)
+    return;
+  moePermuteKernel<<<rows(T * k), kRowThreads, 0, ctx.stream>>>(xs, x, order, k,
+                                                                C);
+  detail::checkLaunch("moePermute");
+}
+
+template <typename E>
+void moePermuteBackward(const Context &ctx, E *dx, const E *dxs,
+                        const int32_t *position, int64_t T, int64_t k,
+                        int64_t C) {
+  if (T <= 0)
+    return;
+  moePermuteBackwardKernel<<<rows(T), kRowThreads, 0, ctx.stream>>>(
+      dx, dxs, position, k, C);
+  detail::checkLaunch("moePermuteBackward");
+}
+
+template <typename E>
+void moeCombine(const Context &ctx, E *y, const E *ys, const float *weights,
+                const int32_t *position, int64_t T, int64_t k, int64_t C) {
+  if (T <= 0)
+    return;
+  moeCombineKernel<<<rows(T), kRowThreads, 0, ctx.stream>>>(y, ys, weights,
+                                                            position, k, C);
+  detail::checkLaunch("moeCombine");
+}
+
+template <typename E>
+void moeCombineBackward(const Context &ctx, E *dys, float *dweights,
+                        const E *dy, const E *ys, const float *weights,
+                        const int32_t *position, int64_t T, int64_t k,
+                        int64_t C) {
+  if (T * k <= 0)
+    return;
+  moeCombineBackwardKernel<<<rows(T * k), kRowThreads, 0, ctx.stream>>>(
+      dys, dweights, dy, ys, weights, position, k, C);
+  detail::checkLaunch("moeCombineBackward");
+}
+
+#define FSDP_INSTANTIATE(E)                                                    \
+  template void moeRouterForward<E>(                                           \
+      const Context &, float *, int32_t *, const E *, const float *, int64_t,  \
+      int64_t, int64_t, int64_t, int64_t, double);                             \
+  template void moeRouterBackward<E>(                                          \
+      const Context &, E *, const float *, const E *, const int32_t *,         \
+      int64_t, int64_t, int64_t, int64_t, int64_t, double);                    \
+  template void moePermute<E>(const Context &, E *, const E *,                 \
+                              const int32_t *, int64_t, int64_t, int64_t);     \
+  template void moePermuteBackward<E>(const Context &, E *, const E *,         \
+                                      const int32_t *, int64_t, int64_t,       \
+                                      int64_t);                                \
+  template void moeCombine<E>(const Context &, E *, const E *, const float *,  \
+                              const int32_t *, int64_t, int64_t, int64_t);     \
+  template void moeCombineBackward<E>(                                         \
+      const Context &, E *, float *, const E *, const E *, const float *,      \
+      const int32_t *, int64_t, int64_t, int64_t);
+FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
+#undef FSDP_INSTANTIATE
+
+} // namespace fsdp::rt::cuda

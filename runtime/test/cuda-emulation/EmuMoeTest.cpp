@@ -1,0 +1,168 @@
+//===- EmuMoeTest.cpp - mixture-of-experts routing and rows ---------------===//
+//
+// Part of fsdp-cuda-emulation-test (CudaEmulationTest.cpp says how the
+// kernels run and are checked). Each CUDA kernel of Moe.cu against the
+// CPU kernel of the same name (fsdp-cpu-kernels-test checks those against
+// references): the same experts and order exactly, weights and gradients
+// to rounding, every result bitwise the same under every schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmulationCheck.h"
+#include "cpu/MoeExperts.h"
+#include "cpu/MoeRouting.h"
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::vector<float> asFloats(const std::vector<int32_t> &v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+template <typename E>
+void testMoeRouter(int T, int NE, int k, int scoring, bool normalize,
+                   bool withBias, double scale, int off, unsigned seed) {
+  char nm[160];
+  snprintf(nm, sizeof nm, "moe_router%s T=%d E=%d k=%d %s%s%s off=%d",
+           kIsBF16<E> ? " bf16" : "", T, NE, k, scoring ? "sigmoid" : "softmax",
+           normalize ? " normalised" : "", withBias ? " bias" : "", off);
+  std::mt19937 rng(seed);
+  auto logits = randv(size_t(T) * NE, rng, -3, 3),
+       bias = randv(size_t(NE), rng, -0.5f, 0.5f),
+       dw = randv(size_t(T) * k, rng);
+  roundTo<E>(logits);
+  const float *b = withBias ? bias.data() : nullptr;
+  std::vector<float> rw(size_t(T) * k), rdz(size_t(T) * NE);
+  std::vector<int32_t> rex(size_t(T) * k);
+  cp::moeRouterForward(rw.data(), rex.data(), logits.data(), b, T, NE, k,
+                       scoring, normalize, scale);
+  cp::moeRouterBackward(rdz.data(), dw.data(), logits.data(), rex.data(), T, NE,
+                        k, scoring, normalize, scale);
+  roundTo<E>(rdz);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> z(size_t(T) * NE, off), dz(size_t(T) * NE, off);
+    Buf w(size_t(T) * k, off), bw(size_t(NE), off), g(size_t(T) * k, off);
+    std::vector<int32_t> ex(size_t(T) * k, -1);
+    z.set(logits), bw.set(bias), g.set(dw);
+    cu::moeRouterForward(ctx, w.p, ex.data(), z.p, withBias ? bw.p : nullptr, T,
+                         NE, k, scoring, normalize, scale);
+    cu::moeRouterBackward(ctx, dz.p, g.p, z.p, ex.data(), T, NE, k, scoring,
+                          normalize, scale);
+    checkCanary(nm, w), checkCanary(nm, dz);
+    return {w.vec(), asFloats(ex), dz.vec()};
+  });
+  const std::vector<float> want = asFloats(rex);
+  if (o[1] != want)
+    fail(std::string(nm) + ": the chosen experts differ from the CPU's");
+  compare(std::string(nm) + " weights", o[0].data(), rw.data(), rw.size(),
+          1e-6);
+  compare(std::string(nm) + " dlogits", o[2].data(), rdz.data(), rdz.size(),
+          tol<E>(1e-6, 1));
+}
+
+void testMoeSort(int T, int k, int NE, unsigned seed) {
+  char nm[96];
+  snprintf(nm, sizeof nm, "moe_sort T=%d k=%d E=%d", T, k, NE);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(0, NE - 1);
+  std::vector<int32_t> experts(size_t(T) * k);
+  for (int32_t &e : experts)
+    e = pick(rng);
+  std::vector<int32_t> rorder(experts.size()), rpos(experts.size()),
+      roff(size_t(NE) + 1);
+  cp::moeSortByExpert(rorder.data(), rpos.data(), roff.data(), experts.data(),
+                      T, k, NE);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    std::vector<int32_t> order(experts.size(), -1), pos(order),
+        offsets(size_t(NE) + 1, -1);
+    cu::moeSortByExpert(ctx, order.data(), pos.data(), offsets.data(),
+                        experts.data(), T, k, NE);
+    return {asFloats(order), asFloats(pos), asFloats(offsets)};
+  });
+  if (o[0] != asFloats(rorder) || o[1] != asFloats(rpos) ||
+      o[2] != asFloats(roff))
+    fail(std::string(nm) + ": order, position or offsets differ from the "
+                           "CPU's stable sort");
+}
+
+/// Permute and combine with their gradients, on a routing the CPU router
+/// and sort made.
+template <typename E>
+void testMoeRows(int T, int k, int NE, int C, int off, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "moe_rows%s T=%d k=%d E=%d C=%d off=%d",
+           kIsBF16<E> ? " bf16" : "", T, k, NE, C, off);
+  std::mt19937 rng(seed);
+  const size_t P = size_t(T) * k;
+  auto logits = randv(size_t(T) * NE, rng, -3, 3),
+       x = randv(size_t(T) * C, rng), ys = randv(P * C, rng),
+       dy = randv(size_t(T) * C, rng), dxs = randv(P * C, rng);
+  roundTo<E>(x), roundTo<E>(ys), roundTo<E>(dy), roundTo<E>(dxs);
+  std::vector<float> w(P);
+  std::vector<int32_t> ex(P), order(P), pos(P), offsets(size_t(NE) + 1);
+  cp::moeRouterForward(w.data(), ex.data(), logits.data(), nullptr, T, NE, k, 0,
+                       1, 1.0);
+  cp::moeSortByExpert(order.data(), pos.data(), offsets.data(), ex.data(), T, k,
+                      NE);
+  std::vector<float> rxs(P * C), rdx(size_t(T) * C), ry(size_t(T) * C),
+      rdys(P * C), rdw(P);
+  cp::moePermute(rxs.data(), x.data(), order.data(), T, k, C);
+  cp::moePermuteBackward(rdx.data(), dxs.data(), pos.data(), T, k, C);
+  cp::moeCombine(ry.data(), ys.data(), w.data(), pos.data(), T, k, C);
+  cp::moeCombineBackward(rdys.data(), rdw.data(), dy.data(), ys.data(),
+                         w.data(), pos.data(), T, k, C);
+  roundTo<E>(rdx), roundTo<E>(ry), roundTo<E>(rdys);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> bx(size_t(T) * C, off), bxs(P * C, off), bdxs(P * C, off),
+        bdx(size_t(T) * C, off), bys(P * C, off), by(size_t(T) * C, off),
+        bdy(size_t(T) * C, off), bdys(P * C, off);
+    Buf bw(P, off), bdw(P, off);
+    bx.set(x), bdxs.set(dxs), bys.set(ys), bdy.set(dy), bw.set(w);
+    cu::moePermute(ctx, bxs.p, bx.p, order.data(), T, k, C);
+    cu::moePermuteBackward(ctx, bdx.p, bdxs.p, pos.data(), T, k, C);
+    cu::moeCombine(ctx, by.p, bys.p, bw.p, pos.data(), T, k, C);
+    cu::moeCombineBackward(ctx, bdys.p, bdw.p, bdy.p, bys.p, bw.p, pos.data(),
+                           T, k, C);
+    checkCanary(nm, bxs), checkCanary(nm, bdx), checkCanary(nm, by);
+    checkCanary(nm, bdys), checkCanary(nm, bdw);
+    return {bxs.vec(), bdx.vec(), by.vec(), bdys.vec(), bdw.vec()};
+  });
+  if (o[0] != rxs)
+    fail(std::string(nm) + ": permuted rows differ from the CPU's");
+  compare(std::string(nm) + " dx", o[1].data(), rdx.data(), rdx.size(),
+          tol<E>(1e-6, 1));
+  compare(std::string(nm) + " y", o[2].data(), ry.data(), ry.size(),
+          tol<E>(1e-6, 1));
+  compare(std::string(nm) + " dys", o[3].data(), rdys.data(), rdys.size(),
+          tol<E>(1e-6, 1));
+  compare(std::string(nm) + " dweights", o[4].data(), rdw.data(), rdw.size(),
+          1e-6);
+}
+
+} // namespace
+
+void groupMoe(unsigned &) {
+  unsigned seed = 90001;
+  // Mixtral's router, Qwen3-MoE's (both normalisations), DeepSeek-V3's
+  // sigmoid with bias and scale, k = E, and a single token.
+  for (int off : {0, 1}) {
+    testMoeRouter<float>(37, 8, 2, 0, true, false, 1.0, off, seed++);
+    testMoeRouter<float>(19, 128, 8, 0, false, false, 1.0, off, seed++);
+    testMoeRouter<float>(13, 256, 8, 1, true, true, 2.5, off, seed++);
+    testMoeRouter<BF16>(19, 64, 6, 0, true, false, 1.0, off, seed++);
+    testMoeRouter<BF16>(13, 64, 4, 1, false, true, 1.0, off, seed++);
+  }
+  testMoeRouter<float>(5, 4, 4, 0, false, false, 1.0, 0, seed++);
+  testMoeRouter<float>(1, 8, 2, 1, true, false, 1.0, 0, seed++);
+  testMoeSort(53, 3, 7, seed++);
+  testMoeSort(300, 8, 128, seed++);
+  testMoeSort(1, 1, 1, seed++);
+  for (int off : {0, 1}) {
+    testMoeRows<float>(29, 2, 8, 33, off, seed++);
+    testMoeRows<BF16>(17, 4, 16, 300, off, seed++);
+  }
+}
