@@ -14,7 +14,6 @@
 #include "Kernels.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace fsdp::rt::cpu {
 
@@ -73,12 +72,17 @@ FSDP_CPU_KERNEL bool moeSortByExpert(int32_t *order, int32_t *position,
   }
   for (int64_t e = 0; e < E; ++e)
     offsets[e + 1] += offsets[e];
-  // A counting sort: each expert's pairs in pair order, from its offset.
-  std::vector<int32_t> next(offsets, offsets + E);
+  // A counting sort, each expert's pairs in pair order from its offset,
+  // with offsets[e] as expert e's cursor (nothing allocated while
+  // training): afterwards offsets[e] has reached the next expert's start,
+  // so the array shifts back by one.
   for (int64_t p = 0; p < pairs; ++p) {
-    position[p] = next[experts[p]]++;
+    position[p] = offsets[experts[p]]++;
     order[position[p]] = int32_t(p);
   }
+  for (int64_t e = E; e > 0; --e)
+    offsets[e] = offsets[e - 1];
+  offsets[0] = 0;
   return true;
 }
 
