@@ -267,6 +267,70 @@ void testExpertBlock(const Blas &blas) {
   CHECK(offsets[5] == offsets[6]);
 }
 
+/// transformers' load_balancing_loss_func in double over L layers' logits
+/// and choices, times coef.
+double refAuxLoss(const std::vector<std::vector<double>> &logits,
+                  const std::vector<std::vector<int32_t>> &experts, int64_t T,
+                  int64_t E, double coef) {
+  std::vector<double> counts(size_t(E), 0.0), probs(size_t(E), 0.0);
+  for (size_t l = 0; l < logits.size(); ++l) {
+    for (int32_t e : experts[l])
+      counts[e] += 1.0;
+    for (int64_t t = 0; t < T; ++t) {
+      double sum = 0.0;
+      for (int64_t e = 0; e < E; ++e)
+        sum += std::exp(logits[l][t * E + e]);
+      for (int64_t e = 0; e < E; ++e)
+        probs[e] += std::exp(logits[l][t * E + e]) / sum;
+    }
+  }
+  const double rows = double(logits.size()) * double(T);
+  double loss = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    loss += counts[e] / rows * (probs[e] / rows);
+  return coef * double(E) * loss;
+}
+
+void testAuxLoss() {
+  const int64_t L = 3, T = 23, E = 8, k = 2;
+  const double coef = 0.02;
+  Rng rng(31);
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<double>> logitsD;
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<float> stats(size_t(L * 2 * E)), rows(size_t(2 * T)),
+      weights(size_t(T * k));
+  for (int64_t l = 0; l < L; ++l) {
+    logits.push_back(randomVector(rng, size_t(T * E), 3.0f));
+    logitsD.emplace_back(logits[l].begin(), logits[l].end());
+    experts.emplace_back(size_t(T * k));
+    moeRouterForward(weights.data(), experts[l].data(), logits[l].data(),
+                     nullptr, T, E, k, 0, 1, 1.0);
+    moeAuxStats(stats.data() + l * 2 * E, logits[l].data(), experts[l].data(),
+                T, E, k, rows.data());
+  }
+  float loss = NAN;
+  moeAuxLoss(&loss, stats.data(), L, T, E, coef);
+  const double want = refAuxLoss(logitsD, experts, T, E, coef);
+  CHECK_CLOSE("aux loss", &loss, &want, 1, 1e-9, 1e-6);
+  // Layer 1's gradient, the choices held, against central differences.
+  const float dloss = 1.7f;
+  std::vector<float> dz = nans(size_t(T * E)), scratch(static_cast<size_t>(E));
+  moeAuxLossBackward(dz.data(), &dloss, stats.data(), logits[1].data(), L, T, E,
+                     coef, scratch.data());
+  std::vector<double> wantDz;
+  for (int64_t i = 0; i < T * E; ++i) {
+    const double h = 1e-6, saved = logitsD[1][i];
+    logitsD[1][i] = saved + h;
+    const double up = refAuxLoss(logitsD, experts, T, E, coef);
+    logitsD[1][i] = saved - h;
+    const double down = refAuxLoss(logitsD, experts, T, E, coef);
+    logitsD[1][i] = saved;
+    wantDz.push_back(double(dloss) * (up - down) / (2 * h));
+  }
+  CHECK_CLOSE("aux loss dlogits", dz, wantDz, 1e-9, 1e-5);
+}
+
 } // namespace
 
 void testMoeRouting(const Blas &blas) {
@@ -286,6 +350,7 @@ void testMoeRouting(const Blas &blas) {
   testRouterThreads();
   testSortByExpert();
   testExpertBlock(blas);
+  testAuxLoss();
 }
 
 } // namespace cpukernels

@@ -14,6 +14,7 @@
 #include "Kernels.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace fsdp::rt::cpu {
 
@@ -84,6 +85,72 @@ FSDP_CPU_KERNEL bool moeSortByExpert(int32_t *order, int32_t *position,
     offsets[e] = offsets[e - 1];
   offsets[0] = 0;
   return true;
+}
+
+FSDP_CPU_KERNEL void moeAuxStats(float *stats, const float *logits,
+                                 const int32_t *experts, int64_t T, int64_t E,
+                                 int64_t k, float *rowScratch) {
+  float *rowMax = rowScratch, *rowInv = rowScratch + T;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    double m = 0.0, sum = 0.0;
+    moe::softmaxStats([&](int64_t e) { return double(logits[t * E + e]); }, E,
+                      m, sum);
+    rowMax[t] = float(m);
+    rowInv[t] = float(1.0 / sum);
+  }
+  // One expert a thread, its rows in order: any thread count, one sum.
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < E; ++e) {
+    double prob = 0.0;
+    for (int64_t t = 0; t < T; ++t)
+      prob += std::exp(double(logits[t * E + e]) - double(rowMax[t])) *
+              double(rowInv[t]);
+    int64_t count = 0;
+    for (int64_t p = 0; p < T * k; ++p)
+      count += experts[p] == e;
+    stats[e] = float(prob);
+    stats[E + e] = float(count);
+  }
+}
+
+namespace {
+/// F_e (the fraction of pairs, over the L layers' rows) and P_e.
+double fraction(const float *stats, int64_t L, int64_t T, int64_t E, int64_t e,
+                int64_t row) {
+  double sum = 0.0;
+  for (int64_t l = 0; l < L; ++l)
+    sum += double(stats[(l * 2 + row) * E + e]);
+  return sum / double(L * T);
+}
+} // namespace
+
+FSDP_CPU_KERNEL void moeAuxLoss(float *loss, const float *stats, int64_t L,
+                                int64_t T, int64_t E, double coef) {
+  double sum = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    sum += fraction(stats, L, T, E, e, 1) * fraction(stats, L, T, E, e, 0);
+  *loss = float(coef * double(E) * sum);
+}
+
+FSDP_CPU_KERNEL void moeAuxLossBackward(float *dlogits, const float *dloss,
+                                        const float *stats, const float *logits,
+                                        int64_t L, int64_t T, int64_t E,
+                                        double coef, float *expertScratch) {
+  const double scale = double(*dloss) * coef * double(E) / double(L * T);
+  for (int64_t e = 0; e < E; ++e)
+    expertScratch[e] = float(scale * fraction(stats, L, T, E, e, 1));
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float *z = logits + t * E;
+    double m = 0.0, sum = 0.0, dot = 0.0;
+    moe::softmaxStats([&](int64_t e) { return double(z[e]); }, E, m, sum);
+    for (int64_t e = 0; e < E; ++e)
+      dot += std::exp(double(z[e]) - m) / sum * double(expertScratch[e]);
+    for (int64_t e = 0; e < E; ++e)
+      dlogits[t * E + e] = float(std::exp(double(z[e]) - m) / sum *
+                                 (double(expertScratch[e]) - dot));
+  }
 }
 
 } // namespace fsdp::rt::cpu

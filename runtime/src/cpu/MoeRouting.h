@@ -53,6 +53,29 @@ void moeRouterBackward(float *dlogits, const float *dweights,
 bool moeSortByExpert(int32_t *order, int32_t *position, int32_t *offsets,
                      const int32_t *experts, int64_t T, int64_t k, int64_t E);
 
+/// The auxiliary loss's statistics of one MoE layer (docs/moe.md, "Load
+/// balancing"): stats (2 x E) gets each expert's sum over the T rows of
+/// its softmax probability (row 0) and the number of (token, choice)
+/// pairs that chose it (row 1, exact as a float up to 2^24). Sums in
+/// double in row order. rowScratch: 2 T floats (each row's max and the
+/// reciprocal of its sum of exps).
+void moeAuxStats(float *stats, const float *logits, const int32_t *experts,
+                 int64_t T, int64_t E, int64_t k, float *rowScratch);
+
+/// loss = coef E sum_e F_e P_e over the L layers' stats (L x 2 x E), with
+/// F_e = sum_l counts_le / (L T) and P_e = sum_l probSum_le / (L T):
+/// transformers' load_balancing_loss_func on the layers' concatenated
+/// router logits, times router_aux_loss_coef.
+void moeAuxLoss(float *loss, const float *stats, int64_t L, int64_t T,
+                int64_t E, double coef);
+
+/// The auxiliary loss's gradient with respect to one layer's logits
+/// (T x E, overwritten): with a_e = dloss coef E F_e / (L T) (the counts
+/// are constant), dz_t = p_t (a - <p_t, a>). expertScratch: E floats.
+void moeAuxLossBackward(float *dlogits, const float *dloss, const float *stats,
+                        const float *logits, int64_t L, int64_t T, int64_t E,
+                        double coef, float *expertScratch);
+
 } // namespace fsdp::rt::cpu
 
 #endif // FSDP_RUNTIME_CPU_MOEROUTING_H

@@ -143,6 +143,60 @@ void testMoeRows(int T, int k, int NE, int C, int off, unsigned seed) {
           1e-6);
 }
 
+/// The auxiliary loss over L layers: each layer's statistics, the loss,
+/// and one layer's logits gradient.
+template <typename E>
+void testMoeAux(int L, int T, int NE, int k, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "moe_aux%s L=%d T=%d E=%d k=%d",
+           kIsBF16<E> ? " bf16" : "", L, T, NE, k);
+  std::mt19937 rng(seed);
+  const double coef = 0.01;
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<float> rstats(size_t(L) * 2 * NE), rows(size_t(2 * T) + 1),
+      w(size_t(T) * k);
+  for (int l = 0; l < L; ++l) {
+    logits.push_back(randv(size_t(T) * NE, rng, -3, 3));
+    roundTo<E>(logits[l]);
+    experts.emplace_back(size_t(T) * k);
+    cp::moeRouterForward(w.data(), experts[l].data(), logits[l].data(), nullptr,
+                         T, NE, k, 0, 1, 1.0);
+    cp::moeAuxStats(rstats.data() + size_t(l) * 2 * NE, logits[l].data(),
+                    experts[l].data(), T, NE, k, rows.data());
+  }
+  float rloss = 0, dloss = 0.7f;
+  cp::moeAuxLoss(&rloss, rstats.data(), L, T, NE, coef);
+  std::vector<float> rdz(size_t(T) * NE), scratch(static_cast<size_t>(NE));
+  cp::moeAuxLossBackward(rdz.data(), &dloss, rstats.data(), logits[0].data(), L,
+                         T, NE, coef, scratch.data());
+  roundTo<E>(rdz);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    Buf stats(size_t(L) * 2 * NE), rowScratch(size_t(2 * T) + 1), loss(1),
+        dl(1), expertScratch(static_cast<size_t>(NE));
+    BufT<E> z0(size_t(T) * NE), dz(size_t(T) * NE);
+    dl.set({dloss});
+    for (int l = 0; l < L; ++l) {
+      BufT<E> z(size_t(T) * NE);
+      z.set(logits[l]);
+      if (l == 0)
+        z0.set(logits[l]);
+      cu::moeAuxStats(ctx, stats.p + size_t(l) * 2 * NE, z.p, experts[l].data(),
+                      T, NE, k, rowScratch.p);
+    }
+    cu::moeAuxLoss(ctx, loss.p, stats.p, L, T, NE, coef);
+    cu::moeAuxLossBackward(ctx, dz.p, dl.p, stats.p, z0.p, L, T, NE, coef,
+                           expertScratch.p);
+    checkCanary(nm, stats), checkCanary(nm, dz), checkCanary(nm, loss);
+    return {stats.vec(), loss.vec(), dz.vec()};
+  });
+  compare(std::string(nm) + " stats", o[0].data(), rstats.data(), rstats.size(),
+          1e-6);
+  compare(std::string(nm) + " loss", o[1].data(), &rloss, 1, 1e-6);
+  compare(std::string(nm) + " dlogits", o[2].data(), rdz.data(), rdz.size(),
+          tol<E>(1e-6, 1));
+}
+
 } // namespace
 
 void groupMoe(unsigned &) {
@@ -165,4 +219,7 @@ void groupMoe(unsigned &) {
     testMoeRows<float>(29, 2, 8, 33, off, seed++);
     testMoeRows<BF16>(17, 4, 16, 300, off, seed++);
   }
+  testMoeAux<float>(3, 23, 8, 2, seed++);
+  testMoeAux<BF16>(2, 41, 64, 8, seed++);
+  testMoeAux<float>(1, 1, 4, 1, seed++);
 }

@@ -152,6 +152,17 @@ void moeCombineBackward(const Context &ctx, E *dys, float *dweights,
                         const E *dy, const E *ys, const float *weights,
                         const int32_t *position, int64_t T, int64_t k,
                         int64_t C);
+template <typename E>
+void moeAuxStats(const Context &ctx, float *stats, const E *logits,
+                 const int32_t *experts, int64_t T, int64_t NE, int64_t k,
+                 float *rowScratch);
+void moeAuxLoss(const Context &ctx, float *loss, const float *stats, int64_t L,
+                int64_t T, int64_t NE, double coef);
+template <typename E>
+void moeAuxLossBackward(const Context &ctx, E *dlogits, const float *dloss,
+                        const float *stats, const E *logits, int64_t L,
+                        int64_t T, int64_t NE, double coef,
+                        float *expertScratch);
 
 } // namespace fsdp::rt::cuda
 

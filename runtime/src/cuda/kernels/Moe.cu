@@ -13,7 +13,9 @@
 // counting sort with no atomics, O(E P) reads (32 M for 128 experts and
 // 256 K pairs), deterministic by construction. Rows: one block per token
 // row, columns across the threads; each output row's sum over its k pairs
-// runs in choice order j in float, as the CPU's.
+// runs in choice order j in float, as the CPU's. Auxiliary loss: one
+// thread per row for its softmax statistics, one per expert for its sums
+// over the rows in order, one thread for the loss.
 //
 //===----------------------------------------------------------------------===//
 
@@ -183,6 +185,96 @@ __global__ void __launch_bounds__(kRowThreads)
     dweights[p] = float(partial[0]);
 }
 
+/// Each row's softmax max and the reciprocal of its sum of exps.
+template <typename E>
+__global__ void
+moeAuxRowStatsKernel(float *__restrict__ rowMax, float *__restrict__ rowInv,
+                     const E *__restrict__ logits, int64_t T, int64_t NE) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= T)
+    return;
+  const E *z = logits + t * NE;
+  double m = 0.0, sum = 0.0;
+  moe::softmaxStats([&](int64_t e) { return double(detail::toFloat(z[e])); },
+                    NE, m, sum);
+  rowMax[t] = float(m);
+  rowInv[t] = float(1.0 / sum);
+}
+
+/// One expert a thread: its probability sum over the rows in order, and
+/// its pair count.
+template <typename E>
+__global__ void moeAuxExpertStatsKernel(float *__restrict__ stats,
+                                        const E *__restrict__ logits,
+                                        const int32_t *__restrict__ experts,
+                                        const float *__restrict__ rowMax,
+                                        const float *__restrict__ rowInv,
+                                        int64_t T, int64_t NE, int64_t k) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  double prob = 0.0;
+  for (int64_t t = 0; t < T; ++t)
+    prob +=
+        exp(double(detail::toFloat(logits[t * NE + e])) - double(rowMax[t])) *
+        double(rowInv[t]);
+  int64_t count = 0;
+  for (int64_t p = 0; p < T * k; ++p)
+    count += experts[p] == e;
+  stats[e] = float(prob);
+  stats[NE + e] = float(count);
+}
+
+__device__ double moeFraction(const float *stats, int64_t L, int64_t T,
+                              int64_t NE, int64_t e, int64_t row) {
+  double sum = 0.0;
+  for (int64_t l = 0; l < L; ++l)
+    sum += double(stats[(l * 2 + row) * NE + e]);
+  return sum / double(L * T);
+}
+
+__global__ void moeAuxLossKernel(float *__restrict__ loss,
+                                 const float *__restrict__ stats, int64_t L,
+                                 int64_t T, int64_t NE, double coef) {
+  if (threadIdx.x != 0)
+    return;
+  double sum = 0.0;
+  for (int64_t e = 0; e < NE; ++e)
+    sum +=
+        moeFraction(stats, L, T, NE, e, 1) * moeFraction(stats, L, T, NE, e, 0);
+  *loss = float(coef * double(NE) * sum);
+}
+
+/// a_e = dloss coef E F_e / (L T), one expert a thread.
+__global__ void moeAuxScaleKernel(float *__restrict__ a,
+                                  const float *__restrict__ dloss,
+                                  const float *__restrict__ stats, int64_t L,
+                                  int64_t T, int64_t NE, double coef) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  const double scale = double(*dloss) * coef * double(NE) / double(L * T);
+  a[e] = float(scale * moeFraction(stats, L, T, NE, e, 1));
+}
+
+template <typename E>
+__global__ void
+moeAuxRowsBackwardKernel(E *__restrict__ dlogits, const E *__restrict__ logits,
+                         const float *__restrict__ a, int64_t T, int64_t NE) {
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= T)
+    return;
+  const E *z = logits + t * NE;
+  auto logit = [&](int64_t e) { return double(detail::toFloat(z[e])); };
+  double m = 0.0, sum = 0.0, dot = 0.0;
+  moe::softmaxStats(logit, NE, m, sum);
+  for (int64_t e = 0; e < NE; ++e)
+    dot += exp(logit(e) - m) / sum * double(a[e]);
+  for (int64_t e = 0; e < NE; ++e)
+    dlogits[t * NE + e] = detail::fromFloat<E>(
+        float(exp(logit(e) - m) / sum * (double(a[e]) - dot)));
+}
+
 unsigned rows(int64_t n) { return unsigned(n); }
 
 } // namespace
@@ -270,6 +362,41 @@ void moeCombineBackward(const Context &ctx, E *dys, float *dweights,
   detail::checkLaunch("moeCombineBackward");
 }
 
+template <typename E>
+void moeAuxStats(const Context &ctx, float *stats, const E *logits,
+                 const int32_t *experts, int64_t T, int64_t NE, int64_t k,
+                 float *rowScratch) {
+  if (T > 0)
+    moeAuxRowStatsKernel<<<detail::blocksFor(T, kRouterThreads, 1 << 30),
+                           kRouterThreads, 0, ctx.stream>>>(
+        rowScratch, rowScratch + T, logits, T, NE);
+  moeAuxExpertStatsKernel<<<detail::blocksFor(NE, kRouterThreads),
+                            kRouterThreads, 0, ctx.stream>>>(
+      stats, logits, experts, rowScratch, rowScratch + T, T, NE, k);
+  detail::checkLaunch("moeAuxStats");
+}
+
+void moeAuxLoss(const Context &ctx, float *loss, const float *stats, int64_t L,
+                int64_t T, int64_t NE, double coef) {
+  moeAuxLossKernel<<<1, 32, 0, ctx.stream>>>(loss, stats, L, T, NE, coef);
+  detail::checkLaunch("moeAuxLoss");
+}
+
+template <typename E>
+void moeAuxLossBackward(const Context &ctx, E *dlogits, const float *dloss,
+                        const float *stats, const E *logits, int64_t L,
+                        int64_t T, int64_t NE, double coef,
+                        float *expertScratch) {
+  moeAuxScaleKernel<<<detail::blocksFor(NE, kRouterThreads), kRouterThreads, 0,
+                      ctx.stream>>>(expertScratch, dloss, stats, L, T, NE,
+                                    coef);
+  if (T > 0)
+    moeAuxRowsBackwardKernel<<<detail::blocksFor(T, kRouterThreads, 1 << 30),
+                               kRouterThreads, 0, ctx.stream>>>(
+        dlogits, logits, expertScratch, T, NE);
+  detail::checkLaunch("moeAuxLossBackward");
+}
+
 #define FSDP_INSTANTIATE(E)                                                    \
   template void moeRouterForward<E>(                                           \
       const Context &, float *, int32_t *, const E *, const float *, int64_t,  \
@@ -286,7 +413,13 @@ void moeCombineBackward(const Context &ctx, E *dys, float *dweights,
                               const int32_t *, int64_t, int64_t, int64_t);     \
   template void moeCombineBackward<E>(                                         \
       const Context &, E *, float *, const E *, const E *, const float *,      \
-      const int32_t *, int64_t, int64_t, int64_t);
+      const int32_t *, int64_t, int64_t, int64_t);                             \
+  template void moeAuxStats<E>(const Context &, float *, const E *,            \
+                               const int32_t *, int64_t, int64_t, int64_t,     \
+                               float *);                                       \
+  template void moeAuxLossBackward<E>(const Context &, E *, const float *,     \
+                                      const float *, const E *, int64_t,       \
+                                      int64_t, int64_t, double, float *);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 
