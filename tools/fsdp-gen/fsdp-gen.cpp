@@ -432,9 +432,11 @@ std::string moeText(const fsdp_gen::MoeConfig &e) {
                      std::to_string(e.expertFfn) + " (top " +
                      std::to_string(e.topK) + ", " + e.scoring + " router" +
                      (e.normTopK ? ", top-k renormalized" : "");
+  // The balancing loss joins the training loss only with
+  // output_router_logits (off in the published configs).
   return text +
-         (e.auxLoss ? ", aux loss " + gText(e.auxLossCoef)
-                    : ", no aux loss (output_router_logits false)") +
+         (e.auxLoss ? ", aux loss weight " + gText(e.auxLossCoef)
+                    : std::string(", aux loss off")) +
          ")";
 }
 
