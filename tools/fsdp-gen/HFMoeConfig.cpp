@@ -27,12 +27,32 @@ void readAuxLossCoef(KeyReader &r, MoeConfig &e) {
   e.auxLossCoef = v->get<double>();
 }
 
-/// Mixtral: num_local_experts experts of intermediate_size each (readLlama
-/// read it as the MLP's width), and the top k's weights always divided by
+/// The expert count into `e.experts`, returning the key that gave it.
+/// The Hub's configs (transformers 4.x) name it num_local_experts
+/// (Mixtral) or num_experts (Qwen3-MoE); transformers 5 maps num_experts
+/// to num_local_experts in both families and writes the latter. Both
+/// given, they must agree.
+const char *readExpertCount(KeyReader &r, MoeConfig &e, bool mixtral) {
+  const json *local = r.value("num_local_experts");
+  const json *plain = r.value("num_experts");
+  if (local && plain && *local != *plain) {
+    r.bad("num_experts", "is " + plain->dump() + " and num_local_experts " +
+                             local->dump() + ": they name the same count");
+    return "num_experts";
+  }
+  const char *key = local     ? "num_local_experts"
+                    : plain   ? "num_experts"
+                    : mixtral ? "num_local_experts"
+                              : "num_experts";
+  r.positive(key, e.experts);
+  return key;
+}
+
+/// Mixtral: experts of intermediate_size each (readLlama read it as the
+/// MLP's width), and the top k's weights always divided by
 /// their sum (MixtralSparseMoeBlock has no switch for it).
 void readMixtral(KeyReader &r, LlamaConfig &c) {
   MoeConfig &e = c.moe;
-  r.positive("num_local_experts", e.experts);
   e.expertFfn = c.ffn;
   e.normTopK = true;
   // Jitter multiplies the router's input by uniform noise in training:
@@ -45,12 +65,11 @@ void readMixtral(KeyReader &r, LlamaConfig &c) {
               "training, which fsdp-gen does not model; only 0");
 }
 
-/// Qwen3-MoE: num_experts experts of moe_intermediate_size each, in every
+/// Qwen3-MoE: experts of moe_intermediate_size each, in every
 /// layer. decoder_sparse_step and mlp_only_layers would give some layers a
 /// dense MLP of intermediate_size instead, which is not modelled yet.
 void readQwen3Moe(KeyReader &r, LlamaConfig &c) {
   MoeConfig &e = c.moe;
-  r.positive("num_experts", e.experts);
   r.positive("moe_intermediate_size", e.expertFfn);
   r.boolean("norm_topk_prob", e.normTopK);
   int64_t step = 1;
@@ -83,15 +102,15 @@ void readQwen3Moe(KeyReader &r, LlamaConfig &c) {
 void readMoe(KeyReader &r, HFModel &m) {
   LlamaConfig &c = m.llama;
   MoeConfig &e = c.moe;
-  if (m.modelType == "mixtral")
+  bool mixtral = m.modelType == "mixtral";
+  const char *expertsKey = readExpertCount(r, e, mixtral);
+  if (mixtral)
     readMixtral(r, c);
   else
     readQwen3Moe(r, c);
   // No layer has a dense MLP: its width is not the model's.
   c.ffn = 0;
   r.positive("num_experts_per_tok", e.topK);
-  const char *expertsKey =
-      m.modelType == "mixtral" ? "num_local_experts" : "num_experts";
   if (r.error.empty() && e.topK > e.experts)
     r.bad("num_experts_per_tok",
           "is " + std::to_string(e.topK) + ", more than the " +

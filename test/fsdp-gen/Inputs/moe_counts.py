@@ -16,7 +16,7 @@ import transformers
 
 values = json.load(open(sys.argv[1]))
 config_class = transformers.CONFIG_MAPPING[values["model_type"]]
-config = config_class(**{k: v for k, v in values.items() if k != "model_type"})
+config = config_class.from_json_file(sys.argv[1])
 with torch.device("meta"):
     model = transformers.AutoModelForCausalLM.from_config(config)
 total = sum(p.numel() for p in model.parameters())
