@@ -49,8 +49,8 @@ const char *readExpertCount(KeyReader &r, MoeConfig &e, bool mixtral) {
 }
 
 /// Mixtral: experts of intermediate_size each (readLlama read it as the
-/// MLP's width), and the top k's weights always divided by
-/// their sum (MixtralSparseMoeBlock has no switch for it).
+/// MLP's width), and the top k's weights always divided by their sum
+/// (MixtralSparseMoeBlock has no switch for it).
 void readMixtral(KeyReader &r, LlamaConfig &c) {
   MoeConfig &e = c.moe;
   e.expertFfn = c.ffn;
@@ -65,9 +65,9 @@ void readMixtral(KeyReader &r, LlamaConfig &c) {
               "training, which fsdp-gen does not model; only 0");
 }
 
-/// Qwen3-MoE: experts of moe_intermediate_size each, in every
-/// layer. decoder_sparse_step and mlp_only_layers would give some layers a
-/// dense MLP of intermediate_size instead, which is not modelled yet.
+/// Qwen3-MoE: experts of moe_intermediate_size each, in every layer.
+/// decoder_sparse_step and mlp_only_layers would give some layers a dense
+/// MLP of intermediate_size instead, which is not modelled yet.
 void readQwen3Moe(KeyReader &r, LlamaConfig &c) {
   MoeConfig &e = c.moe;
   r.positive("moe_intermediate_size", e.expertFfn);
