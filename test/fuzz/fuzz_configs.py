@@ -3,7 +3,9 @@
 
 Seeds are the configs of test/fsdp-gen/Inputs (GPT-2 124M, LLaMA-13B,
 Llama 2 7B, Llama 3 8B in both transformers spellings, Llama 3.1 8B with
-its rope scaling, Mistral 7B v0.3, Qwen2.5 7B, Qwen3 8B), scaled down so that a GPT-2 that parses is also
+its rope scaling, Mistral 7B v0.3, Qwen2.5 7B, Qwen3 8B, and the mixtures
+of experts Mixtral 8x7B and Qwen3-30B-A3B, which are described only),
+scaled down so that a GPT-2 that parses is also
 built quickly. Per case one to three mutations: a key's value replaced by
 an extreme or another JSON type (0, -1, 2^31, 2^63, 1e308, NaN as a bare
 token, "", null, [], {}, true, a long string), a key removed or an
@@ -37,14 +39,17 @@ SEEDS = ["gpt2-config.json", "llama-13b-config.json",
          "llama2-7b-config.json", "llama3-8b-config.json",
          "llama3-8b-config-v5.json", "llama3.1-8b-config.json",
          "mistral-7b-v0.3-config.json", "qwen2.5-7b-config.json",
-         "qwen3-8b-config.json"]
+         "qwen3-8b-config.json", "mixtral-8x7b-config.json",
+         "qwen3-30b-a3b-config.json"]
 # Small sizes, so that a GPT-2 seed that survives is built in moments.
 SMALL = {"n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 16,
          "n_positions": 8, "n_ctx": 8, "num_hidden_layers": 1,
          "hidden_size": 8, "num_attention_heads": 2,
          "num_key_value_heads": 1, "intermediate_size": 16,
          "max_position_embeddings": 8, "max_sequence_length": 8,
-         "head_dim": 4, "sliding_window": 4, "max_window_layers": 1}
+         "head_dim": 4, "sliding_window": 4, "max_window_layers": 1,
+         "num_local_experts": 4, "num_experts": 4, "num_experts_per_tok": 2,
+         "moe_intermediate_size": 16}
 VALUES = ["0", "-1", "1", "2147483648", "9223372036854775807",
           "18446744073709551616", "1e308", "-1e-308", "NaN", "Infinity",
           '""', "null", "[]", "{}", "true", "false", '"x"', "0.5",
@@ -84,6 +89,16 @@ BOUNDS = {
     "head_dim": ["3", "-4", "2147483648"],
     "attention_bias": ['"yes"', "1"],
     "use_sliding_window": ["true"],
+    # The experts' keys (issue 31): a top k above the experts, random
+    # jitter, dense layers, counts past int64.
+    "num_experts_per_tok": ["5", "0"],
+    "num_local_experts": ["9223372036854775807", "0"],
+    "num_experts": ["9223372036854775807", "0"],
+    "moe_intermediate_size": ["9223372036854775807"],
+    "router_jitter_noise": ["0.01", '"x"'],
+    "decoder_sparse_step": ["2", "0"],
+    "mlp_only_layers": ["[0]", '"x"'],
+    "router_aux_loss_coef": ["-1", "1e309"],
 }
 
 

@@ -7,10 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#define JSON_NOEXCEPTION
-#include "HFConfig.h"
-
-#include <nlohmann/json.hpp>
+#include "KeyReader.h"
 
 #include <cerrno>
 #include <cmath>
@@ -21,106 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using json = nlohmann::json;
-
 namespace fsdp_gen {
 namespace {
-/// Keys that describe the checkpoint or the tokenizer, not the network.
-const std::set<std::string> kBookkeeping = {
-    "_name_or_path", "architectures",        "bos_token_id",
-    "eos_token_id",  "pad_token_id",         "model_type",
-    "torch_dtype",   "transformers_version",
-    "dtype", // transformers 5's name for torch_dtype
-    "use_cache",     "task_specific_params", "id2label",
-    "label2id"};
-
-/// Reads one config's keys, remembering which were read; the first
-/// problem wins and names the key.
-class KeyReader {
-public:
-  KeyReader(const json &j, std::string path) : j(j), path(std::move(path)) {}
-
-  /// A positive integer; `required` or left at `out`.
-  void positive(const char *key, int64_t &out, bool required = true) {
-    const json *v = find(key, required);
-    if (!v)
-      return;
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
-      return bad(key, "must be a positive integer");
-    out = v->get<int64_t>();
-  }
-  /// A positive number that a positive, finite f32 holds (the IR keeps
-  /// rope's theta and the norm's epsilon in f32 attributes).
-  void number(const char *key, double &out) {
-    const json *v = find(key, false);
-    if (!v)
-      return;
-    if (!v->is_number() || !(v->get<double>() > 0.0))
-      return bad(key, "must be a positive number");
-    float rounded = float(v->get<double>());
-    if (!(rounded > 0.0f) || std::isinf(rounded))
-      return bad(key, "is " + v->dump() +
-                          ": it must be positive and finite as an f32 (the "
-                          "IR keeps it in one)");
-    out = v->get<double>();
-  }
-  void boolean(const char *key, bool &out) {
-    const json *v = find(key, false);
-    if (!v)
-      return;
-    if (!v->is_boolean())
-      return bad(key, "must be true or false");
-    out = v->get<bool>();
-  }
-  /// A key that may be absent or hold `allowed` (or null, when
-  /// `nullOk`): anything else is an architecture we do not build.
-  void only(const char *key, const json &allowed, bool nullOk = false) {
-    const json *v = find(key, false);
-    if (v && *v != allowed && !(nullOk && v->is_null()))
-      bad(key, "is " + v->dump() + "; fsdp-gen builds only " + allowed.dump());
-  }
-  /// A dropout probability: accepted, and noted when not 0 (the step
-  /// trains without dropout).
-  void dropout(const char *key, std::vector<std::string> &notes) {
-    const json *v = find(key, false);
-    if (v && (!v->is_number() || !(v->get<double>() >= 0.0) ||
-              v->get<double>() > 1.0))
-      return bad(key, "must be a probability (from 0 to 1)");
-    if (v && v->get<double>() != 0.0)
-      notes.push_back(std::string(key) + " = " + v->dump() +
-                      " is not modelled: the step trains without dropout");
-  }
-  /// A key about something the language model does not have.
-  void ignore(const char *key) { read.insert(key); }
-  /// The value of `key` (marked read), or null when absent.
-  const json *value(const char *key) { return find(key, false); }
-  /// Fails on the first key neither read nor bookkeeping.
-  void rejectOthers() {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (!read.count(it.key()) && !kBookkeeping.count(it.key()))
-        return bad(it.key().c_str(), "is not supported by fsdp-gen");
-  }
-  void bad(const char *key, const std::string &why) {
-    if (error.empty())
-      error = path + ": '" + key + "' " + why;
-  }
-  std::string error;
-
-private:
-  const json *find(const char *key, bool required) {
-    read.insert(key);
-    auto it = j.find(key);
-    if (it == j.end()) {
-      if (required)
-        bad(key, "is missing");
-      return nullptr;
-    }
-    return &*it;
-  }
-  const json &j;
-  std::string path;
-  std::set<std::string> read;
-};
 
 void readGPT2(KeyReader &r, HFModel &m) {
   GPT2Config &c = m.gpt2;
@@ -359,11 +258,14 @@ void readRope(KeyReader &r, LlamaConfig &c) {
   c.ropeTheta = theta->get<double>();
 }
 
-/// Mistral's sliding_window: a positive key count, or null for full
-/// attention. transformers' MistralConfig defaults it to 4096, so a
-/// config without the key has a window of 4096 (said on stderr).
+/// Mistral's and Mixtral's sliding_window: a positive key count, or null
+/// for full attention. transformers' MistralConfig defaults it to 4096, so
+/// a mistral config without the key has a window of 4096 (said on
+/// stderr); MixtralConfig's default is null.
 void readSlidingWindow(KeyReader &r, HFModel &m) {
   const json *v = r.value("sliding_window");
+  if (!v && m.modelType == "mixtral")
+    return;
   if (!v) {
     m.llama.window = 4096;
     m.notes.push_back("sliding_window is absent: a window of 4096 keys, "
@@ -407,10 +309,14 @@ void readQwenWindow(KeyReader &r, const LlamaConfig &c) {
 /// Llama, and the families built as a Llama with more (`model_type`):
 /// Mistral (a sliding window on every layer's attention), Qwen2 (q, k and
 /// v biases) and Qwen3 (q_norm and k_norm per head, head_dim 128 unless
-/// given).
+/// given). Mixtral's attention is Mistral's and Qwen3-MoE's Qwen3's
+/// (head_dim hidden_size / heads unless given); readMoe reads their
+/// experts.
 void readLlama(KeyReader &r, HFModel &m) {
   LlamaConfig &c = m.llama;
-  bool qwen2 = m.modelType == "qwen2", qwen3 = m.modelType == "qwen3";
+  bool qwen3Moe = m.modelType == "qwen3_moe";
+  bool qwen2 = m.modelType == "qwen2",
+       qwen3 = m.modelType == "qwen3" || qwen3Moe;
   c.qkvBias = qwen2;
   c.qkNorm = qwen3;
   r.positive("num_hidden_layers", c.layers);
@@ -418,7 +324,9 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.positive("num_attention_heads", c.heads);
   c.kvHeads = c.heads;
   r.positive("num_key_value_heads", c.kvHeads, false);
-  r.positive("intermediate_size", c.ffn);
+  // Qwen3-MoE's intermediate_size is the dense MLP of layers without
+  // experts (none here, see readMoe), so it may be left out.
+  r.positive("intermediate_size", c.ffn, !qwen3Moe);
   r.positive("vocab_size", c.vocab);
   r.positive("max_position_embeddings", c.seq);
   readRope(r, c);
@@ -427,7 +335,7 @@ void readLlama(KeyReader &r, HFModel &m) {
   r.boolean("tie_word_embeddings", c.tiedHead);
   // head_dim: the head size where it is not hidden_size / heads (Qwen3's
   // default is 128; null or absent elsewhere means hidden_size / heads).
-  if (qwen3)
+  if (qwen3 && !qwen3Moe)
     c.headDim = 128;
   if (const json *hd = r.value("head_dim"); hd && !hd->is_null()) {
     if (!hd->is_number_integer() || hd->get<int64_t>() <= 0)
@@ -448,7 +356,7 @@ void readLlama(KeyReader &r, HFModel &m) {
   if (c.kvHeads > 0 && c.heads % c.kvHeads != 0)
     r.bad("num_key_value_heads", "must divide num_attention_heads");
   r.only("hidden_act", json("silu"));
-  bool mistral = m.modelType == "mistral";
+  bool mistral = m.modelType == "mistral" || m.modelType == "mixtral";
   if (qwen2) {
     r.ignore("attention_bias"); // not Qwen2's: q, k, v have biases always
   } else if (mistral) {
@@ -476,9 +384,26 @@ void readLlama(KeyReader &r, HFModel &m) {
   if (c.seq > 0)
     r.only("max_sequence_length", json(c.seq));
 }
-} // namespace
 
-std::optional<int64_t> countParameters(const LlamaConfig &c) {
+/// One block's MLP into `out`, false on overflow: SwiGLU's gate, up and
+/// down (3 C F); with experts, `routed` of them (3 C F_e each) and the
+/// router (E x C, no bias).
+bool mlpParameters(const LlamaConfig &c, int64_t routed, int64_t &out) {
+  const MoeConfig &e = c.moe;
+  if (e.experts == 0)
+    return !__builtin_mul_overflow(c.dim, c.ffn, &out) &&
+           !__builtin_mul_overflow(out, 3, &out);
+  int64_t router;
+  return !__builtin_mul_overflow(c.dim, e.expertFfn, &out) &&
+         !__builtin_mul_overflow(out, 3, &out) &&
+         !__builtin_mul_overflow(out, routed, &out) &&
+         !__builtin_mul_overflow(c.dim, e.experts, &router) &&
+         !__builtin_add_overflow(out, router, &out);
+}
+
+/// The parameters of a Llama whose blocks hold `routed` experts each (of
+/// a mixture of experts; unused when dense).
+std::optional<int64_t> countLlama(const LlamaConfig &c, int64_t routed) {
   // Checked: a config's sizes are anyone's numbers. q and o are C x H hs
   // each (C x C when hs = C / H), k and v C x K hs each; Qwen2 adds the
   // biases of q, k and v ((H + 2K) hs), attention_bias those and o's (C),
@@ -491,10 +416,8 @@ std::optional<int64_t> countParameters(const LlamaConfig &c) {
       (c.oBias && __builtin_add_overflow(extra, c.dim, &extra)) ||
       (c.qkNorm && __builtin_add_overflow(extra, 2 * c.headSize(), &extra)) ||
       __builtin_mul_overflow(c.dim, kv, &dkv) ||
-      __builtin_mul_overflow(c.dim, c.ffn, &dff) ||
-      __builtin_mul_overflow(dd, 2, &dd) ||
+      !mlpParameters(c, routed, dff) || __builtin_mul_overflow(dd, 2, &dd) ||
       __builtin_mul_overflow(dkv, 2, &dkv) ||
-      __builtin_mul_overflow(dff, 3, &dff) ||
       __builtin_add_overflow(dd, dkv, &block) ||
       __builtin_add_overflow(block, dff, &block) ||
       __builtin_add_overflow(block, 2 * c.dim, &block) ||
@@ -506,6 +429,15 @@ std::optional<int64_t> countParameters(const LlamaConfig &c) {
       __builtin_add_overflow(total, c.dim, &total))
     return std::nullopt;
   return total;
+}
+} // namespace
+
+std::optional<int64_t> countParameters(const LlamaConfig &c) {
+  return countLlama(c, c.moe.experts);
+}
+
+std::optional<int64_t> countActiveParameters(const LlamaConfig &c) {
+  return countLlama(c, c.moe.topK);
 }
 
 std::optional<int64_t> countParameters(const GPT2Config &c) {
@@ -590,15 +522,20 @@ bool readHFConfig(const std::string &path, HFModel &model, std::string &error) {
   }
   model.modelType = type->get<std::string>();
   KeyReader r(j, path);
-  if (model.modelType == "gpt2")
+  const std::string &kind = model.modelType;
+  if (kind == "gpt2") {
     readGPT2(r, model);
-  else if (model.modelType == "llama" || model.modelType == "mistral" ||
-           model.modelType == "qwen2" || model.modelType == "qwen3")
+  } else if (kind == "llama" || kind == "mistral" || kind == "qwen2" ||
+             kind == "qwen3") {
     readLlama(r, model);
-  else
-    r.bad("model_type",
-          "is \"" + model.modelType +
-              "\"; fsdp-gen reads gpt2, llama, mistral, qwen2 and qwen3");
+  } else if (kind == "mixtral" || kind == "qwen3_moe") {
+    readLlama(r, model);
+    readMoe(r, model);
+  } else {
+    r.bad("model_type", "is \"" + kind +
+                            "\"; fsdp-gen reads gpt2, llama, mistral, "
+                            "mixtral, qwen2, qwen3 and qwen3_moe");
+  }
   r.rejectOthers();
   error = r.error;
   // The file's keys in its order (ordered_json), whatever they are: the

@@ -24,8 +24,14 @@ namespace fsdp_gen {
 /// up and down (C x F each) and two RMSNorm gains (C each), Qwen2's q, k
 /// and v biases, Qwen3's q_norm and k_norm gains (hs each); the token
 /// table, the final norm's gain and the head (V x C, unless tied).
-/// None when the count overflows int64.
+/// With a mixture of experts the MLP is E experts (3 C F_e each) and the
+/// router (E x C). None when the count overflows int64.
 std::optional<int64_t> countParameters(const LlamaConfig &c);
+/// The parameters one token runs through: countParameters with top_k
+/// routed experts per block instead of all of them (every one for a
+/// dense model). The router's E x C is counted: every token is scored by
+/// every expert's row.
+std::optional<int64_t> countActiveParameters(const LlamaConfig &c);
 /// The parameters of a GPT-2: per block 12 C^2 + 13 C, the token and
 /// position tables (V x C, positions x C) and the final norm (2 C); the
 /// head is tied. None when the count overflows int64.
@@ -35,7 +41,8 @@ std::optional<int64_t> countParameters(const GPT2Config &c);
 struct HFModel {
   /// "gpt2", or "llama", "mistral", "qwen2", "qwen3" (a LlamaConfig:
   /// Mistral with a window, Qwen2 with qkvBias, Qwen3 with qkNorm and
-  /// head_dim).
+  /// head_dim), or "mixtral", "qwen3_moe" (Mistral's and Qwen3's
+  /// attention with LlamaConfig::moe's experts: described, not built).
   std::string modelType;
   GPT2Config gpt2;
   LlamaConfig llama;

@@ -48,6 +48,34 @@ struct RopeScalingConfig {
 double yarnAttentionFactor(double factor, double mscale = 0,
                            double mscaleAllDim = 0);
 
+/// A mixture of experts in place of every block's MLP (Hugging Face's
+/// MixtralConfig and Qwen3MoeConfig): a router (a C -> experts linear, no
+/// bias) scores each token, the top `topK` experts (SwiGLU MLPs of width
+/// `expertFfn`) run on it and their outputs are summed, weighted by the
+/// scores. Read from configs and counted only: the dialect has no MoE ops
+/// yet (issue 31), so fsdp-gen builds no IR of it.
+struct MoeConfig {
+  /// Routed experts per layer: 0 for a dense model (no MoE).
+  int64_t experts = 0;
+  /// Experts each token is sent to (num_experts_per_tok).
+  int64_t topK = 0;
+  /// Each expert's SwiGLU width (Mixtral's intermediate_size, Qwen3-MoE's
+  /// moe_intermediate_size).
+  int64_t expertFfn = 0;
+  /// Whether the top-k scores are divided by their sum (Mixtral always;
+  /// Qwen3-MoE's norm_topk_prob) or used as the softmax gave them.
+  bool normTopK = false;
+  /// How the router's logits become scores: a softmax over all experts,
+  /// before the top k are picked (both families; DeepSeek V3 would be
+  /// "sigmoid").
+  std::string scoring = "softmax";
+  /// The load-balancing loss: added to the training loss, times
+  /// `auxLossCoef`, only when `auxLoss` (output_router_logits): the
+  /// published configs leave it off.
+  bool auxLoss = false;
+  double auxLossCoef = 0.001;
+};
+
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
 /// embeddings, a SwiGLU MLP, grouped-query attention, no biases. Mistral
 /// is the same with a sliding window on every layer's attention.
@@ -72,6 +100,9 @@ struct LlamaConfig {
   bool oBias = false;
   /// Qwen3's q_norm and k_norm: RMSNorm per q and k head before rope.
   bool qkNorm = false;
+  /// Mixtral's and Qwen3-MoE's experts in place of the MLP (`ffn` is then
+  /// 0: no layer has a dense MLP). buildLlama builds none of it.
+  MoeConfig moe;
   int64_t headSize() const { return headDim ? headDim : dim / heads; }
 };
 
