@@ -55,6 +55,17 @@ Size operator+(const Size &a, const Size &b) {
   return combine(a, b, llvm::checkedAdd<int64_t>);
 }
 
+/// "--dim 64 and --heads 4": the options a size grows with.
+std::string optionNames(const Size &size) {
+  std::string names;
+  for (auto [i, option] : llvm::enumerate(size.options)) {
+    if (i > 0)
+      names += i + 1 == size.options.size() ? " and " : ", ";
+    names += (option.first + " " + llvm::Twine(option.second)).str();
+  }
+  return names;
+}
+
 /// Records the first size that does not fit, with a message naming its
 /// options and what it is the size of.
 class Checker {
@@ -72,17 +83,28 @@ public:
   void requireBytes(llvm::StringRef what, const Size &bytes) {
     if (error || bytes.value)
       return;
-    std::string names;
-    for (auto [i, option] : llvm::enumerate(bytes.options)) {
-      if (i > 0)
-        names += i + 1 == bytes.options.size() ? " and " : ", ";
-      names += (option.first + " " + llvm::Twine(option.second)).str();
-    }
+    std::string names = optionNames(bytes);
     bool one = bytes.options.size() == 1;
     error = (names + (one ? " is too large: " : " are too large together: ") +
              what + " would take more than " +
              llvm::Twine(std::numeric_limits<int64_t>::max()) +
              " bytes, the most the compiler can count (int64)")
+                .str();
+  }
+  /// One dimension a kernel takes (a GEMM's width, a row's length): at
+  /// most 2^31 - 1, as BLAS and the CUDA grids take them as int (the
+  /// kernels' shape rules, `<= INT`, refuse more).
+  void requireDim(llvm::StringRef what, const Size &dim) {
+    constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+    if (error || (dim.value && *dim.value <= kMaxDim))
+      return;
+    std::string names = optionNames(dim);
+    error = (names + (dim.options.size() == 1 ? " is" : " are") +
+             " too large: " + what + " would be " +
+             (dim.value ? llvm::Twine(*dim.value).str() : "past int64") +
+             ", past " + llvm::Twine(kMaxDim) +
+             ", the most a kernel's dimension can be (BLAS and CUDA take "
+             "them as int)")
                 .str();
   }
   /// A tensor of `elements` elements of `elementBytes` bytes each.
@@ -199,6 +221,7 @@ std::optional<std::string> fsdp_gen::checkSizes(const GPT2Config &c, int64_t eb,
       (BTC * Size(2) + BT * V + L * (Size(18) * BTC + B * H * T * T)) * eb +
       (L * Size(4) * BT + Size(4) * BT) * Size(4);
   check.requireStep(state, activations);
+  check.requireDim("the MLP's width (4 dim)", Size(4) * C);
   if (check.error)
     return check.error;
   return checkVocab(n.vocab, c.vocab);
@@ -246,6 +269,9 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
     activations = activations + Size(2) * (L + Size(-1)) * B * W;
   activations = activations * eb;
   check.requireStep(state, activations);
+  check.requireDim("the width", W);
+  check.requireDim("the input's width", I);
+  check.requireDim("the classes", K);
   return check.error;
 }
 
@@ -312,6 +338,13 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
           eb +
       (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
+  // Then each dimension a kernel takes (sizes that fit int64 but not
+  // int).
+  check.requireDim("the width", C);
+  check.requireDim("the MLP's width", F);
+  check.requireDim("qkv_proj's width ((heads + 2 kv-heads) x head size)",
+                   q + Size(2) * kv);
+  check.requireDim("o_proj's input width (heads x head size)", q);
   if (check.error)
     return check.error;
   return checkVocab(n.vocab, c.vocab);
