@@ -84,43 +84,49 @@ FSDP_CPU_KERNEL void moeCombineBackward(float *dys, float *dweights,
   }
 }
 
+namespace {
+/// Calls f(e, first row, rows) for every expert, in expert order.
+template <typename F>
+void forEachExpert(const int32_t *offsets, int64_t E, const F &f) {
+  for (int64_t e = 0; e < E; ++e)
+    f(e, int64_t(offsets[e]), int64_t(offsets[e + 1] - offsets[e]));
+}
+} // namespace
+
 FSDP_CPU_KERNEL void moeGroupedLinear(const Blas &blas, float *out,
                                       const float *in, const float *w,
                                       const int32_t *offsets, int64_t E,
                                       int64_t P, int64_t I, int64_t O) {
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
     if (rows > 0)
       blas.sgemm(/*transA=*/false, /*transB=*/true, rows, O, I, 1.0f,
                  in + r0 * I, I, w + e * O * I, I, 0.0f, out + r0 * O, O);
-  }
+  });
 }
 
 FSDP_CPU_KERNEL void
 moeGroupedLinearGradInput(const Blas &blas, float *din, const float *dout,
                           const float *w, const int32_t *offsets, int64_t E,
                           int64_t P, int64_t I, int64_t O) {
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
     if (rows > 0)
       blas.sgemm(/*transA=*/false, /*transB=*/false, rows, I, O, 1.0f,
                  dout + r0 * O, O, w + e * O * I, I, 0.0f, din + r0 * I, I);
-  }
+  });
 }
 
 FSDP_CPU_KERNEL void
 moeGroupedLinearGradWeight(const Blas &blas, float *dw, const float *dout,
                            const float *in, const int32_t *offsets, int64_t E,
                            int64_t P, int64_t I, int64_t O) {
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
     float *d = dw + e * O * I;
     if (rows == 0)
       std::fill(d, d + O * I, 0.0f);
     else
       blas.sgemm(/*transA=*/true, /*transB=*/false, O, I, rows, 1.0f,
                  dout + r0 * O, O, in + r0 * I, I, 0.0f, d, I);
-  }
+  });
 }
 
 } // namespace fsdp::rt::cpu

@@ -114,22 +114,12 @@ FSDP_CPU_KERNEL void moeAuxStats(float *stats, const float *logits,
   }
 }
 
-namespace {
-/// F_e (the fraction of pairs, over the L layers' rows) and P_e.
-double fraction(const float *stats, int64_t L, int64_t T, int64_t E, int64_t e,
-                int64_t row) {
-  double sum = 0.0;
-  for (int64_t l = 0; l < L; ++l)
-    sum += double(stats[(l * 2 + row) * E + e]);
-  return sum / double(L * T);
-}
-} // namespace
-
 FSDP_CPU_KERNEL void moeAuxLoss(float *loss, const float *stats, int64_t L,
                                 int64_t T, int64_t E, double coef) {
   double sum = 0.0;
   for (int64_t e = 0; e < E; ++e)
-    sum += fraction(stats, L, T, E, e, 1) * fraction(stats, L, T, E, e, 0);
+    sum += moe::auxFraction(stats, L, T, E, e, 1) *
+           moe::auxFraction(stats, L, T, E, e, 0);
   *loss = float(coef * double(E) * sum);
 }
 
@@ -139,7 +129,7 @@ FSDP_CPU_KERNEL void moeAuxLossBackward(float *dlogits, const float *dloss,
                                         double coef, float *expertScratch) {
   const double scale = double(*dloss) * coef * double(E) / double(L * T);
   for (int64_t e = 0; e < E; ++e)
-    expertScratch[e] = float(scale * fraction(stats, L, T, E, e, 1));
+    expertScratch[e] = float(scale * moe::auxFraction(stats, L, T, E, e, 1));
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     const float *z = logits + t * E;

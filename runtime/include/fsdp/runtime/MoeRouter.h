@@ -145,6 +145,18 @@ FSDP_MOE_HD void rowBackward(const Store &store, const Logit &z,
   }
 }
 
+/// The auxiliary loss's F_e (row 1: the fraction of pairs routed to e)
+/// or P_e (row 0: the mean probability of e) over the L layers' stats
+/// (L x 2 x E: each layer's probability sums, then pair counts) and their
+/// L T rows (docs/moe.md, "Load balancing").
+FSDP_MOE_HD inline double auxFraction(const float *stats, int64_t L, int64_t T,
+                                      int64_t E, int64_t e, int64_t row) {
+  double sum = 0.0;
+  for (int64_t l = 0; l < L; ++l)
+    sum += double(stats[(l * 2 + row) * E + e]);
+  return sum / double(L * T);
+}
+
 } // namespace fsdp::moe
 
 #endif // FSDP_RUNTIME_MOEROUTER_H

@@ -225,14 +225,6 @@ __global__ void moeAuxExpertStatsKernel(float *__restrict__ stats,
   stats[NE + e] = float(count);
 }
 
-__device__ double moeFraction(const float *stats, int64_t L, int64_t T,
-                              int64_t NE, int64_t e, int64_t row) {
-  double sum = 0.0;
-  for (int64_t l = 0; l < L; ++l)
-    sum += double(stats[(l * 2 + row) * NE + e]);
-  return sum / double(L * T);
-}
-
 __global__ void moeAuxLossKernel(float *__restrict__ loss,
                                  const float *__restrict__ stats, int64_t L,
                                  int64_t T, int64_t NE, double coef) {
@@ -240,8 +232,8 @@ __global__ void moeAuxLossKernel(float *__restrict__ loss,
     return;
   double sum = 0.0;
   for (int64_t e = 0; e < NE; ++e)
-    sum +=
-        moeFraction(stats, L, T, NE, e, 1) * moeFraction(stats, L, T, NE, e, 0);
+    sum += moe::auxFraction(stats, L, T, NE, e, 1) *
+           moe::auxFraction(stats, L, T, NE, e, 0);
   *loss = float(coef * double(NE) * sum);
 }
 
@@ -254,7 +246,7 @@ __global__ void moeAuxScaleKernel(float *__restrict__ a,
   if (e >= NE)
     return;
   const double scale = double(*dloss) * coef * double(NE) / double(L * T);
-  a[e] = float(scale * moeFraction(stats, L, T, NE, e, 1));
+  a[e] = float(scale * moe::auxFraction(stats, L, T, NE, e, 1));
 }
 
 template <typename E>
