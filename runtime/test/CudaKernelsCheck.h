@@ -305,6 +305,10 @@ void testBF16(Gpu &g, const cpu::Blas *blas, uint64_t seed);
 /// Llama's ops (rms_norm, swiglu, rope) in f32 and bf16 on every shape.
 void testLlama(Gpu &g, uint64_t seed);
 
+// CudaMoeKernelsTest.cpp
+/// The mixture-of-experts kernels (router, sort, permute, combine).
+void testMoe(Gpu &g, uint64_t seed);
+
 // CudaKernelsTiming.cpp
 /// Each kernel's GPU time at the GPT-2 124M shape (information only).
 void timeGpt2(Gpu &g);

@@ -175,6 +175,7 @@ int main() {
   checkTf32(g, blas.get(), seed);
   testBF16(g, blas.get(), seed);
   testLlama(g, seed);
+  testMoe(g, 950);
 
   if (!std::getenv("FSDP_CUDA_TEST_NO_TIMING"))
     timeGpt2(g);
