@@ -1,5 +1,4 @@
-//===- PlanChecks.h - the plan loader's checks, shared by its parts -*- C++
-//-*-===//
+//===- PlanChecks.h - the plan loader's shared checks -----------*- C++ -*-===//
 //
 // Plan.cpp reads a plan's records and checks their structure; then
 // PlanKernelChecks.cpp checks each kernel (counts, element types, the kernel

@@ -1,5 +1,4 @@
-//===- emu_races.h - the emulated device's race and bounds checker -*- C++
-//-*-===//
+//===- emu_races.h - the emulator's race and bounds checks ------*- C++ -*-===//
 //
 // Streams on a GPU run concurrently unless an event orders them; the CPU
 // backend (a thread per plan stream, joined by the host) cannot show a

@@ -1,5 +1,4 @@
-//===- emu_runtime.h - the emulated CUDA runtime and cuBLAS host API -*- C++
-//-*-===//
+//===- emu_runtime.h - the emulated CUDA runtime and cuBLAS -----*- C++ -*-===//
 //
 // What the CUDA backend's host code (src/cuda/CudaBackend.cpp, Nccl.cpp)
 // calls beyond the kernels' needs in emu.h: devices and their properties,

@@ -1,5 +1,4 @@
-//===- RopeScaling.h - rope's frequencies, shared by every backend -*- C++
-//-*-===//
+//===- RopeScaling.h - rope's frequencies, for every backend ----*- C++ -*-===//
 //
 // The inverse frequencies of rotary embeddings with Hugging Face's rope
 // scaling (transformers' modeling_rope_utils.py: `default`, `linear`,

@@ -1,5 +1,4 @@
-//===- nccl.h - the emulated NCCL (emu_nccl.cpp), over MPI -------*- C++
-//-*-===//
+//===- nccl.h - the emulated NCCL over MPI ----------------------*- C++ -*-===//
 //
 // The part of NCCL's API the CUDA backend calls, with NCCL's names, types
 // and values; collectives run on the emulated streams (emu_runtime.h).

@@ -1,5 +1,4 @@
-//===- ModelConfig.h - a model's Hugging Face config on its module -*- C++
-//-*-===//
+//===- ModelConfig.h - a model's Hugging Face config ------------*- C++ -*-===//
 //
 // The module attribute fsdp-gen sets on a GPT-2 or Llama: the model's
 // Hugging Face config (config.json's text: the one `--config` read, every
