@@ -116,11 +116,7 @@ FSDP_CPU_KERNEL void moeAuxStats(float *stats, const float *logits,
 
 FSDP_CPU_KERNEL void moeAuxLoss(float *loss, const float *stats, int64_t L,
                                 int64_t T, int64_t E, double coef) {
-  double sum = 0.0;
-  for (int64_t e = 0; e < E; ++e)
-    sum += moe::auxFraction(stats, L, T, E, e, 1) *
-           moe::auxFraction(stats, L, T, E, e, 0);
-  *loss = float(coef * double(E) * sum);
+  *loss = float(moe::auxLoss(stats, L, T, E, coef));
 }
 
 FSDP_CPU_KERNEL void moeAuxLossBackward(float *dlogits, const float *dloss,

@@ -157,6 +157,16 @@ FSDP_MOE_HD inline double auxFraction(const float *stats, int64_t L, int64_t T,
   return sum / double(L * T);
 }
 
+/// The auxiliary loss, coef E sum_e F_e P_e, over the L layers' stats.
+FSDP_MOE_HD inline double auxLoss(const float *stats, int64_t L, int64_t T,
+                                  int64_t E, double coef) {
+  double sum = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    sum +=
+        auxFraction(stats, L, T, E, e, 1) * auxFraction(stats, L, T, E, e, 0);
+  return coef * double(E) * sum;
+}
+
 } // namespace fsdp::moe
 
 #endif // FSDP_RUNTIME_MOEROUTER_H

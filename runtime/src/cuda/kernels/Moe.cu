@@ -230,11 +230,7 @@ __global__ void moeAuxLossKernel(float *__restrict__ loss,
                                  int64_t T, int64_t NE, double coef) {
   if (threadIdx.x != 0)
     return;
-  double sum = 0.0;
-  for (int64_t e = 0; e < NE; ++e)
-    sum += moe::auxFraction(stats, L, T, NE, e, 1) *
-           moe::auxFraction(stats, L, T, NE, e, 0);
-  *loss = float(coef * double(NE) * sum);
+  *loss = float(moe::auxLoss(stats, L, T, NE, coef));
 }
 
 /// a_e = dloss coef E F_e / (L T), one expert a thread.
