@@ -148,6 +148,9 @@ void checkKernel(const Kernel &k, size_t index) {
   for (const Operand &out : k.outs) {
     if (out.role == "Input" || out.optional || out.rule == "TokenIds")
       PrintFatalError(k.def, "output '" + out.name + "' is not written");
+    if (out.rule == "Indices" && out.role != "Result")
+      PrintFatalError(k.def, "output '" + out.name +
+                                 "' holds indices but is no result");
     if (scratch && out.role != "Scratch")
       PrintFatalError(k.def, "scratch outputs come after the results");
     scratch |= out.role == "Scratch";
@@ -171,6 +174,12 @@ std::optional<fsdp::plan::shapes::Derive> deriveOf(StringRef derive) {
     return Derive::RopeHeads;
   if (derive == "QkNormHeads")
     return Derive::QkNormHeads;
+  if (derive == "MoeRouter")
+    return Derive::MoeRouter;
+  if (derive == "MoeSort")
+    return Derive::MoeSort;
+  if (derive == "MoeRows")
+    return Derive::MoeRows;
   return std::nullopt;
 }
 
@@ -268,9 +277,10 @@ std::string callArgument(const Kernel &k, StringRef arg,
     const Operand &o =
         output ? k.outs[index - fsdp::plan::shapes::kMaxInputs] : k.ins[index];
     size_t at = output ? index - fsdp::plan::shapes::kMaxInputs : index;
-    std::string f = o.rule == "TokenIds" ? "ids"
-                    : o.rule == "F32"    ? (output ? "SO" : "SI")
-                                         : (output ? "O" : "I");
+    std::string f = o.rule == "TokenIds"  ? "ids"
+                    : o.rule == "Indices" ? (output ? "idxOut" : "idx")
+                    : o.rule == "F32"     ? (output ? "SO" : "SI")
+                                          : (output ? "O" : "I");
     if (o.optional)
       f = "opt" + f;
     return "a." + f + "(" + std::to_string(at) + ")";
@@ -330,13 +340,22 @@ void checkOperands(const Record *op, const OpArgs &args, const Kernel &k) {
     bool ids = constraint->getName() == "FSDP_IdTensor";
     if (ids != (in.rule == "TokenIds"))
       fail("'" + name + "' holds token ids in one of them only");
+    bool indices = constraint->getName() == "FSDP_IndexTensor";
+    if (indices != (in.rule == "Indices"))
+      fail("'" + name + "' holds indices in one of them only");
   }
-  size_t results = op->getValueAsDag("results")->getNumArgs();
+  const DagInit *results = op->getValueAsDag("results");
   size_t kernelResults = llvm::count_if(
       k.outs, [](const Operand &o) { return o.role == "Result"; });
-  if (results != kernelResults)
-    fail("the op has " + Twine(results) + " results, the kernel " +
+  if (results->getNumArgs() != kernelResults)
+    fail("the op has " + Twine(results->getNumArgs()) + " results, the kernel " +
          Twine(kernelResults));
+  for (size_t i = 0; i < kernelResults; ++i) {
+    const Record *rec = cast<DefInit>(results->getArg(i))->getDef();
+    if ((rec->getName() == "FSDP_IndexTensor") != (k.outs[i].rule == "Indices"))
+      fail("result '" + results->getArgNameStr(i).str() +
+           "' holds indices in one of them only");
+  }
 }
 
 /// Takes the op's attribute defaults for the kernel's parameters.
@@ -350,6 +369,9 @@ void takeDefaults(const OpArgs &args, Kernel &k) {
       if (!value || !attr->isSubClassOf("DefaultValuedAttr"))
         continue;
       p.value = value->str();
+      // A flag's default (BoolAttr) is 0 or 1.
+      if (p.value == "true" || p.value == "false")
+        p.value = p.value == "true" ? "1" : "0";
       // An enum attribute's default is a C++ enumerator
       // (`::mlir::fsdp::RopeScaling::Default`): the table takes its value.
       const Record *base = attr->getValueAsDef("baseAttr");
@@ -487,6 +509,7 @@ std::string operandSpelling(const Operand &o) {
   static const std::map<std::string, std::string> helpers = {
       {"Float/Input", "floats"},         {"Float/Input/opt", "optionalFloats"},
       {"TokenIds/Input", "tokenIds"},    {"F32/Input", "stat"},
+      {"Indices/Input", "indices"},      {"Indices/Result", "indexResult"},
       {"F32/Input/opt", "optionalStat"}, {"AnyFloat/Input", "anyFloats"},
       {"Float/Result", "result"},        {"F32/Result", "statResult"},
       {"AnyFloat/Result", "anyResult"},  {"Float/Scratch", "scratch"},
@@ -562,7 +585,7 @@ std::string declParam(const Kernel &k, StringRef arg, StringRef elem) {
     bool output = index >= int(fsdp::plan::shapes::kMaxInputs);
     const Operand &o =
         output ? k.outs[index - fsdp::plan::shapes::kMaxInputs] : k.ins[index];
-    std::string type = o.rule == "TokenIds" ? "int32_t"
+    std::string type = o.rule == "TokenIds" || o.rule == "Indices" ? "int32_t"
                        : o.rule == "F32"    ? "float"
                        : o.rule == "Float"  ? elem.str()
                                             : "";
@@ -585,8 +608,9 @@ std::string declParam(const Kernel &k, StringRef arg, StringRef elem) {
 
 /// The declaration of kernel `k`'s function in namespace fsdp::rt::cpu
 /// (`cuda` false: f32, a GEMM's first parameter the Blas) or
-/// fsdp::rt::cuda (a template over the element type E when an operand is
-/// Float, the Context first), as its call passes the arguments.
+/// fsdp::rt::cuda (a template over the element type Elem when an operand
+/// is Float, the Context first; not E, which a dim may be named), as its
+/// call passes the arguments.
 void emitDecl(raw_ostream &os, const Kernel &k, bool cuda) {
   SmallVector<StringRef> args;
   StringRef(k.call).split(args, ',');
@@ -599,11 +623,11 @@ void emitDecl(raw_ostream &os, const Kernel &k, bool cuda) {
   std::set<std::string> dims = boundDims(k);
   for (StringRef arg : args) {
     callArgument(k, arg.trim(), dims); // the same checks as the call's
-    params.push_back(declParam(k, arg.trim(), cuda ? "E" : "float"));
-    templated |= cuda && StringRef(params.back()).contains("E *");
+    params.push_back(declParam(k, arg.trim(), cuda ? "Elem" : "float"));
+    templated |= cuda && StringRef(params.back()).contains("Elem *");
   }
   if (templated)
-    os << "template <typename E>\n";
+    os << "template <typename Elem>\n";
   os << "void " << k.dispatch << "(" << llvm::join(params, ", ") << ");\n";
 }
 
@@ -705,6 +729,8 @@ std::string docOperand(const Operand &o) {
   std::vector<std::string> marks;
   if (o.rule == "TokenIds")
     marks.push_back("ids");
+  if (o.rule == "Indices")
+    marks.push_back("i32 indices");
   if (o.rule == "F32" && o.role != "Updated")
     marks.push_back("f32");
   if (o.rule == "AnyFloat")

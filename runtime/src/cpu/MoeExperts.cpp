@@ -85,11 +85,17 @@ FSDP_CPU_KERNEL void moeCombineBackward(float *dys, float *dweights,
 }
 
 namespace {
-/// Calls f(e, first row, rows) for every expert, in expert order.
+/// Calls f(e, first row, rows) for every expert, in expert order, over
+/// rows within [0, P) (a sort's offsets are; the clamp keeps any others
+/// inside the buffers).
 template <typename F>
-void forEachExpert(const int32_t *offsets, int64_t E, const F &f) {
-  for (int64_t e = 0; e < E; ++e)
-    f(e, int64_t(offsets[e]), int64_t(offsets[e + 1] - offsets[e]));
+void forEachExpert(const int32_t *offsets, int64_t E, int64_t P, const F &f) {
+  int64_t end = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t begin = std::clamp<int64_t>(offsets[e], end, P);
+    end = std::clamp<int64_t>(offsets[e + 1], begin, P);
+    f(e, begin, end - begin);
+  }
 }
 } // namespace
 
@@ -97,7 +103,7 @@ FSDP_CPU_KERNEL void moeGroupedLinear(const Blas &blas, float *out,
                                       const float *in, const float *w,
                                       const int32_t *offsets, int64_t E,
                                       int64_t P, int64_t I, int64_t O) {
-  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
+  forEachExpert(offsets, E, P, [&](int64_t e, int64_t r0, int64_t rows) {
     if (rows > 0)
       blas.sgemm(/*transA=*/false, /*transB=*/true, rows, O, I, 1.0f,
                  in + r0 * I, I, w + e * O * I, I, 0.0f, out + r0 * O, O);
@@ -108,7 +114,7 @@ FSDP_CPU_KERNEL void
 moeGroupedLinearGradInput(const Blas &blas, float *din, const float *dout,
                           const float *w, const int32_t *offsets, int64_t E,
                           int64_t P, int64_t I, int64_t O) {
-  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
+  forEachExpert(offsets, E, P, [&](int64_t e, int64_t r0, int64_t rows) {
     if (rows > 0)
       blas.sgemm(/*transA=*/false, /*transB=*/false, rows, I, O, 1.0f,
                  dout + r0 * O, O, w + e * O * I, I, 0.0f, din + r0 * I, I);
@@ -119,7 +125,7 @@ FSDP_CPU_KERNEL void
 moeGroupedLinearGradWeight(const Blas &blas, float *dw, const float *dout,
                            const float *in, const int32_t *offsets, int64_t E,
                            int64_t P, int64_t I, int64_t O) {
-  forEachExpert(offsets, E, [&](int64_t e, int64_t r0, int64_t rows) {
+  forEachExpert(offsets, E, P, [&](int64_t e, int64_t r0, int64_t rows) {
     float *d = dw + e * O * I;
     if (rows == 0)
       std::fill(d, d + O * I, 0.0f);

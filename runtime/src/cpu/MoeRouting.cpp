@@ -87,6 +87,22 @@ FSDP_CPU_KERNEL bool moeSortByExpert(int32_t *order, int32_t *position,
   return true;
 }
 
+FSDP_CPU_KERNEL void moeSort(int32_t *order, int32_t *position,
+                             int32_t *offsets, const int32_t *experts,
+                             int64_t R, int64_t K, int64_t E) {
+  if (moeSortByExpert(order, position, offsets, experts, R, K, E))
+    return;
+  // An expert index out of range: the plan loader lets a sort read only a
+  // router's choices among its E experts, so this is unreachable from a
+  // loaded plan. Still leave indices every reader can follow: all pairs
+  // in pair order, with expert 0.
+  const int64_t pairs = R * K;
+  for (int64_t p = 0; p < pairs; ++p)
+    order[p] = position[p] = int32_t(p);
+  offsets[0] = 0;
+  std::fill(offsets + 1, offsets + E + 1, int32_t(pairs));
+}
+
 FSDP_CPU_KERNEL void moeAuxStats(float *stats, const float *logits,
                                  const int32_t *experts, int64_t T, int64_t E,
                                  int64_t k, float *rowScratch) {

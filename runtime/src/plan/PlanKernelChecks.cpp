@@ -296,11 +296,12 @@ static_assert(extraChecksExist(),
 
 /// The shapes each kernel assumes (the table's rules: no width a kernel
 /// divides by is zero, every dimension that reaches a BLAS call or a CUDA
-/// grid fits in an int) and its named extra check.
-static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary) {
+/// grid fits in an int) and its named extra check; `dims` as the rules
+/// bind them.
+static bool checkShapes(const KernelCheck &k, Vocabulary &vocabulary,
+                        plan::shapes::Dims &dims) {
   const NamedCheck *extra =
       findExtraCheck(plan::kernelShapes(k.info().opcode).extraCheck);
-  plan::shapes::Dims dims;
   if (extra && !extra->afterShapes && !extra->check(k, dims, vocabulary))
     return false;
   if (!checkTableShapes(k, dims))
@@ -339,13 +340,59 @@ static bool checkGradSqBuffer(const Plan &plan, std::string &why) {
   return false;
 }
 
+namespace {
+/// The kernel and output slot that last wrote each buffer of indices.
+struct IndexWriter {
+  size_t kernel = 0, slot = 0;
+  bool written = false;
+};
+} // namespace
+
+/// Indices (ElementRule::Indices) are read only as an earlier kernel wrote
+/// them: from its output of the same name (a router's experts, a sort's
+/// order, position and offsets), and a router's choices among as many
+/// experts as the reader's E. So every index a kernel reads is in the
+/// range it assumes. Then notes the indices this kernel writes.
+static bool checkIndices(const KernelCheck &k, const plan::shapes::Dims &dims,
+                         std::vector<IndexWriter> &writers) {
+  const plan::KernelInfo &info = k.info();
+  for (size_t i = 0; i < k.inst.ins.size(); ++i) {
+    if (info.ins[i].rule != plan::ElementRule::Indices)
+      continue;
+    std::string name(info.ins[i].name);
+    const IndexWriter &w = writers[k.inst.ins[i]];
+    if (!w.written)
+      return k.bad("operand #" + std::to_string(i) + " (" + name +
+                   ") is not written by an earlier kernel");
+    const Instruction &producer = k.plan.program[w.kernel];
+    std::string wrote(producer.kernel->outs[w.slot].name);
+    std::string at = "kernel #" + std::to_string(w.kernel) + " (" +
+                     std::string(producer.kernel->name) + ")";
+    if (wrote != name)
+      return k.bad("operand #" + std::to_string(i) + " (" + name + ") is " +
+                   at + "'s " + wrote + ", not its " + name);
+    if (name == "experts" && dims.bound("E") &&
+        k.plan.buffers[producer.ins[0]].shape.back() != dims["E"])
+      return k.bad("reads the choices among " +
+                   std::to_string(k.plan.buffers[producer.ins[0]].shape.back()) +
+                   " experts of " + at + " as among " +
+                   std::to_string(dims["E"]));
+  }
+  for (size_t j = 0; j < k.inst.outs.size(); ++j)
+    if (info.outs[j].rule == plan::ElementRule::Indices)
+      writers[k.inst.outs[j]] = {k.index, j, true};
+  return true;
+}
+
 bool validateKernels(Plan &plan, std::string &why) {
   Vocabulary vocabulary;
+  std::vector<IndexWriter> writers(plan.buffers.size());
   for (size_t i = 0; i < plan.program.size(); ++i) {
     KernelCheck k{plan, plan.program[i], i, why};
+    plan::shapes::Dims dims;
     if (!checkOperandCounts(k) ||
         !checkElementTypes(k, plan.program[i].elementType) ||
-        !checkShapes(k, vocabulary))
+        !checkShapes(k, vocabulary, dims) || !checkIndices(k, dims, writers))
       return false;
   }
   return checkTables(plan, vocabulary, why) && validateStreams(plan, why) &&

@@ -37,6 +37,7 @@ static LogicalResult verifyElementRules(Operation *op,
       return op->emitOpError() << what << " (" << StringRef(rule.name)
                                << ") must be f32, got " << type;
     if (rule.rule == plan::ElementRule::TokenIds ||
+        rule.rule == plan::ElementRule::Indices ||
         rule.rule == plan::ElementRule::F32)
       return success();
     if (!known)
@@ -321,6 +322,17 @@ double LinearGradInputOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getWeight()).getDimSize(1);
 }
 double LinearGradWeightOp::getFlops() {
+  return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
+}
+// The grouped linear: every pair's row through its expert's O x I matrix,
+// the same count as one linear over the P rows.
+double MoeGroupedLinearOp::getFlops() {
+  return 2.0 * numElements(getResult()) * tensorOf(getWeight()).getDimSize(2);
+}
+double MoeGroupedLinearGradInputOp::getFlops() {
+  return 2.0 * numElements(getGrad()) * tensorOf(getWeight()).getDimSize(2);
+}
+double MoeGroupedLinearGradWeightOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
 }
 double AttentionOp::getFlops() {

@@ -118,6 +118,11 @@ bool mlir::fsdp::hasBlockedKernels(AttentionOp op) {
 std::optional<int64_t> mlir::fsdp::enumParamValue(Attribute attr) {
   if (auto scaling = llvm::dyn_cast_or_null<RopeScalingAttr>(attr))
     return int64_t(scaling.getValue());
+  if (auto scoring = llvm::dyn_cast_or_null<MoeScoringAttr>(attr))
+    return int64_t(scoring.getValue());
+  // A flag (moe_router's normalize) is 0 or 1 (an i1's integer reads -1).
+  if (auto flag = llvm::dyn_cast_or_null<BoolAttr>(attr))
+    return int64_t(flag.getValue());
   return std::nullopt;
 }
 

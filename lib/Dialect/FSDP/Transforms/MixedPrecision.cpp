@@ -112,9 +112,16 @@ void Converter::convertKernel(Operation *op, const plan::KernelInfo &info) {
   for (auto [i, operand] : llvm::enumerate(op->getOperands()))
     narrow |= info.ins[i].rule == plan::ElementRule::Float &&
               elementOf(operand) == param;
-  if (!narrow)
-    return;
   Type f32 = Float32Type::get(op->getContext());
+  if (!narrow) {
+    // An op without Float operands (a mixture-of-experts router) still
+    // reads its F32 ones in f32, also where a bf16 value reaches them.
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      if (info.ins[i].rule == plan::ElementRule::F32 &&
+          elementOf(operand) != f32)
+        op->setOperand(i, castTo(operand, f32));
+    return;
+  }
   for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
     plan::ElementRule rule = info.ins[i].rule;
     if (rule == plan::ElementRule::Float)

@@ -50,6 +50,18 @@ enum class Derive : uint8_t {
   /// The same tiling, nothing more (qk_norm: hs is any width): binds H,
   /// KV, hs and QK = H + KV, the normalised heads of a row.
   QkNormHeads,
+  /// A mixture-of-experts router (docs/moe.md): its `scoring` is 0
+  /// (softmax) or 1 (sigmoid), `normalize` 0 or 1, `scale` positive and
+  /// finite. Binds nothing.
+  MoeRouter,
+  /// The sort of a router's choices by expert: E from `num_experts` (a
+  /// whole number in [1, 2^24]), E1 = E + 1 (the offsets) and P = R K (the
+  /// pairs).
+  MoeSort,
+  /// A kernel over the sorted pairs: E1 = E + 1 where the expert count E
+  /// is bound (a grouped linear's weight), P = R K where the tokens' R and
+  /// choices K are (permute, combine).
+  MoeRows,
 };
 
 /// The dims `derive` binds (a rule naming one is evaluated after it).
@@ -61,6 +73,11 @@ constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
     return {"H", "KV", "hs", {}};
   case Derive::QkNormHeads:
     return {"H", "KV", "hs", "QK"};
+  case Derive::MoeSort:
+    return {"E", "E1", "P", {}};
+  case Derive::MoeRows:
+    return {"E1", "P", {}, {}};
+  case Derive::MoeRouter:
   case Derive::None:
     break;
   }
@@ -510,6 +527,32 @@ inline bool deriveHeads(Derive derive, const Params &params, Dims &dims,
          (derive != Derive::QkNormHeads || dims.bind("QK", H + KV));
 }
 
+/// The mixture-of-experts derivations (Derive::MoeRouter, MoeSort,
+/// MoeRows): each dim bound where what it follows from is.
+inline bool deriveMoe(Derive derive, const Params &params, Dims &dims,
+                      std::string &why) {
+  if (derive == Derive::MoeRouter) {
+    double scoring = param(params, "scoring"),
+           normalize = param(params, "normalize"),
+           scale = param(params, "scale");
+    why = "has a scoring, normalize or scale out of range (0 or 1, 0 or 1, "
+          "positive and finite)";
+    return (scoring == 0 || scoring == 1) && (normalize == 0 || normalize == 1) &&
+           scale > 0 && !std::isinf(scale);
+  }
+  why = "inconsistent shapes or expert count";
+  if (derive == Derive::MoeSort) {
+    double experts = param(params, "num_experts");
+    if (!wholeCount(experts, int64_t(1) << 24) ||
+        !dims.bind("E", int64_t(experts)))
+      return false;
+  }
+  if (dims.bound("E") && !dims.bind("E1", dims["E"] + 1))
+    return false;
+  return !dims.bound("R") || !dims.bound("K") ||
+         dims.bind("P", dims["R"] * dims["K"]);
+}
+
 /// Checks operands `shapes` (inputs then outputs, as Rule::operand counts
 /// them; `names` the same, for errors) against `rules`, binding `dims`.
 /// On failure returns false with `why`: "inconsistent shapes: input is
@@ -539,8 +582,11 @@ inline bool check(const KernelRules &rules,
     if (!rule.pattern.empty() && !namesDerived(rule.pattern, rules.derive) &&
         !apply(rule))
       return false;
+  bool moe = rules.derive == Derive::MoeRouter ||
+             rules.derive == Derive::MoeSort || rules.derive == Derive::MoeRows;
   if (rules.derive != Derive::None &&
-      !deriveHeads(rules.derive, params, dims, why))
+      !(moe ? deriveMoe(rules.derive, params, dims, why)
+            : deriveHeads(rules.derive, params, dims, why)))
     return false;
   for (const Rule &rule : rules.rules)
     if (!rule.pattern.empty() && namesDerived(rule.pattern, rules.derive) &&

@@ -175,6 +175,10 @@ enum class ElementRule : uint8_t {
             ///< and a wait's buffers
   TokenIds, ///< token or class ids: i32, held by a step input (no kernel
             ///< writes ids, so only the runtime's checked data fills them)
+  Indices,  ///< i32 indices a kernel writes and later kernels read: a
+            ///< mixture-of-experts router's choices, the sort's order,
+            ///< positions and offsets (docs/moe.md); read only from the
+            ///< output of the same name of an earlier kernel
 };
 constexpr bool isFloatType(DType type) {
   return type == DType::F32 || type == DType::BF16;
@@ -187,6 +191,7 @@ constexpr bool admits(ElementRule rule, DType type) {
   case ElementRule::F32:
     return type == DType::F32;
   case ElementRule::TokenIds:
+  case ElementRule::Indices:
     return type == DType::I32;
   }
   return false;
@@ -254,6 +259,12 @@ constexpr OperandInfo optionalFloats(std::string_view name) {
 }
 constexpr OperandInfo tokenIds(std::string_view name) {
   return {name, ElementRule::TokenIds, OperandRole::Input, false};
+}
+constexpr OperandInfo indices(std::string_view name) {
+  return {name, ElementRule::Indices, OperandRole::Input, false};
+}
+constexpr OperandInfo indexResult(std::string_view name) {
+  return {name, ElementRule::Indices, OperandRole::Result, false};
 }
 constexpr OperandInfo result(std::string_view name) {
   return {name, ElementRule::Float, OperandRole::Result, false};
@@ -334,7 +345,8 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
 /// Whether the table is what its readers assume: entry k has opcode k, the
 /// names are unique, operands and parameters are contiguous (optional
 /// inputs last), inputs are read and outputs written (results before
-/// scratch), only inputs hold token ids, and a parameter's default names
+/// scratch), only inputs hold token ids, indices are results (never
+/// scratch or updated), and a parameter's default names
 /// another parameter of the kernel. (fsdp-tblgen checks the same before
 /// writing the table; this keeps a hand edit of KernelTable.inc honest.)
 constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
@@ -357,6 +369,8 @@ constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
       if (out.name.empty() != (i >= info.outputs) || out.optional ||
           (!out.name.empty() && (out.role == OperandRole::Input ||
                                  out.rule == ElementRule::TokenIds)) ||
+          (out.rule == ElementRule::Indices &&
+           out.role != OperandRole::Result) ||
           (i > 0 && info.outs[i - 1].role == OperandRole::Scratch &&
            out.role == OperandRole::Result))
         return false;

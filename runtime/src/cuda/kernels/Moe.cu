@@ -307,6 +307,30 @@ void moeSortByExpert(const Context &ctx, int32_t *order, int32_t *position,
   detail::checkLaunch("moeSortByExpert");
 }
 
+// The kernel table's forms (KernelDecls.inc): the router reads f32 logits
+// (the router computes in f32, as transformers does), and the sort is
+// moeSort.
+void moeRouterForward(const Context &ctx, float *weights, int32_t *experts,
+                      const float *logits, const float *bias, int64_t T,
+                      int64_t NE, int64_t k, int64_t scoring,
+                      int64_t normalize, double scale) {
+  moeRouterForward<float>(ctx, weights, experts, logits, bias, T, NE, k,
+                          scoring, normalize, scale);
+}
+void moeRouterBackward(const Context &ctx, float *dlogits,
+                       const float *dweights, const float *logits,
+                       const int32_t *experts, int64_t T, int64_t NE,
+                       int64_t k, int64_t scoring, int64_t normalize,
+                       double scale) {
+  moeRouterBackward<float>(ctx, dlogits, dweights, logits, experts, T, NE, k,
+                           scoring, normalize, scale);
+}
+void moeSort(const Context &ctx, int32_t *order, int32_t *position,
+             int32_t *offsets, const int32_t *experts, int64_t T, int64_t k,
+             int64_t NE) {
+  moeSortByExpert(ctx, order, position, offsets, experts, T, k, NE);
+}
+
 template <typename E>
 void moePermute(const Context &ctx, E *xs, const E *x, const int32_t *order,
                 int64_t T, int64_t k, int64_t C) {

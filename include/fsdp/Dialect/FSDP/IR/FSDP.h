@@ -147,7 +147,8 @@ int64_t getNumRanks(Operation *op);
 /// divided the batch by the mesh's ranks (so that a second run does not).
 constexpr llvm::StringLiteral kBatchSplitAttrName = "fsdp.batch_split";
 /// The integer a kernel parameter held by an enum attribute stands for in
-/// the plan (rope's #fsdp.rope_scaling<...>); none for any other attribute.
+/// the plan (rope's #fsdp.rope_scaling<...>, moe_router's scoring; a flag
+/// is 0 or 1); none for any other attribute.
 std::optional<int64_t> enumParamValue(Attribute attr);
 /// Rebuilds `op` in form `impl`, with the saved result's type of that form
 /// (its saved result must be unused: its type changes).

@@ -72,6 +72,24 @@ def FSDP_RopeScalingAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def FSDP_MoeScoring : I64EnumAttr<"MoeScoring",
+    "how a mixture-of-experts router scores the experts", [
+  I64EnumAttrCase<"Softmax", 0, "softmax">,
+  I64EnumAttrCase<"Sigmoid", 1, "sigmoid">
+]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+/// The values are the plan's (fsdp::moe::Scoring, MoeRouter.h): the
+/// lowering stores the attribute as that integer.
+def FSDP_MoeScoringAttr
+    : EnumAttr<FSDP_Dialect, FSDP_MoeScoring, "moe_scoring"> {
+  let summary = "softmax (Mixtral, Qwen3-MoE) or sigmoid with a selection "
+                "bias (DeepSeek-V3)";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//

@@ -30,6 +30,8 @@ class FSDP_KernelOperand<string rule_, string role_, bit optional_ = 0> {
 def KFloats : FSDP_KernelOperand<"Float", "Input">;
 def KOptFloats : FSDP_KernelOperand<"Float", "Input", 1>;
 def KIds : FSDP_KernelOperand<"TokenIds", "Input">;
+def KIndices : FSDP_KernelOperand<"Indices", "Input">;
+def KIndexResult : FSDP_KernelOperand<"Indices", "Result">;
 def KStat : FSDP_KernelOperand<"F32", "Input">;
 def KOptStat : FSDP_KernelOperand<"F32", "Input", 1>;
 def KAnyFloats : FSDP_KernelOperand<"AnyFloat", "Input">;
@@ -488,6 +490,128 @@ def : FSDP_Kernel<39, "QkNormBackward", "qk_norm_backward",
   let derive = "QkNormHeads";
   let call = "$qkv_grad, $q_weight_grad, $k_weight_grad, $grad, $qkv, "
              "$q_weight, $k_weight, $rstd, B, T, heads, kv_heads, hs";
+}
+
+// Mixture of experts (docs/moe.md; the ops in FSDPMoeOps.td). R tokens,
+// K choices a token, E experts, P = R K pairs, E1 = E + 1 offsets.
+
+/// The router's kind: scoring 0 softmax, 1 sigmoid; normalize 0 or 1.
+defvar KMoeRouter = (params KI64:$scoring, KI64:$normalize, KF64:$scale);
+defvar KMoeGemmChecks = ["O > 0", "I > 0", "P <= INT", "O <= INT",
+                         "I <= INT"];
+def : FSDP_Kernel<40, "MoeRouter", "moe_router",
+    (ins KStat:$logits, KOptStat:$bias),
+    (outs KStatResult:$weights, KIndexResult:$experts), KMoeRouter> {
+  let dispatch = "moeRouterForward";
+  let notes = "each row's K chosen experts (decreasing score, ties to the "
+              "lower index) and their weights";
+  let shapes = ["logits: [*R, E]", "bias: #E", "weights: [*R, K]",
+                "experts: [*R, K]"];
+  let dimChecks = ["K > 0", "E >= K", "64 >= K", "R <= INT", "E <= INT"];
+  let derive = "MoeRouter";
+  let call = "$weights, $experts, $logits, $bias, R, E, K, scoring, "
+             "normalize, double(scale)";
+}
+def : FSDP_Kernel<41, "MoeRouterBackward", "moe_router_backward",
+    (ins KStat:$grad, KStat:$logits, KIndices:$experts),
+    (outs KStatResult:$result), KMoeRouter> {
+  let dispatch = "moeRouterBackward";
+  let notes = "zero for the experts not chosen";
+  let shapes = ["grad: [*R, K]", "logits: [*R, E]", "experts: [*R, K]",
+                "result: [*R, E]"];
+  let dimChecks = ["K > 0", "E >= K", "64 >= K", "R <= INT", "E <= INT"];
+  let derive = "MoeRouter";
+  let call = "$result, $grad, $logits, $experts, R, E, K, scoring, "
+             "normalize, double(scale)";
+}
+def : FSDP_Kernel<42, "MoeSort", "moe_sort", (ins KIndices:$experts),
+    (outs KIndexResult:$order, KIndexResult:$position,
+          KIndexResult:$offsets), (params KI64:$num_experts)> {
+  let dispatch = "moeSort";
+  let notes = "a stable counting sort of the pairs by expert";
+  let shapes = ["experts: [*R, K]", "order: [*R, K]", "position: [*R, K]",
+                "offsets: [E1]"];
+  let dimChecks = ["P <= INT"];
+  let derive = "MoeSort";
+  let call = "$order, $position, $offsets, $experts, R, K, E";
+}
+def : FSDP_Kernel<43, "MoePermute", "moe_permute",
+    (ins KFloats:$input, KIndices:$order), (outs KResult:$result)> {
+  let dispatch = "moePermute";
+  let shapes = ["input: [*R, C]", "order: [*R, K]", "result: [P, C]"];
+  let dimChecks = ["C > 0", "P <= INT"];
+  let derive = "MoeRows";
+  let call = "$result, $input, $order, R, K, C";
+}
+def : FSDP_Kernel<44, "MoePermuteBackward", "moe_permute_backward",
+    (ins KFloats:$grad, KIndices:$position), (outs KResult:$result)> {
+  let dispatch = "moePermuteBackward";
+  let notes = "each token's K rows summed in choice order";
+  let shapes = ["grad: [P, C]", "position: [*R, K]", "result: [*R, C]"];
+  let dimChecks = ["C > 0", "P <= INT"];
+  let derive = "MoeRows";
+  let call = "$result, $grad, $position, R, K, C";
+}
+def : FSDP_Kernel<45, "MoeGroupedLinear", "moe_grouped_linear",
+    (ins KFloats:$input, KFloats:$weight, KIndices:$offsets),
+    (outs KResult:$result)> {
+  let dispatch = "moeGroupedLinear";
+  let gemm = 1;
+  let notes = "expert e's rows offsets[e] .. offsets[e + 1] - 1 times "
+              "weight[e]^T";
+  let shapes = ["input: [P, I]", "weight: [E, O, I]", "offsets: [E1]",
+                "result: [P, O]"];
+  let dimChecks = KMoeGemmChecks;
+  let derive = "MoeRows";
+  let call = "$result, $input, $weight, $offsets, E, P, I, O";
+}
+def : FSDP_Kernel<46, "MoeGroupedLinearGradInput",
+    "moe_grouped_linear_grad_input",
+    (ins KFloats:$grad, KFloats:$weight, KIndices:$offsets),
+    (outs KResult:$result)> {
+  let dispatch = "moeGroupedLinearGradInput";
+  let gemm = 1;
+  let shapes = ["grad: [P, O]", "weight: [E, O, I]", "offsets: [E1]",
+                "result: [P, I]"];
+  let dimChecks = KMoeGemmChecks;
+  let derive = "MoeRows";
+  let call = "$result, $grad, $weight, $offsets, E, P, I, O";
+}
+def : FSDP_Kernel<47, "MoeGroupedLinearGradWeight",
+    "moe_grouped_linear_grad_weight",
+    (ins KFloats:$grad, KFloats:$input, KIndices:$offsets),
+    (outs KResult:$result)> {
+  let dispatch = "moeGroupedLinearGradWeight";
+  let gemm = 1;
+  let notes = "zero for an expert no pair chose";
+  let shapes = ["grad: [P, O]", "input: [P, I]", "offsets: [E1]",
+                "result: [E, O, I]"];
+  let dimChecks = KMoeGemmChecks;
+  let derive = "MoeRows";
+  let call = "$result, $grad, $input, $offsets, E, P, I, O";
+}
+def : FSDP_Kernel<48, "MoeCombine", "moe_combine",
+    (ins KFloats:$rows, KStat:$weights, KIndices:$position),
+    (outs KResult:$result)> {
+  let dispatch = "moeCombine";
+  let notes = "a token's rows weighted and summed in choice order, in f32";
+  let shapes = ["rows: [P, C]", "weights: [*R, K]", "position: [*R, K]",
+                "result: [*R, C]"];
+  let dimChecks = ["C > 0", "P <= INT"];
+  let derive = "MoeRows";
+  let call = "$result, $rows, $weights, $position, R, K, C";
+}
+def : FSDP_Kernel<49, "MoeCombineBackward", "moe_combine_backward",
+    (ins KFloats:$grad, KFloats:$rows, KStat:$weights, KIndices:$position),
+    (outs KResult:$rows_grad, KStatResult:$weights_grad)> {
+  let dispatch = "moeCombineBackward";
+  let shapes = ["grad: [*R, C]", "rows: [P, C]", "weights: [*R, K]",
+                "position: [*R, K]", "rows_grad: [P, C]",
+                "weights_grad: [*R, K]"];
+  let dimChecks = ["C > 0", "P <= INT"];
+  let derive = "MoeRows";
+  let call = "$rows_grad, $weights_grad, $grad, $rows, $weights, $position, "
+             "R, K, C";
 }
 
 #endif // FSDP_KERNELS_TD

@@ -21,6 +21,9 @@ include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 def FSDP_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def FSDP_IdTensor : StaticShapeTensorOf<[I32]>;
+/// i32 indices a kernel writes (plan::ElementRule::Indices): a router's
+/// choices, a sort's order, positions and offsets.
+def FSDP_IndexTensor : StaticShapeTensorOf<[I32]>;
 def FSDP_ScalarTensor : 0DTensorOf<[AnyFloat]>;
 
 /// Parameters are state: loads read it, optimizer updates write it. Ops on
@@ -771,6 +774,7 @@ def FSDP_AdamWOp : FSDP_Op<"adamw", [
   let hasVerifier = 1;
 }
 
+include "fsdp/Dialect/FSDP/IR/FSDPMoeOps.td"
 include "fsdp/Dialect/FSDP/IR/FSDPShardingOps.td"
 
 #endif // FSDP_OPS_TD

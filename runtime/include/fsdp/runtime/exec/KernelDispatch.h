@@ -47,7 +47,7 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
 
 /// What runCompute passes a kernel: its operands where the kernel reads
 /// them (`T` for its Float operands, float for its F32 ones, int32_t for
-/// token ids), its parameters by the kernel table's names, and its dims as
+/// token ids and indices), its parameters by the kernel table's names, and its dims as
 /// the table's shape rules bind them (KernelRules.h; the loader checked
 /// them, so they bind). FSDP_KERNEL_CALLS's generated cases spell their
 /// arguments with these.
@@ -68,6 +68,12 @@ template <typename T, typename Address> struct KernelArgs {
   }
   const int32_t *ids(size_t i) const {
     return reinterpret_cast<const int32_t *>(address(inst.ins[i]));
+  }
+  /// Indices (ElementRule::Indices) an earlier kernel wrote, and ones this
+  /// kernel writes.
+  const int32_t *idx(size_t i) const { return ids(i); }
+  int32_t *idxOut(size_t j) const {
+    return reinterpret_cast<int32_t *>(address(inst.outs[j]));
   }
   /// An optional input: nullptr when the instruction leaves it out.
   T *optI(size_t i) const { return i < inst.ins.size() ? I(i) : nullptr; }

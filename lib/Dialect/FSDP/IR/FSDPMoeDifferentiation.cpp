@@ -1,0 +1,70 @@
+//===- FSDPMoeDifferentiation.cpp - backward of the mixture-of-experts ops ===//
+//
+// The gradients docs/moe.md derives ("The block, backward"), one op each.
+// Index results (a router's choices, a sort's order, positions, offsets)
+// carry none: the choice is piecewise constant.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDP.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+LogicalResult
+MoeRouterOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                           SmallVectorImpl<Value> &operandGrads) {
+  if (resultGrads[1])
+    return emitOpError("result #1 (the chosen experts) holds indices and "
+                       "cannot be differentiated through");
+  Value logitsGrad = MoeRouterBackwardOp::create(
+      builder, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+      getExperts(), getScoringAttr(), getNormalizeAttr(), getScaleAttr());
+  // The selection bias chooses, never weighs: no gradient.
+  operandGrads.assign({logitsGrad});
+  if (getBias())
+    operandGrads.push_back(Value());
+  return success();
+}
+
+LogicalResult
+MoePermuteOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  // The backward sums each token's rows by the sort's inverse permutation.
+  auto sort = getOrder().getDefiningOp<MoeSortOp>();
+  if (!sort || sort.getOrder() != getOrder())
+    return emitOpError("differentiates only an order that an fsdp.moe_sort "
+                       "computes (its backward reads the sort's position)");
+  Value inputGrad = MoePermuteBackwardOp::create(
+      builder, getLoc(), getInput().getType(), resultGrads[0],
+      sort.getPosition());
+  operandGrads.assign({inputGrad, Value()});
+  return success();
+}
+
+LogicalResult
+MoeGroupedLinearOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  Value grad = resultGrads[0];
+  Value inputGrad = MoeGroupedLinearGradInputOp::create(
+      builder, getLoc(), getInput().getType(), grad, getWeight(),
+      getOffsets());
+  Value weightGrad = MoeGroupedLinearGradWeightOp::create(
+      builder, getLoc(), getWeight().getType(), grad, getInput(),
+      getOffsets());
+  operandGrads.assign({inputGrad, weightGrad, Value()});
+  return success();
+}
+
+LogicalResult
+MoeCombineOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  auto backward = MoeCombineBackwardOp::create(
+      builder, getLoc(), getRows().getType(), getWeights().getType(),
+      resultGrads[0], getRows(), getWeights(), getPosition());
+  operandGrads.assign(
+      {backward.getRowsGrad(), backward.getWeightsGrad(), Value()});
+  return success();
+}
