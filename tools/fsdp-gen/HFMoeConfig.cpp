@@ -103,6 +103,7 @@ void readMoe(KeyReader &r, HFModel &m) {
   LlamaConfig &c = m.llama;
   MoeConfig &e = c.moe;
   bool mixtral = m.modelType == "mixtral";
+  e.family = m.modelType;
   const char *expertsKey = readExpertCount(r, e, mixtral);
   if (mixtral)
     readMixtral(r, c);

@@ -237,11 +237,56 @@ static Value llamaAttention(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   return f.linear(attn, oW, oB);
 }
 
+/// A mixture-of-experts block in place of the MLP (docs/moe.md), on the
+/// normed `h` (B x S x C): the router (`gate`, a linear to E logits, f32
+/// from there), the sort of the (token, choice) pairs by expert, the rows
+/// in expert order through each expert's SwiGLU as three grouped linears
+/// over stacked weights (E x F x C, E x F x C, E x C x F: transformers 5's
+/// in-memory layout; a checkpoint's per-expert tensors map to their rows),
+/// and the weighted combine. Names follow the family's checkpoint:
+/// Mixtral's block_sparse_moe.{gate, experts.w1, w3, w2}, Qwen3-MoE's
+/// mlp.{gate, experts.gate_proj, up_proj, down_proj}.
+static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
+                      Value h, const std::string &p, InitAttr weight) {
+  const fsdp_gen::MoeConfig &m = c.moe;
+  Type f32 = f.builder.getF32Type(), i32 = f.builder.getI32Type();
+  int64_t C = c.dim, E = m.experts, K = m.topK, F = m.expertFfn,
+          P = c.batch * c.seq * K;
+  bool mixtral = m.family == "mixtral";
+  std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  Value logits = f.linear(h, f.param(block + "gate.w", {E, C}, weight), Value());
+  // The router computes in f32, as transformers' softmax(dtype=float) does.
+  if (llvm::cast<RankedTensorType>(logits.getType()).getElementType() != f32)
+    logits = CastOp::create(f.builder, f.loc,
+                            f.tensor({c.batch, c.seq, E}, f32), logits);
+  auto router = MoeRouterOp::create(
+      f.builder, f.loc, f.tensor({c.batch, c.seq, K}, f32),
+      f.tensor({c.batch, c.seq, K}, i32), logits, /*bias=*/Value(),
+      MoeScoringAttr::get(f.builder.getContext(),
+                          *symbolizeMoeScoring(m.scoring)),
+      f.builder.getBoolAttr(m.normTopK), FloatAttr());
+  auto pairs = f.tensor({c.batch, c.seq, K}, i32);
+  auto sort = MoeSortOp::create(f.builder, f.loc, pairs, pairs,
+                                f.tensor({E + 1}, i32), router.getExperts(),
+                                f.builder.getI64IntegerAttr(E));
+  Value rows = MoePermuteOp::create(f.builder, f.loc, f.tensor({P, C}), h,
+                                    sort.getOrder());
+  auto grouped = [&](Value in, const char *name, int64_t out, int64_t width) {
+    Value w = f.param(block + "experts." + name + ".w", {E, out, width}, weight);
+    return MoeGroupedLinearOp::create(f.builder, f.loc, f.tensor({P, out}), in,
+                                      w, sort.getOffsets())
+        .getResult();
+  };
+  Value gate = grouped(rows, mixtral ? "w1" : "gate_proj", F, C);
+  Value up = grouped(rows, mixtral ? "w3" : "up_proj", F, C);
+  Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);
+  Value down = grouped(act, mixtral ? "w2" : "down_proj", C, F);
+  return MoeCombineOp::create(f.builder, f.loc, h.getType(), down,
+                              router.getWeights(), sort.getPosition());
+}
+
 OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
                                            const LlamaConfig &c, Type element) {
-  // A mixture of experts has no ops yet (issue 31): fsdp-gen refuses one
-  // before it gets here, and a dense MLP in its place would be another model.
-  assert(c.moe.experts == 0 && "buildLlama builds no mixture of experts");
   ForwardBuilder f(context, element);
   Type i32 = f.builder.getI32Type(), f32 = f.builder.getF32Type();
   auto args = f.begin(
@@ -269,6 +314,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     Value h = rmsNorm(x, p + "input_layernorm.w");
     x = AddOp::create(f.builder, f.loc, x, llamaAttention(f, c, h, p, weight));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
+    if (c.moe.experts) {
+      x = AddOp::create(f.builder, f.loc, x, moeBlock(f, c, h, p, weight));
+      continue;
+    }
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
     Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);
     Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);

@@ -52,9 +52,12 @@ double yarnAttentionFactor(double factor, double mscale = 0,
 /// MixtralConfig and Qwen3MoeConfig): a router (a C -> experts linear, no
 /// bias) scores each token, the top `topK` experts (SwiGLU MLPs of width
 /// `expertFfn`) run on it and their outputs are summed, weighted by the
-/// scores. Read from configs and counted only: the dialect has no MoE ops
-/// yet (issue 31), so fsdp-gen builds no IR of it.
+/// scores (buildLlama's MoE block, docs/moe.md).
 struct MoeConfig {
+  /// Whose checkpoint names the block's parameters: "mixtral"
+  /// (block_sparse_moe.experts.N.w1, w3, w2) or "qwen3_moe"
+  /// (mlp.experts.N.gate_proj, up_proj, down_proj).
+  std::string family = "mixtral";
   /// Routed experts per layer: 0 for a dense model (no MoE).
   int64_t experts = 0;
   /// Experts each token is sent to (num_experts_per_tok).
@@ -101,7 +104,7 @@ struct LlamaConfig {
   /// Qwen3's q_norm and k_norm: RMSNorm per q and k head before rope.
   bool qkNorm = false;
   /// Mixtral's and Qwen3-MoE's experts in place of the MLP (`ffn` is then
-  /// 0: no layer has a dense MLP). buildLlama builds none of it.
+  /// 0: no layer has a dense MLP).
   MoeConfig moe;
   int64_t headSize() const { return headDim ? headDim : dim / heads; }
 };

@@ -282,8 +282,11 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // them the ends' and the function.
   // Qwen2's qkv bias adds a param and its load (o's bias another), Qwen3's
   // q_norm and k_norm two of each and the qk_norm.
-  int64_t opsPerBlock =
-      29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) + (c.qkNorm ? 5 : 0);
+  // A mixture of experts in place of the MLP: 4 params and loads, the
+  // router's linear (and its cast), router, sort, permute, 3 grouped
+  // linears, swiglu and combine for the MLP's 3 of each and swiglu.
+  int64_t opsPerBlock = 29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) +
+                        (c.qkNorm ? 5 : 0) + (c.moe.experts ? 9 : 0);
   if (auto error = checkOps(n.layers, c.layers, "blocks", opsPerBlock, 19))
     return error;
   Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
@@ -296,9 +299,19 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   Size hs =
       c.headDim ? Size::option(n.headDim, c.headDim) : Size(c.dim / c.heads);
   Size kv = K * hs, q = c.headDim ? H * hs : C;
+  // The experts (docs/moe.md): E stacked SwiGLUs of width Fe, each token's
+  // k choices as P = B T k rows.
+  const MoeConfig &m = c.moe;
+  Size E(m.experts), Fe(m.expertFfn), P = B * T * Size(m.topK);
   Checker check;
   check.requireTensor("the token table embed_tokens.w (vocab x dim elements)",
                       V * C, eb);
+  check.requireTensor("a block's stacked experts (experts x expert width x "
+                      "dim elements)",
+                      E * Fe * C, eb);
+  check.requireTensor("a block's routed rows (batch x seq x experts per "
+                      "token x expert width elements)",
+                      P * (Fe + C), eb);
   check.requireTensor("a block's qkv_proj.w ((heads + 2 kv-heads) x head "
                       "size x dim elements)",
                       (q + Size(2) * kv) * C, eb);
@@ -319,7 +332,7 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // Per block: q and o, k and v, gate, up and down, two norm gains; the
   // table, the head (unless tied) and the final norm.
   Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F +
-               Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
+               E * C + Size(3) * E * Fe * C + Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
                (c.oBias ? C : Size(0)) + (c.qkNorm ? Size(2) * hs : Size(0));
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;
@@ -334,7 +347,8 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   Size activations =
       (BTC * Size(2) + BT * V +
        L * (Size(8) * BTC + Size(c.qkNorm ? 3 : 2) * BT * (q + Size(2) * kv) +
-            Size(3) * BT * F + B * H * T * T)) *
+            Size(3) * BT * F + B * H * T * T + BT * E +
+            P * (Size(3) * Fe + Size(2) * C))) *
           eb +
       (L * Size(3) * BT + Size(2) * BT) * Size(4);
   check.requireStep(state, activations);
@@ -342,6 +356,7 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // int).
   check.requireDim("the width", C);
   check.requireDim("the MLP's width", F);
+  check.requireDim("the routed pairs (batch x seq x experts per token)", P);
   check.requireDim("qkv_proj's width ((heads + 2 kv-heads) x head size)",
                    q + Size(2) * kv);
   check.requireDim("o_proj's input width (heads x head size)", q);

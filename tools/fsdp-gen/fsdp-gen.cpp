@@ -138,9 +138,8 @@ cl::opt<bool> noUnits("no-units",
 cl::opt<std::string> configPath(
     "config",
     cl::desc("A Hugging Face config.json (model_type gpt2, llama, "
-             "mistral, qwen2 or qwen3): the same model; --seq and --batch "
-             "set the step's shape (mixtral and qwen3_moe: --describe only, "
-             "until the MoE ops exist)"),
+             "mistral, qwen2, qwen3, mixtral or qwen3_moe): the same model; "
+             "--seq and --batch set the step's shape"),
     cl::value_desc("file"), cl::cat(genCategory));
 cl::opt<bool>
     describe("describe",
@@ -515,11 +514,11 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  // Before anything is built or written: no partial output.
-  if (m.llama.moe.experts)
-    fail(configPath + ": " + m.modelType +
-         " is a mixture of experts, whose block fsdp-gen does not build yet "
-         "(issue 31); --describe prints its sizes");
+  // The auxiliary loss has no op yet: a config that asks for it is
+  // refused before anything is written, never trained without it.
+  if (m.llama.moe.experts && m.llama.moe.auxLoss)
+    fail(configPath + ": output_router_logits is true: the auxiliary "
+         "load-balancing loss is not built yet (issue 31); set it false");
   isLlama = m.modelType != "gpt2"; // llama, mistral, qwen2, qwen3
   if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;

@@ -3,6 +3,7 @@
 #include "io/WeightNames.h"
 
 #include <cctype>
+#include <cstring>
 
 namespace fsdp::rt {
 namespace {
@@ -148,6 +149,46 @@ bool splitQkv(const Plan &plan, uint32_t index, const std::string &layer,
   return true;
 }
 
+/// A mixture-of-experts block's parameters (fsdp-gen's, docs/moe.md),
+/// REST after the layer: the router `B.gate.w` ([E, C]: B.gate.weight)
+/// and the stacked experts `B.experts.M.w` ([E, rows, cols]: expert e's
+/// matrix is row e, the file's B.experts.e.M.weight), B Mixtral's
+/// block_sparse_moe or Qwen3-MoE's mlp. False for any other name.
+bool moeTensors(const Plan &plan, uint32_t index, const std::string &layer,
+                const std::string &rest, std::vector<WeightTensor> &out) {
+  const ParamDesc &p = plan.params[index];
+  std::string block;
+  for (const char *b : {"block_sparse_moe.", "mlp."})
+    if (rest.compare(0, std::strlen(b), b) == 0)
+      block = b;
+  std::string name = rest.substr(block.size());
+  if (block.empty() || name.size() < 2 ||
+      name.compare(name.size() - 2, 2, ".w") != 0)
+    return false;
+  name.resize(name.size() - 2);
+  std::string prefix = "model." + layer + block;
+  if (name == "gate" && p.shape.size() == 2) {
+    out.push_back(whole(plan, index, prefix + "gate.weight", false));
+    return true;
+  }
+  const std::string experts = "experts.";
+  if (name.compare(0, experts.size(), experts) != 0 || p.shape.size() != 3 ||
+      name.find('.', experts.size()) != std::string::npos)
+    return false;
+  std::string matrix = name.substr(experts.size());
+  for (int64_t e = 0; e < p.shape[0]; ++e) {
+    WeightTensor t = whole(plan, index,
+                           prefix + experts + std::to_string(e) + "." +
+                               matrix + ".weight",
+                           false);
+    t.shape = {p.shape[1], p.shape[2]};
+    t.rowBegin = e;
+    t.rows = 1;
+    out.push_back(std::move(t));
+  }
+  return true;
+}
+
 /// Llama's tensors for parameter `index`; false: not a Llama parameter.
 bool llamaTensors(const Plan &plan, uint32_t index,
                   std::vector<WeightTensor> &out) {
@@ -164,7 +205,7 @@ bool llamaTensors(const Plan &plan, uint32_t index,
   const Rename *r = lookup(kLlamaBlock, rest);
   if (r)
     out.push_back(whole(plan, index, "model." + layer + r->hf, false));
-  return r != nullptr;
+  return r != nullptr || moeTensors(plan, index, layer, rest, out);
 }
 
 bool hfTensors(const Plan &plan, ModelFamily family,

@@ -75,6 +75,17 @@ FAMILIES = {
     # Qwen3: q/k RMSNorm per head, head_dim 16 where hidden/heads is 8.
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
               llama_like(head_dim=16, use_sliding_window=False)),
+    # Mixtral: 4 experts of intermediate_size, 2 a token, renormalised.
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                llama_like(num_local_experts=4, num_experts_per_tok=2,
+                           sliding_window=None)),
+    # Qwen3-MoE: 6 experts of moe_intermediate_size 24, 2 a token, with
+    # Qwen3's q/k norms; the top 2's softmax probabilities not renormalised
+    # (norm_topk_prob false: the weights are the probabilities over all 6).
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  llama_like(num_experts=6, num_experts_per_tok=2,
+                             moe_intermediate_size=24, norm_topk_prob=False,
+                             head_dim=16, use_sliding_window=False)),
 }
 
 failed = False

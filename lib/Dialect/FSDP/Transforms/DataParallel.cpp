@@ -3,8 +3,12 @@
 // Every value of @forward that is computed from its inputs carries the
 // batch as its first dimension (the model ops preserve the leading
 // dimensions; statistics and attention probabilities keep them first; only
-// the loss is a scalar). Dividing that dimension by N everywhere turns the
-// global-batch forward into one rank's forward.
+// the loss is a scalar), or a multiple of it: a mixture of experts' rows
+// in expert order are the B S K (token, choice) pairs, whose count divides
+// as the batch does. Dividing that dimension by N everywhere turns the
+// global-batch forward into one rank's forward. A sort's offsets (one per
+// expert, plus one) are the only such value without rows: they keep their
+// size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,11 +71,15 @@ static LogicalResult splitBatch(Block &block, int64_t batch, int64_t ranks) {
     auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
     if (!type || type.getRank() == 0)
       return success();
-    if (type.getDimSize(0) != batch)
+    if (auto sort = v.getDefiningOp<MoeSortOp>())
+      if (v == sort.getOffsets())
+        return success();
+    if (type.getDimSize(0) % batch != 0)
       return emitError(v.getLoc())
              << "fsdp-data-parallel: a value computed from the inputs has "
                 "leading dimension "
-             << type.getDimSize(0) << ", not the batch " << batch;
+             << type.getDimSize(0) << ", not the batch " << batch
+             << " or a multiple of it";
     SmallVector<int64_t> shape(type.getShape());
     shape[0] /= ranks;
     v.setType(RankedTensorType::get(shape, type.getElementType()));
