@@ -247,7 +247,8 @@ static Value llamaAttention(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
 /// Mixtral's block_sparse_moe.{gate, experts.w1, w3, w2}, Qwen3-MoE's
 /// mlp.{gate, experts.gate_proj, up_proj, down_proj}.
 static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
-                      Value h, const std::string &p, InitAttr weight) {
+                      Value h, const std::string &p, InitAttr weight,
+                      Value &auxStats) {
   const fsdp_gen::MoeConfig &m = c.moe;
   Type f32 = f.builder.getF32Type(), i32 = f.builder.getI32Type();
   int64_t C = c.dim, E = m.experts, K = m.topK, F = m.expertFfn,
@@ -265,6 +266,11 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
       MoeScoringAttr::get(f.builder.getContext(),
                           *symbolizeMoeScoring(m.scoring)),
       f.builder.getBoolAttr(m.normTopK), FloatAttr());
+  // The load-balancing statistics, summed over the layers (their loss is
+  // added after the last: moe_aux_loss).
+  if (m.auxLoss)
+    auxStats = MoeAuxStatsOp::create(f.builder, f.loc, f.tensor({2, E}, f32),
+                                     logits, router.getExperts(), auxStats);
   auto pairs = f.tensor({c.batch, c.seq, K}, i32);
   auto sort = MoeSortOp::create(f.builder, f.loc, pairs, pairs,
                                 f.tensor({E + 1}, i32), router.getExperts(),
@@ -309,13 +315,15 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 args[0], wte, Value());
+  Value auxStats;
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
     Value h = rmsNorm(x, p + "input_layernorm.w");
     x = AddOp::create(f.builder, f.loc, x, llamaAttention(f, c, h, p, weight));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
     if (c.moe.experts) {
-      x = AddOp::create(f.builder, f.loc, x, moeBlock(f, c, h, p, weight));
+      x = AddOp::create(f.builder, f.loc, x,
+                        moeBlock(f, c, h, p, weight, auxStats));
       continue;
     }
     Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
@@ -334,6 +342,12 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
   Value logits = f.linear(x, head, Value());
   Value loss = CrossEntropyOp::create(
       f.builder, f.loc, RankedTensorType::get({}, f32), logits, args[1]);
+  // transformers adds router_aux_loss_coef times the balancing loss
+  // (output_router_logits).
+  if (auxStats)
+    loss = MoeAuxLossOp::create(f.builder, f.loc, loss.getType(), auxStats,
+                                loss, f.builder.getI64IntegerAttr(c.moe.topK),
+                                f.builder.getF64FloatAttr(c.moe.auxLossCoef));
   return f.finish(loss);
 }
 

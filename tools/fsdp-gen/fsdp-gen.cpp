@@ -514,11 +514,6 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
     describeModel(m);
     std::exit(0);
   }
-  // The auxiliary loss has no op yet: a config that asks for it is
-  // refused before anything is written, never trained without it.
-  if (m.llama.moe.experts && m.llama.moe.auxLoss)
-    fail(configPath + ": output_router_logits is true: the auxiliary "
-         "load-balancing loss is not built yet (issue 31); set it false");
   isLlama = m.modelType != "gpt2"; // llama, mistral, qwen2, qwen3
   if (isLlama) {
     fsdp_gen::LlamaConfig &c = m.llama;

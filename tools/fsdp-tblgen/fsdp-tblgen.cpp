@@ -180,6 +180,8 @@ std::optional<fsdp::plan::shapes::Derive> deriveOf(StringRef derive) {
     return Derive::MoeSort;
   if (derive == "MoeRows")
     return Derive::MoeRows;
+  if (derive == "MoeAuxLoss")
+    return Derive::MoeAuxLoss;
   return std::nullopt;
 }
 

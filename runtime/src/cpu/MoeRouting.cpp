@@ -155,4 +155,52 @@ FSDP_CPU_KERNEL void moeAuxLossBackward(float *dlogits, const float *dloss,
   }
 }
 
+// The kernel table's forms of the auxiliary loss (fsdp.moe_aux_stats,
+// moe_aux_loss and their backward ops): stats summed layer by layer, the
+// loss added to the training loss.
+
+FSDP_CPU_KERNEL void moeAuxStatsForward(float *result, const float *logits,
+                                        const int32_t *experts,
+                                        const float *sum, int64_t R, int64_t E,
+                                        int64_t K, float *rows) {
+  moeAuxStats(result, logits, experts, R, E, K, rows);
+  if (sum)
+    for (int64_t i = 0; i < 2 * E; ++i)
+      result[i] += sum[i];
+}
+
+FSDP_CPU_KERNEL void moeAuxStatsBackward(float *result, const float *grad,
+                                         const float *logits, int64_t R,
+                                         int64_t E) {
+  // Only the probability sums (grad's row 0) depend on the logits:
+  // through each row's softmax, dz_t = p_t (g - <p_t, g>).
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < R; ++t) {
+    const float *z = logits + t * E;
+    double m = 0.0, sum = 0.0, dot = 0.0;
+    moe::softmaxStats([&](int64_t e) { return double(z[e]); }, E, m, sum);
+    for (int64_t e = 0; e < E; ++e)
+      dot += std::exp(double(z[e]) - m) / sum * double(grad[e]);
+    for (int64_t e = 0; e < E; ++e)
+      result[t * E + e] =
+          float(std::exp(double(z[e]) - m) / sum * (double(grad[e]) - dot));
+  }
+}
+
+FSDP_CPU_KERNEL void moeAuxLossForward(float *result, const float *stats,
+                                       const float *loss, int64_t E,
+                                       int64_t top_k, double coef) {
+  *result = float(double(*loss) + moe::auxLossOfSums(stats, E, top_k, coef));
+}
+
+FSDP_CPU_KERNEL void moeAuxLossGrad(float *result, const float *grad,
+                                    const float *stats, int64_t E,
+                                    int64_t top_k, double coef) {
+  for (int64_t e = 0; e < E; ++e) {
+    result[e] = float(double(*grad) *
+                      moe::auxLossGradOfSum(stats, E, top_k, coef, e));
+    result[E + e] = 0.0f; // the counts: piecewise constant
+  }
+}
+
 } // namespace fsdp::rt::cpu

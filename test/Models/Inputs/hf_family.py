@@ -79,6 +79,12 @@ FAMILIES = {
     "mixtral": ("MixtralConfig", "MixtralForCausalLM",
                 llama_like(num_local_experts=4, num_experts_per_tok=2,
                            sliding_window=None)),
+    # Mixtral with the balancing loss (output_router_logits), a weight
+    # large enough that a wrong one shows.
+    "mixtral_aux": ("MixtralConfig", "MixtralForCausalLM",
+                    llama_like(num_local_experts=4, num_experts_per_tok=2,
+                               sliding_window=None, output_router_logits=True,
+                               router_aux_loss_coef=0.5)),
     # Qwen3-MoE: 6 experts of moe_intermediate_size 24, 2 a token, with
     # Qwen3's q/k norms; the top 2's softmax probabilities not renormalised
     # (norm_topk_prob false: the weights are the probabilities over all 6).
@@ -136,14 +142,31 @@ def batches(data_path, count):
     return out
 
 
-def loss_of(model, inputs, targets):
+def loss_of(model, inputs, targets, ranks=1):
+    """The training loss: the cross-entropy, plus router_aux_loss_coef
+    times the balancing loss where the config asks for it
+    (output_router_logits). With N ranks, the mean of the ranks' losses on
+    their B / N rows each: the balancing loss is each rank's own (as
+    transformers' is under DDP), the cross-entropy's mean is the batch's."""
     import torch
-    logits = model(torch.tensor(inputs)).logits.double()
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), torch.tensor(targets).reshape(-1))
+    aux = getattr(model.config, "output_router_logits", False)
+    per_rank = B // ranks
+    total = 0
+    for r in range(ranks if aux else 1):
+        rows = slice(r * per_rank, (r + 1) * per_rank) if aux else slice(None)
+        out = model(torch.tensor(inputs[rows]), output_router_logits=aux) \
+            if aux else model(torch.tensor(inputs[rows]))
+        logits = out.logits.double()
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            torch.tensor(targets[rows]).reshape(-1))
+        if aux:
+            loss = loss + model.config.router_aux_loss_coef * out.aux_loss.double()
+        total = total + loss
+    return total / (ranks if aux else 1)
 
 
-def torch_losses(model_dir, model_class, data, steps):
+def torch_losses(model_dir, model_class, data, steps, ranks=1):
     """The losses of `steps` AdamW steps in torch from the saved model,
     with fsdp's decay rule."""
     import torch
@@ -161,14 +184,14 @@ def torch_losses(model_dir, model_class, data, steps):
     losses = []
     for inputs, targets in batches(data, steps):
         opt.zero_grad()
-        loss = loss_of(model, inputs, targets)
+        loss = loss_of(model, inputs, targets, ranks)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
     return losses
 
 
-def transformers_loss(model_dir, model_class, data):
+def transformers_loss(model_dir, model_class, data, ranks=1):
     import torch
     import transformers
     model = getattr(transformers, model_class).from_pretrained(
@@ -176,7 +199,7 @@ def transformers_loss(model_dir, model_class, data):
     model.eval()
     inputs, targets = batches(data, 1)[0]
     with torch.no_grad():
-        return float(loss_of(model, inputs, targets))
+        return float(loss_of(model, inputs, targets, ranks))
 
 
 def main():
@@ -201,9 +224,12 @@ def main():
         f.write(run([tool("fsdp-gen"), "--config",
                      os.path.join(hf_dir, "config.json"), "--seq", str(T),
                      "--batch", str(B)]))
-    reference = transformers_loss(hf_dir, model_class, args.data)
-    trained = torch_losses(hf_dir, model_class, args.data, args.steps)
     for n in [int(r) for r in args.ranks.split(",")]:
+        # The balancing loss is per rank: its reference depends on N.
+        if n == 1 or FAMILIES[args.family][2].get("output_router_logits"):
+            reference = transformers_loss(hf_dir, model_class, args.data, n)
+            trained = torch_losses(hf_dir, model_class, args.data,
+                                   args.steps, n)
         plan = os.path.join(args.work, "model.%d.plan" % n)
         run([tool("fsdp-opt"), model_mlir, "--fsdp-train-pipeline="
              "world-size=%d lr=%g beta1=%g beta2=%g eps=%g weight-decay=%g "
@@ -246,7 +272,8 @@ def main():
             verdict("%s at %d rank%s, --export (%s) in from_pretrained vs "
                     "fsdp-run --init-from it" % (
                         args.family, n, "" if n == 1 else "s", tag),
-                    transformers_loss(directory, model_class, args.data), got,
+                    transformers_loss(directory, model_class, args.data, n),
+                    got,
                     LOSS_RTOL)
     sys.exit(1 if failed else 0)
 

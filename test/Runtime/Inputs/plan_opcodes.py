@@ -52,4 +52,8 @@ OPCODES = [
     "moe_grouped_linear_grad_weight",
     "moe_combine",
     "moe_combine_backward",
+    "moe_aux_stats",
+    "moe_aux_stats_backward",
+    "moe_aux_loss",
+    "moe_aux_loss_backward",
 ]

@@ -385,6 +385,17 @@ void CrossEntropyOp::getKernelScratch(
                                           Float32Type::get(getContext())));
 }
 
+/// Each row's softmax max and reciprocal sum (2 per row, f32).
+void MoeAuxStatsOp::getKernelScratch(
+    SmallVectorImpl<RankedTensorType> &scratch) {
+  ArrayRef<int64_t> logits = tensorOf(getLogits()).getShape();
+  int64_t rows = 1;
+  for (int64_t d : logits.drop_back())
+    rows *= d;
+  scratch.push_back(
+      RankedTensorType::get({2 * rows}, Float32Type::get(getContext())));
+}
+
 void GradSqSumOp::getKernelScratch(SmallVectorImpl<RankedTensorType> &types) {
   // The GPU's per-block partial sums, a double each (the CPU needs none).
   types.push_back(RankedTensorType::get({::fsdp::plan::kGradSqSumScratch},

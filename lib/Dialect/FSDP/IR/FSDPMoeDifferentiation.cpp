@@ -68,3 +68,26 @@ MoeCombineOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
       {backward.getRowsGrad(), backward.getWeightsGrad(), Value()});
   return success();
 }
+
+LogicalResult
+MoeAuxStatsOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  Value logitsGrad = MoeAuxStatsBackwardOp::create(
+      builder, getLoc(), getLogits().getType(), resultGrads[0], getLogits());
+  // The earlier layers' sums pass into the result unchanged.
+  operandGrads.assign({logitsGrad, Value()});
+  if (getSum())
+    operandGrads.push_back(resultGrads[0]);
+  return success();
+}
+
+LogicalResult
+MoeAuxLossOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  Value statsGrad = MoeAuxLossBackwardOp::create(
+      builder, getLoc(), getStats().getType(), resultGrads[0], getStats(),
+      getTopKAttr(), getCoefAttr());
+  // The training loss is added unscaled.
+  operandGrads.assign({statsGrad, resultGrads[0]});
+  return success();
+}

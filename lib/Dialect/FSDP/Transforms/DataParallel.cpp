@@ -7,8 +7,8 @@
 // in expert order are the B S K (token, choice) pairs, whose count divides
 // as the batch does. Dividing that dimension by N everywhere turns the
 // global-batch forward into one rank's forward. A sort's offsets (one per
-// expert, plus one) are the only such value without rows: they keep their
-// size.
+// expert, plus one) and the load-balancing statistics (two per expert)
+// are the values without rows: they keep their size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,6 +61,14 @@ static FailureOr<int64_t> findGlobalBatch(func::FuncOp forward, int64_t ranks) {
   return batch;
 }
 
+/// A value sized by the experts, not the rows: a sort's offsets (E + 1)
+/// and the load-balancing statistics (2 x E).
+static bool isPerExpert(Value v) {
+  if (auto sort = v.getDefiningOp<MoeSortOp>())
+    return v == sort.getOffsets();
+  return v.getDefiningOp<MoeAuxStatsOp>() != nullptr;
+}
+
 /// Divides the leading dimension of every value of `block` computed from
 /// its arguments (and of the arguments) from `batch` to batch / ranks.
 static LogicalResult splitBatch(Block &block, int64_t batch, int64_t ranks) {
@@ -71,9 +79,8 @@ static LogicalResult splitBatch(Block &block, int64_t batch, int64_t ranks) {
     auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
     if (!type || type.getRank() == 0)
       return success();
-    if (auto sort = v.getDefiningOp<MoeSortOp>())
-      if (v == sort.getOffsets())
-        return success();
+    if (isPerExpert(v))
+      return success();
     if (type.getDimSize(0) % batch != 0)
       return emitError(v.getLoc())
              << "fsdp-data-parallel: a value computed from the inputs has "

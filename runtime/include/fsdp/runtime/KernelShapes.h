@@ -62,6 +62,9 @@ enum class Derive : uint8_t {
   /// is bound (a grouped linear's weight), P = R K where the tokens' R and
   /// choices K are (permute, combine).
   MoeRows,
+  /// The auxiliary loss: `top_k` a whole number in [1, 64], `coef` finite
+  /// and not negative. Binds nothing.
+  MoeAuxLoss,
 };
 
 /// The dims `derive` binds (a rule naming one is evaluated after it).
@@ -78,6 +81,7 @@ constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
   case Derive::MoeRows:
     return {"E1", "P", {}, {}};
   case Derive::MoeRouter:
+  case Derive::MoeAuxLoss:
   case Derive::None:
     break;
   }
@@ -415,7 +419,9 @@ inline bool wellFormed(std::string_view text, bool check) {
     int64_t value = 0;
     return detail::product(lex, dims, value) >= 0 && lex.next().kind == 0;
   }
-  // Bind every dim to 1: a bracket pattern then fails only when malformed.
+  // Bind every dim to 1: a bracket pattern then fails (-1) only when
+  // malformed; a literal other than 1 (`[2, E]`) matches no shape of ones
+  // but is well formed.
   for (detail::Lexer names(text);;) {
     detail::Token t = names.next();
     if (!t.kind)
@@ -434,10 +440,11 @@ inline bool wellFormed(std::string_view text, bool check) {
       size_t size() const { return n; }
     };
     Dims copy = dims;
-    if (match(text, ShapeRef(Shape{ones.data(), rank}), copy) == 1)
-      return true;
+    int result = match(text, ShapeRef(Shape{ones.data(), rank}), copy);
+    if (result != 0)
+      return result == 1;
   }
-  return false;
+  return true;
 }
 
 /// Calls fn(name) for each dim `text` names (INT aside).
@@ -540,6 +547,12 @@ inline bool deriveMoe(Derive derive, const Params &params, Dims &dims,
     return (scoring == 0 || scoring == 1) && (normalize == 0 || normalize == 1) &&
            scale > 0 && !std::isinf(scale);
   }
+  if (derive == Derive::MoeAuxLoss) {
+    double topK = param(params, "top_k"), coef = param(params, "coef");
+    why = "has a top_k or coef out of range (1 to 64, finite and not "
+          "negative)";
+    return wholeCount(topK, 64) && coef >= 0 && !std::isinf(coef);
+  }
   why = "inconsistent shapes or expert count";
   if (derive == Derive::MoeSort) {
     double experts = param(params, "num_experts");
@@ -583,7 +596,9 @@ inline bool check(const KernelRules &rules,
         !apply(rule))
       return false;
   bool moe = rules.derive == Derive::MoeRouter ||
-             rules.derive == Derive::MoeSort || rules.derive == Derive::MoeRows;
+             rules.derive == Derive::MoeSort ||
+             rules.derive == Derive::MoeRows ||
+             rules.derive == Derive::MoeAuxLoss;
   if (rules.derive != Derive::None &&
       !(moe ? deriveMoe(rules.derive, params, dims, why)
             : deriveHeads(rules.derive, params, dims, why)))

@@ -167,6 +167,36 @@ FSDP_MOE_HD inline double auxLoss(const float *stats, int64_t L, int64_t T,
   return coef * double(E) * sum;
 }
 
+/// The rows L T that stats summed over the layers (2 x E: probability
+/// sums, pair counts) cover: the counts sum to k L T. 0 for none.
+FSDP_MOE_HD inline double auxRows(const float *stats, int64_t E, int64_t k) {
+  double pairs = 0.0;
+  for (int64_t e = 0; e < E; ++e)
+    pairs += double(stats[E + e]);
+  return pairs / double(k);
+}
+
+/// The auxiliary loss on stats summed over the layers (the kernel table's
+/// form: fsdp.moe_aux_loss): coef E sum_e F_e P_e with F_e and P_e the
+/// sums over auxRows.
+FSDP_MOE_HD inline double auxLossOfSums(const float *stats, int64_t E,
+                                        int64_t k, double coef) {
+  const double rows = auxRows(stats, E, k);
+  double sum = 0.0;
+  for (int64_t e = 0; e < E && rows > 0; ++e)
+    sum += double(stats[E + e]) / rows * (double(stats[e]) / rows);
+  return coef * double(E) * sum;
+}
+
+/// Its derivative by expert e's probability sum (the counts are
+/// constant): coef E F_e / rows.
+FSDP_MOE_HD inline double auxLossGradOfSum(const float *stats, int64_t E,
+                                           int64_t k, double coef, int64_t e) {
+  const double rows = auxRows(stats, E, k);
+  return rows > 0 ? coef * double(E) * double(stats[E + e]) / (rows * rows)
+                  : 0.0;
+}
+
 } // namespace fsdp::moe
 
 #endif // FSDP_RUNTIME_MOEROUTER_H

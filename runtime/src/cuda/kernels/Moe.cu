@@ -263,6 +263,38 @@ moeAuxRowsBackwardKernel(E *__restrict__ dlogits, const E *__restrict__ logits,
         float(exp(logit(e) - m) / sum * (double(a[e]) - dot)));
 }
 
+/// The kernel table's auxiliary loss over stats summed by layer: the
+/// training loss plus coef E sum_e F_e P_e (one thread).
+__global__ void moeAuxLossOfSumsKernel(float *__restrict__ result,
+                                       const float *__restrict__ stats,
+                                       const float *__restrict__ loss,
+                                       int64_t NE, int64_t k, double coef) {
+  if (threadIdx.x != 0)
+    return;
+  *result = float(double(*loss) + moe::auxLossOfSums(stats, NE, k, coef));
+}
+
+/// Its gradient by the summed stats: row 0 grad coef E F_e / rows, row 1
+/// (the counts) zero; one expert a thread.
+__global__ void moeAuxLossGradKernel(float *__restrict__ result,
+                                     const float *__restrict__ grad,
+                                     const float *__restrict__ stats,
+                                     int64_t NE, int64_t k, double coef) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  result[e] = float(double(*grad) * moe::auxLossGradOfSum(stats, NE, k, coef, e));
+  result[NE + e] = 0.0f;
+}
+
+/// result += sum, element-wise (a layer's stats onto the earlier layers').
+__global__ void moeAddKernel(float *__restrict__ result,
+                             const float *__restrict__ sum, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    result[i] += sum[i];
+}
+
 unsigned rows(int64_t n) { return unsigned(n); }
 
 } // namespace
@@ -407,6 +439,42 @@ void moeAuxLossBackward(const Context &ctx, E *dlogits, const float *dloss,
                                kRouterThreads, 0, ctx.stream>>>(
         dlogits, logits, expertScratch, T, NE);
   detail::checkLaunch("moeAuxLossBackward");
+}
+
+void moeAuxStatsForward(const Context &ctx, float *result, const float *logits,
+                        const int32_t *experts, const float *sum, int64_t R,
+                        int64_t NE, int64_t k, float *rowScratch) {
+  moeAuxStats<float>(ctx, result, logits, experts, R, NE, k, rowScratch);
+  if (sum) {
+    moeAddKernel<<<detail::blocksFor(2 * NE, kRouterThreads), kRouterThreads,
+                   0, ctx.stream>>>(result, sum, 2 * NE);
+    detail::checkLaunch("moeAuxStatsForward");
+  }
+}
+
+void moeAuxStatsBackward(const Context &ctx, float *result, const float *grad,
+                         const float *logits, int64_t R, int64_t NE) {
+  // Row 0 of grad (the probability sums' gradient) is the a of the rows'
+  // softmax backward.
+  if (R > 0)
+    moeAuxRowsBackwardKernel<<<detail::blocksFor(R, kRouterThreads, 1 << 30),
+                               kRouterThreads, 0, ctx.stream>>>(
+        result, logits, grad, R, NE);
+  detail::checkLaunch("moeAuxStatsBackward");
+}
+
+void moeAuxLossForward(const Context &ctx, float *result, const float *stats,
+                       const float *loss, int64_t NE, int64_t k, double coef) {
+  moeAuxLossOfSumsKernel<<<1, 32, 0, ctx.stream>>>(result, stats, loss, NE, k,
+                                                   coef);
+  detail::checkLaunch("moeAuxLossForward");
+}
+
+void moeAuxLossGrad(const Context &ctx, float *result, const float *grad,
+                    const float *stats, int64_t NE, int64_t k, double coef) {
+  moeAuxLossGradKernel<<<detail::blocksFor(NE, kRouterThreads), kRouterThreads,
+                         0, ctx.stream>>>(result, grad, stats, NE, k, coef);
+  detail::checkLaunch("moeAuxLossGrad");
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \

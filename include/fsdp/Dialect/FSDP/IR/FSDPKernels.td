@@ -614,4 +614,46 @@ def : FSDP_Kernel<49, "MoeCombineBackward", "moe_combine_backward",
              "R, K, C";
 }
 
+def : FSDP_Kernel<50, "MoeAuxStats", "moe_aux_stats",
+    (ins KStat:$logits, KIndices:$experts, KOptStat:$sum),
+    (outs KStatResult:$result, KStatScratch:$rows)> {
+  let dispatch = "moeAuxStatsForward";
+  let notes = "result: row 0 each expert's summed softmax probability, row "
+              "1 its pair count, plus sum (the earlier layers'); rows: each "
+              "row's max and reciprocal sum";
+  let shapes = ["logits: [*R, E]", "experts: [*R, K]", "sum: [2, E]",
+                "result: [2, E]", "rows: #2*R"];
+  let dimChecks = ["E > 0", "R*E <= INT"];
+  let call = "$result, $logits, $experts, $sum, R, E, K, $rows";
+}
+def : FSDP_Kernel<51, "MoeAuxStatsBackward", "moe_aux_stats_backward",
+    (ins KStat:$grad, KStat:$logits), (outs KStatResult:$result)> {
+  let dispatch = "moeAuxStatsBackward";
+  let notes = "through each row's softmax from grad's row 0";
+  let shapes = ["grad: [2, E]", "logits: [*R, E]", "result: [*R, E]"];
+  let dimChecks = ["E > 0", "R*E <= INT"];
+  let call = "$result, $grad, $logits, R, E";
+}
+/// The auxiliary loss's: the experts a token chooses and the weight.
+defvar KMoeAuxLoss = (params KI64:$top_k, KF64:$coef);
+def : FSDP_Kernel<52, "MoeAuxLoss", "moe_aux_loss",
+    (ins KStat:$stats, KStat:$loss), (outs KStatResult:$result),
+    KMoeAuxLoss> {
+  let dispatch = "moeAuxLossForward";
+  let notes = "loss + coef E sum_e F_e P_e over the layers' summed stats "
+              "(transformers' load_balancing_loss_func)";
+  let shapes = ["stats: [2, E]", "loss: #1", "result: #1"];
+  let derive = "MoeAuxLoss";
+  let call = "$result, $stats, $loss, E, top_k, double(coef)";
+}
+def : FSDP_Kernel<53, "MoeAuxLossBackward", "moe_aux_loss_backward",
+    (ins KStat:$grad, KStat:$stats), (outs KStatResult:$result),
+    KMoeAuxLoss> {
+  let dispatch = "moeAuxLossGrad";
+  let notes = "the stats' gradient: row 0 grad coef E F_e / rows, row 1 zero";
+  let shapes = ["grad: #1", "stats: [2, E]", "result: [2, E]"];
+  let derive = "MoeAuxLoss";
+  let call = "$result, $grad, $stats, E, top_k, double(coef)";
+}
+
 #endif // FSDP_KERNELS_TD

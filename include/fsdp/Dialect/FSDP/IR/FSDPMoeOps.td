@@ -118,9 +118,71 @@ def FSDP_MoeCombineOp : FSDP_DiffOp<"moe_combine", "MoeCombine"> {
   let results = (outs FSDP_FloatTensor:$result);
 }
 
+def FSDP_MoeAuxStatsOp :
+    FSDP_DiffOp<"moe_aux_stats", "MoeAuxStats", [], ["getKernelScratch"]> {
+  let summary = "one layer's load-balancing statistics, added to the "
+                "earlier layers'";
+  let description = [{
+    From a layer's router logits (`... x E`, f32) and choices: row 0 of the
+    result (`2 x E`, f32) is each expert's softmax probability summed over
+    the rows, row 1 the number of (token, choice) pairs that chose it; plus
+    `sum`, the same of the earlier layers, when given. Chained over the
+    layers, the last one holds what transformers' `load_balancing_loss_func`
+    takes from the layers' concatenated logits (`fsdp.moe_aux_loss`). The
+    counts have no gradient; the probability sums' reaches the logits
+    (`fsdp.moe_aux_stats_backward`), and `sum`'s is the result's.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$logits, FSDP_IndexTensor:$experts,
+                       Optional<FSDP_FloatTensor>:$sum);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_MoeAuxLossOp : FSDP_DiffOp<"moe_aux_loss", "MoeAuxLoss"> {
+  let summary = "the training loss plus the load-balancing loss";
+  let description = [{
+    `result = loss + coef * E * sum_e F_e P_e` over the layers' summed
+    statistics `stats` (`2 x E`): with N = (sum of the counts) / `top_k`
+    the rows they cover (L layers of T tokens), `F_e = counts_e / N` and
+    `P_e = probability sum_e / N` (Switch Transformer's balancing loss as
+    transformers computes it for Mixtral and Qwen3-MoE, `coef` the
+    config's `router_aux_loss_coef`). All f32 scalars and statistics.
+
+    ```mlir
+    %total = fsdp.moe_aux_loss %stats, %ce {top_k = 2 : i64, coef = 2.0e-02 : f64}
+        : (tensor<2x8xf32>, tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$stats, FSDP_ScalarTensor:$loss,
+                       I64Attr:$top_k, F64Attr:$coef);
+  let results = (outs FSDP_ScalarTensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
+
+def FSDP_MoeAuxStatsBackwardOp :
+    FSDP_BackwardOp<"moe_aux_stats_backward", "MoeAuxStatsBackward"> {
+  let summary = "the logits' gradient from the probability sums'";
+  let description = [{
+    With `g` row 0 of `grad` (the counts' row has no gradient), each row's
+    `dz = p (g - <p, g>)`, `p` the row's softmax.
+  }];
+  let arguments = (ins FSDP_FloatTensor:$grad, FSDP_FloatTensor:$logits);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_MoeAuxLossBackwardOp :
+    FSDP_BackwardOp<"moe_aux_loss_backward", "MoeAuxLossBackward"> {
+  let summary = "the summed statistics' gradient from the loss's";
+  let description = [{
+    Row 0: `grad * coef * E * F_e / N` (the counts are constant); row 1:
+    zero.
+  }];
+  let arguments = (ins FSDP_ScalarTensor:$grad, FSDP_FloatTensor:$stats,
+                       I64Attr:$top_k, F64Attr:$coef);
+  let results = (outs FSDP_FloatTensor:$result);
+}
 
 def FSDP_MoeRouterBackwardOp :
     FSDP_BackwardOp<"moe_router_backward", "MoeRouterBackward"> {
