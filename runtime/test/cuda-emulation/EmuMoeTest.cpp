@@ -197,6 +197,116 @@ void testMoeAux(int L, int T, int NE, int k, unsigned seed) {
           tol<E>(1e-6, 1));
 }
 
+/// The grouped linear (MoeGroupedLinear.cu: offsets back to the host, one
+/// cuBLAS GEMM per expert) and its gradients against the CPU's, over the
+/// offsets a sort of random choices gives, one expert left without rows.
+template <typename E>
+void testMoeGroupedLinear(int T, int k, int NE, int I, int O, unsigned seed) {
+  char nm[128];
+  snprintf(nm, sizeof nm, "moe_grouped_linear%s T=%d k=%d E=%d I=%d O=%d",
+           kIsBF16<E> ? " bf16" : "", T, k, NE, I, O);
+  std::mt19937 rng(seed);
+  const int64_t P = int64_t(T) * k;
+  // Expert 1 is never chosen: its weight gradient must be zero.
+  std::uniform_int_distribution<int32_t> pick(0, NE - 2);
+  std::vector<int32_t> experts(static_cast<size_t>(P));
+  for (int32_t &e : experts) {
+    e = pick(rng);
+    e += e >= 1; // 0, 2, ..., E - 1
+  }
+  std::vector<int32_t> order(experts.size()), pos(experts.size()),
+      offsets(size_t(NE) + 1);
+  cp::moeSortByExpert(order.data(), pos.data(), offsets.data(), experts.data(),
+                      T, k, NE);
+  auto in = randv(size_t(P) * I, rng), w = randv(size_t(NE) * O * I, rng),
+       dout = randv(size_t(P) * O, rng);
+  roundTo<E>(in), roundTo<E>(w), roundTo<E>(dout);
+  std::vector<float> rout(size_t(P) * O), rdin(size_t(P) * I),
+      rdw(size_t(NE) * O * I, 7.0f);
+  cp::moeGroupedLinear(*gBlas, rout.data(), in.data(), w.data(), offsets.data(),
+                       NE, P, I, O);
+  cp::moeGroupedLinearGradInput(*gBlas, rdin.data(), dout.data(), w.data(),
+                                offsets.data(), NE, P, I, O);
+  cp::moeGroupedLinearGradWeight(*gBlas, rdw.data(), dout.data(), in.data(),
+                                 offsets.data(), NE, P, I, O);
+  roundTo<E>(rout), roundTo<E>(rdin), roundTo<E>(rdw);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    BufT<E> bin(size_t(P) * I), bw(size_t(NE) * O * I), bd(size_t(P) * O),
+        out(size_t(P) * O), din(size_t(P) * I), dw(size_t(NE) * O * I);
+    bin.set(in), bw.set(w), bd.set(dout);
+    dw.set(std::vector<float>(size_t(NE) * O * I, 7.0f));
+    cu::moeGroupedLinear(ctx, out.p, bin.p, bw.p, offsets.data(), NE, P, I, O);
+    cu::moeGroupedLinearGradInput(ctx, din.p, bd.p, bw.p, offsets.data(), NE,
+                                  P, I, O);
+    cu::moeGroupedLinearGradWeight(ctx, dw.p, bd.p, bin.p, offsets.data(), NE,
+                                   P, I, O);
+    checkCanary(nm, out), checkCanary(nm, din), checkCanary(nm, dw);
+    return {out.vec(), din.vec(), dw.vec()};
+  });
+  compare(std::string(nm) + " out", o[0].data(), rout.data(), rout.size(),
+          tol<E>(1e-5, 1));
+  compare(std::string(nm) + " din", o[1].data(), rdin.data(), rdin.size(),
+          tol<E>(1e-5, 1));
+  compare(std::string(nm) + " dw", o[2].data(), rdw.data(), rdw.size(),
+          tol<E>(1e-5, 1));
+  for (int64_t i = int64_t(O) * I; i < 2 * int64_t(O) * I; ++i)
+    if (o[2][size_t(i)] != 0.0f) {
+      fail(std::string(nm) + ": the unchosen expert's weight gradient is "
+                             "not zero");
+      break;
+    }
+}
+
+/// The kernel table's forms (the functions the dispatch calls): the sort,
+/// and the balancing loss over stats summed layer by layer.
+void testMoeTableForms(int T, int NE, int k, unsigned seed) {
+  char nm[96];
+  snprintf(nm, sizeof nm, "moe table forms T=%d E=%d k=%d", T, NE, k);
+  std::mt19937 rng(seed);
+  auto logits = randv(size_t(T) * NE, rng, -3, 3),
+       earlier = randv(size_t(2) * NE, rng, 0, 5);
+  std::vector<float> w(size_t(T) * k), rstats(size_t(2) * NE),
+      rows(size_t(2) * T), rdz(size_t(T) * NE), rgrad(size_t(2) * NE);
+  std::vector<int32_t> ex(size_t(T) * k), rorder(ex.size()), rpos(ex.size()),
+      roff(size_t(NE) + 1);
+  cp::moeRouterForward(w.data(), ex.data(), logits.data(), nullptr, T, NE, k, 0,
+                       1, 1.0);
+  cp::moeSort(rorder.data(), rpos.data(), roff.data(), ex.data(), T, k, NE);
+  cp::moeAuxStatsForward(rstats.data(), logits.data(), ex.data(),
+                         earlier.data(), T, NE, k, rows.data());
+  float ce = 2.5f, rloss = 0, dloss = 0.7f;
+  cp::moeAuxLossForward(&rloss, rstats.data(), &ce, NE, k, 0.3);
+  cp::moeAuxLossGrad(rgrad.data(), &dloss, rstats.data(), NE, k, 0.3);
+  cp::moeAuxStatsBackward(rdz.data(), rgrad.data(), logits.data(), T, NE);
+  Outs o = runOrders(nm, [&]() -> Outs {
+    std::vector<int32_t> order(ex.size(), -1), pos(order),
+        off(size_t(NE) + 1, -1);
+    Buf z(size_t(T) * NE), sum(size_t(2) * NE), stats(size_t(2) * NE),
+        scratch(size_t(2) * T), loss(1), base(1), dl(1), grad(size_t(2) * NE),
+        dz(size_t(T) * NE);
+    z.set(logits), sum.set(earlier), base.set({ce}), dl.set({dloss});
+    cu::moeSort(ctx, order.data(), pos.data(), off.data(), ex.data(), T, k, NE);
+    cu::moeAuxStatsForward(ctx, stats.p, z.p, ex.data(), sum.p, T, NE, k,
+                           scratch.p);
+    cu::moeAuxLossForward(ctx, loss.p, stats.p, base.p, NE, k, 0.3);
+    cu::moeAuxLossGrad(ctx, grad.p, dl.p, stats.p, NE, k, 0.3);
+    cu::moeAuxStatsBackward(ctx, dz.p, grad.p, z.p, T, NE);
+    checkCanary(nm, stats), checkCanary(nm, grad), checkCanary(nm, dz);
+    return {asFloats(order), asFloats(pos), asFloats(off), stats.vec(),
+            loss.vec(), grad.vec(), dz.vec()};
+  });
+  if (o[0] != asFloats(rorder) || o[1] != asFloats(rpos) ||
+      o[2] != asFloats(roff))
+    fail(std::string(nm) + ": moeSort differs from the CPU's");
+  compare(std::string(nm) + " stats", o[3].data(), rstats.data(),
+          rstats.size(), 1e-6);
+  compare(std::string(nm) + " loss", o[4].data(), &rloss, 1, 1e-6);
+  compare(std::string(nm) + " stats grad", o[5].data(), rgrad.data(),
+          rgrad.size(), 1e-6);
+  compare(std::string(nm) + " dlogits", o[6].data(), rdz.data(), rdz.size(),
+          1e-6);
+}
+
 } // namespace
 
 void groupMoe(unsigned &) {
@@ -222,4 +332,8 @@ void groupMoe(unsigned &) {
   testMoeAux<float>(3, 23, 8, 2, seed++);
   testMoeAux<BF16>(2, 41, 64, 8, seed++);
   testMoeAux<float>(1, 1, 4, 1, seed++);
+  testMoeGroupedLinear<float>(31, 2, 6, 24, 40, seed++);
+  testMoeGroupedLinear<BF16>(17, 3, 5, 32, 16, seed++);
+  testMoeTableForms(29, 8, 2, seed++);
+  testMoeTableForms(7, 64, 6, seed++);
 }
