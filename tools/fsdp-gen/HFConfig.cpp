@@ -386,19 +386,24 @@ void readLlama(KeyReader &r, HFModel &m) {
 }
 
 /// One block's MLP into `out`, false on overflow: SwiGLU's gate, up and
-/// down (3 C F); with experts, `routed` of them (3 C F_e each) and the
-/// router (E x C, no bias).
-bool mlpParameters(const LlamaConfig &c, int64_t routed, int64_t &out) {
+/// down (3 C F) for a dense one; with experts, `routed` of them (3 C F_e
+/// each), the router (E x C, no bias), DeepSeek-V3's shared experts (3 C
+/// S F_e) and selection bias (E).
+bool mlpParameters(const LlamaConfig &c, bool dense, int64_t routed,
+                   int64_t &out) {
   const MoeConfig &e = c.moe;
-  if (e.experts == 0)
+  if (dense)
     return !__builtin_mul_overflow(c.dim, c.ffn, &out) &&
            !__builtin_mul_overflow(out, 3, &out);
-  int64_t router;
+  int64_t router, shared;
   return !__builtin_mul_overflow(c.dim, e.expertFfn, &out) &&
          !__builtin_mul_overflow(out, 3, &out) &&
+         !__builtin_mul_overflow(out, e.sharedExperts, &shared) &&
          !__builtin_mul_overflow(out, routed, &out) &&
+         !__builtin_add_overflow(out, shared, &out) &&
          !__builtin_mul_overflow(c.dim, e.experts, &router) &&
-         !__builtin_add_overflow(out, router, &out);
+         !__builtin_add_overflow(out, router, &out) &&
+         !__builtin_add_overflow(out, e.selectionBias ? e.experts : 0, &out);
 }
 
 /// The parameters of a Llama whose blocks hold `routed` experts each (of
@@ -408,7 +413,12 @@ std::optional<int64_t> countLlama(const LlamaConfig &c, int64_t routed) {
   // each (C x C when hs = C / H), k and v C x K hs each; Qwen2 adds the
   // biases of q, k and v ((H + 2K) hs), attention_bias those and o's (C),
   // Qwen3 the two head gains (2 hs).
-  int64_t kv, q, dd, dkv, dff, block, all, table, total, extra = 0;
+  int64_t kv, q, dd, dkv, dff, ddense, block, dblock, all, table, total,
+      extra = 0;
+  // DeepSeek-V3's first layers keep a dense MLP; every layer of a dense
+  // model does.
+  int64_t dense = c.moe.experts ? std::min(c.moe.denseLayers, c.layers)
+                                : c.layers;
   if (c.heads <= 0 || __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
       __builtin_mul_overflow(c.heads, c.headSize(), &q) ||
       __builtin_mul_overflow(c.dim, q, &dd) ||
@@ -416,13 +426,18 @@ std::optional<int64_t> countLlama(const LlamaConfig &c, int64_t routed) {
       (c.oBias && __builtin_add_overflow(extra, c.dim, &extra)) ||
       (c.qkNorm && __builtin_add_overflow(extra, 2 * c.headSize(), &extra)) ||
       __builtin_mul_overflow(c.dim, kv, &dkv) ||
-      !mlpParameters(c, routed, dff) || __builtin_mul_overflow(dd, 2, &dd) ||
+      !mlpParameters(c, /*dense=*/false, routed, dff) ||
+      !mlpParameters(c, /*dense=*/true, routed, ddense) ||
+      __builtin_mul_overflow(dd, 2, &dd) ||
       __builtin_mul_overflow(dkv, 2, &dkv) ||
       __builtin_add_overflow(dd, dkv, &block) ||
-      __builtin_add_overflow(block, dff, &block) ||
       __builtin_add_overflow(block, 2 * c.dim, &block) ||
       __builtin_add_overflow(block, extra, &block) ||
-      __builtin_mul_overflow(c.layers, block, &all) ||
+      __builtin_add_overflow(block, ddense, &dblock) ||
+      __builtin_add_overflow(block, dff, &block) ||
+      __builtin_mul_overflow(c.layers - dense, block, &all) ||
+      __builtin_mul_overflow(dense, dblock, &dblock) ||
+      __builtin_add_overflow(all, dblock, &all) ||
       __builtin_mul_overflow(c.vocab, c.dim, &table) ||
       __builtin_mul_overflow(table, c.tiedHead ? 1 : 2, &table) ||
       __builtin_add_overflow(all, table, &total) ||
@@ -568,7 +583,53 @@ std::string hfConfigJson(const GPT2Config &c) {
   return j.dump();
 }
 
+/// Mixtral's or Qwen3-MoE's config.json for `c`, as transformers writes
+/// it (fsdp-gen --config reads it back to the same model).
+std::string moeConfigJson(const LlamaConfig &c) {
+  const MoeConfig &e = c.moe;
+  bool mixtral = e.family == "mixtral";
+  nlohmann::ordered_json j = {
+      {"architectures",
+       {mixtral ? "MixtralForCausalLM" : "Qwen3MoeForCausalLM"}},
+      {"model_type", e.family},
+      {"vocab_size", c.vocab},
+      {"hidden_size", c.dim},
+      {"intermediate_size", e.expertFfn},
+      {"num_hidden_layers", c.layers},
+      {"num_attention_heads", c.heads},
+      {"num_key_value_heads", c.kvHeads},
+      {"head_dim", c.headSize()},
+      {"max_position_embeddings", c.seq},
+      {"rms_norm_eps", c.normEps},
+      {"rope_theta", c.ropeTheta},
+      {"hidden_act", "silu"},
+      {"attention_dropout", 0.0},
+      {"initializer_range", c.initStd},
+      {"tie_word_embeddings", c.tiedHead},
+      {mixtral ? "num_local_experts" : "num_experts", e.experts},
+      {"num_experts_per_tok", e.topK},
+      {"output_router_logits", e.auxLoss},
+      {"router_aux_loss_coef", e.auxLossCoef},
+      {"dtype", "float32"}};
+  if (mixtral) {
+    j["sliding_window"] = nullptr;
+    j["router_jitter_noise"] = 0.0;
+  } else {
+    j["moe_intermediate_size"] = e.expertFfn;
+    j["norm_topk_prob"] = e.normTopK;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::ordered_json::array();
+    j["attention_bias"] = false;
+    j["use_sliding_window"] = false;
+  }
+  return j.dump();
+}
+
 std::string hfConfigJson(const LlamaConfig &c) {
+  if (c.moe.experts)
+    return c.moe.family == "mixtral" || c.moe.family == "qwen3_moe"
+               ? moeConfigJson(c)
+               : std::string(); // DeepSeek-V3-style: no transformers model
   nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
                               {"model_type", "llama"},
                               {"vocab_size", c.vocab},

@@ -237,6 +237,19 @@ static Value llamaAttention(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   return f.linear(attn, oW, oB);
 }
 
+/// Llama's MLP on `h`: down(silu(gate(h)) * up(h)), linears of width
+/// `ffn` without bias named PREFIX{gate,up,down}_proj.w.
+static Value swigluMlp(ForwardBuilder &f, Value h, const std::string &prefix,
+                       int64_t C, int64_t ffn, InitAttr weight) {
+  auto proj = [&](Value x, const char *name, int64_t out, int64_t in) {
+    return f.linear(x, f.param(prefix + name, {out, in}, weight), Value());
+  };
+  Value gate = proj(h, "gate_proj.w", ffn, C);
+  Value up = proj(h, "up_proj.w", ffn, C);
+  Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);
+  return proj(act, "down_proj.w", C, ffn);
+}
+
 /// A mixture-of-experts block in place of the MLP (docs/moe.md), on the
 /// normed `h` (B x S x C): the router (`gate`, a linear to E logits, f32
 /// from there), the sort of the (token, choice) pairs by expert, the rows
@@ -256,16 +269,23 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   bool mixtral = m.family == "mixtral";
   std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
   Value logits = f.linear(h, f.param(block + "gate.w", {E, C}, weight), Value());
+  // DeepSeek-V3's selection bias: zeros, f32, no weight decay, no gradient.
+  Value bias = m.selectionBias
+                   ? f.param(block + "gate.e_score_correction_bias", {E},
+                             f.zeros())
+                   : Value();
   // The router computes in f32, as transformers' softmax(dtype=float) does.
   if (llvm::cast<RankedTensorType>(logits.getType()).getElementType() != f32)
     logits = CastOp::create(f.builder, f.loc,
                             f.tensor({c.batch, c.seq, E}, f32), logits);
   auto router = MoeRouterOp::create(
       f.builder, f.loc, f.tensor({c.batch, c.seq, K}, f32),
-      f.tensor({c.batch, c.seq, K}, i32), logits, /*bias=*/Value(),
+      f.tensor({c.batch, c.seq, K}, i32), logits, bias,
       MoeScoringAttr::get(f.builder.getContext(),
                           *symbolizeMoeScoring(m.scoring)),
-      f.builder.getBoolAttr(m.normTopK), FloatAttr());
+      f.builder.getBoolAttr(m.normTopK),
+      m.routedScale == 1.0 ? FloatAttr()
+                           : f.builder.getF64FloatAttr(m.routedScale));
   // The load-balancing statistics, summed over the layers (their loss is
   // added after the last: moe_aux_loss).
   if (m.auxLoss)
@@ -287,8 +307,15 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   Value up = grouped(rows, mixtral ? "w3" : "up_proj", F, C);
   Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);
   Value down = grouped(act, mixtral ? "w2" : "down_proj", C, F);
-  return MoeCombineOp::create(f.builder, f.loc, h.getType(), down,
-                              router.getWeights(), sort.getPosition());
+  Value y = MoeCombineOp::create(f.builder, f.loc, h.getType(), down,
+                                 router.getWeights(), sort.getPosition());
+  if (m.sharedExperts == 0)
+    return y;
+  // DeepSeek-V3's shared experts: one SwiGLU over every token.
+  return AddOp::create(
+      f.builder, f.loc, y,
+      swigluMlp(f, h, block + "shared_experts.", C, m.sharedExperts * F,
+                weight));
 }
 
 OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
@@ -309,9 +336,6 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
                              f.builder.getF32FloatAttr(float(c.normEps)))
         .getResult();
   };
-  auto proj = [&](Value x, const std::string &name, int64_t out, int64_t in) {
-    return f.linear(x, f.param(name, {out, in}, weight), Value());
-  };
   Value wte = f.param("embed_tokens.w", {c.vocab, C}, weight);
   Value x = EmbeddingOp::create(f.builder, f.loc, f.tensor({c.batch, c.seq, C}),
                                 args[0], wte, Value());
@@ -321,16 +345,10 @@ OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,
     Value h = rmsNorm(x, p + "input_layernorm.w");
     x = AddOp::create(f.builder, f.loc, x, llamaAttention(f, c, h, p, weight));
     h = rmsNorm(x, p + "post_attention_layernorm.w");
-    if (c.moe.experts) {
-      x = AddOp::create(f.builder, f.loc, x,
-                        moeBlock(f, c, h, p, weight, auxStats));
-      continue;
-    }
-    Value gate = proj(h, p + "mlp.gate_proj.w", c.ffn, C);
-    Value up = proj(h, p + "mlp.up_proj.w", c.ffn, C);
-    Value act = SwiGluOp::create(f.builder, f.loc, gate.getType(), gate, up);
-    x = AddOp::create(f.builder, f.loc, x,
-                      proj(act, p + "mlp.down_proj.w", C, c.ffn));
+    Value mlp = c.moe.isMoeLayer(l)
+                    ? moeBlock(f, c, h, p, weight, auxStats)
+                    : swigluMlp(f, h, p + "mlp.", C, c.ffn, weight);
+    x = AddOp::create(f.builder, f.loc, x, mlp);
   }
   x = rmsNorm(x, "norm.w");
   Value head =

@@ -55,7 +55,7 @@ double yarnAttentionFactor(double factor, double mscale = 0,
 /// scores (buildLlama's MoE block, docs/moe.md).
 struct MoeConfig {
   /// Whose checkpoint names the block's parameters: "mixtral"
-  /// (block_sparse_moe.experts.N.w1, w3, w2) or "qwen3_moe"
+  /// (block_sparse_moe.experts.N.w1, w3, w2), "qwen3_moe" or "deepseek_v3"
   /// (mlp.experts.N.gate_proj, up_proj, down_proj).
   std::string family = "mixtral";
   /// Routed experts per layer: 0 for a dense model (no MoE).
@@ -77,6 +77,21 @@ struct MoeConfig {
   /// published configs leave it off.
   bool auxLoss = false;
   double auxLossCoef = 0.001;
+  /// DeepSeek-V3's: shared experts applied to every token (one SwiGLU of
+  /// width sharedExperts x expertFfn, as DeepseekV3MoE builds them), the
+  /// routed weights' scale (routed_scaling_factor), a per-expert selection
+  /// bias for the sigmoid router (e_score_correction_bias: chooses, never
+  /// weighs; held at its value: the bias update is not built yet), and
+  /// the first `denseLayers` blocks with a dense MLP of LlamaConfig::ffn
+  /// (first_k_dense_replace).
+  int64_t sharedExperts = 0;
+  double routedScale = 1.0;
+  bool selectionBias = false;
+  int64_t denseLayers = 0;
+  /// Whether block `layer` has the experts.
+  bool isMoeLayer(int64_t layer) const {
+    return experts > 0 && layer >= denseLayers;
+  }
 };
 
 /// The Llama architecture (Hugging Face's LlamaConfig): RMSNorm, rotary
@@ -104,7 +119,7 @@ struct LlamaConfig {
   /// Qwen3's q_norm and k_norm: RMSNorm per q and k head before rope.
   bool qkNorm = false;
   /// Mixtral's and Qwen3-MoE's experts in place of the MLP (`ffn` is then
-  /// 0: no layer has a dense MLP).
+  /// 0: no layer has a dense MLP; DeepSeek-V3's first layers keep one).
   MoeConfig moe;
   int64_t headSize() const { return headDim ? headDim : dim / heads; }
 };

@@ -224,6 +224,35 @@ std::optional<fsdp_gen::LlamaConfig> llamaPreset(StringRef name) {
     c.layers = 36, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 12288;
     c.vocab = 151936, c.seq = 40960, c.normEps = 1e-6, c.ropeTheta = 1e6;
     c.headDim = 128, c.qkNorm = true;
+  } else if (name == "mixtral-8x7b") { // its config.json's sizes
+    c.layers = 32, c.dim = 4096, c.heads = 32, c.kvHeads = 8, c.ffn = 0;
+    c.vocab = 32000, c.seq = 32768, c.normEps = 1e-5, c.ropeTheta = 1e6;
+    c.moe.family = "mixtral", c.moe.experts = 8, c.moe.topK = 2;
+    c.moe.expertFfn = 14336, c.moe.normTopK = true;
+  } else if (name == "qwen3-30b-a3b") { // its config.json's sizes
+    c.layers = 48, c.dim = 2048, c.heads = 32, c.kvHeads = 4, c.ffn = 0;
+    c.vocab = 151936, c.seq = 40960, c.normEps = 1e-6, c.ropeTheta = 1e6;
+    c.headDim = 128, c.qkNorm = true;
+    c.moe.family = "qwen3_moe", c.moe.experts = 128, c.moe.topK = 8;
+    c.moe.expertFfn = 768, c.moe.normTopK = true;
+  } else if (name == "deepseek-v3-style" || name == "deepseek-v3-tiny") {
+    // DeepSeek-V3's mixture of experts (sigmoid router with a selection
+    // bias, top-k renormalised then scaled by 2.5, one shared expert, the
+    // first 3 blocks dense) over grouped-query attention in place of its
+    // multi-head latent attention (not modelled), and a tiny one of the
+    // same form for tests.
+    fsdp_gen::MoeConfig &m = c.moe;
+    m.family = "deepseek_v3", m.scoring = "sigmoid", m.normTopK = true;
+    m.selectionBias = true, m.routedScale = 2.5, m.sharedExperts = 1;
+    if (name == "deepseek-v3-style") {
+      c.layers = 61, c.dim = 7168, c.heads = 128, c.kvHeads = 8;
+      c.headDim = 128, c.ffn = 18432, c.vocab = 129280, c.seq = 4096;
+      m.experts = 256, m.topK = 8, m.expertFfn = 2048, m.denseLayers = 3;
+    } else {
+      c.layers = 3, c.dim = 64, c.heads = 4, c.kvHeads = 2, c.ffn = 128;
+      c.vocab = 256, c.seq = 64, c.batch = 4;
+      m.experts = 8, m.topK = 2, m.expertFfn = 32, m.denseLayers = 1;
+    }
   } else {
     return std::nullopt;
   }
@@ -273,8 +302,11 @@ void checkLlamaShape(const fsdp_gen::LlamaConfig &c, const Twine &source) {
 /// plan carries it, and fsdp-run --export DIR writes it as config.json.
 OwningOpRef<ModuleOp> withHFConfig(OwningOpRef<ModuleOp> module,
                                    const std::string &config) {
-  (*module)->setAttr(fsdp::kHFConfigAttrName,
-                     StringAttr::get(module->getContext(), config));
+  // None for a model transformers has no class of (a DeepSeek-V3-style
+  // preset: its attention is not DeepSeek's).
+  if (!config.empty())
+    (*module)->setAttr(fsdp::kHFConfigAttrName,
+                       StringAttr::get(module->getContext(), config));
   return module;
 }
 
@@ -339,7 +371,8 @@ OwningOpRef<ModuleOp> llamaFromOptions(MLIRContext &context, Type element,
     if (!fromPreset)
       fail("unknown " + kind + " preset '" + preset +
            "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
-           "llama3.1-70b, mistral-7b, qwen2.5-7b or qwen3-8b");
+           "llama3.1-70b, mistral-7b, qwen2.5-7b, qwen3-8b, mixtral-8x7b, "
+           "qwen3-30b-a3b, deepseek-v3-style or deepseek-v3-tiny");
     c = *fromPreset;
   } else {
     // A small Llama by default, like gpt2's defaults.
@@ -430,7 +463,20 @@ std::string moeText(const fsdp_gen::MoeConfig &e) {
   std::string text = std::to_string(e.experts) + " experts of ffn " +
                      std::to_string(e.expertFfn) + " (top " +
                      std::to_string(e.topK) + ", " + e.scoring + " router" +
-                     (e.normTopK ? ", top-k renormalized" : "");
+                     (e.normTopK ? ", top-k renormalized" : "") +
+                     (e.selectionBias ? ", selection bias" : "") +
+                     (e.routedScale != 1.0
+                          ? ", routed scale " + gText(e.routedScale)
+                          : std::string()) +
+                     (e.sharedExperts
+                          ? ", " + std::to_string(e.sharedExperts) +
+                                " shared expert" +
+                                (e.sharedExperts > 1 ? "s" : "")
+                          : std::string()) +
+                     (e.denseLayers ? ", first " +
+                                          std::to_string(e.denseLayers) +
+                                          " layers dense"
+                                    : std::string());
   // The balancing loss joins the training loss only with
   // output_router_logits (off in the published configs).
   return text +
@@ -441,8 +487,8 @@ std::string moeText(const fsdp_gen::MoeConfig &e) {
 
 /// Prints what `m` describes, with its parameter count (and, for a mixture
 /// of experts, the parameters one token runs through).
-void describeModel(const fsdp_gen::HFModel &m) {
-  llvm::outs() << configPath << ": " << m.modelType << ", ";
+void describeModel(const fsdp_gen::HFModel &m, const std::string &source) {
+  llvm::outs() << source << ": " << m.modelType << ", ";
   if (m.modelType == "gpt2") {
     const fsdp_gen::GPT2Config &c = m.gpt2;
     std::optional<int64_t> P = fsdp_gen::countParameters(c);
@@ -511,7 +557,7 @@ OwningOpRef<ModuleOp> modelFromConfig(MLIRContext &context, Type element,
   for (const std::string &note : m.notes)
     llvm::errs() << "fsdp-gen: note: " << configPath << ": " << note << "\n";
   if (describe) {
-    describeModel(m);
+    describeModel(m, configPath);
     std::exit(0);
   }
   isLlama = m.modelType != "gpt2"; // llama, mistral, qwen2, qwen3
@@ -590,16 +636,27 @@ int main(int argc, char **argv) {
     if (!llamaPreset(preset) && !presetConfig(preset))
       fail("unknown preset '" + preset +
            "', expected llama-13b, llama2-7b, llama3-8b, llama3.1-8b, "
-           "llama3.1-70b, mistral-7b, qwen2.5-7b, qwen3-8b, "
+           "llama3.1-70b, mistral-7b, qwen2.5-7b, qwen3-8b, mixtral-8x7b, "
+           "qwen3-30b-a3b, deepseek-v3-style, deepseek-v3-tiny, "
            "gpt2-124m, llama-13b-shape or gpt3-175b-shape");
     kind = !llamaPreset(preset)                ? "gpt2"
            : StringRef(preset) == "mistral-7b" ? "mistral"
                                                : "llama";
   }
-  if (!configPath.empty())
+  if (!configPath.empty()) {
     kind = "config";
-  else if (describe)
-    fail("--describe needs --config");
+  } else if (describe) {
+    // A preset of the Llama form (Mixtral's, Qwen3-MoE's and the
+    // DeepSeek-V3-style mixtures of experts among them) describes itself.
+    std::optional<fsdp_gen::LlamaConfig> c = llamaPreset(preset);
+    if (!c)
+      fail("--describe needs --config or a llama-form --preset");
+    fsdp_gen::HFModel m;
+    m.modelType = c->moe.experts ? c->moe.family : "llama";
+    m.llama = *c;
+    describeModel(m, "preset " + preset);
+    return 0;
+  }
   else if (kind != "mlp" && kind != "gpt2" && kind != "llama" &&
            kind != "mistral")
     fail(kind.empty() ? llvm::Twine("name a model: mlp, gpt2, llama or "
