@@ -27,13 +27,18 @@ public:
 
   /// Declares `name` and returns a load of it at the current point in
   /// @forward. Rank-1 parameters (biases, norm gains) get no weight decay.
-  Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init) {
+  /// A parameter; `selectionBias` >= 0 makes it a router's selection
+  /// bias updated at that rate (fsdp.param's selection_bias).
+  Value param(StringRef name, ArrayRef<int64_t> shape, InitAttr init,
+              double selectionBias = -1) {
     RankedTensorType type = tensor(shape);
     {
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPoint(forward);
       ParamOp::create(builder, loc, name, type, init,
-                      /*no_weight_decay=*/shape.size() == 1);
+                      /*no_weight_decay=*/shape.size() == 1,
+                      selectionBias >= 0 ? builder.getF64FloatAttr(selectionBias)
+                                         : FloatAttr());
     }
     return LoadOp::create(builder, loc, type,
                           FlatSymbolRefAttr::get(builder.getContext(), name));
@@ -269,10 +274,11 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   bool mixtral = m.family == "mixtral";
   std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
   Value logits = f.linear(h, f.param(block + "gate.w", {E, C}, weight), Value());
-  // DeepSeek-V3's selection bias: zeros, f32, no weight decay, no gradient.
+  // DeepSeek-V3's selection bias: zeros, f32, no weight decay, updated by
+  // the sign of its experts' load at bias_update_speed (docs/moe.md).
   Value bias = m.selectionBias
                    ? f.param(block + "gate.e_score_correction_bias", {E},
-                             f.zeros())
+                             f.zeros(), m.biasUpdateRate)
                    : Value();
   // The router computes in f32, as transformers' softmax(dtype=float) does.
   if (llvm::cast<RankedTensorType>(logits.getType()).getElementType() != f32)

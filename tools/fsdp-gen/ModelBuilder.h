@@ -81,12 +81,16 @@ struct MoeConfig {
   /// width sharedExperts x expertFfn, as DeepseekV3MoE builds them), the
   /// routed weights' scale (routed_scaling_factor), a per-expert selection
   /// bias for the sigmoid router (e_score_correction_bias: chooses, never
-  /// weighs; held at its value: the bias update is not built yet), and
+  /// weighs; moved after each step against the sign of its expert's
+  /// load, outside the gradient), and
   /// the first `denseLayers` blocks with a dense MLP of LlamaConfig::ffn
   /// (first_k_dense_replace).
   int64_t sharedExperts = 0;
   double routedScale = 1.0;
   bool selectionBias = false;
+  /// The selection bias's update speed (DeepSeek-V3's gamma: 0.001 for
+  /// most of its training).
+  double biasUpdateRate = 0.001;
   int64_t denseLayers = 0;
   /// Whether block `layer` has the experts.
   bool isMoeLayer(int64_t layer) const {

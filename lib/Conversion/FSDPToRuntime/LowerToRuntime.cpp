@@ -373,6 +373,14 @@ LogicalResult ProgramBuilder::lowerConstant(arith::ConstantOp constant) {
 LogicalResult ProgramBuilder::lowerAdamW(AdamWOp adamw) {
   Operation *op = adamw;
   Location loc = op->getLoc();
+  // A selection bias's update runs per shard segment (adamw_shard), where
+  // the plan's parameter table says which elements are one.
+  auto declared =
+      SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, adamw.getParamAttr());
+  if (declared && declared.getSelectionBiasAttr())
+    return adamw.emitOpError()
+           << "updates selection bias " << adamw.getParamAttr()
+           << ", whose update needs the sharded step (--fsdp-shard)";
   Value param = paramBuffers.lookup(adamw.getParamAttr());
   MemRefType type = llvm::cast<MemRefType>(param.getType());
   auto &[m, v] = moments[adamw.getParamAttr()];

@@ -294,7 +294,10 @@ LogicalResult PlanBuilder::writeParams() {
     w.putShape(param.getTensorType().getShape());
     w.put<uint32_t>(uint32_t(param.getInit().getKind()));
     w.putF64(param.getInit().getStd().convertToDouble());
-    w.put<uint32_t>(param.getNoWeightDecay() ? 1 : 0);
+    // Flags: bit 0 no weight decay, bit 1 a selection bias with its rate.
+    FloatAttr selection = param.getSelectionBiasAttr();
+    w.put<uint32_t>((param.getNoWeightDecay() ? 1 : 0) | (selection ? 2 : 0));
+    w.putF64(selection ? selection.getValueAsDouble() : 0.0);
     w.put<uint32_t>(place->second.first);
     w.put<uint64_t>(place->second.second);
   }

@@ -98,6 +98,10 @@ struct CpuKernels {
   void copy(float *out, const float *in, uint64_t bytes) {
     std::memmove(out, in, bytes);
   }
+  void moeSelectionBiasUpdate(float *bias, const float *signal, int64_t n,
+                              double rate) {
+    cpu::moeSelectionBiasUpdate(bias, signal, n, rate);
+  }
   /// Summed in the kernel in a fixed order; no per-block partials.
   void gradSqSum(float *out, const float *grad, const float *acc, int64_t n,
                  float * /*partials*/) {

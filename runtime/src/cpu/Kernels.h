@@ -81,6 +81,12 @@ void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
            int64_t step, const float *gradScale = nullptr);
 
+/// A mixture of experts' selection bias after a step (docs/moe.md): each
+/// element moves by `rate` against the sign of its rank-averaged load
+/// signal, none where it is 0 (moe::selectionBiasStep).
+void moeSelectionBiasUpdate(float *bias, const float *signal, int64_t n,
+                            double rate);
+
 /// Gradient clipping's sum of squares: *out = acc + sum over i < n of
 /// grad[i]^2 (acc = *acc, or 0 without one), in double, rounded to f32
 /// once. The order is fixed by n alone (kGradSqSumParts parts, each

@@ -203,4 +203,23 @@ FSDP_CPU_KERNEL void moeAuxLossGrad(float *result, const float *grad,
   }
 }
 
+FSDP_CPU_KERNEL void moeBiasSignal(float *result, const int32_t *experts,
+                                   int64_t R, int64_t K, int64_t E) {
+  // One expert a thread, its count exact in int64.
+  const double mean = double(R * K) / double(E);
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t count = 0;
+    for (int64_t p = 0; p < R * K; ++p)
+      count += experts[p] == e;
+    result[e] = float(double(count) - mean);
+  }
+}
+
+FSDP_CPU_KERNEL void moeSelectionBiasUpdate(float *bias, const float *signal,
+                                            int64_t n, double rate) {
+  for (int64_t i = 0; i < n; ++i)
+    bias[i] = moe::selectionBiasStep(bias[i], signal[i], rate);
+}
+
 } // namespace fsdp::rt::cpu

@@ -128,6 +128,7 @@ private:
     FSDP_RUNTIME_GEMM_KERNELS(FSDP_KERNEL)
     FSDP_KERNEL(crossEntropyForward)
     FSDP_KERNEL(gradSqSum)
+    FSDP_KERNEL(moeSelectionBiasUpdate)
 #undef FSDP_KERNEL
     void copy(void *out, const void *in, uint64_t bytes) {
       backend.check(

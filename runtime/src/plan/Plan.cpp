@@ -14,6 +14,7 @@
 #include "fsdp/runtime/support/RegularFile.h"
 #include "plan/PlanChecks.h"
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -242,7 +243,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
 
 // Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
 // kernel without operands or parameters, an empty string.
-constexpr size_t kMinBuffer = 40, kMinUnit = 16, kMinParam = 40,
+constexpr size_t kMinBuffer = 40, kMinUnit = 16, kMinParam = 48,
                  kMinKernel = 20, kMinString = 4;
 
 /// The buffer table: records and enum values, nothing relating them yet.
@@ -296,18 +297,29 @@ static bool readParams(Reader &r, Plan &plan, StringIds &ids,
   ids.paramNames.resize(count);
   for (size_t i = 0; i < count; ++i) {
     ParamDesc &p = plan.params[i];
-    uint32_t dtype, init, noDecay;
+    uint32_t dtype, init, flags;
+    double rate = 0;
     if (!r.read(ids.paramNames[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
-        !r.read(init) || !r.read(p.stddev) || !r.read(noDecay) ||
-        !r.read(p.unit) || !r.read(p.unitOffset))
+        !r.read(init) || !r.read(p.stddev) || !r.read(flags) ||
+        !r.read(rate) || !r.read(p.unit) || !r.read(p.unitOffset))
       return false;
     if (dtype >= plan::kNumDTypes || init > 2) {
       why = "parameter with an unknown element type or initializer";
       return false;
     }
+    // Flags: bit 0 no weight decay, bit 1 a selection bias (version 15),
+    // whose update rate is finite and non-negative, f32 and 1-D.
+    bool selection = flags & 2;
+    if (flags > 3 || (selection && (!(rate >= 0) || std::isinf(rate) ||
+                                    dtype != uint32_t(plan::DType::F32) ||
+                                    p.shape.size() != 1))) {
+      why = "parameter with unknown flags or a malformed selection bias";
+      return false;
+    }
     p.dtype = plan::DType(dtype);
     p.init = plan::InitKind(init);
-    p.noWeightDecay = noDecay != 0;
+    p.noWeightDecay = flags & 1;
+    p.selectionBiasRate = selection ? rate : -1;
   }
   return true;
 }

@@ -56,4 +56,5 @@ OPCODES = [
     "moe_aux_stats_backward",
     "moe_aux_loss",
     "moe_aux_loss_backward",
+    "moe_bias_signal",
 ]

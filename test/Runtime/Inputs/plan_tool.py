@@ -16,8 +16,8 @@ record, `TABLE FIELD VALUE`:
                             params, kernels or strings (records unchanged)
     buffer  SEL FIELD VALUE kind dtype offset size shape unit input base
     unit    SEL FIELD VALUE name flat_size shard_buffer
-    param   SEL FIELD VALUE name dtype shape init std no_weight_decay unit
-                            unit_offset
+    param   SEL FIELD VALUE name dtype shape init std no_weight_decay
+                            selection_bias_rate unit unit_offset
     kernel  SEL FIELD VALUE opcode unit ins outs params
     string  SEL VALUE
 
@@ -72,7 +72,8 @@ BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",
                  "base": "i"}
 UNIT_FIELDS = {"name": "I", "flat_size": "q", "shard_buffer": "I"}
 PARAM_FIELDS = {"name": "I", "dtype": "I", "shape": "shape", "init": "I",
-                "std": "d", "no_weight_decay": "I", "unit": "I",
+                "std": "d", "no_weight_decay": "I",
+                "selection_bias_rate": "d", "unit": "I",
                 "unit_offset": "q"}
 KERNEL_FIELDS = {"opcode": "I", "unit": "I", "ins": "list", "outs": "list",
                  "params": "floats"}
@@ -137,8 +138,8 @@ def parse(data):
     plan["params"] = []
     for _ in range(c.take("I")):
         p = {"name": c.take("I"), "dtype": c.take("I"), "shape": c.shape()}
-        p.update(zip(["init", "std", "no_weight_decay", "unit",
-                      "unit_offset"], c.take("IdIIq")))
+        p.update(zip(["init", "std", "no_weight_decay", "selection_bias_rate",
+                      "unit", "unit_offset"], c.take("IdIdIq")))
         plan["params"].append(p)
     plan["loss_buffer"] = c.take("I")
     plan["grad_sq_buffer"] = c.take("I")
@@ -202,7 +203,8 @@ def serialise(plan, fix_crc=True):
     for p in plan["params"]:
         out += [pack("I", p["name"]), pack("I", p["dtype"]), shape(p["shape"]),
                 pack("I", p["init"]), pack("d", p["std"]),
-                pack("I", p["no_weight_decay"]), pack("I", p["unit"]),
+                pack("I", p["no_weight_decay"]),
+                pack("d", p["selection_bias_rate"]), pack("I", p["unit"]),
                 pack("q", p["unit_offset"])]
     out.append(pack("I", plan["loss_buffer"]))
     out.append(pack("I", plan["grad_sq_buffer"]))

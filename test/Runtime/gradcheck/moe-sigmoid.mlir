@@ -1,19 +1,18 @@
 // DeepSeek-V3's form of the mixture-of-experts block (docs/moe.md): a
 // sigmoid router whose per-expert selection bias chooses but never weighs
-// (its gradient is zero, and so is the loss's change under a small step of
-// it, which moves no choice here), the chosen sigmoids renormalised and
-// scaled by 2.5, and a shared expert over every token beside the routed
-// ones; through the runtime.
+// (no gradient: its slot holds its load signal, and gradcheck skips it),
+// the chosen sigmoids renormalised and scaled by 2.5, and a shared expert
+// over every token beside the routed ones; through the runtime.
 // RUN: fsdp-opt %s --fsdp-train-pipeline -o %t.plan
 // RUN: fsdp-gradcheck %t.plan | FileCheck %s
 // CHECK: gradcheck: w_router {{.*}} ok
-// CHECK: gradcheck: bias {{.*}}analytic +0.000000e+00 numeric +0.000000e+00 {{.*}} ok
+// CHECK: gradcheck: bias {{.*}} selection bias: no gradient, skipped
 // CHECK: gradcheck: w_gate {{.*}} ok
 // CHECK: gradcheck: w_shared_gate {{.*}} ok
-// CHECK: gradcheck: 10 passed, 0 failed
+// CHECK: gradcheck: 9 passed, 0 failed
 fsdp.param @w_in : tensor<6x6xf32> init <normal, std = 0.5>
 fsdp.param @w_router : tensor<4x6xf32> init <normal, std = 1.0>
-fsdp.param @bias : tensor<4xf32> init <normal, std = 0.3> no_weight_decay
+fsdp.param @bias : tensor<4xf32> init <normal, std = 0.3> no_weight_decay selection_bias 1.000000e-03
 fsdp.param @w_gate : tensor<4x8x6xf32> init <normal, std = 0.8>
 fsdp.param @w_up : tensor<4x8x6xf32> init <normal, std = 0.5>
 fsdp.param @w_down : tensor<4x6x8xf32> init <normal, std = 0.5>

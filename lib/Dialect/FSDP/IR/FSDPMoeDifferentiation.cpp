@@ -22,10 +22,12 @@ MoeRouterOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   Value logitsGrad = MoeRouterBackwardOp::create(
       builder, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
       getExperts(), getScoringAttr(), getNormalizeAttr(), getScaleAttr());
-  // The selection bias chooses, never weighs: no gradient.
   operandGrads.assign({logitsGrad});
+  // The selection bias chooses, never weighs: in the place of its gradient
+  // its load signal, which its parameter's selection_bias update reads.
   if (getBias())
-    operandGrads.push_back(Value());
+    operandGrads.push_back(MoeBiasSignalOp::create(
+        builder, getLoc(), getBias().getType(), getExperts()));
   return success();
 }
 

@@ -14,6 +14,8 @@
 
 #include "VerifierHelpers.h"
 #include "fsdp/Dialect/FSDP/IR/FSDP.h"
+
+#include <cmath>
 // The generated getKernelOpcode() of each kernel op names plan::Opcode.
 #include "fsdp/runtime/PlanFormat.h"
 
@@ -37,6 +39,18 @@ int64_t ParamOp::getSizeInBytes() {
 }
 
 LogicalResult ParamOp::verify() {
+  if (FloatAttr selection = getSelectionBiasAttr()) {
+    double rate = selection.getValueAsDouble();
+    if (!(rate >= 0.0) || std::isinf(rate))
+      return emitOpError() << "has a selection_bias rate that is not finite "
+                              "and non-negative: "
+                           << rate;
+    if (getTensorType().getRank() != 1 ||
+        !getTensorType().getElementType().isF32())
+      return emitOpError() << "is a selection_bias, which is one-dimensional "
+                              "and f32, not "
+                           << getType();
+  }
   return verifySizeFits(*this, "parameter @" + getSymName(), getType());
 }
 

@@ -197,6 +197,15 @@ FSDP_MOE_HD inline double auxLossGradOfSum(const float *stats, int64_t E,
                   : 0.0;
 }
 
+/// The selection bias's update from its (rank-averaged) signal g: against
+/// the sign, by `rate`; no move where the load is at the mean.
+FSDP_MOE_HD inline float selectionBiasStep(float bias, float signal,
+                                           double rate) {
+  return signal > 0   ? float(double(bias) - rate)
+         : signal < 0 ? float(double(bias) + rate)
+                      : bias;
+}
+
 } // namespace fsdp::moe
 
 #endif // FSDP_RUNTIME_MOEROUTER_H

@@ -27,7 +27,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 14;
+inline constexpr uint32_t kPlanVersion = 15;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header

@@ -94,6 +94,11 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
            float eps, float weightDecay, int64_t step,
            const float *gradScale = nullptr);
 
+/// As cpu::moeSelectionBiasUpdate (f32: the bias and its reduced signal
+/// are master-precision shards).
+void moeSelectionBiasUpdate(const Context &ctx, float *bias,
+                            const float *signal, int64_t n, double rate);
+
 /// Gradient clipping, as cpu::gradSqSum and cpu::clipCoefficient. The sum
 /// of squares is in double and in an order fixed by n alone: up to
 /// kGradSqSumBlocks blocks of kGradSqSumThreads threads (one per that many

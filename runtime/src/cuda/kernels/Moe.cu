@@ -295,6 +295,29 @@ __global__ void moeAddKernel(float *__restrict__ result,
     result[i] += sum[i];
 }
 
+/// A selection bias's load signal: one expert a thread counts its pairs.
+template <typename E>
+__global__ void moeBiasSignalKernel(E *__restrict__ result,
+                                    const int32_t *__restrict__ experts,
+                                    int64_t pairs, int64_t NE) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= NE)
+    return;
+  int64_t count = 0;
+  for (int64_t p = 0; p < pairs; ++p)
+    count += experts[p] == e;
+  result[e] = detail::fromFloat<E>(
+      float(double(count) - double(pairs) / double(NE)));
+}
+
+__global__ void moeSelectionBiasKernel(float *__restrict__ bias,
+                                       const float *__restrict__ signal,
+                                       int64_t n, double rate) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    bias[i] = moe::selectionBiasStep(bias[i], signal[i], rate);
+}
+
 unsigned rows(int64_t n) { return unsigned(n); }
 
 } // namespace
@@ -477,7 +500,27 @@ void moeAuxLossGrad(const Context &ctx, float *result, const float *grad,
   detail::checkLaunch("moeAuxLossGrad");
 }
 
+template <typename E>
+void moeBiasSignal(const Context &ctx, E *result, const int32_t *experts,
+                   int64_t R, int64_t K, int64_t NE) {
+  moeBiasSignalKernel<<<detail::blocksFor(NE, kRouterThreads), kRouterThreads,
+                        0, ctx.stream>>>(result, experts, R * K, NE);
+  detail::checkLaunch("moeBiasSignal");
+}
+
+void moeSelectionBiasUpdate(const Context &ctx, float *bias,
+                            const float *signal, int64_t n, double rate) {
+  if (n <= 0)
+    return;
+  moeSelectionBiasKernel<<<detail::blocksFor(n, kRouterThreads),
+                           kRouterThreads, 0, ctx.stream>>>(bias, signal, n,
+                                                            rate);
+  detail::checkLaunch("moeSelectionBiasUpdate");
+}
+
 #define FSDP_INSTANTIATE(E)                                                    \
+  template void moeBiasSignal<E>(const Context &, E *, const int32_t *,        \
+                                 int64_t, int64_t, int64_t);                   \
   template void moeRouterForward<E>(                                           \
       const Context &, float *, int32_t *, const E *, const float *, int64_t,  \
       int64_t, int64_t, int64_t, int64_t, double);                             \

@@ -655,5 +655,14 @@ def : FSDP_Kernel<53, "MoeAuxLossBackward", "moe_aux_loss_backward",
   let derive = "MoeAuxLoss";
   let call = "$result, $grad, $stats, E, top_k, double(coef)";
 }
+def : FSDP_Kernel<54, "MoeBiasSignal", "moe_bias_signal",
+    (ins KIndices:$experts), (outs KResult:$result)> {
+  let dispatch = "moeBiasSignal";
+  let notes = "a selection bias's load signal: each expert's pairs above "
+              "the mean R K / E";
+  let shapes = ["experts: [*R, K]", "result: [E]"];
+  let dimChecks = ["E > 0", "R*K <= INT"];
+  let call = "$result, $experts, R, K, E";
+}
 
 #endif // FSDP_KERNELS_TD

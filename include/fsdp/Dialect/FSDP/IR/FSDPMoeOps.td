@@ -200,6 +200,23 @@ def FSDP_MoeRouterBackwardOp :
   let results = (outs FSDP_FloatTensor:$result);
 }
 
+def FSDP_MoeBiasSignalOp :
+    FSDP_BackwardOp<"moe_bias_signal", "MoeBiasSignal"> {
+  let summary = "a selection bias's load signal, in place of its gradient";
+  let description = [{
+    DeepSeek-V3's selection bias has no gradient (it chooses, never
+    weighs); what updates it is its experts' load. In the place of its
+    gradient, `result[e] = n_e - R K / E`, n_e the pairs of `experts` that
+    chose expert e: the reduce-scatter then averages it over the ranks like
+    any gradient, and the parameter's `selection_bias` update moves it by
+    its rate against the sign, b_e <- b_e - rate * sign(mean over ranks),
+    which is DeepSeek-V3's b_e <- b_e + rate * sign(mean load - n_e) on the
+    whole batch. Gradient clipping's sum of squares leaves it out.
+  }];
+  let arguments = (ins FSDP_IndexTensor:$experts);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
 def FSDP_MoePermuteBackwardOp :
     FSDP_BackwardOp<"moe_permute_backward", "MoePermuteBackward"> {
   let summary = "each token's gradient: its K rows' gradients summed in "

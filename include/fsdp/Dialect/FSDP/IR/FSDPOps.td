@@ -72,7 +72,12 @@ def FSDP_ParamOp : FSDP_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let description = [{
     Declares a trainable parameter as a module-level symbol with a static
     tensor type and an initializer. `no_weight_decay` exempts it from AdamW's
-    decoupled weight decay (biases and norm gains, by convention). Names are
+    decoupled weight decay (biases and norm gains, by convention).
+    `selection_bias RATE` makes it a mixture-of-experts router's selection
+    bias (DeepSeek-V3's, docs/moe.md), updated outside the gradient: after
+    each step every element moves by RATE against the sign of its load
+    signal (the router's count of the expert's pairs above the mean,
+    summed over the ranks), never by AdamW; f32 and one-dimensional. Names are
     dotted module paths, as PyTorch's `named_parameters` prints them; the
     first all-digit component marks a repeated block (`h.3.attn.qkv.w`
     belongs to block `h.3`), which `--fsdp-wrap policy=per-block` uses.
@@ -85,10 +90,11 @@ def FSDP_ParamOp : FSDP_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<FSDP_FloatTensor>:$type,
                        FSDP_InitAttr:$init,
-                       UnitAttr:$no_weight_decay);
+                       UnitAttr:$no_weight_decay,
+                       OptionalAttr<F64Attr>:$selection_bias);
   let assemblyFormat = [{
     $sym_name `:` $type `init` $init (`no_weight_decay` $no_weight_decay^)?
-    attr-dict
+    (`selection_bias` $selection_bias^)? attr-dict
   }];
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

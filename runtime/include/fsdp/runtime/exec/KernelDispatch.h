@@ -106,6 +106,17 @@ template <typename T, typename Address> struct KernelArgs {
   }
 };
 
+/// The index of unit `name` when it holds a mixture of experts' selection
+/// bias (whose gradient slot holds a load signal, not a gradient); -1
+/// otherwise.
+inline int32_t selectionBiasUnit(const Plan &plan, const std::string &name) {
+  for (const ParamDesc &param : plan.params)
+    if (param.isSelectionBias() && param.unit < plan.units.size() &&
+        plan.units[param.unit].name == name)
+      return int32_t(param.unit);
+  return -1;
+}
+
 /// The kernels runCompute runs by hand: AdamW (its step, its decay by
 /// parameter segment in a shard, its optional scale), the sum of squares
 /// over this rank's part of a shard, and copies (in bytes, whatever the
@@ -135,11 +146,17 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
     // Segment by parameter: a no_weight_decay parameter gets no decay,
     // also where its range straddles two ranks; a shorter shard's padding
     // is left alone.
+    // A mixture of experts' selection bias moves by its rate against the
+    // sign of its load signal instead (docs/moe.md).
     forEachShardSegment(
         a.plan, uint32_t(out0.unit), rank, worldSize,
         [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at, count,
-                !param.noWeightDecay);
+          if (param.isSelectionBias())
+            k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
+                                     param.selectionBiasRate);
+          else
+            adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at,
+                  count, !param.noWeightDecay);
         });
     return true;
   case Opcode::Copy:
@@ -149,7 +166,27 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
     // This rank's elements of the shard; a shorter shard's last is padding.
     plan::ShardRange range =
         plan::shardRange(int64_t(a.param("flat_size")), rank, worldSize);
-    k.gradSqSum(a.SO(0), a.I(0), a.optSI(1), range.end - range.begin, a.SO(1));
+    int32_t unit = selectionBiasUnit(a.plan, inst.unit);
+    if (unit < 0) {
+      k.gradSqSum(a.SO(0), a.I(0), a.optSI(1), range.end - range.begin,
+                  a.SO(1));
+      return true;
+    }
+    // A selection bias's load signal is no gradient: the sum runs over
+    // the other parameters' segments, each onto the last.
+    const float *acc = a.optSI(1);
+    bool any = false;
+    forEachShardSegment(
+        a.plan, uint32_t(unit), rank, worldSize,
+        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+          if (param.isSelectionBias())
+            return;
+          k.gradSqSum(a.SO(0), a.I(0) + at, any ? a.SO(0) : acc, count,
+                      a.SO(1));
+          any = true;
+        });
+    if (!any)
+      k.gradSqSum(a.SO(0), a.I(0), acc, 0, a.SO(1));
     return true;
   }
   default:

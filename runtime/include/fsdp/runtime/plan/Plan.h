@@ -50,6 +50,11 @@ struct ParamDesc {
   plan::InitKind init;
   double stddev = 0.0;
   bool noWeightDecay = false;
+  /// A mixture-of-experts router's selection bias (plan version 15): no
+  /// AdamW; each step moves it by this rate against the sign of its load
+  /// signal (docs/moe.md). -1 for every other parameter.
+  double selectionBiasRate = -1;
+  bool isSelectionBias() const { return selectionBiasRate >= 0; }
   uint32_t unit = 0;      ///< the unit it is flattened into
   int64_t unitOffset = 0; ///< its first element in the unit's flat tensor
   int64_t numElements() const;
