@@ -20,3 +20,19 @@ static_assert(plan::findKernel("all_gather") ==
               &plan::kernelInfo(plan::Opcode::AllGather));
 static_assert(plan::admits(plan::ElementRule::TokenIds, plan::DType::I32) &&
               !plan::admits(plan::ElementRule::Float, plan::DType::I32));
+// Indices (a router's choices, a sort's order, positions and offsets) are
+// i32 only, and only ever a kernel's results: the table is refused with
+// one as scratch or updated in place.
+static_assert(plan::admits(plan::ElementRule::Indices, plan::DType::I32) &&
+              !plan::admits(plan::ElementRule::Indices, plan::DType::F32) &&
+              !plan::admits(plan::ElementRule::Indices, plan::DType::BF16));
+constexpr bool indicesRefusedAs(plan::OperandRole role) {
+  auto table = plan::kKernels;
+  table[size_t(plan::Opcode::MoeSort)].outs[2].role = role;
+  return !plan::isWellFormed(table);
+}
+static_assert(plan::kernelInfo(plan::Opcode::MoeSort).outs[2].rule ==
+                  plan::ElementRule::Indices &&
+              !indicesRefusedAs(plan::OperandRole::Result) &&
+              indicesRefusedAs(plan::OperandRole::Scratch) &&
+              indicesRefusedAs(plan::OperandRole::Updated));

@@ -45,3 +45,25 @@ module {
   }
   func.func private @train_step()
 }
+
+// -----
+
+// moe_permute's backward reads the sort's position: an order that no
+// fsdp.moe_sort computed (an argument here) has none.
+func.func @forward(%x: tensor<2x3x6xf32>, %order: tensor<2x3x2xi32>, %t: tensor<12xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.moe_permute' op differentiates only an order that an fsdp.moe_sort computes (its backward reads the sort's position)}}
+  %xs = fsdp.moe_permute %x, %order : (tensor<2x3x6xf32>, tensor<2x3x2xi32>) -> tensor<12x6xf32>
+  %l = fsdp.cross_entropy %xs, %t : (tensor<12x6xf32>, tensor<12xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Nor a sort's position read as its order.
+func.func @forward(%x: tensor<2x3x6xf32>, %e: tensor<2x3x2xi32>, %t: tensor<12xi32>) -> tensor<f32> {
+  %order, %position, %offsets = fsdp.moe_sort %e {num_experts = 4} : (tensor<2x3x2xi32>) -> (tensor<2x3x2xi32>, tensor<2x3x2xi32>, tensor<5xi32>)
+  // expected-error @+1 {{differentiates only an order that an fsdp.moe_sort computes}}
+  %xs = fsdp.moe_permute %x, %position : (tensor<2x3x6xf32>, tensor<2x3x2xi32>) -> tensor<12x6xf32>
+  %l = fsdp.cross_entropy %xs, %t : (tensor<12x6xf32>, tensor<12xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1434,3 +1434,43 @@ func.func @f(%g: tensor<2x4x6xf32>, %t: tensor<2x4xi32>) {
   %0 = fsdp.token_embedding_backward %g, %t : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<11x8xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (their shape rules: kernel-shapes-invalid.mlir)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The router computes in f32 (an F32 rule, not the kernel's element type):
+// bf16 logits are refused, not run in bf16.
+func.func @f(%logits: tensor<2x4x8xbf16>) {
+  // expected-error @+1 {{operand #0 (logits) must be f32, got 'tensor<2x4x8xbf16>'}}
+  %w, %e = fsdp.moe_router %logits : (tensor<2x4x8xbf16>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  return
+}
+
+// -----
+
+func.func @f(%logits: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{result #0 (weights) must be f32, got 'tensor<2x4x2xbf16>'}}
+  %w, %e = fsdp.moe_router %logits : (tensor<2x4x8xf32>) -> (tensor<2x4x2xbf16>, tensor<2x4x2xi32>)
+  return
+}
+
+// -----
+
+// Combine runs in its rows' type (bf16 here), its weights stay f32.
+func.func @f(%rows: tensor<16x6xbf16>, %w: tensor<2x4x2xbf16>, %position: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{operand #1 (weights) must be f32, got 'tensor<2x4x2xbf16>'}}
+  %r = fsdp.moe_combine %rows, %w, %position : (tensor<16x6xbf16>, tensor<2x4x2xbf16>, tensor<2x4x2xi32>) -> tensor<2x4x6xbf16>
+  return
+}
+
+// -----
+
+// Indices are i32 (FSDP_IndexTensor).
+func.func @f(%x: tensor<2x4x6xf32>, %order: tensor<2x4x2xf32>) {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer values, but got 'tensor<2x4x2xf32>'}}
+  %r = fsdp.moe_permute %x, %order : (tensor<2x4x6xf32>, tensor<2x4x2xf32>) -> tensor<16x6xf32>
+  return
+}

@@ -159,3 +159,101 @@ func.func @f(%qkv: tensor<1x4x24xf32>) {
   %0 = fsdp.rope %qkv {heads = 2 : i64, theta = -1.0 : f32} : (tensor<1x4x24xf32>) -> tensor<1x4x24xf32>
   return
 }
+
+// -----
+
+// A mixture-of-experts router chooses K of its E experts: K <= E (2
+// experts, 3 choices a token).
+func.func @f(%logits: tensor<2x4x2xf32>) {
+  // expected-error @+1 {{inconsistent shapes (not E >= K: E = 2, K = 3)}}
+  %w, %e = fsdp.moe_router %logits : (tensor<2x4x2xf32>) -> (tensor<2x4x3xf32>, tensor<2x4x3xi32>)
+  return
+}
+
+// -----
+
+// A dim check against a literal: the router's kernels keep at most 64
+// choices a token (65 of 65 experts).
+func.func @f(%logits: tensor<2x65xf32>) {
+  // expected-error @+1 {{inconsistent shapes (not 64 >= K: K = 65)}}
+  %w, %e = fsdp.moe_router %logits : (tensor<2x65xf32>) -> (tensor<2x65xf32>, tensor<2x65xi32>)
+  return
+}
+
+// -----
+
+// The router's weights and choices have one shape: K is bound by the
+// first of them.
+func.func @f(%logits: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{inconsistent shapes: experts is [2, 4, 3], not [*R, K] (R = [2, 4], K = 2)}}
+  %w, %e = fsdp.moe_router %logits : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x3xi32>)
+  return
+}
+
+// -----
+
+// The router's derivation (MoeRouter) checks its parameters: scale is
+// positive and finite (scoring and normalize are their attributes' 0 or 1).
+func.func @f(%logits: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{has a scoring, normalize or scale out of range (0 or 1, 0 or 1, positive and finite)}}
+  %w, %e = fsdp.moe_router %logits {scale = 0.0} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  return
+}
+
+// -----
+
+// A sort's derivation (MoeSort): E from num_experts, the offsets E + 1.
+func.func @f(%e: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{inconsistent shapes: offsets is [8], not [E1] (E1 = 9)}}
+  %o, %p, %off = fsdp.moe_sort %e {num_experts = 8} : (tensor<2x4x2xi32>) -> (tensor<2x4x2xi32>, tensor<2x4x2xi32>, tensor<8xi32>)
+  return
+}
+
+// -----
+
+// num_experts is a whole number in [1, 2^24].
+func.func @f(%e: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{inconsistent shapes or expert count}}
+  %o, %p, %off = fsdp.moe_sort %e {num_experts = 0} : (tensor<2x4x2xi32>) -> (tensor<2x4x2xi32>, tensor<2x4x2xi32>, tensor<1xi32>)
+  return
+}
+
+// -----
+
+// The derivation over the sorted pairs (MoeRows): P = R K rows, one per
+// (token, choice) pair (8 tokens, 2 choices).
+func.func @f(%x: tensor<2x4x6xf32>, %order: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{inconsistent shapes: result is [15, 6], not [P, C] (P = 16, C = 6)}}
+  %r = fsdp.moe_permute %x, %order : (tensor<2x4x6xf32>, tensor<2x4x2xi32>) -> tensor<15x6xf32>
+  return
+}
+
+// -----
+
+// MoeRows binds E1 = E + 1 from a grouped linear's weight: the offsets of
+// a sort over 4 experts do not fit a weight of 8.
+func.func @f(%x: tensor<16x6xf32>, %w: tensor<8x12x6xf32>, %offsets: tensor<5xi32>) {
+  // expected-error @+1 {{inconsistent shapes: offsets is [5], not [E1] (E1 = 9)}}
+  %r = fsdp.moe_grouped_linear %x, %w, %offsets : (tensor<16x6xf32>, tensor<8x12x6xf32>, tensor<5xi32>) -> tensor<16x12xf32>
+  return
+}
+
+// -----
+
+// A rule over a derived dim, checked after the derivation: combine's rows
+// are P = R K, bound from the weights after them.
+func.func @f(%rows: tensor<15x6xf32>, %w: tensor<2x4x2xf32>, %position: tensor<2x4x2xi32>) {
+  // expected-error @+1 {{inconsistent shapes: rows is [15, 6], not [P, C] (P = 16, C = 6)}}
+  %r = fsdp.moe_combine %rows, %w, %position : (tensor<15x6xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+// Combine's weights and positions are one router's and one sort's, of the
+// same tokens in the same shape.
+func.func @f(%rows: tensor<16x6xf32>, %w: tensor<2x4x2xf32>, %position: tensor<4x2x2xi32>) {
+  // expected-error @+1 {{inconsistent shapes: position is [4, 2, 2], not [*R, K] (R = [2, 4], K = 2)}}
+  %r = fsdp.moe_combine %rows, %w, %position : (tensor<16x6xf32>, tensor<2x4x2xf32>, tensor<4x2x2xi32>) -> tensor<2x4x6xf32>
+  return
+}

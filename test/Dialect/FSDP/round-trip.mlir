@@ -254,3 +254,44 @@ func.func @sliding_window(%qkv: tensor<2x4x16xf32>, %dy: tensor<2x4x8xf32>) {
   %z, %zp = fsdp.attention %qkv {heads = 4 : i64, kv_heads = 2 : i64, window = 0 : i64} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4x4xf32>)
   return
 }
+
+// Mixture of experts: 2 x 4 tokens, 8 experts, 2 a token (16 pairs) over
+// rows of 6, experts of 12 x 6. The router's attributes at their defaults
+// (softmax, normalize = true, scale = 1.0) are left out when printed; the
+// sort's outputs feed the permute, grouped linears and combine.
+// CHECK-LABEL: func.func @moe_ops
+func.func @moe_ops(%logits: tensor<2x4x8xf32>, %bias: tensor<8xf32>,
+                   %x: tensor<2x4x6xf32>, %w: tensor<8x12x6xf32>,
+                   %dh: tensor<16x12xf32>, %dy: tensor<2x4x6xf32>) {
+  // CHECK: %[[W:.*]], %[[E:.*]] = fsdp.moe_router %{{[^,]*}} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  %w0, %e0 = fsdp.moe_router %logits : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // CHECK: fsdp.moe_router %{{[^,]*}} {normalize = false} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  %w1, %e1 = fsdp.moe_router %logits {normalize = false} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // DeepSeek-V3's: sigmoid scores, a selection bias, a routed scale.
+  // CHECK: %{{.*}}, %[[ES:.*]] = fsdp.moe_router %{{.*}}, %{{.*}} {scale = 2.500000e+00 : f64, scoring = #fsdp.moe_scoring<sigmoid>} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  %w2, %e2 = fsdp.moe_router %logits, %bias {scoring = #fsdp.moe_scoring<sigmoid>, scale = 2.5} : (tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // Every attribute spelled out at its default prints as none.
+  // CHECK: fsdp.moe_router %{{[^,]*}} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  %w3, %e3 = fsdp.moe_router %logits {scoring = #fsdp.moe_scoring<softmax>, normalize = true, scale = 1.0} : (tensor<2x4x8xf32>) -> (tensor<2x4x2xf32>, tensor<2x4x2xi32>)
+  // CHECK: %[[ORDER:.*]], %[[POS:.*]], %[[OFF:.*]] = fsdp.moe_sort %[[E]] {num_experts = 8 : i64} : (tensor<2x4x2xi32>) -> (tensor<2x4x2xi32>, tensor<2x4x2xi32>, tensor<9xi32>)
+  %order, %position, %offsets = fsdp.moe_sort %e0 {num_experts = 8} : (tensor<2x4x2xi32>) -> (tensor<2x4x2xi32>, tensor<2x4x2xi32>, tensor<9xi32>)
+  // CHECK: %[[XS:.*]] = fsdp.moe_permute %{{.*}}, %[[ORDER]] : (tensor<2x4x6xf32>, tensor<2x4x2xi32>) -> tensor<16x6xf32>
+  %xs = fsdp.moe_permute %x, %order : (tensor<2x4x6xf32>, tensor<2x4x2xi32>) -> tensor<16x6xf32>
+  // CHECK: fsdp.moe_grouped_linear %[[XS]], %{{.*}}, %[[OFF]] : (tensor<16x6xf32>, tensor<8x12x6xf32>, tensor<9xi32>) -> tensor<16x12xf32>
+  %h = fsdp.moe_grouped_linear %xs, %w, %offsets : (tensor<16x6xf32>, tensor<8x12x6xf32>, tensor<9xi32>) -> tensor<16x12xf32>
+  // CHECK: fsdp.moe_combine %[[XS]], %[[W]], %[[POS]] : (tensor<16x6xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>) -> tensor<2x4x6xf32>
+  %y = fsdp.moe_combine %xs, %w0, %position : (tensor<16x6xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>) -> tensor<2x4x6xf32>
+  // CHECK: %{{.*}}, %[[DW:.*]] = fsdp.moe_combine_backward %{{.*}}, %[[XS]], %[[W]], %[[POS]] : (tensor<2x4x6xf32>, tensor<16x6xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>) -> (tensor<16x6xf32>, tensor<2x4x2xf32>)
+  %drows, %dweights = fsdp.moe_combine_backward %dy, %xs, %w0, %position : (tensor<2x4x6xf32>, tensor<16x6xf32>, tensor<2x4x2xf32>, tensor<2x4x2xi32>) -> (tensor<16x6xf32>, tensor<2x4x2xf32>)
+  // CHECK: %[[DXS:.*]] = fsdp.moe_grouped_linear_grad_input %{{.*}}, %{{.*}}, %[[OFF]] : (tensor<16x12xf32>, tensor<8x12x6xf32>, tensor<9xi32>) -> tensor<16x6xf32>
+  %dxs = fsdp.moe_grouped_linear_grad_input %dh, %w, %offsets : (tensor<16x12xf32>, tensor<8x12x6xf32>, tensor<9xi32>) -> tensor<16x6xf32>
+  // CHECK: fsdp.moe_grouped_linear_grad_weight %{{.*}}, %[[XS]], %[[OFF]] : (tensor<16x12xf32>, tensor<16x6xf32>, tensor<9xi32>) -> tensor<8x12x6xf32>
+  %dw = fsdp.moe_grouped_linear_grad_weight %dh, %xs, %offsets : (tensor<16x12xf32>, tensor<16x6xf32>, tensor<9xi32>) -> tensor<8x12x6xf32>
+  // CHECK: fsdp.moe_permute_backward %[[DXS]], %[[POS]] : (tensor<16x6xf32>, tensor<2x4x2xi32>) -> tensor<2x4x6xf32>
+  %dx = fsdp.moe_permute_backward %dxs, %position : (tensor<16x6xf32>, tensor<2x4x2xi32>) -> tensor<2x4x6xf32>
+  // CHECK: fsdp.moe_router_backward %[[DW]], %{{.*}}, %[[E]] : (tensor<2x4x2xf32>, tensor<2x4x8xf32>, tensor<2x4x2xi32>) -> tensor<2x4x8xf32>
+  %dl0 = fsdp.moe_router_backward %dweights, %logits, %e0 : (tensor<2x4x2xf32>, tensor<2x4x8xf32>, tensor<2x4x2xi32>) -> tensor<2x4x8xf32>
+  // CHECK: fsdp.moe_router_backward %[[DW]], %{{.*}}, %[[ES]] {normalize = false, scale = 2.500000e+00 : f64, scoring = #fsdp.moe_scoring<sigmoid>} : (tensor<2x4x2xf32>, tensor<2x4x8xf32>, tensor<2x4x2xi32>) -> tensor<2x4x8xf32>
+  %dl1 = fsdp.moe_router_backward %dweights, %logits, %e2 {scoring = #fsdp.moe_scoring<sigmoid>, normalize = false, scale = 2.5} : (tensor<2x4x2xf32>, tensor<2x4x8xf32>, tensor<2x4x2xi32>) -> tensor<2x4x8xf32>
+  return
+}
