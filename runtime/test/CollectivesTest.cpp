@@ -30,13 +30,39 @@
 // * duplicate(): two duplicates running on CollectiveStreams (a thread
 //   each) at once, one a group of all-gathers issued as one job under
 //   several tokens (a bucket), the other a group of reduce-scatters, while
-//   the main thread reduces scalars on the original communicator.
+//   the main thread reduces scalars on the original communicator;
+// * expert parallelism's all-to-alls (CollectivesAllToAll.cpp against
+//   AllToAllCheck.h's reference): allToAllCounts
+//   (1 and 3 int64 values per peer, over 2^32 and negative) and, in f32,
+//   bf16 and i32, allToAllV on rows of uneven counts with none to and
+//   from some peers, nothing at all, hundreds of rows of 64, every row to
+//   one rank: every received row bit for bit in rank order, nothing
+//   written past the rows, the input untouched; on this communicator, on
+//   the local one (one rank) and through the flight recorder's watched
+//   communicator, whose records carry the bytes sent and received.
 //
 // Prints "collectives: rank R of N: C checks, F failed" and exits 1 on any
 // rank's failure (every rank then fails).
 //
+// Two more forms, for test/Runtime/flight-recorder.test:
+//
+//   fsdp-collectives-test --stall-in-all-to-all RANK [DIR]
+//       the watchdog (1 s) over the job; the ranks exchange counts, then
+//       rank RANK sleeps 30 s before the rows' all-to-all that the others
+//       wait in (the watchdog ends the job, dumping to DIR);
+//   fsdp-collectives-test --all-to-all-over-int
+//       every rank asks to send 2^31 rows in all: the MPI communicator
+//       aborts the job with a message instead of truncating MPI's counts.
+//
+// and one run by hand (gigabytes of memory):
+//
+//   fsdp-collectives-test --all-to-all-large ROWS ROW_ELEMENTS
+//       rank 0 sends ROWS rows of i32 to the last rank, which checks them
+//       (rows over 2^31 bytes or elements in all move as whole rows).
+//
 //===----------------------------------------------------------------------===//
 
+#include "CollectivesAllToAll.h"
 #include "cpu/CollectiveStreams.h"
 #include "fsdp/runtime/PlanFormat.h"
 #include "fsdp/runtime/comm/Communicator.h"
@@ -664,6 +690,19 @@ int main(int argc, char **argv) {
   int N = comm->size();
   me = comm->rank();
   gComm = comm.get();
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--stall-in-all-to-all" && argc > 2)
+    return test::stallInAllToAll(std::move(comm), std::atoi(argv[2]),
+                                 argc > 3 ? argv[3] : "");
+  if (mode == "--all-to-all-over-int")
+    return test::allToAllOverInt(*comm);
+  if (mode == "--all-to-all-large" && argc > 3)
+    return test::allToAllLarge(*comm, std::atoll(argv[2]), std::atoll(argv[3]));
+  if (!mode.empty()) {
+    std::fprintf(stderr, "fsdp-collectives-test: unknown argument '%s'\n",
+                 mode.c_str());
+    return 2;
+  }
   const char *env = std::getenv("FSDP_REDUCE_SCATTER");
   if (me == 0)
     std::printf("collectives: %s, reduce-scatter %s\n",
@@ -693,6 +732,10 @@ int main(int argc, char **argv) {
   checkScalars(*comm);
   checkGroups(*comm);
   checkStreams(*comm, {1, int64_t(N) + 1, 3, 4099, 2, 77});
+  test::checkAllToAll(*comm, "", expect);
+  std::unique_ptr<Communicator> local = createLocalCommunicator();
+  test::checkAllToAll(*local, "local ", expect);
+  test::checkWatchedAllToAll(*comm, expect);
 
   std::printf("collectives: rank %d of %d: %lld checks, %lld failed\n", me, N,
               (long long)checks, (long long)failures);

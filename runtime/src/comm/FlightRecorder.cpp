@@ -141,7 +141,8 @@ uint64_t FlightRecorder::issue(const CollectiveLabel &label,
 
 uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
                                const std::string &kind, uint64_t bytes,
-                               const std::string &group) {
+                               const std::string &group,
+                               std::optional<uint64_t> received) {
   channel = std::min(channel, kMaxChannels - 1);
   int64_t now = steadyNanos();
   std::lock_guard<std::mutex> lock(mutex);
@@ -157,6 +158,10 @@ uint64_t FlightRecorder::start(uint64_t id, uint32_t channel,
   r.startedNanos = now;
   if (r.kind.empty())
     r.kind = kind;
+  if (received) {
+    r.bytes = bytes;
+    r.received = received;
+  }
   // A mesh axis's group (hybrid sharding) is part of what the collective
   // is: the dump, the board and the watchdog's message name it.
   if (!group.empty() && group != "world")
@@ -237,8 +242,10 @@ std::string FlightRecorder::format(size_t limit) const {
   for (size_t i = begin; i < records.size(); ++i) {
     const Record &r = records[i];
     os << "  #" << r.id << " channel " << r.channel << " seq " << r.seq << " "
-       << stateName(r.state) << ": " << r.kind << ", " << r.bytes << " bytes, "
-       << describe(r.label, r.kind) << "; issued " << ago(r.issuedNanos)
+       << stateName(r.state) << ": " << r.kind << ", " << r.bytes << " bytes";
+    if (r.received)
+      os << " sent, " << *r.received << " received";
+    os << ", " << describe(r.label, r.kind) << "; issued " << ago(r.issuedNanos)
        << ", started " << ago(r.startedNanos) << ", finished "
        << ago(r.finishedNanos) << "\n";
   }

@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/comm/Communicator.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,6 +25,26 @@ public:
   double allReduceSum(double value) override { return value; }
   uint64_t allReduceMax(uint64_t value) override { return value; }
   void broadcast(void *, uint64_t, int) override {}
+  // To itself: a copy of its one block.
+  void allToAllCounts(const int64_t *send, int64_t *recv,
+                      int64_t perPeer) override {
+    std::memmove(recv, send, uint64_t(perPeer) * sizeof(int64_t));
+  }
+  void allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                 const int64_t *recvRows, int64_t rowElements,
+                 plan::DType type) override {
+    if (sendRows[0] != recvRows[0] || sendRows[0] < 0 || rowElements < 0) {
+      std::fprintf(stderr,
+                   "fsdp-run: error: an all-to-all of one rank sends %lld "
+                   "rows of %lld elements to itself but receives %lld\n",
+                   (long long)sendRows[0], (long long)rowElements,
+                   (long long)recvRows[0]);
+      std::exit(1);
+    }
+    std::memmove(recv, send,
+                 uint64_t(sendRows[0]) * uint64_t(rowElements) *
+                     plan::dtypeSize(type));
+  }
   int localRank() const override { return 0; }
   int localSize() const override { return 1; }
   std::unique_ptr<Communicator> duplicate(std::string &) override {

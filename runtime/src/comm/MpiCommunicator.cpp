@@ -3,7 +3,8 @@
 // MPI_Allgatherv and MPI_Reduce_scatter take per-rank counts, which is
 // exactly the seed's uneven layout: no padding ever crosses the wire.
 // Elements are f32 (MPI_FLOAT) or bf16 (MPI_UINT16_T: 2 bytes on the wire,
-// added by our code, never by MPI's built-in operations).
+// added by our code, never by MPI's built-in operations); the all-to-all
+// also moves i32 (MPI_INT32_T), in rows of one contiguous datatype each.
 // Errors return (MPI_ERRORS_RETURN) and end the job with MPI_Abort, so a
 // failing rank takes every rank down instead of leaving them in a
 // collective forever.
@@ -157,6 +158,47 @@ public:
     check(MPI_Bcast(data, int(bytes), MPI_BYTE, root, comm), "MPI_Bcast");
   }
 
+  void allToAllCounts(const int64_t *send, int64_t *recv,
+                      int64_t perPeer) override {
+    if (perPeer < 0 || perPeer > INT32_MAX) {
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: error: an all-to-all of %lld counts "
+                   "per rank exceeds MPI's int counts\n",
+                   rank_, (long long)perPeer);
+      abort(1);
+    }
+    check(MPI_Alltoall(send, int(perPeer), MPI_INT64_T, recv, int(perPeer),
+                       MPI_INT64_T, comm),
+          "MPI_Alltoall");
+  }
+
+  /// MPI_Alltoallv of rows: one row is one MPI datatype (a contiguous run
+  /// of its elements), so the counts and displacements, which MPI takes
+  /// as int, count rows, and only the rows sent or received in all must
+  /// fit an int (MPI 3.1 here: no MPI_Alltoallv_c).
+  void allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                 const int64_t *recvRows, int64_t rowElements,
+                 plan::DType type) override {
+    if (rowElements < 0 || rowElements > INT32_MAX) {
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: error: an all-to-all of rows of %lld "
+                   "elements exceeds MPI's int counts\n",
+                   rank_, (long long)rowElements);
+      abort(1);
+    }
+    rowLayout(sendRows, "sends", sendCounts, sendDispls);
+    rowLayout(recvRows, "receives", recvCounts, recvDispls);
+    MPI_Datatype row;
+    check(MPI_Type_contiguous(int(rowElements), mpiType(type), &row),
+          "MPI_Type_contiguous");
+    check(MPI_Type_commit(&row), "MPI_Type_commit");
+    int code =
+        MPI_Alltoallv(send, sendCounts.data(), sendDispls.data(), row, recv,
+                      recvCounts.data(), recvDispls.data(), row, comm);
+    MPI_Type_free(&row);
+    check(code, "MPI_Alltoallv");
+  }
+
   int localRank() const override { return localRank_; }
   int localSize() const override { return localSize_; }
 
@@ -248,7 +290,15 @@ private:
   }
 
   static MPI_Datatype mpiType(plan::DType type) {
-    return type == plan::DType::BF16 ? MPI_UINT16_T : MPI_FLOAT;
+    switch (type) {
+    case plan::DType::BF16:
+      return MPI_UINT16_T;
+    case plan::DType::I32:
+      return MPI_INT32_T;
+    case plan::DType::F32:
+      break;
+    }
+    return MPI_FLOAT;
   }
   /// MPI_SUM for f32; for bf16 our own operation, created on first use
   /// (only FSDP_REDUCE_SCATTER=mpi needs it) by the one thread that uses
@@ -279,6 +329,40 @@ private:
     }
   }
 
+  /// An all-to-all's per-rank row counts as MPI's ints, with their
+  /// displacements (rows, in rank order); aborts the job where a count is
+  /// negative or the rows in all exceed INT_MAX.
+  void rowLayout(const int64_t *rows, const char *verb, std::vector<int> &out,
+                 std::vector<int> &at) {
+    out.resize(size_);
+    at.resize(size_);
+    int64_t sum = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (rows[r] < 0) {
+        std::fprintf(stderr,
+                     "fsdp-run: rank %d: error: an all-to-all %s %lld rows "
+                     "with rank %d\n",
+                     rank_, verb, (long long)rows[r], r);
+        abort(1);
+      }
+      // Saturating: the sum is only reported past INT32_MAX.
+      sum = rows[r] > INT64_MAX - sum ? INT64_MAX : sum + rows[r];
+    }
+    if (sum > INT32_MAX) {
+      std::fprintf(stderr,
+                   "fsdp-run: rank %d: error: an all-to-all %s %lld rows in "
+                   "all, more than MPI's int counts allow (%d)\n",
+                   rank_, verb, (long long)sum, INT32_MAX);
+      abort(1);
+    }
+    sum = 0;
+    for (int r = 0; r < size_; ++r) {
+      out[r] = int(rows[r]);
+      at[r] = int(sum);
+      sum += rows[r];
+    }
+  }
+
   void check(int code, const char *what) {
     if (code == MPI_SUCCESS)
       return;
@@ -298,6 +382,8 @@ private:
               std::string(std::getenv("FSDP_REDUCE_SCATTER")) != "mpi";
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
   std::vector<int> counts, displs;
+  /// allToAllV's, kept so that a step allocates nothing.
+  std::vector<int> sendCounts, sendDispls, recvCounts, recvDispls;
   MPI_Op bf16SumOp = MPI_OP_NULL;
 };
 } // namespace

@@ -65,6 +65,31 @@ public:
   void broadcast(void *data, uint64_t bytes, int root) override {
     watched("broadcast", bytes, [&] { inner->broadcast(data, bytes, root); });
   }
+  // An all-to-all records the bytes this rank sends and those it
+  // receives, which differ by rank and by step (the routing decides).
+  void allToAllCounts(const int64_t *send, int64_t *recv,
+                      int64_t perPeer) override {
+    uint64_t bytes = uint64_t(perPeer) * uint64_t(size()) * sizeof(int64_t);
+    watched(
+        "all_to_all", bytes,
+        [&] { inner->allToAllCounts(send, recv, perPeer); }, bytes);
+  }
+  void allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                 const int64_t *recvRows, int64_t rowElements,
+                 plan::DType type) override {
+    uint64_t sent = 0, received = 0;
+    for (int r = 0; r < size(); ++r) {
+      sent += uint64_t(sendRows[r]);
+      received += uint64_t(recvRows[r]);
+    }
+    uint64_t row = uint64_t(rowElements) * plan::dtypeSize(type);
+    watched(
+        "all_to_all", sent * row,
+        [&] {
+          inner->allToAllV(send, sendRows, recv, recvRows, rowElements, type);
+        },
+        received * row);
+  }
   std::unique_ptr<Communicator> duplicate(std::string &why) override {
     std::unique_ptr<Communicator> copy;
     watched("comm_dup", 0, [&] { copy = inner->duplicate(why); });
@@ -93,9 +118,11 @@ public:
   }
 
 private:
-  template <typename Fn> void watched(const char *kind, uint64_t bytes, Fn fn) {
+  template <typename Fn>
+  void watched(const char *kind, uint64_t bytes, Fn fn,
+               std::optional<uint64_t> received = std::nullopt) {
     uint64_t id = recorder.start(RecordScope::take(), channel, kind, bytes,
-                                 inner->groupName());
+                                 inner->groupName(), received);
     fn();
     recorder.finish(id);
   }

@@ -108,6 +108,62 @@ bool Nccl::allReduceMean(void *data, plan::DType dtype, int64_t count,
             "ncclAllReduce", error);
 }
 
+bool Nccl::allToAllCounts(const int64_t *send, int64_t *recv, int64_t perPeer,
+                          cudaStream_t stream, std::string &error) {
+  if (perPeer <= 0) {
+    if (perPeer < 0)
+      error = "an all-to-all of " + std::to_string(perPeer) + " counts";
+    return perPeer == 0;
+  }
+  if (!ok(ncclGroupStart(), "ncclGroupStart", error))
+    return false;
+  for (int r = 0; r < size; ++r)
+    if (!ok(ncclSend(send + r * perPeer, size_t(perPeer), ncclInt64, r, comm,
+                     stream),
+            "ncclSend", error) ||
+        !ok(ncclRecv(recv + r * perPeer, size_t(perPeer), ncclInt64, r, comm,
+                     stream),
+            "ncclRecv", error)) {
+      ncclGroupEnd();
+      return false;
+    }
+  return ok(ncclGroupEnd(), "ncclGroupEnd", error);
+}
+
+bool Nccl::allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                     const int64_t *recvRows, int64_t rowElements,
+                     plan::DType dtype, cudaStream_t stream,
+                     std::string &error) {
+  const NcclType &type = ncclTypeOf(dtype);
+  for (int r = 0; r < size; ++r)
+    if (sendRows[r] < 0 || recvRows[r] < 0 || rowElements < 0) {
+      error = "an all-to-all of " + std::to_string(sendRows[r]) +
+              " rows sent to and " + std::to_string(recvRows[r]) +
+              " received from rank " + std::to_string(r) + ", rows of " +
+              std::to_string(rowElements) + " elements";
+      return false;
+    }
+  const size_t row = size_t(rowElements);
+  const auto *from = static_cast<const char *>(send);
+  auto *to = static_cast<char *>(recv);
+  if (!ok(ncclGroupStart(), "ncclGroupStart", error))
+    return false;
+  for (int r = 0; r < size; ++r) {
+    const size_t out = size_t(sendRows[r]) * row,
+                 in = size_t(recvRows[r]) * row;
+    if ((out && !ok(ncclSend(from, out, type.nccl, r, comm, stream), "ncclSend",
+                    error)) ||
+        (in && !ok(ncclRecv(to, in, type.nccl, r, comm, stream), "ncclRecv",
+                   error))) {
+      ncclGroupEnd();
+      return false;
+    }
+    from += out * type.bytes;
+    to += in * type.bytes;
+  }
+  return ok(ncclGroupEnd(), "ncclGroupEnd", error);
+}
+
 ncclResult_t Nccl::asyncError() {
   ncclResult_t state = ncclSuccess;
   ncclResult_t result = ncclCommGetAsyncError(comm, &state);

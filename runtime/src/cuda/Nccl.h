@@ -13,6 +13,9 @@
 // rooted at each rank over its range: the same bytes cross the wire, in one
 // fused launch.
 //
+// Expert parallelism's all-to-alls (counts, then rows of uneven counts) are
+// grouped point-to-point calls: NCCL has no all-to-all of its own.
+//
 // Element types come from the plan (NcclTypes.h): f32, or bf16 (a bf16
 // reduce-scatter is NCCL's bf16 ncclAvg). A mixed-precision all-gather
 // (an f32 shard, a bf16 result) is gathered in place: the backend rounds
@@ -65,6 +68,26 @@ public:
   /// (ncclAllReduce with ncclAvg).
   bool allReduceMean(void *data, plan::DType type, int64_t count,
                      cudaStream_t stream, std::string &error);
+  /// Expert parallelism's counts exchange: `perPeer` int64 values to each
+  /// rank (rank j gets send[j * perPeer ..]) and each rank's block in rank
+  /// order into `recv` (rank i's at recv[i * perPeer]); both device
+  /// memory, not overlapping. NCCL has no all-to-all: a ncclSend and a
+  /// ncclRecv per rank (itself included) in one ncclGroupStart/End, which
+  /// NCCL runs as one fused operation (so no pair waits on another).
+  bool allToAllCounts(const int64_t *send, int64_t *recv, int64_t perPeer,
+                      cudaStream_t stream, std::string &error);
+  /// Expert parallelism's rows: sendRows[j] rows of `rowElements` elements
+  /// of `type` to rank j, consecutive in `send` in rank order, and
+  /// recvRows[i] rows from rank i, consecutive in `recv` in rank order
+  /// (Communicator::allToAllV's semantics). The row counts are host
+  /// memory (NCCL takes its sizes on the host: counts exchanged on the
+  /// device are copied back first); the rows are device memory. One
+  /// ncclSend/ncclRecv per rank with rows in one group; a count of 0 posts
+  /// nothing on either side (both know it). NCCL's counts are size_t: no
+  /// int limit.
+  bool allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                 const int64_t *recvRows, int64_t rowElements, plan::DType type,
+                 cudaStream_t stream, std::string &error);
   int rankId() const { return rank; }
   int worldSize() const { return size; }
   /// ncclSuccess, or the error NCCL found while collectives ran.

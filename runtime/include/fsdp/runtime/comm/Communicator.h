@@ -1,8 +1,9 @@
 //===- Communicator.h - the collectives a sharded step needs ----*- C++ -*-===//
 //
 // All-gather and reduce-scatter of flat tensors, f32 or bf16, in the seed's
-// uneven layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), plus the
-// few scalars a step reports. One process per rank. The local communicator
+// uneven layout (rank k owns floor(kP/N) .. floor((k+1)P/N) - 1), the
+// all-to-alls of expert parallelism (counts, then rows), plus the few
+// scalars a step reports. One process per rank. The local communicator
 // serves one rank with no MPI at all; the MPI one is built when MPI is
 // found, and aborts the whole job on any error instead of letting the
 // other ranks hang.
@@ -67,6 +68,34 @@ public:
   virtual double allReduceSum(double value) = 0;
   /// Copies `bytes` bytes from rank `root` to every rank.
   virtual void broadcast(void *data, uint64_t bytes, int root) = 0;
+  /// Expert parallelism's counts exchange (MPI_Alltoall): every rank sends
+  /// `perPeer` values to each rank of this communicator, rank j getting
+  /// send[j * perPeer .. (j + 1) * perPeer - 1], and receives each rank's
+  /// block in rank order, rank i's in recv[i * perPeer ..]. Both arrays
+  /// hold size() * perPeer values and must not overlap; the block to
+  /// itself is copied. Every rank passes the same `perPeer` (0 moves
+  /// nothing). Values are moved, never combined: the result is exact and
+  /// the same whatever the algorithm.
+  virtual void allToAllCounts(const int64_t *send, int64_t *recv,
+                              int64_t perPeer) = 0;
+  /// Expert parallelism's dispatch and combine (MPI_Alltoallv): rows of
+  /// `rowElements` elements of `type` (f32, bf16 or i32; every rank passes
+  /// the same both). This rank sends sendRows[j] rows to rank j, taken
+  /// consecutively from `send` in rank order (rank 0's first, then rank
+  /// 1's, ...), and receives recvRows[i] rows from rank i, placed
+  /// consecutively in `recv` in rank order; the rows keep their order
+  /// within a block. sendRows and recvRows hold size() counts each, in
+  /// host memory, and must match across ranks: rank i's sendRows[j] is
+  /// rank j's recvRows[i] (allToAllCounts makes it so); a count may be 0.
+  /// `send` and `recv` must not overlap, and nothing past the received
+  /// rows is written. Bits are moved unchanged, so the result is exact and
+  /// deterministic. Row counts are int64, but MPI's are int: the MPI
+  /// communicator aborts the job, with a message, where a rank's rows sent
+  /// or received in all exceed INT_MAX (each row moves as one MPI datatype,
+  /// so the elements may exceed it).
+  virtual void allToAllV(const void *send, const int64_t *sendRows, void *recv,
+                         const int64_t *recvRows, int64_t rowElements,
+                         plan::DType type) = 0;
   /// This rank's index among the ranks on its node (picks its GPU), and
   /// how many ranks share the node.
   virtual int localRank() const = 0;

@@ -6,7 +6,8 @@
 // communicator (createWatchedCommunicator) that records it here: its
 // channel (the communicator: 0 is the main one, s its duplicate for plan
 // stream s), a per-channel sequence number, the step, the kernel, what it is,
-// its bytes, and when it was issued, started and finished. The last
+// its bytes (an all-to-all's sent and received), and when it was issued,
+// started and finished. The last
 // `capacity` records are kept in a ring, as PyTorch's NCCL flight recorder
 // keeps them.
 //
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +57,11 @@ public:
     State state = State::Issued;
     CollectiveLabel label;
     std::string kind; ///< "all_gather", "reduce_scatter", "all_reduce", ...
+    /// What it moves; for an all-to-all, the bytes this rank sends.
     uint64_t bytes = 0;
+    /// An all-to-all's bytes received (its sizes differ by rank and by
+    /// step: known when it starts); unset for the other collectives.
+    std::optional<uint64_t> received;
     int64_t issuedNanos = 0, startedNanos = 0, finishedNanos = 0;
   };
   /// Most channels a rank uses: its main communicator, one per stream,
@@ -89,8 +95,11 @@ public:
   /// The collective `id` (0: a new one with the calling thread's label)
   /// entered the communicator of `channel`, which spans `group` (a mesh
   /// axis's group, named in the record; empty or "world": every rank).
+  /// `received` (an all-to-all's) sets the record's bytes sent and
+  /// received, replacing what issue() guessed.
   uint64_t start(uint64_t id, uint32_t channel, const std::string &kind,
-                 uint64_t bytes, const std::string &group = "");
+                 uint64_t bytes, const std::string &group = "",
+                 std::optional<uint64_t> received = std::nullopt);
   void finish(uint64_t id);
   /// Marks `id` finished if it still is open: a collective that no host
   /// communicator ran (a GPU's NCCL) ends at its wait.
