@@ -146,6 +146,23 @@ void testRouterTies() {
   }
 }
 
+/// DeepSeek-V3's bias update: the load signal is each expert's pairs
+/// above the mean, and the bias moves by the rate against it (down for an
+/// overloaded expert, up for an underloaded one, not at all at the mean).
+void testSelectionBias() {
+  // 3 tokens x 2 choices over 4 experts: counts 3, 2, 1, 0 (mean 1.5).
+  const std::vector<int32_t> experts = {0, 1, 0, 2, 1, 0};
+  float signal[4];
+  moeBiasSignal(signal, experts.data(), 3, 2, 4);
+  CHECK(signal[0] == 1.5f && signal[1] == 0.5f && signal[2] == -0.5f &&
+        signal[3] == -1.5f);
+  float bias[5] = {0.0f, 0.25f, -0.25f, 1.0f, 0.5f};
+  const float reduced[5] = {1.5f, 0.5f, -0.5f, -1.5f, 0.0f};
+  moeSelectionBiasUpdate(bias, reduced, 5, 0.125);
+  CHECK(bias[0] == -0.125f && bias[1] == 0.125f && bias[2] == -0.125f &&
+        bias[3] == 1.125f && bias[4] == 0.5f);
+}
+
 void testRouterThreads() {
   // Rows are independent: any thread count gives the same bits.
   const RouterCase c{301, 16, 4, moe::Scoring::Softmax, true, false, 1.0};
@@ -347,6 +364,7 @@ void testMoeRouting(const Blas &blas) {
         RouterCase{5, 4, 4, moe::Scoring::Softmax, false, false, 1.0}})
     checkRouterCase(c, seed++);
   testRouterTies();
+  testSelectionBias();
   testRouterThreads();
   testSortByExpert();
   testExpertBlock(blas);

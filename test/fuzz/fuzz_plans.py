@@ -59,6 +59,14 @@ SEEDS = [
     ("mlp-hsdp", ["mlp", "--layers", "2", "--width", "4", "--in-features",
                   "4", "--classes", "2", "--batch", "4"],
      "--fsdp-train-pipeline=mesh=2x2 grad-clip=1.0"),
+    # A mixture of experts (DeepSeek-V3's form): i32 index buffers between
+    # kernels, the grouped linears, a selection bias's update, clipping's
+    # sums over a unit's other segments. The plan fuzzer found a segfault
+    # on a tiny Mixtral (an index buffer's arena bytes reused before a
+    # cloned reader): every index is checked before it addresses memory.
+    ("moe", ["--preset", "deepseek-v3-tiny", "--layers", "2", "--dim", "16",
+             "--heads", "2", "--ffn-dim", "16", "--seq", "4", "--batch", "2"],
+     "--fsdp-train-pipeline=grad-clip=1.0"),
 ]
 MAX_RUN_ARENA = 16 << 20  # mutants that load run a step below this
 

@@ -275,19 +275,41 @@ std::optional<std::string> fsdp_gen::checkSizes(const MLPConfig &c,
   return check.error;
 }
 
+/// The ops fsdp-gen builds per Llama block. 29: 7 params and their loads,
+/// 2 RMS norms, 5 linears, rope, attention, swiglu, 2 adds, the unit, its
+/// compute and yield; around them the ends' and the function. Qwen2's qkv
+/// bias adds a param and its load (o's bias another), Qwen3's q_norm and
+/// k_norm two of each and the qk_norm. A mixture of experts in place of
+/// the MLP: 4 params and loads, the router's linear (and its cast),
+/// router, sort, permute, 3 grouped linears, swiglu and combine for the
+/// MLP's 3 of each and swiglu; DeepSeek-V3's shared expert and selection
+/// bias, an MLP's 10 and 2 more; the balancing statistics 1.
+static int64_t llamaOpsPerBlock(const LlamaConfig &c) {
+  const MoeConfig &m = c.moe;
+  return 29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) + (c.qkNorm ? 5 : 0) +
+         (m.experts ? 9 + (m.sharedExperts ? 11 : 0) +
+                          (m.selectionBias ? 2 : 0) + (m.auxLoss ? 1 : 0)
+                    : 0);
+}
+
+/// A mixture of experts' tensors (docs/moe.md): the E stacked experts and
+/// the shared ones, each token's k choices as P rows through them.
+static void requireExperts(Checker &check, const MoeConfig &m, Size C, Size P,
+                           int64_t eb) {
+  Size experts(m.experts + m.sharedExperts), Fe(m.expertFfn);
+  check.requireTensor("a block's stacked experts (experts x expert width x "
+                      "dim elements)",
+                      experts * Fe * C, eb);
+  check.requireTensor("a block's routed rows (batch x seq x experts per "
+                      "token x expert width elements)",
+                      P * (Fe + C), eb);
+  check.requireDim("the routed pairs (batch x seq x experts per token)", P);
+}
+
 std::optional<std::string>
 fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
-  // Per block: 7 params and their loads, 2 RMS norms, 5 linears, rope,
-  // attention, swiglu, 2 adds, the unit, its compute and yield; around
-  // them the ends' and the function.
-  // Qwen2's qkv bias adds a param and its load (o's bias another), Qwen3's
-  // q_norm and k_norm two of each and the qk_norm.
-  // A mixture of experts in place of the MLP: 4 params and loads, the
-  // router's linear (and its cast), router, sort, permute, 3 grouped
-  // linears, swiglu and combine for the MLP's 3 of each and swiglu.
-  int64_t opsPerBlock = 29 + (c.qkvBias ? 2 : 0) + (c.oBias ? 2 : 0) +
-                        (c.qkNorm ? 5 : 0) + (c.moe.experts ? 9 : 0);
-  if (auto error = checkOps(n.layers, c.layers, "blocks", opsPerBlock, 19))
+  if (auto error =
+          checkOps(n.layers, c.layers, "blocks", llamaOpsPerBlock(c), 19))
     return error;
   Size L = Size::option(n.layers, c.layers), C = Size::option(n.dim, c.dim),
        H = Size::option(n.heads, c.heads),
@@ -299,19 +321,15 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   Size hs =
       c.headDim ? Size::option(n.headDim, c.headDim) : Size(c.dim / c.heads);
   Size kv = K * hs, q = c.headDim ? H * hs : C;
-  // The experts (docs/moe.md): E stacked SwiGLUs of width Fe, each token's
-  // k choices as P = B T k rows.
+  // The experts (docs/moe.md): E stacked SwiGLUs of width Fe (and the
+  // shared ones), each token's k choices as P = B T k rows.
   const MoeConfig &m = c.moe;
-  Size E(m.experts), Fe(m.expertFfn), P = B * T * Size(m.topK);
+  Size E(m.experts + m.sharedExperts), Fe(m.expertFfn),
+      P = B * T * Size(m.topK);
   Checker check;
   check.requireTensor("the token table embed_tokens.w (vocab x dim elements)",
                       V * C, eb);
-  check.requireTensor("a block's stacked experts (experts x expert width x "
-                      "dim elements)",
-                      E * Fe * C, eb);
-  check.requireTensor("a block's routed rows (batch x seq x experts per "
-                      "token x expert width elements)",
-                      P * (Fe + C), eb);
+  requireExperts(check, m, C, P, eb);
   check.requireTensor("a block's qkv_proj.w ((heads + 2 kv-heads) x head "
                       "size x dim elements)",
                       (q + Size(2) * kv) * C, eb);
@@ -356,7 +374,6 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
   // int).
   check.requireDim("the width", C);
   check.requireDim("the MLP's width", F);
-  check.requireDim("the routed pairs (batch x seq x experts per token)", P);
   check.requireDim("qkv_proj's width ((heads + 2 kv-heads) x head size)",
                    q + Size(2) * kv);
   check.requireDim("o_proj's input width (heads x head size)", q);

@@ -165,24 +165,8 @@ void checkKernel(const Kernel &k, size_t index) {
 
 /// shapes::Derive's enumerator for `derive` ("" for None).
 std::optional<fsdp::plan::shapes::Derive> deriveOf(StringRef derive) {
-  using fsdp::plan::shapes::Derive;
-  if (derive.empty())
-    return Derive::None;
-  if (derive == "AttentionHeads")
-    return Derive::AttentionHeads;
-  if (derive == "RopeHeads")
-    return Derive::RopeHeads;
-  if (derive == "QkNormHeads")
-    return Derive::QkNormHeads;
-  if (derive == "MoeRouter")
-    return Derive::MoeRouter;
-  if (derive == "MoeSort")
-    return Derive::MoeSort;
-  if (derive == "MoeRows")
-    return Derive::MoeRows;
-  if (derive == "MoeAuxLoss")
-    return Derive::MoeAuxLoss;
-  return std::nullopt;
+  return fsdp::plan::shapes::deriveNamed(
+      std::string_view(derive.data(), derive.size()));
 }
 
 /// The flat operand index of `name` (input i: i, output j: kMaxInputs +

@@ -11,6 +11,7 @@
 #include "MoeExperts.h"
 
 #include "Blas.h"
+#include "fsdp/runtime/MoeRouter.h"
 #include "Kernels.h"
 
 #include <algorithm>
@@ -20,10 +21,16 @@ namespace fsdp::rt::cpu {
 
 FSDP_CPU_KERNEL void moePermute(float *xs, const float *x, const int32_t *order,
                                 int64_t T, int64_t k, int64_t C) {
+  // Every index is checked (moe::inRange): one out of range gives a zero
+  // row here and no contribution below.
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < T * k; ++i)
-    std::memcpy(xs + i * C, x + int64_t(order[i] / k) * C,
-                sizeof(float) * size_t(C));
+  for (int64_t i = 0; i < T * k; ++i) {
+    if (moe::inRange(order[i], T * k))
+      std::memcpy(xs + i * C, x + int64_t(order[i] / k) * C,
+                  sizeof(float) * size_t(C));
+    else
+      std::fill(xs + i * C, xs + (i + 1) * C, 0.0f);
+  }
 }
 
 FSDP_CPU_KERNEL void moePermuteBackward(float *dx, const float *dxs,
@@ -32,9 +39,14 @@ FSDP_CPU_KERNEL void moePermuteBackward(float *dx, const float *dxs,
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     float *d = dx + t * C;
-    std::memcpy(d, dxs + int64_t(position[t * k]) * C,
-                sizeof(float) * size_t(C));
+    if (moe::inRange(position[t * k], T * k))
+      std::memcpy(d, dxs + int64_t(position[t * k]) * C,
+                  sizeof(float) * size_t(C));
+    else
+      std::fill(d, d + C, 0.0f);
     for (int64_t j = 1; j < k; ++j) {
+      if (!moe::inRange(position[t * k + j], T * k))
+        continue;
       const float *r = dxs + int64_t(position[t * k + j]) * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c)
@@ -51,6 +63,8 @@ FSDP_CPU_KERNEL void moeCombine(float *y, const float *ys, const float *weights,
     float *o = y + t * C;
     std::fill(o, o + C, 0.0f);
     for (int64_t j = 0; j < k; ++j) {
+      if (!moe::inRange(position[t * k + j], T * k))
+        continue;
       const float w = weights[t * k + j];
       const float *r = ys + int64_t(position[t * k + j]) * C;
 #pragma omp simd
@@ -70,6 +84,10 @@ FSDP_CPU_KERNEL void moeCombineBackward(float *dys, float *dweights,
     const float *g = dy + t * C;
     for (int64_t j = 0; j < k; ++j) {
       const int64_t row = position[t * k + j];
+      if (!moe::inRange(row, T * k)) {
+        dweights[t * k + j] = 0.0f;
+        continue;
+      }
       const float w = weights[t * k + j];
       const float *r = ys + row * C;
       float *d = dys + row * C;

@@ -278,6 +278,10 @@ void testMoeTableForms(int T, int NE, int k, unsigned seed) {
   cp::moeAuxLossForward(&rloss, rstats.data(), &ce, NE, k, 0.3);
   cp::moeAuxLossGrad(rgrad.data(), &dloss, rstats.data(), NE, k, 0.3);
   cp::moeAuxStatsBackward(rdz.data(), rgrad.data(), logits.data(), T, NE);
+  // The selection bias: its load signal and its update from it.
+  std::vector<float> rsig(static_cast<size_t>(NE)), rbias = earlier;
+  cp::moeBiasSignal(rsig.data(), ex.data(), T, k, NE);
+  cp::moeSelectionBiasUpdate(rbias.data(), rsig.data(), NE, 0.25);
   Outs o = runOrders(nm, [&]() -> Outs {
     std::vector<int32_t> order(ex.size(), -1), pos(order),
         off(size_t(NE) + 1, -1);
@@ -291,10 +295,19 @@ void testMoeTableForms(int T, int NE, int k, unsigned seed) {
     cu::moeAuxLossForward(ctx, loss.p, stats.p, base.p, NE, k, 0.3);
     cu::moeAuxLossGrad(ctx, grad.p, dl.p, stats.p, NE, k, 0.3);
     cu::moeAuxStatsBackward(ctx, dz.p, grad.p, z.p, T, NE);
+    Buf sig(static_cast<size_t>(NE)), bias(static_cast<size_t>(NE));
+    bias.set(std::vector<float>(earlier.begin(), earlier.begin() + NE));
+    cu::moeBiasSignal(ctx, sig.p, ex.data(), T, k, NE);
+    cu::moeSelectionBiasUpdate(ctx, bias.p, sig.p, NE, 0.25);
     checkCanary(nm, stats), checkCanary(nm, grad), checkCanary(nm, dz);
+    checkCanary(nm, sig), checkCanary(nm, bias);
     return {asFloats(order), asFloats(pos), asFloats(off), stats.vec(),
-            loss.vec(), grad.vec(), dz.vec()};
+            loss.vec(), grad.vec(), dz.vec(), sig.vec(), bias.vec()};
   });
+  if (o[7] != rsig ||
+      o[8] != std::vector<float>(rbias.begin(), rbias.begin() + NE))
+    fail(std::string(nm) + ": the selection bias's signal or update differs "
+                           "from the CPU's");
   if (o[0] != asFloats(rorder) || o[1] != asFloats(rpos) ||
       o[2] != asFloats(roff))
     fail(std::string(nm) + ": moeSort differs from the CPU's");

@@ -42,6 +42,6 @@ func.func @forward(%x: tensor<2x3x6xf32>, %t: tensor<2x3xi32>) -> tensor<f32> at
   %ce = fsdp.cross_entropy %o, %t : (tensor<2x3x5xf32>, tensor<2x3xi32>) -> tensor<f32>
   %s0 = fsdp.moe_aux_stats %logits, %e : (tensor<2x3x4xf32>, tensor<2x3x2xi32>) -> tensor<2x4xf32>
   %s1 = fsdp.moe_aux_stats %logits, %e, %s0 : (tensor<2x3x4xf32>, tensor<2x3x2xi32>, tensor<2x4xf32>) -> tensor<2x4xf32>
-  %l = fsdp.moe_aux_loss %s1, %ce {top_k = 2 : i64, coef = 0.5 : f64} : (tensor<2x4xf32>, tensor<f32>) -> tensor<f32>
+  %l = fsdp.moe_aux_loss %s1, %ce {top_k = 2 : i64, coef = 20.0 : f64} : (tensor<2x4xf32>, tensor<f32>) -> tensor<f32>
   return %l : tensor<f32>
 }

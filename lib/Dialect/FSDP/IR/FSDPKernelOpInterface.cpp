@@ -180,15 +180,20 @@ static std::string derivationContext(const plan::KernelInfo &info,
   return out.str();
 }
 
-/// Whether shapes::check failed in `table`'s derivation: the dims it binds
-/// are not bound, and the rules it runs after (those naming none of them)
-/// hold.
+/// Whether shapes::check failed in `table`'s head-count derivation (whose
+/// reason, "inconsistent shapes or head counts", needs the tiling it
+/// checks beside it): the dims it binds are not bound, and the rules it
+/// runs after (those naming none of them) hold. The mixture-of-experts
+/// derivations give their reasons whole.
 static bool derivationFailed(
     const shapes::KernelRules &table,
     const std::array<shapes::ShapeRef, shapes::kMaxOperands> &refs,
     const std::array<std::string_view, shapes::kMaxOperands> &names,
     const shapes::Dims &dims) {
-  if (table.derive == shapes::Derive::None ||
+  using shapes::Derive;
+  if ((table.derive != Derive::AttentionHeads &&
+       table.derive != Derive::RopeHeads &&
+       table.derive != Derive::QkNormHeads) ||
       dims.bound(shapes::derivedDims(table.derive)[0]))
     return false;
   shapes::KernelRules before;

@@ -32,6 +32,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -66,6 +68,24 @@ enum class Derive : uint8_t {
   /// and not negative. Binds nothing.
   MoeAuxLoss,
 };
+
+/// The enumerator a kernel record's `derive` names ("" for None; none for
+/// an unknown name): fsdp-tblgen's spelling of the table's derivations.
+inline std::optional<Derive> deriveNamed(std::string_view name) {
+  constexpr std::pair<std::string_view, Derive> kNames[] = {
+      {"", Derive::None},
+      {"AttentionHeads", Derive::AttentionHeads},
+      {"RopeHeads", Derive::RopeHeads},
+      {"QkNormHeads", Derive::QkNormHeads},
+      {"MoeRouter", Derive::MoeRouter},
+      {"MoeSort", Derive::MoeSort},
+      {"MoeRows", Derive::MoeRows},
+      {"MoeAuxLoss", Derive::MoeAuxLoss}};
+  for (const auto &[spelled, derive] : kNames)
+    if (spelled == name)
+      return derive;
+  return std::nullopt;
+}
 
 /// The dims `derive` binds (a rule naming one is evaluated after it).
 constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {

@@ -108,13 +108,27 @@ FSDP_MOE_HD void rowWeights(double *g, const Logit &z, const int32_t *chosen,
   }
 }
 
+/// Whether index i lies in [0, n): every index a kernel reads from a
+/// buffer of indices is checked before it addresses memory. The plan
+/// loader lets indices come only from their writer, but another kernel's
+/// buffer may share their arena bytes in a plan edited by hand: such an
+/// index reads or writes nothing (a zero row, no contribution).
+FSDP_MOE_HD inline bool inRange(int64_t i, int64_t n) { return i >= 0 && i < n; }
+
 /// One row of the weights' gradient with respect to the logits, for the
 /// forward's choice: dg (k) the weights' gradient already times `scale`;
-/// store(e, value) is called once for every e < E, in order.
+/// store(e, value) is called once for every e < E, in order (zeros for a
+/// choice out of range).
 template <typename Logit, typename Store>
 FSDP_MOE_HD void rowBackward(const Store &store, const Logit &z,
                              const int32_t *chosen, const double *dg, int64_t E,
                              int64_t k, Scoring scoring, bool normalize) {
+  for (int64_t j = 0; j < k; ++j)
+    if (!inRange(chosen[j], E)) {
+      for (int64_t e = 0; e < E; ++e)
+        store(e, 0.0);
+      return;
+    }
   double g[kMaxTopK];
   rowWeights(g, z, chosen, E, k, scoring, normalize);
   double dot = 0.0; // sum_j g_j dg_j, the renormalisation's term

@@ -120,10 +120,12 @@ template <typename E>
 __global__ void __launch_bounds__(kRowThreads)
     moePermuteKernel(E *__restrict__ xs, const E *__restrict__ x,
                      const int32_t *__restrict__ order, int64_t k, int64_t C) {
-  const int64_t i = blockIdx.x;
-  const E *src = x + int64_t(order[i] / k) * C;
+  // Indices are checked as the CPU's are (moe::inRange): one block a row,
+  // so the grid is the P pairs.
+  const int64_t i = blockIdx.x, src = order[i];
+  const bool valid = moe::inRange(src, int64_t(gridDim.x));
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    xs[i * C + c] = src[c];
+    xs[i * C + c] = valid ? x[(src / k) * C + c] : detail::fromFloat<E>(0.0f);
 }
 
 template <typename E>
@@ -131,11 +133,14 @@ __global__ void __launch_bounds__(kRowThreads)
     moePermuteBackwardKernel(E *__restrict__ dx, const E *__restrict__ dxs,
                              const int32_t *__restrict__ position, int64_t k,
                              int64_t C) {
-  const int64_t t = blockIdx.x;
+  const int64_t t = blockIdx.x, pairs = int64_t(gridDim.x) * k;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    float sum = detail::toFloat(dxs[int64_t(position[t * k]) * C + c]);
+    float sum = moe::inRange(position[t * k], pairs)
+                    ? detail::toFloat(dxs[int64_t(position[t * k]) * C + c])
+                    : 0.0f;
     for (int64_t j = 1; j < k; ++j)
-      sum += detail::toFloat(dxs[int64_t(position[t * k + j]) * C + c]);
+      if (moe::inRange(position[t * k + j], pairs))
+        sum += detail::toFloat(dxs[int64_t(position[t * k + j]) * C + c]);
     dx[t * C + c] = detail::fromFloat<E>(sum);
   }
 }
@@ -146,12 +151,13 @@ __global__ void __launch_bounds__(kRowThreads)
                      const float *__restrict__ weights,
                      const int32_t *__restrict__ position, int64_t k,
                      int64_t C) {
-  const int64_t t = blockIdx.x;
+  const int64_t t = blockIdx.x, pairs = int64_t(gridDim.x) * k;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     float sum = 0.0f;
     for (int64_t j = 0; j < k; ++j)
-      sum += weights[t * k + j] *
-             detail::toFloat(ys[int64_t(position[t * k + j]) * C + c]);
+      if (moe::inRange(position[t * k + j], pairs))
+        sum += weights[t * k + j] *
+               detail::toFloat(ys[int64_t(position[t * k + j]) * C + c]);
     y[t * C + c] = detail::fromFloat<E>(sum);
   }
 }
@@ -168,6 +174,11 @@ __global__ void __launch_bounds__(kRowThreads)
   __shared__ double partial[kRowThreads];
   const int64_t p = blockIdx.x, t = p / k, row = position[p];
   const float w = weights[p];
+  if (!moe::inRange(row, int64_t(gridDim.x))) { // no row: no contribution
+    if (threadIdx.x == 0)
+      dweights[p] = 0.0f;
+    return;
+  }
   double sum = 0.0;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const float g = detail::toFloat(dy[t * C + c]);
