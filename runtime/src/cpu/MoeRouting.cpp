@@ -142,17 +142,9 @@ FSDP_CPU_KERNEL void moeAuxLossBackward(float *dlogits, const float *dloss,
   const double scale = double(*dloss) * coef * double(E) / double(L * T);
   for (int64_t e = 0; e < E; ++e)
     expertScratch[e] = float(scale * moe::auxFraction(stats, L, T, E, e, 1));
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    const float *z = logits + t * E;
-    double m = 0.0, sum = 0.0, dot = 0.0;
-    moe::softmaxStats([&](int64_t e) { return double(z[e]); }, E, m, sum);
-    for (int64_t e = 0; e < E; ++e)
-      dot += std::exp(double(z[e]) - m) / sum * double(expertScratch[e]);
-    for (int64_t e = 0; e < E; ++e)
-      dlogits[t * E + e] = float(std::exp(double(z[e]) - m) / sum *
-                                 (double(expertScratch[e]) - dot));
-  }
+  // Through each row's softmax: moeAuxStatsBackward's rows with a as the
+  // probability sums' gradient.
+  moeAuxStatsBackward(dlogits, expertScratch, logits, T, E);
 }
 
 // The kernel table's forms of the auxiliary loss (fsdp.moe_aux_stats,

@@ -77,17 +77,23 @@ __global__ void __launch_bounds__(kRouterThreads)
       dg, NE, k, scoring, normalize);
 }
 
+/// The pairs of `experts` that chose expert e (one thread's count, in
+/// pair order).
+__device__ int64_t pairsChoosing(const int32_t *__restrict__ experts,
+                                 int64_t pairs, int64_t e) {
+  int64_t count = 0;
+  for (int64_t p = 0; p < pairs; ++p)
+    count += experts[p] == e;
+  return count;
+}
+
 /// counts[e + 1] = the pairs that chose e (offsets[0] is set by the scan).
 __global__ void moeCountKernel(int32_t *__restrict__ offsets,
                                const int32_t *__restrict__ experts,
                                int64_t pairs, int64_t NE) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= NE)
-    return;
-  int32_t count = 0;
-  for (int64_t p = 0; p < pairs; ++p)
-    count += experts[p] == e;
-  offsets[e + 1] = count;
+  if (e < NE)
+    offsets[e + 1] = int32_t(pairsChoosing(experts, pairs, e));
 }
 
 /// One thread of a warp scans (E + 1 numbers; the rest of the warp
@@ -312,13 +318,9 @@ __global__ void moeBiasSignalKernel(E *__restrict__ result,
                                     const int32_t *__restrict__ experts,
                                     int64_t pairs, int64_t NE) {
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= NE)
-    return;
-  int64_t count = 0;
-  for (int64_t p = 0; p < pairs; ++p)
-    count += experts[p] == e;
-  result[e] = detail::fromFloat<E>(
-      float(double(count) - double(pairs) / double(NE)));
+  if (e < NE)
+    result[e] = detail::fromFloat<E>(float(
+        double(pairsChoosing(experts, pairs, e)) - double(pairs) / double(NE)));
 }
 
 __global__ void moeSelectionBiasKernel(float *__restrict__ bias,

@@ -48,17 +48,30 @@ expertRows(const Context &ctx, const int32_t *offsets, int64_t E, int64_t P,
 
 } // namespace
 
+/// Each expert's rows of `a` (P x K) times its matrix of `w` (E x O x I;
+/// transposed for the forward), into its rows of `c` (P x N): the forward
+/// (K = I, N = O) and the input gradient (K = O, N = I).
+template <typename Elem>
+void rowsTimesExperts(const Context &ctx, const char *where, bool transposed,
+                      Elem *c, const Elem *a, const Elem *w,
+                      const int32_t *offsets, int64_t E, int64_t P, int64_t I,
+                      int64_t O) {
+  const int64_t K = transposed ? I : O, N = transposed ? O : I;
+  auto rows = expertRows(ctx, offsets, E, P, where);
+  for (size_t e = 0; e < rows.size(); ++e)
+    if (rows[e].second > 0)
+      detail::rowGemm(ctx, where, /*transA=*/false, transposed,
+                      rows[e].second, N, K, 1.0f, a + rows[e].first * K, K,
+                      w + int64_t(e) * O * I, I, 0.0f, c + rows[e].first * N,
+                      N);
+}
+
 template <typename Elem>
 void moeGroupedLinear(const Context &ctx, Elem *out, const Elem *in,
                       const Elem *w, const int32_t *offsets, int64_t E,
                       int64_t P, int64_t I, int64_t O) {
-  auto rows = expertRows(ctx, offsets, E, P, "moeGroupedLinear");
-  for (size_t e = 0; e < rows.size(); ++e)
-    if (rows[e].second > 0)
-      detail::rowGemm(ctx, "moeGroupedLinear", /*transA=*/false,
-                      /*transB=*/true, rows[e].second, O, I, 1.0f,
-                      in + rows[e].first * I, I, w + int64_t(e) * O * I, I,
-                      0.0f, out + rows[e].first * O, O);
+  rowsTimesExperts(ctx, "moeGroupedLinear", /*transposed=*/true, out, in, w,
+                   offsets, E, P, I, O);
 }
 
 template <typename Elem>
@@ -66,13 +79,8 @@ void moeGroupedLinearGradInput(const Context &ctx, Elem *din,
                                const Elem *dout, const Elem *w,
                                const int32_t *offsets, int64_t E, int64_t P,
                                int64_t I, int64_t O) {
-  auto rows = expertRows(ctx, offsets, E, P, "moeGroupedLinearGradInput");
-  for (size_t e = 0; e < rows.size(); ++e)
-    if (rows[e].second > 0)
-      detail::rowGemm(ctx, "moeGroupedLinearGradInput", /*transA=*/false,
-                      /*transB=*/false, rows[e].second, I, O, 1.0f,
-                      dout + rows[e].first * O, O, w + int64_t(e) * O * I, I,
-                      0.0f, din + rows[e].first * I, I);
+  rowsTimesExperts(ctx, "moeGroupedLinearGradInput", /*transposed=*/false, din,
+                   dout, w, offsets, E, P, I, O);
 }
 
 template <typename Elem>
