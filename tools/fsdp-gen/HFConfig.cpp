@@ -417,8 +417,8 @@ std::optional<int64_t> countLlama(const LlamaConfig &c, int64_t routed) {
       extra = 0;
   // DeepSeek-V3's first layers keep a dense MLP; every layer of a dense
   // model does.
-  int64_t dense = c.moe.experts ? std::min(c.moe.denseLayers, c.layers)
-                                : c.layers;
+  int64_t dense =
+      c.moe.experts ? std::min(c.moe.denseLayers, c.layers) : c.layers;
   if (c.heads <= 0 || __builtin_mul_overflow(c.kvHeads, c.headSize(), &kv) ||
       __builtin_mul_overflow(c.heads, c.headSize(), &q) ||
       __builtin_mul_overflow(c.dim, q, &dd) ||

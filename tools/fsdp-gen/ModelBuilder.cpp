@@ -37,8 +37,9 @@ public:
       builder.setInsertionPoint(forward);
       ParamOp::create(builder, loc, name, type, init,
                       /*no_weight_decay=*/shape.size() == 1,
-                      selectionBias >= 0 ? builder.getF64FloatAttr(selectionBias)
-                                         : FloatAttr());
+                      selectionBias >= 0
+                          ? builder.getF64FloatAttr(selectionBias)
+                          : FloatAttr());
     }
     return LoadOp::create(builder, loc, type,
                           FlatSymbolRefAttr::get(builder.getContext(), name));
@@ -273,13 +274,13 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
           P = c.batch * c.seq * K;
   bool mixtral = m.family == "mixtral";
   std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
-  Value logits = f.linear(h, f.param(block + "gate.w", {E, C}, weight), Value());
+  Value logits =
+      f.linear(h, f.param(block + "gate.w", {E, C}, weight), Value());
   // DeepSeek-V3's selection bias: zeros, f32, no weight decay, updated by
   // the sign of its experts' load at bias_update_speed (docs/moe.md).
-  Value bias = m.selectionBias
-                   ? f.param(block + "gate.e_score_correction_bias", {E},
-                             f.zeros(), m.biasUpdateRate)
-                   : Value();
+  Value bias = m.selectionBias ? f.param(block + "gate.e_score_correction_bias",
+                                         {E}, f.zeros(), m.biasUpdateRate)
+                               : Value();
   // The router computes in f32, as transformers' softmax(dtype=float) does.
   if (llvm::cast<RankedTensorType>(logits.getType()).getElementType() != f32)
     logits = CastOp::create(f.builder, f.loc,
@@ -298,13 +299,14 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
     auxStats = MoeAuxStatsOp::create(f.builder, f.loc, f.tensor({2, E}, f32),
                                      logits, router.getExperts(), auxStats);
   auto pairs = f.tensor({c.batch, c.seq, K}, i32);
-  auto sort = MoeSortOp::create(f.builder, f.loc, pairs, pairs,
-                                f.tensor({E + 1}, i32), router.getExperts(),
-                                f.builder.getI64IntegerAttr(E));
+  auto sort =
+      MoeSortOp::create(f.builder, f.loc, pairs, pairs, f.tensor({E + 1}, i32),
+                        router.getExperts(), f.builder.getI64IntegerAttr(E));
   Value rows = MoePermuteOp::create(f.builder, f.loc, f.tensor({P, C}), h,
                                     sort.getOrder());
   auto grouped = [&](Value in, const char *name, int64_t out, int64_t width) {
-    Value w = f.param(block + "experts." + name + ".w", {E, out, width}, weight);
+    Value w =
+        f.param(block + "experts." + name + ".w", {E, out, width}, weight);
     return MoeGroupedLinearOp::create(f.builder, f.loc, f.tensor({P, out}), in,
                                       w, sort.getOffsets())
         .getResult();
@@ -318,10 +320,9 @@ static Value moeBlock(ForwardBuilder &f, const fsdp_gen::LlamaConfig &c,
   if (m.sharedExperts == 0)
     return y;
   // DeepSeek-V3's shared experts: one SwiGLU over every token.
-  return AddOp::create(
-      f.builder, f.loc, y,
-      swigluMlp(f, h, block + "shared_experts.", C, m.sharedExperts * F,
-                weight));
+  return AddOp::create(f.builder, f.loc, y,
+                       swigluMlp(f, h, block + "shared_experts.", C,
+                                 m.sharedExperts * F, weight));
 }
 
 OwningOpRef<ModuleOp> fsdp_gen::buildLlama(MLIRContext &context,

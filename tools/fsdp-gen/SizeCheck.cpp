@@ -349,8 +349,9 @@ fsdp_gen::checkSizes(const LlamaConfig &c, int64_t eb, const SizeNames &n) {
                       eb);
   // Per block: q and o, k and v, gate, up and down, two norm gains; the
   // table, the head (unless tied) and the final norm.
-  Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F +
-               E * C + Size(3) * E * Fe * C + Size(2) * C + (c.qkvBias ? q + Size(2) * kv : Size(0)) +
+  Size block = Size(2) * q * C + Size(2) * kv * C + Size(3) * C * F + E * C +
+               Size(3) * E * Fe * C + Size(2) * C +
+               (c.qkvBias ? q + Size(2) * kv : Size(0)) +
                (c.oBias ? C : Size(0)) + (c.qkNorm ? Size(2) * hs : Size(0));
   Size params = L * block + Size(c.tiedHead ? 1 : 2) * V * C + C;
   Size state = Size(4) * params * eb;

@@ -460,23 +460,19 @@ std::string windowText(const fsdp_gen::HFModel &m) {
 
 /// "8 experts of ffn 14336 (top 2, ...)": a mixture of experts' router.
 std::string moeText(const fsdp_gen::MoeConfig &e) {
-  std::string text = std::to_string(e.experts) + " experts of ffn " +
-                     std::to_string(e.expertFfn) + " (top " +
-                     std::to_string(e.topK) + ", " + e.scoring + " router" +
-                     (e.normTopK ? ", top-k renormalized" : "") +
-                     (e.selectionBias ? ", selection bias" : "") +
-                     (e.routedScale != 1.0
-                          ? ", routed scale " + gText(e.routedScale)
-                          : std::string()) +
-                     (e.sharedExperts
-                          ? ", " + std::to_string(e.sharedExperts) +
-                                " shared expert" +
-                                (e.sharedExperts > 1 ? "s" : "")
-                          : std::string()) +
-                     (e.denseLayers ? ", first " +
-                                          std::to_string(e.denseLayers) +
-                                          " layers dense"
-                                    : std::string());
+  std::string text =
+      std::to_string(e.experts) + " experts of ffn " +
+      std::to_string(e.expertFfn) + " (top " + std::to_string(e.topK) + ", " +
+      e.scoring + " router" + (e.normTopK ? ", top-k renormalized" : "") +
+      (e.selectionBias ? ", selection bias" : "") +
+      (e.routedScale != 1.0 ? ", routed scale " + gText(e.routedScale)
+                            : std::string()) +
+      (e.sharedExperts ? ", " + std::to_string(e.sharedExperts) +
+                             " shared expert" + (e.sharedExperts > 1 ? "s" : "")
+                       : std::string()) +
+      (e.denseLayers
+           ? ", first " + std::to_string(e.denseLayers) + " layers dense"
+           : std::string());
   // The balancing loss joins the training loss only with
   // output_router_logits (off in the published configs).
   return text +
@@ -656,9 +652,8 @@ int main(int argc, char **argv) {
     m.llama = *c;
     describeModel(m, "preset " + preset);
     return 0;
-  }
-  else if (kind != "mlp" && kind != "gpt2" && kind != "llama" &&
-           kind != "mistral")
+  } else if (kind != "mlp" && kind != "gpt2" && kind != "llama" &&
+             kind != "mistral")
     fail(kind.empty() ? llvm::Twine("name a model: mlp, gpt2, llama or "
                                     "mistral (or --preset)")
                       : "unknown model '" + kind +

@@ -334,8 +334,8 @@ void checkOperands(const Record *op, const OpArgs &args, const Kernel &k) {
   size_t kernelResults = llvm::count_if(
       k.outs, [](const Operand &o) { return o.role == "Result"; });
   if (results->getNumArgs() != kernelResults)
-    fail("the op has " + Twine(results->getNumArgs()) + " results, the kernel " +
-         Twine(kernelResults));
+    fail("the op has " + Twine(results->getNumArgs()) +
+         " results, the kernel " + Twine(kernelResults));
   for (size_t i = 0; i < kernelResults; ++i) {
     const Record *rec = cast<DefInit>(results->getArg(i))->getDef();
     if ((rec->getName() == "FSDP_IndexTensor") != (k.outs[i].rule == "Indices"))
@@ -572,9 +572,9 @@ std::string declParam(const Kernel &k, StringRef arg, StringRef elem) {
     const Operand &o =
         output ? k.outs[index - fsdp::plan::shapes::kMaxInputs] : k.ins[index];
     std::string type = o.rule == "TokenIds" || o.rule == "Indices" ? "int32_t"
-                       : o.rule == "F32"    ? "float"
-                       : o.rule == "Float"  ? elem.str()
-                                            : "";
+                       : o.rule == "F32"                           ? "float"
+                       : o.rule == "Float"                         ? elem.str()
+                                                                   : "";
     if (type.empty())
       fail("has no declared type (rule " + o.rule + ")");
     return (output ? "" : "const ") + type + " *" + o.name;

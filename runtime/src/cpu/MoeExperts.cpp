@@ -11,8 +11,8 @@
 #include "MoeExperts.h"
 
 #include "Blas.h"
-#include "fsdp/runtime/MoeRouter.h"
 #include "Kernels.h"
+#include "fsdp/runtime/MoeRouter.h"
 
 #include <algorithm>
 #include <cstring>

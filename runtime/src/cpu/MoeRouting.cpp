@@ -189,8 +189,8 @@ FSDP_CPU_KERNEL void moeAuxLossGrad(float *result, const float *grad,
                                     const float *stats, int64_t E,
                                     int64_t top_k, double coef) {
   for (int64_t e = 0; e < E; ++e) {
-    result[e] = float(double(*grad) *
-                      moe::auxLossGradOfSum(stats, E, top_k, coef, e));
+    result[e] =
+        float(double(*grad) * moe::auxLossGradOfSum(stats, E, top_k, coef, e));
     result[E + e] = 0.0f; // the counts: piecewise constant
   }
 }

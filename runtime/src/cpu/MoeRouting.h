@@ -79,8 +79,8 @@ void moeAuxLossBackward(float *dlogits, const float *dloss, const float *stats,
 /// DeepSeek-V3's selection-bias signal (the kernel table's
 /// fsdp.moe_bias_signal): result[e] = the pairs of `experts` (R x K) that
 /// chose e, minus their mean R K / E.
-void moeBiasSignal(float *result, const int32_t *experts, int64_t R,
-                   int64_t K, int64_t E);
+void moeBiasSignal(float *result, const int32_t *experts, int64_t R, int64_t K,
+                   int64_t E);
 
 } // namespace fsdp::rt::cpu
 

@@ -177,10 +177,9 @@ bool moeTensors(const Plan &plan, uint32_t index, const std::string &layer,
     return false;
   std::string matrix = name.substr(experts.size());
   for (int64_t e = 0; e < p.shape[0]; ++e) {
-    WeightTensor t = whole(plan, index,
-                           prefix + experts + std::to_string(e) + "." +
-                               matrix + ".weight",
-                           false);
+    WeightTensor t = whole(
+        plan, index,
+        prefix + experts + std::to_string(e) + "." + matrix + ".weight", false);
     t.shape = {p.shape[1], p.shape[2]};
     t.rowBegin = e;
     t.rows = 1;

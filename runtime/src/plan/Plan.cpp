@@ -300,8 +300,8 @@ static bool readParams(Reader &r, Plan &plan, StringIds &ids,
     uint32_t dtype, init, flags;
     double rate = 0;
     if (!r.read(ids.paramNames[i]) || !r.read(dtype) || !r.readShape(p.shape) ||
-        !r.read(init) || !r.read(p.stddev) || !r.read(flags) ||
-        !r.read(rate) || !r.read(p.unit) || !r.read(p.unitOffset))
+        !r.read(init) || !r.read(p.stddev) || !r.read(flags) || !r.read(rate) ||
+        !r.read(p.unit) || !r.read(p.unitOffset))
       return false;
     if (dtype >= plan::kNumDTypes || init > 2) {
       why = "parameter with an unknown element type or initializer";

@@ -373,10 +373,10 @@ static bool checkIndices(const KernelCheck &k, const plan::shapes::Dims &dims,
                    at + "'s " + wrote + ", not its " + name);
     if (name == "experts" && dims.bound("E") &&
         k.plan.buffers[producer.ins[0]].shape.back() != dims["E"])
-      return k.bad("reads the choices among " +
-                   std::to_string(k.plan.buffers[producer.ins[0]].shape.back()) +
-                   " experts of " + at + " as among " +
-                   std::to_string(dims["E"]));
+      return k.bad(
+          "reads the choices among " +
+          std::to_string(k.plan.buffers[producer.ins[0]].shape.back()) +
+          " experts of " + at + " as among " + std::to_string(dims["E"]));
   }
   for (size_t j = 0; j < k.inst.outs.size(); ++j)
     if (info.outs[j].rule == plan::ElementRule::Indices)

@@ -236,8 +236,8 @@ void testMoeGroupedLinear(int T, int k, int NE, int I, int O, unsigned seed) {
     bin.set(in), bw.set(w), bd.set(dout);
     dw.set(std::vector<float>(size_t(NE) * O * I, 7.0f));
     cu::moeGroupedLinear(ctx, out.p, bin.p, bw.p, offsets.data(), NE, P, I, O);
-    cu::moeGroupedLinearGradInput(ctx, din.p, bd.p, bw.p, offsets.data(), NE,
-                                  P, I, O);
+    cu::moeGroupedLinearGradInput(ctx, din.p, bd.p, bw.p, offsets.data(), NE, P,
+                                  I, O);
     cu::moeGroupedLinearGradWeight(ctx, dw.p, bd.p, bin.p, offsets.data(), NE,
                                    P, I, O);
     checkCanary(nm, out), checkCanary(nm, din), checkCanary(nm, dw);
@@ -301,8 +301,9 @@ void testMoeTableForms(int T, int NE, int k, unsigned seed) {
     cu::moeSelectionBiasUpdate(ctx, bias.p, sig.p, NE, 0.25);
     checkCanary(nm, stats), checkCanary(nm, grad), checkCanary(nm, dz);
     checkCanary(nm, sig), checkCanary(nm, bias);
-    return {asFloats(order), asFloats(pos), asFloats(off), stats.vec(),
-            loss.vec(), grad.vec(), dz.vec(), sig.vec(), bias.vec()};
+    return {asFloats(order), asFloats(pos), asFloats(off),
+            stats.vec(),     loss.vec(),    grad.vec(),
+            dz.vec(),        sig.vec(),     bias.vec()};
   });
   if (o[7] != rsig ||
       o[8] != std::vector<float>(rbias.begin(), rbias.begin() + NE))
@@ -311,8 +312,8 @@ void testMoeTableForms(int T, int NE, int k, unsigned seed) {
   if (o[0] != asFloats(rorder) || o[1] != asFloats(rpos) ||
       o[2] != asFloats(roff))
     fail(std::string(nm) + ": moeSort differs from the CPU's");
-  compare(std::string(nm) + " stats", o[3].data(), rstats.data(),
-          rstats.size(), 1e-6);
+  compare(std::string(nm) + " stats", o[3].data(), rstats.data(), rstats.size(),
+          1e-6);
   compare(std::string(nm) + " loss", o[4].data(), &rloss, 1, 1e-6);
   compare(std::string(nm) + " stats grad", o[5].data(), rgrad.data(),
           rgrad.size(), 1e-6);

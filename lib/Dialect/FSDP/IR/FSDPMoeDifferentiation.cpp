@@ -13,9 +13,9 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-LogicalResult
-MoeRouterOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
-                           SmallVectorImpl<Value> &operandGrads) {
+LogicalResult MoeRouterOp::buildBackward(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
   if (resultGrads[1])
     return emitOpError("result #1 (the chosen experts) holds indices and "
                        "cannot be differentiated through");
@@ -39,9 +39,9 @@ MoePermuteOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   if (!sort || sort.getOrder() != getOrder())
     return emitOpError("differentiates only an order that an fsdp.moe_sort "
                        "computes (its backward reads the sort's position)");
-  Value inputGrad = MoePermuteBackwardOp::create(
-      builder, getLoc(), getInput().getType(), resultGrads[0],
-      sort.getPosition());
+  Value inputGrad =
+      MoePermuteBackwardOp::create(builder, getLoc(), getInput().getType(),
+                                   resultGrads[0], sort.getPosition());
   operandGrads.assign({inputGrad, Value()});
   return success();
 }
@@ -51,11 +51,9 @@ MoeGroupedLinearOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   Value grad = resultGrads[0];
   Value inputGrad = MoeGroupedLinearGradInputOp::create(
-      builder, getLoc(), getInput().getType(), grad, getWeight(),
-      getOffsets());
+      builder, getLoc(), getInput().getType(), grad, getWeight(), getOffsets());
   Value weightGrad = MoeGroupedLinearGradWeightOp::create(
-      builder, getLoc(), getWeight().getType(), grad, getInput(),
-      getOffsets());
+      builder, getLoc(), getWeight().getType(), grad, getInput(), getOffsets());
   operandGrads.assign({inputGrad, weightGrad, Value()});
   return success();
 }

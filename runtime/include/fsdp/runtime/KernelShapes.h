@@ -32,10 +32,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace fsdp::plan::shapes {
 
@@ -564,8 +564,9 @@ inline bool deriveMoe(Derive derive, const Params &params, Dims &dims,
            scale = param(params, "scale");
     why = "has a scoring, normalize or scale out of range (0 or 1, 0 or 1, "
           "positive and finite)";
-    return (scoring == 0 || scoring == 1) && (normalize == 0 || normalize == 1) &&
-           scale > 0 && !std::isinf(scale);
+    return (scoring == 0 || scoring == 1) &&
+           (normalize == 0 || normalize == 1) && scale > 0 &&
+           !std::isinf(scale);
   }
   if (derive == Derive::MoeAuxLoss) {
     double topK = param(params, "top_k"), coef = param(params, "coef");
@@ -615,10 +616,9 @@ inline bool check(const KernelRules &rules,
     if (!rule.pattern.empty() && !namesDerived(rule.pattern, rules.derive) &&
         !apply(rule))
       return false;
-  bool moe = rules.derive == Derive::MoeRouter ||
-             rules.derive == Derive::MoeSort ||
-             rules.derive == Derive::MoeRows ||
-             rules.derive == Derive::MoeAuxLoss;
+  bool moe =
+      rules.derive == Derive::MoeRouter || rules.derive == Derive::MoeSort ||
+      rules.derive == Derive::MoeRows || rules.derive == Derive::MoeAuxLoss;
   if (rules.derive != Derive::None &&
       !(moe ? deriveMoe(rules.derive, params, dims, why)
             : deriveHeads(rules.derive, params, dims, why)))

@@ -113,7 +113,9 @@ FSDP_MOE_HD void rowWeights(double *g, const Logit &z, const int32_t *chosen,
 /// loader lets indices come only from their writer, but another kernel's
 /// buffer may share their arena bytes in a plan edited by hand: such an
 /// index reads or writes nothing (a zero row, no contribution).
-FSDP_MOE_HD inline bool inRange(int64_t i, int64_t n) { return i >= 0 && i < n; }
+FSDP_MOE_HD inline bool inRange(int64_t i, int64_t n) {
+  return i >= 0 && i < n;
+}
 
 /// One row of the weights' gradient with respect to the logits, for the
 /// forward's choice: dg (k) the weights' gradient already times `scale`;

@@ -300,7 +300,8 @@ __global__ void moeAuxLossGradKernel(float *__restrict__ result,
   const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= NE)
     return;
-  result[e] = float(double(*grad) * moe::auxLossGradOfSum(stats, NE, k, coef, e));
+  result[e] =
+      float(double(*grad) * moe::auxLossGradOfSum(stats, NE, k, coef, e));
   result[NE + e] = 0.0f;
 }
 
@@ -380,16 +381,15 @@ void moeSortByExpert(const Context &ctx, int32_t *order, int32_t *position,
 // moeSort.
 void moeRouterForward(const Context &ctx, float *weights, int32_t *experts,
                       const float *logits, const float *bias, int64_t T,
-                      int64_t NE, int64_t k, int64_t scoring,
-                      int64_t normalize, double scale) {
+                      int64_t NE, int64_t k, int64_t scoring, int64_t normalize,
+                      double scale) {
   moeRouterForward<float>(ctx, weights, experts, logits, bias, T, NE, k,
                           scoring, normalize, scale);
 }
 void moeRouterBackward(const Context &ctx, float *dlogits,
                        const float *dweights, const float *logits,
-                       const int32_t *experts, int64_t T, int64_t NE,
-                       int64_t k, int64_t scoring, int64_t normalize,
-                       double scale) {
+                       const int32_t *experts, int64_t T, int64_t NE, int64_t k,
+                       int64_t scoring, int64_t normalize, double scale) {
   moeRouterBackward<float>(ctx, dlogits, dweights, logits, experts, T, NE, k,
                            scoring, normalize, scale);
 }
@@ -482,8 +482,8 @@ void moeAuxStatsForward(const Context &ctx, float *result, const float *logits,
                         int64_t NE, int64_t k, float *rowScratch) {
   moeAuxStats<float>(ctx, result, logits, experts, R, NE, k, rowScratch);
   if (sum) {
-    moeAddKernel<<<detail::blocksFor(2 * NE, kRouterThreads), kRouterThreads,
-                   0, ctx.stream>>>(result, sum, 2 * NE);
+    moeAddKernel<<<detail::blocksFor(2 * NE, kRouterThreads), kRouterThreads, 0,
+                   ctx.stream>>>(result, sum, 2 * NE);
     detail::checkLaunch("moeAuxStatsForward");
   }
 }
@@ -494,8 +494,8 @@ void moeAuxStatsBackward(const Context &ctx, float *result, const float *grad,
   // softmax backward.
   if (R > 0)
     moeAuxRowsBackwardKernel<<<detail::blocksFor(R, kRouterThreads, 1 << 30),
-                               kRouterThreads, 0, ctx.stream>>>(
-        result, logits, grad, R, NE);
+                               kRouterThreads, 0, ctx.stream>>>(result, logits,
+                                                                grad, R, NE);
   detail::checkLaunch("moeAuxStatsBackward");
 }
 
@@ -525,9 +525,8 @@ void moeSelectionBiasUpdate(const Context &ctx, float *bias,
                             const float *signal, int64_t n, double rate) {
   if (n <= 0)
     return;
-  moeSelectionBiasKernel<<<detail::blocksFor(n, kRouterThreads),
-                           kRouterThreads, 0, ctx.stream>>>(bias, signal, n,
-                                                            rate);
+  moeSelectionBiasKernel<<<detail::blocksFor(n, kRouterThreads), kRouterThreads,
+                           0, ctx.stream>>>(bias, signal, n, rate);
   detail::checkLaunch("moeSelectionBiasUpdate");
 }
 

@@ -1,4 +1,5 @@
-//===- MoeGroupedLinear.cu - the grouped linear over experts' rows ---------===//
+//===- MoeGroupedLinear.cu - the grouped linear over experts' rows
+//---------===//
 //
 // The CUDA side of cpu/MoeExperts.h's grouped linear and its gradients:
 // expert e's rows offsets[e] .. offsets[e + 1] - 1 through its own matrix,
@@ -23,9 +24,10 @@ namespace {
 /// Expert e's first row and row count for every e, from the device's
 /// offsets (E + 1), each run within [0, P). Empty on a failed copy (the
 /// error is recorded).
-std::vector<std::pair<int64_t, int64_t>>
-expertRows(const Context &ctx, const int32_t *offsets, int64_t E, int64_t P,
-           const char *where) {
+std::vector<std::pair<int64_t, int64_t>> expertRows(const Context &ctx,
+                                                    const int32_t *offsets,
+                                                    int64_t E, int64_t P,
+                                                    const char *where) {
   std::vector<int32_t> host(static_cast<size_t>(E + 1));
   cudaError_t err =
       cudaMemcpyAsync(host.data(), offsets, sizeof(int32_t) * host.size(),
@@ -60,8 +62,8 @@ void rowsTimesExperts(const Context &ctx, const char *where, bool transposed,
   auto rows = expertRows(ctx, offsets, E, P, where);
   for (size_t e = 0; e < rows.size(); ++e)
     if (rows[e].second > 0)
-      detail::rowGemm(ctx, where, /*transA=*/false, transposed,
-                      rows[e].second, N, K, 1.0f, a + rows[e].first * K, K,
+      detail::rowGemm(ctx, where, /*transA=*/false, transposed, rows[e].second,
+                      N, K, 1.0f, a + rows[e].first * K, K,
                       w + int64_t(e) * O * I, I, 0.0f, c + rows[e].first * N,
                       N);
 }
@@ -75,19 +77,17 @@ void moeGroupedLinear(const Context &ctx, Elem *out, const Elem *in,
 }
 
 template <typename Elem>
-void moeGroupedLinearGradInput(const Context &ctx, Elem *din,
-                               const Elem *dout, const Elem *w,
-                               const int32_t *offsets, int64_t E, int64_t P,
-                               int64_t I, int64_t O) {
+void moeGroupedLinearGradInput(const Context &ctx, Elem *din, const Elem *dout,
+                               const Elem *w, const int32_t *offsets, int64_t E,
+                               int64_t P, int64_t I, int64_t O) {
   rowsTimesExperts(ctx, "moeGroupedLinearGradInput", /*transposed=*/false, din,
                    dout, w, offsets, E, P, I, O);
 }
 
 template <typename Elem>
-void moeGroupedLinearGradWeight(const Context &ctx, Elem *dw,
-                                const Elem *dout, const Elem *in,
-                                const int32_t *offsets, int64_t E, int64_t P,
-                                int64_t I, int64_t O) {
+void moeGroupedLinearGradWeight(const Context &ctx, Elem *dw, const Elem *dout,
+                                const Elem *in, const int32_t *offsets,
+                                int64_t E, int64_t P, int64_t I, int64_t O) {
   auto rows = expertRows(ctx, offsets, E, P, "moeGroupedLinearGradWeight");
   // K = 0 (an expert no pair chose) writes zeros: rowGemm's empty sum.
   for (size_t e = 0; e < rows.size(); ++e)

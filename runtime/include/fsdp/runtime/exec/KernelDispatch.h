@@ -47,8 +47,8 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
 
 /// What runCompute passes a kernel: its operands where the kernel reads
 /// them (`T` for its Float operands, float for its F32 ones, int32_t for
-/// token ids and indices), its parameters by the kernel table's names, and its dims as
-/// the table's shape rules bind them (KernelRules.h; the loader checked
+/// token ids and indices), its parameters by the kernel table's names, and its
+/// dims as the table's shape rules bind them (KernelRules.h; the loader checked
 /// them, so they bind). FSDP_KERNEL_CALLS's generated cases spell their
 /// arguments with these.
 template <typename T, typename Address> struct KernelArgs {
@@ -155,8 +155,8 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
             k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
                                      param.selectionBiasRate);
           else
-            adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at,
-                  count, !param.noWeightDecay);
+            adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at, count,
+                  !param.noWeightDecay);
         });
     return true;
   case Opcode::Copy:
