@@ -28,7 +28,8 @@ public:
   // To itself: a copy of its one block.
   void allToAllCounts(const int64_t *send, int64_t *recv,
                       int64_t perPeer) override {
-    std::memmove(recv, send, uint64_t(perPeer) * sizeof(int64_t));
+    if (perPeer > 0)
+      std::memmove(recv, send, uint64_t(perPeer) * sizeof(int64_t));
   }
   void allToAllV(const void *send, const int64_t *sendRows, void *recv,
                  const int64_t *recvRows, int64_t rowElements,
@@ -41,9 +42,11 @@ public:
                    (long long)recvRows[0]);
       std::exit(1);
     }
-    std::memmove(recv, send,
-                 uint64_t(sendRows[0]) * uint64_t(rowElements) *
-                     plan::dtypeSize(type));
+    // Nothing to move may come with null buffers (memmove's are nonnull).
+    uint64_t bytes = uint64_t(sendRows[0]) * uint64_t(rowElements) *
+                     plan::dtypeSize(type);
+    if (bytes > 0)
+      std::memmove(recv, send, bytes);
   }
   int localRank() const override { return 0; }
   int localSize() const override { return 1; }
