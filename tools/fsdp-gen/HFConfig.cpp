@@ -583,6 +583,28 @@ std::string hfConfigJson(const GPT2Config &c) {
   return j.dump();
 }
 
+/// The rope scaling as transformers 4.x's `rope_scaling` writes it (null
+/// for none), with the keys its type reads back (readRopeScaling).
+nlohmann::ordered_json ropeScalingJson(const LlamaConfig &c) {
+  const RopeScalingConfig &r = c.ropeScaling;
+  if (r.type == "default")
+    return nullptr;
+  nlohmann::ordered_json j = {{"rope_type", r.type}, {"factor", r.factor}};
+  if (r.type == "llama3") {
+    j["low_freq_factor"] = r.lowFreqFactor;
+    j["high_freq_factor"] = r.highFreqFactor;
+  }
+  if (r.type == "llama3" || r.type == "yarn")
+    j["original_max_position_embeddings"] = r.originalMax;
+  if (r.type == "yarn") {
+    j["attention_factor"] = r.attentionFactor;
+    j["beta_fast"] = r.betaFast;
+    j["beta_slow"] = r.betaSlow;
+    j["truncate"] = r.truncate;
+  }
+  return j;
+}
+
 /// Mixtral's or Qwen3-MoE's config.json for `c`, as transformers writes
 /// it (fsdp-gen --config reads it back to the same model).
 std::string moeConfigJson(const LlamaConfig &c) {
@@ -630,26 +652,45 @@ std::string hfConfigJson(const LlamaConfig &c) {
     return c.moe.family == "mixtral" || c.moe.family == "qwen3_moe"
                ? moeConfigJson(c)
                : std::string(); // DeepSeek-V3-style: no transformers model
-  nlohmann::ordered_json j = {{"architectures", {"LlamaForCausalLM"}},
-                              {"model_type", "llama"},
+  // The family whose config reads back to this model: Qwen3 (q/k norms),
+  // Qwen2 (q, k, v biases without o's), Mistral (a window), else Llama.
+  const char *type = c.qkNorm                ? "qwen3"
+                     : c.qkvBias && !c.oBias ? "qwen2"
+                     : c.window > 0          ? "mistral"
+                                             : "llama";
+  const char *arch = c.qkNorm                ? "Qwen3ForCausalLM"
+                     : c.qkvBias && !c.oBias ? "Qwen2ForCausalLM"
+                     : c.window > 0          ? "MistralForCausalLM"
+                                             : "LlamaForCausalLM";
+  nlohmann::ordered_json j = {{"architectures", {arch}},
+                              {"model_type", type},
                               {"vocab_size", c.vocab},
                               {"hidden_size", c.dim},
                               {"intermediate_size", c.ffn},
                               {"num_hidden_layers", c.layers},
                               {"num_attention_heads", c.heads},
                               {"num_key_value_heads", c.kvHeads},
-                              {"head_dim", c.heads ? c.dim / c.heads : 0},
+                              {"head_dim", c.heads ? c.headSize() : 0},
                               {"max_position_embeddings", c.seq},
                               {"rms_norm_eps", c.normEps},
                               {"rope_theta", c.ropeTheta},
-                              {"rope_scaling", nullptr},
+                              {"rope_scaling", ropeScalingJson(c)},
                               {"hidden_act", "silu"},
-                              {"attention_bias", false},
-                              {"mlp_bias", false},
                               {"attention_dropout", 0.0},
                               {"initializer_range", c.initStd},
                               {"tie_word_embeddings", c.tiedHead},
                               {"dtype", "float32"}};
+  std::string family = type;
+  if (family == "qwen2" || family == "qwen3") {
+    j["use_sliding_window"] = false;
+    if (family == "qwen3")
+      j["attention_bias"] = c.oBias;
+  } else if (family == "mistral") {
+    j["sliding_window"] = c.window;
+  } else {
+    j["attention_bias"] = c.oBias;
+    j["mlp_bias"] = false;
+  }
   return j.dump();
 }
 
