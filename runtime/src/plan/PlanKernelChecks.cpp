@@ -353,6 +353,13 @@ struct IndexWriter {
 /// order, position and offsets), and a router's choices among as many
 /// experts as the reader's E. So every index a kernel reads is in the
 /// range it assumes. Then notes the indices this kernel writes.
+/// What an index operand holds, by its name: a matrix of row counts (a
+/// `counts`, or the `send` and `recv` of an all-to-all, which read the
+/// counts of either direction), else what its name says.
+static std::string_view indexKind(std::string_view name) {
+  return name == "send" || name == "recv" ? "counts" : name;
+}
+
 static bool checkIndices(const KernelCheck &k, const plan::shapes::Dims &dims,
                          std::vector<IndexWriter> &writers) {
   const plan::KernelInfo &info = k.info();
@@ -368,7 +375,7 @@ static bool checkIndices(const KernelCheck &k, const plan::shapes::Dims &dims,
     std::string wrote(producer.kernel->outs[w.slot].name);
     std::string at = "kernel #" + std::to_string(w.kernel) + " (" +
                      std::string(producer.kernel->name) + ")";
-    if (wrote != name)
+    if (indexKind(wrote) != indexKind(name))
       return k.bad("operand #" + std::to_string(i) + " (" + name + ") is " +
                    at + "'s " + wrote + ", not its " + name);
     if (name == "experts" && dims.bound("E") &&

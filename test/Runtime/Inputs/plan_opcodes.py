@@ -57,4 +57,9 @@ OPCODES = [
     "moe_aux_loss",
     "moe_aux_loss_backward",
     "moe_bias_signal",
+    "moe_expert_counts",
+    "all_to_all_counts",
+    "all_to_all",
+    "moe_regroup",
+    "moe_local_offsets",
 ]

@@ -67,6 +67,10 @@ enum class Derive : uint8_t {
   /// The auxiliary loss: `top_k` a whole number in [1, 64], `coef` finite
   /// and not negative. Binds nothing.
   MoeAuxLoss,
+  /// Expert parallelism's counts (G x L: the expert group's ranks, the
+  /// experts each holds): E1 = G L + 1 (a sort's offsets over all E = G L
+  /// experts) and L1 = L + 1 (the local experts' offsets).
+  MoeGroups,
 };
 
 /// The enumerator a kernel record's `derive` names ("" for None; none for
@@ -80,7 +84,8 @@ inline std::optional<Derive> deriveNamed(std::string_view name) {
       {"MoeRouter", Derive::MoeRouter},
       {"MoeSort", Derive::MoeSort},
       {"MoeRows", Derive::MoeRows},
-      {"MoeAuxLoss", Derive::MoeAuxLoss}};
+      {"MoeAuxLoss", Derive::MoeAuxLoss},
+      {"MoeGroups", Derive::MoeGroups}};
   for (const auto &[spelled, derive] : kNames)
     if (spelled == name)
       return derive;
@@ -100,6 +105,8 @@ constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
     return {"E", "E1", "P", {}};
   case Derive::MoeRows:
     return {"E1", "P", {}, {}};
+  case Derive::MoeGroups:
+    return {"E1", "L1", {}, {}};
   case Derive::MoeRouter:
   case Derive::MoeAuxLoss:
   case Derive::None:
@@ -575,6 +582,10 @@ inline bool deriveMoe(Derive derive, const Params &params, Dims &dims,
     return wholeCount(topK, 64) && coef >= 0 && !std::isinf(coef);
   }
   why = "inconsistent shapes or expert count";
+  if (derive == Derive::MoeGroups)
+    return !dims.bound("G") || !dims.bound("L") ||
+           (dims.bind("E1", dims["G"] * dims["L"] + 1) &&
+            dims.bind("L1", dims["L"] + 1));
   if (derive == Derive::MoeSort) {
     double experts = param(params, "num_experts");
     if (!wholeCount(experts, int64_t(1) << 24) ||
@@ -618,7 +629,8 @@ inline bool check(const KernelRules &rules,
       return false;
   bool moe =
       rules.derive == Derive::MoeRouter || rules.derive == Derive::MoeSort ||
-      rules.derive == Derive::MoeRows || rules.derive == Derive::MoeAuxLoss;
+      rules.derive == Derive::MoeRows || rules.derive == Derive::MoeAuxLoss ||
+      rules.derive == Derive::MoeGroups;
   if (rules.derive != Derive::None &&
       !(moe ? deriveMoe(rules.derive, params, dims, why)
             : deriveHeads(rules.derive, params, dims, why)))

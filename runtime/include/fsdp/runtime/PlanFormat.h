@@ -27,7 +27,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 15;
+inline constexpr uint32_t kPlanVersion = 16;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -145,10 +145,24 @@ inline constexpr uint32_t kNumStreams = 4;
 /// reduce-scatters and clipping's all_reduce_sum run over the shard group,
 /// all_reduce_mean over the replica group; the runtime's own all-reduces
 /// (the loss, agreement, checkpoints) over every rank.
-enum class CommAxis : uint32_t { Shard = 0, Replicate = 1 };
-inline constexpr uint32_t kNumCommAxes = uint32_t(CommAxis::Replicate) + 1;
+///
+/// Expert parallelism (Plan::expertSize = G > 1, G dividing S) splits each
+/// shard group: shard index s holds expert slice s % G (the rows
+/// (s % G) L .. (s % G) L + L - 1 of every stacked expert parameter, L the
+/// experts per slice). Its expert group, the G consecutive ranks with the
+/// same s / G, is what all-to-alls run over (`Expert`); the S / G ranks of
+/// its shard group with the same slice (s % G, G + s % G, ...) shard an
+/// expert-parallel unit (`ExpertShard`), whose gradient is their sum over S
+/// ranks' tokens, so its reduce-scatter divides by S, not S / G.
+enum class CommAxis : uint32_t {
+  Shard = 0,
+  Replicate = 1,
+  ExpertShard = 2,
+  Expert = 3
+};
+inline constexpr uint32_t kNumCommAxes = uint32_t(CommAxis::Expert) + 1;
 inline constexpr std::array<std::string_view, kNumCommAxes> kCommAxisNames = {
-    "shard", "replicate"};
+    "shard", "replicate", "expert_shard", "expert"};
 /// Rank `rank`'s index in its shard group (the shard it holds), and in its
 /// replica group, on a mesh of `shardSize`-way sharding.
 constexpr int64_t shardIndex(int64_t rank, int64_t shardSize) {
@@ -157,6 +171,18 @@ constexpr int64_t shardIndex(int64_t rank, int64_t shardSize) {
 constexpr int64_t replicaIndex(int64_t rank, int64_t shardSize) {
   return rank / shardSize;
 }
+/// With G-way expert parallelism: the expert slice rank `rank` holds (its
+/// index in its expert group), and its index among the S / G ranks that
+/// shard that slice.
+constexpr int64_t expertSlice(int64_t rank, int64_t shardSize,
+                              int64_t expertSize) {
+  return shardIndex(rank, shardSize) % expertSize;
+}
+constexpr int64_t expertShardIndex(int64_t rank, int64_t shardSize,
+                                   int64_t expertSize) {
+  return shardIndex(rank, shardSize) / expertSize;
+}
+static_assert(expertSlice(5, 4, 2) == 1 && expertShardIndex(6, 4, 2) == 1);
 static_assert(shardIndex(5, 3) == 2 && replicaIndex(5, 3) == 1);
 
 /// The element type an operand must have. Mixed precision (bf16 compute

@@ -665,4 +665,55 @@ def : FSDP_Kernel<54, "MoeBiasSignal", "moe_bias_signal",
   let call = "$result, $experts, R, K, E";
 }
 
+// Expert parallelism (FSDPExpertOps.td): G the expert group's ranks, L the
+// experts each holds. Counts are G x L matrices of i32.
+def : FSDP_Kernel<55, "MoeExpertCounts", "moe_expert_counts",
+    (ins KIndices:$offsets), (outs KIndexResult:$counts)> {
+  let dispatch = "moeExpertCounts";
+  let notes = "counts[g, l]: the sort's rows for expert g L + l";
+  let shapes = ["offsets: [E1]", "counts: [G, L]"];
+  let dimChecks = ["G > 0", "L > 0", "E1 <= INT"];
+  let derive = "MoeGroups";
+  let call = "$counts, $offsets, G, L";
+}
+def : FSDP_Kernel<56, "AllToAllCounts", "all_to_all_counts",
+    (ins KIndices:$counts), (outs KIndexResult:$recv), (params KI64:$axis)> {
+  let byHand = 1;
+  let notes = "row d of counts to the group's rank d; rank s's row g into "
+              "row s of recv";
+  let shapes = ["counts: [G, L]", "recv: [G, L]"];
+  let dimChecks = ["G > 0", "L > 0"];
+}
+def : FSDP_Kernel<57, "AllToAll", "all_to_all",
+    (ins KFloats:$input, KIndices:$send, KIndices:$recv),
+    (outs KResult:$result), (params KI64:$axis)> {
+  let byHand = 1;
+  let notes = "rows to the group's ranks by send's row sums, from them by "
+              "recv's into rank order; rows past those received are zero; "
+              "counts over input's rows or result's stop the step";
+  let shapes = ["input: [N, C]", "send: [G, L]", "recv: [G, L]",
+                "result: [M, C]"];
+  let dimChecks = ["C > 0", "N <= INT", "M <= INT"];
+}
+def : FSDP_Kernel<58, "MoeRegroup", "moe_regroup",
+    (ins KFloats:$input, KIndices:$counts), (outs KResult:$result),
+    (params KI64:$inverse)> {
+  let dispatch = "moeRegroup";
+  let notes = "runs (s, l) of counts[s, l] rows into the order (l, s); "
+              "inverse 1: back; rows past the counts' sum are zero";
+  let shapes = ["input: [M, C]", "counts: [G, L]", "result: [M, C]"];
+  let dimChecks = ["C > 0", "M <= INT"];
+  let call = "$result, $input, $counts, G, L, M, C, inverse";
+}
+def : FSDP_Kernel<59, "MoeLocalOffsets", "moe_local_offsets",
+    (ins KIndices:$counts), (outs KIndexResult:$offsets)> {
+  let dispatch = "moeLocalOffsets";
+  let notes = "offsets[l]: the rows of local experts before l, over every "
+              "rank";
+  let shapes = ["counts: [G, L]", "offsets: [L1]"];
+  let dimChecks = ["G > 0", "L > 0"];
+  let derive = "MoeGroups";
+  let call = "$offsets, $counts, G, L";
+}
+
 #endif // FSDP_KERNELS_TD

@@ -782,5 +782,6 @@ def FSDP_AdamWOp : FSDP_Op<"adamw", [
 
 include "fsdp/Dialect/FSDP/IR/FSDPMoeOps.td"
 include "fsdp/Dialect/FSDP/IR/FSDPShardingOps.td"
+include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.td"
 
 #endif // FSDP_OPS_TD

@@ -1,0 +1,138 @@
+//===- FSDPExpertOps.td - expert-parallel dispatch ops -----*- tablegen -*-===//
+//
+// Expert parallelism (docs/moe.md, "Expert parallelism over the FSDP mesh"):
+// the ops --fsdp-expert-parallel puts around a mixture-of-experts block's
+// experts, so that each rank of an expert group of G ranks runs its L = E / G
+// experts on the rows every rank of the group routed to them. Notation: G
+// the ranks of the mesh's `expert` axis, L the experts each holds, C the row
+// width. Counts are `G x L` matrices of i32: row g for the group's rank g,
+// column l for that rank's local expert l. Included by FSDPOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_EXPERT_OPS_TD
+#define FSDP_EXPERT_OPS_TD
+
+def FSDP_MoeExpertCountsOp
+    : FSDP_KernelOp<"moe_expert_counts", "MoeExpertCounts", [Pure]> {
+  let summary = "a sort's per-expert row counts, by the rank that holds "
+                "each expert";
+  let description = [{
+    From a sort's `offsets` (`E + 1`, E = G L), the rows this rank sends
+    to each expert: `counts[g, l] = offsets[g L + l + 1] - offsets[g L + l]`,
+    expert `g L + l` being local expert l of the expert group's rank g.
+    Since the sort orders rows by expert, rank g's rows are one contiguous
+    run. Integers only: no gradient.
+
+    ```mlir
+    %counts = fsdp.moe_expert_counts %offsets
+        : (tensor<9xi32>) -> tensor<2x4xi32>
+    ```
+  }];
+  let arguments = (ins FSDP_IndexTensor:$offsets);
+  let results = (outs FSDP_IndexTensor:$counts);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// The two collectives are lowered by hand (their kernels are `byHand`):
+// their `axis` becomes the kernel's group.
+def FSDP_AllToAllCountsOp : FSDP_Op<"all_to_all_counts",
+    [MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "exchanges row counts over the expert group";
+  let description = [{
+    The collective that runs before every rows' all-to-all: rank g of the
+    group of G ranks along mesh axis `axis` (always `"expert"`) sends row d
+    of `counts` to rank d and receives rank s's row g as row s of the
+    result, so that every rank knows how many rows it will receive from
+    each rank for each of its experts before they move. An all-to-all of
+    L integers per pair of ranks (`allToAllCounts` in the runtime).
+
+    ```mlir
+    %recv = fsdp.all_to_all_counts %counts over "expert"
+        : tensor<2x4xi32> -> tensor<2x4xi32>
+    ```
+  }];
+  let arguments = (ins FSDP_IndexTensor:$counts, StrAttr:$axis);
+  let results = (outs FSDP_IndexTensor:$recv);
+  let assemblyFormat = [{
+    $counts `over` $axis attr-dict `:` type($counts) `->` type($recv)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_AllToAllOp : FSDP_Op<"all_to_all", [
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>,
+    DeclareOpInterfaceMethods<FSDP_DifferentiableOpInterface>]> {
+  let summary = "moves rows to the expert group's ranks by counts";
+  let description = [{
+    Over the G ranks of mesh axis `axis` (always `"expert"`): this rank
+    sends its rows of `input` in order, the first `sum_l send[0, l]` to
+    rank 0, the next `sum_l send[1, l]` to rank 1, and so on; it receives
+    `sum_l recv[s, l]` rows from each rank s, placed in rank order from
+    row 0 of the result. `recv` must be what the ranks' `send` rows say
+    (the `fsdp.all_to_all_counts` of `send`). Rows of the result past
+    those received are zero.
+
+    The result's row count is a bound the memory plan reserves: the
+    dispatch's `G T min(K, L)` (every token of every rank of the group
+    choosing as many of this rank's experts as it can), the return's the
+    pairs `T K`; a step whose counts exceed it stops with an error naming
+    the counts and the bound (never a truncation). The gradient is the
+    reverse all-to-all: the same op with `send` and `recv` exchanged.
+
+    ```mlir
+    %rows = fsdp.all_to_all %xs, %counts, %recv over "expert"
+        : (tensor<32x64xf32>, tensor<2x4xi32>, tensor<2x4xi32>) -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_IndexTensor:$send,
+                       FSDP_IndexTensor:$recv, StrAttr:$axis);
+  let results = (outs FSDP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $send `,` $recv `over` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_MoeRegroupOp : FSDP_DiffOp<"moe_regroup", "MoeRegroup"> {
+  let summary = "received rows from rank-major into expert-major order";
+  let description = [{
+    An all-to-all delivers rows rank by rank, each rank's in local-expert
+    order (`counts[s, l]` rows of rank s for expert l); the grouped linear
+    wants each expert's rows together. `moe_regroup` permutes the rows
+    from the order (s, l) into the order (l, s), keeping each run's rows
+    in order; with `inverse`, back. Rows past `sum counts` are zero. The
+    gradient is the inverse permutation.
+
+    ```mlir
+    %g = fsdp.moe_regroup %rows, %recv
+        : (tensor<64x32xf32>, tensor<2x4xi32>) -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_IndexTensor:$counts,
+                       UnitAttr:$inverse);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
+def FSDP_MoeLocalOffsetsOp
+    : FSDP_KernelOp<"moe_local_offsets", "MoeLocalOffsets", [Pure]> {
+  let summary = "where each local expert's rows start after the regroup";
+  let description = [{
+    `offsets[l] = sum_{l' < l} sum_s counts[s, l']` (`L + 1`): the offsets
+    of `fsdp.moe_regroup`'s result, which the grouped linears over the
+    local experts read as a sort's.
+
+    ```mlir
+    %offsets = fsdp.moe_local_offsets %recv
+        : (tensor<2x4xi32>) -> tensor<5xi32>
+    ```
+  }];
+  let arguments = (ins FSDP_IndexTensor:$counts);
+  let results = (outs FSDP_IndexTensor:$offsets);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // FSDP_EXPERT_OPS_TD
