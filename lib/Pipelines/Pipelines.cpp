@@ -44,6 +44,7 @@ static void addMeshPass(OpPassManager &pm,
     if (options.worldSize.getNumOccurrences() > 0)
       mesh.worldSize = options.worldSize;
   }
+  mesh.expert = options.expert;
   if (!autoMesh || options.worldSize.getNumOccurrences() > 0)
     pm.addPass(createFsdpMeshPass(mesh));
 }
@@ -60,6 +61,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createFsdpWrapPass(wrap));
 
   pm.addPass(createFsdpDataParallelPass());
+  pm.addPass(createFsdpExpertParallelPass());
 
   // With a budget, the search chooses attention's form (within what
   // attention= allows) and each unit's recomputation (fsdp.remat on the

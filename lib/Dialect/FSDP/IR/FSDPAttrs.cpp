@@ -71,11 +71,13 @@ InitAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 MeshAxisAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                      StringRef name, int64_t size) {
-  if (name != MeshAttr::kShardAxis && name != MeshAttr::kReplicateAxis)
+  if (name != MeshAttr::kShardAxis && name != MeshAttr::kReplicateAxis &&
+      name != MeshAttr::kExpertAxis)
     return emitError() << "unknown mesh axis \"" << name
                        << "\": fsdp meshes have the axes \""
-                       << MeshAttr::kReplicateAxis << "\" and \""
-                       << MeshAttr::kShardAxis << "\"";
+                       << MeshAttr::kReplicateAxis << "\", \""
+                       << MeshAttr::kShardAxis << "\" and \""
+                       << MeshAttr::kExpertAxis << "\"";
   if (size < 1)
     return emitError() << "mesh axis \"" << name
                        << "\" needs at least one rank, got " << size;
@@ -124,15 +126,30 @@ MeshAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "a mesh needs at least one axis";
   // Outer to inner: a replica is a contiguous block of shard ranks, so
   // the shard axis's collectives stay within neighbouring ranks (one node).
-  int64_t rank = -1, ranks = 1;
+  int64_t rank = -1, ranks = 1, shards = 1;
   for (MeshAxisAttr axis : axes) {
-    int64_t order = axis.getName() == kReplicateAxis ? 0 : 1;
+    int64_t order = axis.getName() == kReplicateAxis ? 0
+                    : axis.getName() == kShardAxis   ? 1
+                                                     : 2;
     if (order <= rank)
       return emitError() << "mesh axis \"" << axis.getName()
                          << "\" is repeated or out of order: the axes are \""
-                         << kReplicateAxis << "\" then \"" << kShardAxis
+                         << kReplicateAxis << "\", \"" << kShardAxis
+                         << "\" then \"" << kExpertAxis
                          << "\", each at most once";
     rank = order;
+    if (axis.getName() == kShardAxis)
+      shards = axis.getSize();
+    // The expert axis splits the shard axis (it adds no ranks): a shard
+    // group of S ranks is S / G expert groups of G.
+    if (axis.getName() == kExpertAxis) {
+      if (shards % axis.getSize() != 0)
+        return emitError() << "mesh axis \"" << kExpertAxis << "\" = "
+                           << axis.getSize() << " must divide \""
+                           << kShardAxis << "\" = " << shards
+                           << " (expert groups split a shard group)";
+      continue;
+    }
     std::optional<int64_t> product = llvm::checkedMul(ranks, axis.getSize());
     if (!product)
       return emitError() << "the mesh has more ranks than int64 can count";
@@ -151,6 +168,7 @@ int64_t MeshAttr::getAxisSize(StringRef name) const {
 int64_t MeshAttr::getNumRanks() const {
   int64_t ranks = 1;
   for (MeshAxisAttr axis : getAxes())
-    ranks *= axis.getSize();
+    if (axis.getName() != kExpertAxis) // a split of the shard axis
+      ranks *= axis.getSize();
   return ranks;
 }

@@ -257,6 +257,14 @@ int64_t mlir::fsdp::getShardSize(Operation *op) {
   return mesh ? mesh.getShardSize() : 1;
 }
 
+int64_t UnitOp::getShardGroupSize() {
+  MeshAttr mesh = getMesh(*this);
+  if (!mesh)
+    return 1;
+  return getExpertParallel() ? mesh.getShardSize() / mesh.getExpertSize()
+                             : mesh.getShardSize();
+}
+
 int64_t mlir::fsdp::getNumRanks(Operation *op) {
   MeshAttr mesh = getMesh(op);
   return mesh ? mesh.getNumRanks() : 1;

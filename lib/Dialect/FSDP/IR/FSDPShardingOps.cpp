@@ -43,7 +43,22 @@ static UnitOp lookupUnit(Operation *op, SymbolTableCollection &symbolTable,
     return {};
   }
   flatSize = *flat;
-  worldSize = getShardSize(op);
+  worldSize = unit.getShardGroupSize();
+  // An expert-parallel unit is sharded over its expert shard group, every
+  // other over the shard axis; the replica all-reduce is neither.
+  auto axis = op->getAttrOfType<StringAttr>("axis");
+  bool expertGroup = axis && axis.getValue() == MeshAttr::kExpertShardGroup;
+  if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
+                ReduceScatterStartOp>(op) &&
+      expertGroup != unit.getExpertParallel()) {
+    op->emitOpError() << "runs over "
+                      << (expertGroup ? "the expert shard group"
+                                      : "the shard axis")
+                      << " for unit " << ref << ", which is "
+                      << (unit.getExpertParallel() ? "" : "not ")
+                      << "expert-parallel";
+    return {};
+  }
   return unit;
 }
 
@@ -118,6 +133,16 @@ static LogicalResult verifyAxis(Operation *op, std::optional<StringRef> axis,
                            << "\"; it must run over \"" << expected << "\"";
 }
 
+/// A unit's gather or reduce-scatter: over the shard axis, or an
+/// expert-parallel unit's expert shard group (checked against the unit
+/// with its symbol).
+static LogicalResult verifyUnitAxis(Operation *op,
+                                    std::optional<StringRef> axis) {
+  if (axis && *axis == MeshAttr::kExpertShardGroup)
+    return success();
+  return verifyAxis(op, axis, MeshAttr::kShardAxis);
+}
+
 /// A grouped start joins the collective before it, so the two must run
 /// over one group.
 template <typename StartOp> static LogicalResult verifyGroupedAxis(StartOp op) {
@@ -133,16 +158,16 @@ template <typename StartOp> static LogicalResult verifyGroupedAxis(StartOp op) {
 template <typename StartOp> static LogicalResult verifyStart(StartOp op) {
   if (failed(verifyGrouped(op)) || failed(verifyGroupedAxis(op)))
     return failure();
-  return verifyAxis(op, op.getAxis(), MeshAttr::kShardAxis);
+  return verifyUnitAxis(op, op.getAxis());
 }
 
 LogicalResult AllGatherStartOp::verify() { return verifyStart(*this); }
 LogicalResult ReduceScatterStartOp::verify() { return verifyStart(*this); }
 LogicalResult AllGatherOp::verify() {
-  return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);
+  return verifyUnitAxis(*this, getAxis());
 }
 LogicalResult ReduceScatterOp::verify() {
-  return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);
+  return verifyUnitAxis(*this, getAxis());
 }
 LogicalResult AllReduceSumOp::verify() {
   return verifyAxis(*this, getAxis(), MeshAttr::kShardAxis);

@@ -77,6 +77,13 @@ void FsdpMeshPass::runOnOperation() {
     if (size > 1 || name == MeshAttr::kShardAxis)
       axes.push_back(MeshAxisAttr::get(context, name, size));
   }
+  if (expert < 1) {
+    emitError(module.getLoc())
+        << "fsdp-mesh: expert must be at least 1, got " << int64_t(expert);
+    return signalPassFailure();
+  }
+  if (expert > 1)
+    axes.push_back(MeshAxisAttr::get(context, MeshAttr::kExpertAxis, expert));
   auto mesh = MeshAttr::getChecked(
       [&] { return emitError(module.getLoc()) << "fsdp-mesh: "; }, context,
       ArrayRef<MeshAxisAttr>(axes));

@@ -137,7 +137,12 @@ def FSDP_MeshAttr : FSDP_Attr<"Mesh", "mesh"> {
     ranks in all, rank = replica * 4 + shard index.
 
     The axes fsdp knows are `replicate` (outer) and `shard` (inner), each
-    at most once, in that order; a missing axis has size 1. The module
+    at most once, in that order; a missing axis has size 1. A third,
+    `expert` (expert parallelism, docs/moe.md), splits the shard axis
+    instead of adding ranks: `#fsdp.mesh<["shard" = 4, "expert" = 2]>` is
+    four ranks in two expert groups of two (shard indices 0-1 and 2-3);
+    shard index s holds expert slice s mod 2 of every mixture-of-experts
+    layer, and its size must divide the shard axis's. The module
     carries the mesh as `fsdp.mesh`, set once by `--fsdp-mesh` (the
     training pipeline's `world-size` option), and every pass that needs the
     number of ranks reads it from there, so no two passes can disagree.
@@ -152,11 +157,18 @@ def FSDP_MeshAttr : FSDP_Attr<"Mesh", "mesh"> {
     int64_t getShardSize() const { return getAxisSize(kShardAxis); }
     /// Replicas of every shard (the `replicate` axis).
     int64_t getReplicateSize() const { return getAxisSize(kReplicateAxis); }
-    /// All ranks: the product of the axes' sizes.
+    /// Ranks of an expert group (the `expert` axis, a split of the shard
+    /// axis): 1 without expert parallelism.
+    int64_t getExpertSize() const { return getAxisSize(kExpertAxis); }
+    /// All ranks: the product of the replicate and shard axes' sizes.
     int64_t getNumRanks() const;
 
     static constexpr ::llvm::StringLiteral kShardAxis = "shard";
     static constexpr ::llvm::StringLiteral kReplicateAxis = "replicate";
+    static constexpr ::llvm::StringLiteral kExpertAxis = "expert";
+    /// The collectives' group of an expert-parallel unit: the ranks of a
+    /// shard group that hold the same expert slice (no axis of its own).
+    static constexpr ::llvm::StringLiteral kExpertShardGroup = "expert_shard";
   }];
 }
 

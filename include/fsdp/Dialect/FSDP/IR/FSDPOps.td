@@ -116,14 +116,27 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
     happen at the boundaries of the `fsdp.compute` regions of the unit. A
     parameter belongs to at most one unit.
 
+    An `expert_parallel` unit (made by `--fsdp-expert-parallel`, on a mesh
+    with an `expert` axis of G ranks) holds stacked expert weights split G
+    ways: its parameters' types are one slice's (`E / G` experts of each),
+    and it is sharded over the `S / G` ranks of a shard group that hold the
+    same slice (the collectives' group `"expert_shard"`).
+
     ```mlir
     fsdp.unit @h.0 params [@h.0.ln_1.w, @h.0.ln_1.b, @h.0.attn.qkv.w]
+    fsdp.unit @h.0.experts params [@h.0.mlp.experts.w1.w] {expert_parallel}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       FlatSymbolRefArrayAttr:$params);
+                       FlatSymbolRefArrayAttr:$params,
+                       UnitAttr:$expert_parallel);
   let assemblyFormat = "$sym_name `params` $params attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The ranks this unit's flat parameter is sharded over: the mesh's
+    /// shard axis, or its expert shard group (S / G) when expert-parallel.
+    int64_t getShardGroupSize();
+  }];
 }
 
 def FSDP_LoadOp : FSDP_Op<"load", [

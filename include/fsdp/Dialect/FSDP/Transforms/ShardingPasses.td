@@ -40,7 +40,10 @@ def FsdpMeshPass : Pass<"fsdp-mesh", "::mlir::ModuleOp"> {
     sharding (docs/fsdp-semantics.md). `mesh=RxS` is the training
     pipeline's form; it overrides `replicate` and `shard`, and
     `world-size`, when given too, must be R * S (a contradiction is an
-    error naming both).
+    error naming both). `expert=G` adds the `expert` axis: G divides the
+    shard axis, and each group of G consecutive shard indices holds every
+    mixture-of-experts layer's experts split G ways
+    (`--fsdp-expert-parallel`).
   }];
   let options = [
     Option<"shard", "shard", "int64_t", /*default=*/"1",
@@ -51,7 +54,10 @@ def FsdpMeshPass : Pass<"fsdp-mesh", "::mlir::ModuleOp"> {
            "The mesh as RxS (replicate x shard), e.g. 2x4; empty: replicate "
            "and shard">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
-           "With mesh: the ranks it must have (0: not checked)">
+           "With mesh: the ranks it must have (0: not checked)">,
+    Option<"expert", "expert", "int64_t", /*default=*/"1",
+           "Expert parallelism: the ranks of an expert group, a split of "
+           "the shard axis that must divide it (1: none)">
   ];  // It creates #fsdp.mesh also in a module that holds no fsdp op yet.
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
@@ -85,6 +91,70 @@ def FsdpDataParallelPass : Pass<"fsdp-data-parallel", "::mlir::ModuleOp"> {
         %w = fsdp.load @w : tensor<4x16xf32>
         %y = fsdp.linear %x, %w : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x4xf32>
         ...
+    ```
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", /*default=*/"\"forward\"",
+           "Name of the function that returns the loss">
+  ];
+}
+
+def FsdpExpertParallelPass
+    : Pass<"fsdp-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Split every mixture-of-experts layer's experts over the "
+                "mesh's expert groups";
+  let description = [{
+    On a mesh with an `expert` axis of G ranks (`--fsdp-mesh expert=G`),
+    each group of G consecutive shard indices splits every
+    mixture-of-experts layer's E experts G ways: rank g of the group holds
+    experts g L .. g L + L - 1 (L = E / G) and runs them on the rows every
+    rank of its group routed to them (docs/moe.md, "Expert parallelism").
+    Per layer (an `fsdp.moe_sort` whose offsets feed grouped linears whose
+    rows reach an `fsdp.moe_combine`), the pass
+
+    * narrows the stacked expert parameters to one slice (`E x O x I`
+      becomes `L x O x I`) and moves them into a unit of their own,
+      `<unit>.experts`, marked `expert_parallel` (sharded over the S / G
+      ranks of a shard group that hold the same slice);
+    * counts the rows for each rank's experts (`fsdp.moe_expert_counts`),
+      exchanges the counts (`fsdp.all_to_all_counts`) and the rows
+      (`fsdp.all_to_all`, into a buffer of the bound `G T min(K, L)` rows),
+      groups the received rows by local expert (`fsdp.moe_regroup`,
+      `fsdp.moe_local_offsets`), runs the experts there, and sends the
+      results back the same way for the combine.
+
+    The forward keeps its meaning: a token's rows meet the same expert
+    weights and come back to the same place, so the loss is the one
+    without expert parallelism. Without an `expert` axis (or G = 1) the
+    pass changes nothing. E not divisible by G is an error. Runs after
+    `--fsdp-data-parallel` and before `--fsdp-autodiff` (the backward of
+    the new ops is the reverse exchange).
+
+    Before (`#fsdp.mesh<["shard" = 2, "expert" = 2]>`, E = 4, K = 2, 8
+    tokens per rank):
+    ```mlir
+    fsdp.unit @l0 params [@gate.w, @experts.w1.w]
+    ...
+    %xs = fsdp.moe_permute %x, %order : (tensor<8x32xf32>, tensor<8x2xi32>) -> tensor<16x32xf32>
+    %h = fsdp.moe_grouped_linear %xs, %w1, %offsets : (tensor<16x32xf32>, tensor<4x64x32xf32>, tensor<5xi32>) -> tensor<16x64xf32>
+    ...
+    %y = fsdp.moe_combine %ys, %weights, %position : ...
+    ```
+    After:
+    ```mlir
+    fsdp.unit @l0 params [@gate.w]
+    fsdp.unit @l0.experts params [@experts.w1.w] {expert_parallel}
+    ...
+    %counts = fsdp.moe_expert_counts %offsets : (tensor<5xi32>) -> tensor<2x2xi32>
+    %recv = fsdp.all_to_all_counts %counts over "expert" : tensor<2x2xi32> -> tensor<2x2xi32>
+    %rows = fsdp.all_to_all %xs, %counts, %recv over "expert" : (tensor<16x32xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<32x32xf32>
+    %g = fsdp.moe_regroup %rows, %recv : (tensor<32x32xf32>, tensor<2x2xi32>) -> tensor<32x32xf32>
+    %local = fsdp.moe_local_offsets %recv : (tensor<2x2xi32>) -> tensor<3xi32>
+    %h = fsdp.moe_grouped_linear %g, %w1, %local : (tensor<32x32xf32>, tensor<2x64x32xf32>, tensor<3xi32>) -> tensor<32x64xf32>
+    ...
+    %back = fsdp.moe_regroup %out, %recv {inverse} : ...
+    %ys = fsdp.all_to_all %back, %recv, %counts over "expert" : (tensor<32x32xf32>, ...) -> tensor<16x32xf32>
+    %y = fsdp.moe_combine %ys, %weights, %position : ...
     ```
   }];
   let options = [

@@ -1,0 +1,303 @@
+//===- ExpertParallel.cpp - split experts over the mesh's expert groups ---===//
+//
+// Per mixture-of-experts layer: find the experts' ops (the grouped linears
+// that read a sort's offsets and what runs on their rows until the
+// combine), narrow their stacked weights to this rank's slice in a unit of
+// their own, and put the exchange around them: counts, rows out, regroup,
+// the experts, regroup back, rows home. The forward keeps its value, so the
+// backward (the reverse exchanges) follows from autodiff.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Analysis/UnitRegions.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPEXPERTPARALLELPASS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FsdpExpertParallelPass
+    : public fsdp::impl::FsdpExpertParallelPassBase<FsdpExpertParallelPass> {
+  using FsdpExpertParallelPassBase::FsdpExpertParallelPassBase;
+  void runOnOperation() override;
+};
+
+/// One layer's experts: the ops between the permuted rows and the combine.
+struct ExpertOps {
+  MoeSortOp sort;
+  llvm::SetVector<Operation *> ops; ///< in block order once sorted
+  Value rows;                       ///< the permuted rows they read
+  Value out;                        ///< the rows the combine reads
+  MoeCombineOp combine;
+  SmallVector<LoadOp> weights; ///< the stacked weights' loads
+};
+} // namespace
+
+/// The experts' ops of `sort`'s layer: every op reached from the grouped
+/// linears that read its offsets, up to the combine. Fails, naming the op,
+/// on a shape the exchange cannot carry.
+static FailureOr<ExpertOps> findExperts(MoeSortOp sort) {
+  ExpertOps found;
+  found.sort = sort;
+  SmallVector<Operation *> work;
+  for (Operation *user : sort.getOffsets().getUsers()) {
+    if (!llvm::isa<MoeGroupedLinearOp>(user))
+      return user->emitOpError()
+             << "reads a sort's offsets; --fsdp-expert-parallel knows only "
+                "grouped linears there";
+    work.push_back(user);
+  }
+  if (work.empty())
+    return sort.emitOpError() << "has offsets no grouped linear reads";
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!found.ops.insert(op))
+      continue;
+    for (Operation *user : op->getUsers())
+      if (!llvm::isa<MoeCombineOp>(user))
+        work.push_back(user);
+  }
+  Block *block = sort->getBlock();
+  for (Operation *op : found.ops)
+    if (op->getBlock() != block)
+      return op->emitOpError() << "is in another block than its layer's sort";
+  SmallVector<Operation *> ordered(found.ops.begin(), found.ops.end());
+  llvm::sort(ordered, [](Operation *a, Operation *b) {
+    return a->isBeforeInBlock(b);
+  });
+  found.ops = llvm::SetVector<Operation *>(ordered.begin(), ordered.end());
+  return found;
+}
+
+/// Fills `experts`' entry (rows), exit (out, combine) and weights, and
+/// checks that every value they make has the pairs' rows first.
+static LogicalResult checkBoundary(ExpertOps &experts, int64_t pairs) {
+  for (Operation *op : experts.ops) {
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (def && experts.ops.contains(def))
+        continue;
+      if (operand == experts.sort.getOffsets())
+        continue;
+      auto linear = llvm::dyn_cast<MoeGroupedLinearOp>(op);
+      if (linear && operand == linear.getWeight()) {
+        auto load = operand.getDefiningOp<LoadOp>();
+        if (!load)
+          return op->emitOpError() << "takes expert weights that are not a "
+                                      "parameter's load";
+        experts.weights.push_back(load);
+        continue;
+      }
+      if (linear && operand == linear.getInput() &&
+          (!experts.rows || experts.rows == operand)) {
+        experts.rows = operand;
+        continue;
+      }
+      return op->emitOpError()
+             << "reads a value from outside its layer's experts other than "
+                "the permuted rows, the offsets and the weights; expert "
+                "parallelism cannot send it along";
+    }
+    for (Value result : op->getResults()) {
+      auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
+      if (!type || type.getRank() < 1 || type.getDimSize(0) != pairs)
+        return op->emitOpError()
+               << "makes " << result.getType() << " among a layer's experts, "
+               << "whose values have the " << pairs << " pairs' rows first";
+      for (OpOperand &use : result.getUses()) {
+        if (experts.ops.contains(use.getOwner()))
+          continue;
+        auto combine = llvm::dyn_cast<MoeCombineOp>(use.getOwner());
+        if (!combine || use.get() != combine.getRows() ||
+            (experts.out && experts.out != result))
+          return use.getOwner()->emitOpError()
+                 << "reads the experts' rows; only one fsdp.moe_combine may";
+        experts.out = result;
+        experts.combine = combine;
+      }
+    }
+  }
+  if (!experts.rows || !experts.out)
+    return experts.sort.emitOpError()
+           << "has experts whose rows come from no permute or reach no "
+              "combine";
+  return success();
+}
+
+/// Narrows a stacked weight's parameter and its loads to `experts` rows.
+static LogicalResult narrowWeight(ModuleOp module, LoadOp load,
+                                  int64_t numExperts, int64_t experts) {
+  auto param = module.lookupSymbol<ParamOp>(load.getParamAttr().getAttr());
+  RankedTensorType type = param.getTensorType();
+  if (type.getRank() >= 1 && type.getDimSize(0) == experts)
+    return success(); // another linear of the layer read it: done
+  bool onlyExperts = true;
+  module.walk([&](LoadOp other) {
+    if (other.getParamAttr() == load.getParamAttr())
+      for (Operation *user : other->getUsers())
+        onlyExperts &= llvm::isa<MoeGroupedLinearOp>(user);
+  });
+  if (!onlyExperts)
+    return param.emitOpError() << "holds stacked experts but is read by "
+                                  "other ops too; expert parallelism splits "
+                                  "it";
+  if (type.getRank() < 1 || type.getDimSize(0) != numExperts)
+    return param.emitOpError() << "is read as " << numExperts
+                               << " stacked experts but has type " << type;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = experts;
+  auto narrowed = RankedTensorType::get(shape, type.getElementType());
+  param.setTypeAttr(TypeAttr::get(narrowed));
+  module.walk([&](LoadOp other) {
+    if (other.getParamAttr() == load.getParamAttr())
+      other.getResult().setType(narrowed);
+  });
+  return success();
+}
+
+/// Moves `weights`' parameters from `unit` into a new expert-parallel unit
+/// right after it, and returns the new unit's name.
+static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
+                            ArrayRef<LoadOp> weights) {
+  auto unit = module.lookupSymbol<UnitOp>(unitName);
+  llvm::SetVector<Attribute> moved;
+  for (LoadOp load : weights)
+    moved.insert(load.getParamAttr());
+  SmallVector<Attribute> kept;
+  for (Attribute ref : unit.getParams())
+    if (!moved.contains(ref))
+      kept.push_back(ref);
+  OpBuilder builder(module.getContext());
+  unit.setParamsAttr(builder.getArrayAttr(kept));
+  builder.setInsertionPointAfter(unit);
+  auto name = builder.getStringAttr(unitName.getValue() + ".experts");
+  UnitOp::create(builder, unit.getLoc(), name,
+                 builder.getArrayAttr(moved.getArrayRef()),
+                 builder.getUnitAttr());
+  return name;
+}
+
+/// Rewrites one layer: the exchange around its experts, which move to just
+/// before the combine, in the expert unit `unit`; `group` ranks.
+static void exchange(ExpertOps &experts, int64_t group, StringAttr unit,
+                     UnitTagMap &tags) {
+  MoeSortOp sort = experts.sort;
+  auto choices = llvm::cast<RankedTensorType>(sort.getExperts().getType());
+  int64_t k = choices.getShape().back();
+  int64_t pairs = choices.getNumElements(), tokens = pairs / k;
+  int64_t local = sort.getNumExperts() / group;
+  int64_t bound = group * tokens * std::min(k, local);
+
+  OpBuilder builder(experts.combine);
+  Location loc = sort.getLoc();
+  auto i32 = builder.getI32Type();
+  auto countsType = RankedTensorType::get({group, local}, i32);
+  StringAttr axis = builder.getStringAttr(MeshAttr::kExpertAxis);
+  auto rowsType = llvm::cast<RankedTensorType>(experts.rows.getType());
+  auto atBound = [&](RankedTensorType type) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] = bound;
+    return RankedTensorType::get(shape, type.getElementType());
+  };
+
+  UnitTag expertTag{unit, Phase::Forward};
+  Value counts = MoeExpertCountsOp::create(builder, loc, countsType,
+                                           sort.getOffsets());
+  Value recv = AllToAllCountsOp::create(builder, loc, countsType, counts, axis);
+  Value received = AllToAllOp::create(builder, loc, atBound(rowsType),
+                                      experts.rows, counts, recv, axis);
+  auto regroup = MoeRegroupOp::create(builder, loc, atBound(rowsType),
+                                      received, recv, false);
+  auto offsets = MoeLocalOffsetsOp::create(
+      builder, loc, RankedTensorType::get({local + 1}, i32), recv);
+  tags[regroup] = tags[offsets] = expertTag;
+
+  for (Operation *op : experts.ops) {
+    op->moveBefore(experts.combine);
+    tags[op] = expertTag;
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (operand.get() == experts.rows)
+        operand.set(regroup.getResult());
+      else if (operand.get() == sort.getOffsets())
+        operand.set(offsets.getResult());
+    }
+    for (Value result : op->getResults())
+      result.setType(atBound(llvm::cast<RankedTensorType>(result.getType())));
+  }
+  for (LoadOp load : experts.weights)
+    tags[load] = expertTag;
+
+  builder.setInsertionPoint(experts.combine);
+  auto outType = llvm::cast<RankedTensorType>(experts.out.getType());
+  auto back = MoeRegroupOp::create(builder, loc, outType, experts.out, recv,
+                                   true);
+  tags[back] = expertTag;
+  SmallVector<int64_t> homeShape(outType.getShape());
+  homeShape[0] = pairs;
+  Value home = AllToAllOp::create(
+      builder, loc, RankedTensorType::get(homeShape, outType.getElementType()),
+      back.getResult(), recv, counts, axis);
+  experts.combine.getRowsMutable().assign(home);
+}
+
+void FsdpExpertParallelPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MeshAttr mesh = getMesh(module);
+  int64_t group = mesh ? mesh.getExpertSize() : 1;
+  if (group == 1)
+    return;
+  auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
+  if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+    emitError(module.getLoc())
+        << "fsdp-expert-parallel: no single-block function @" << forwardName;
+    return signalPassFailure();
+  }
+  Block &block = forward.getBody().front();
+  UnitTagMap tags;
+  inlineComputeRegions(block, tags);
+  SmallVector<MoeSortOp> sorts(block.getOps<MoeSortOp>());
+  if (sorts.empty()) {
+    emitError(module.getLoc())
+        << "fsdp-expert-parallel: the mesh has expert groups of " << group
+        << " ranks, but the model has no mixture-of-experts layer";
+    return signalPassFailure();
+  }
+  for (MoeSortOp sort : sorts) {
+    int64_t numExperts = sort.getNumExperts();
+    if (numExperts % group != 0) {
+      sort.emitOpError() << "sorts over " << numExperts
+                         << " experts, which expert groups of " << group
+                         << " ranks cannot split evenly";
+      return signalPassFailure();
+    }
+    auto pairs = llvm::cast<RankedTensorType>(sort.getExperts().getType())
+                     .getNumElements();
+    FailureOr<ExpertOps> experts = findExperts(sort);
+    if (failed(experts) || failed(checkBoundary(*experts, pairs)))
+      return signalPassFailure();
+    StringAttr parent = tags.lookup(experts->ops.front()).unit;
+    if (!parent) {
+      experts->ops.front()->emitOpError()
+          << "is in no unit; expert parallelism gives a layer's experts a "
+             "unit of their own beside it";
+      return signalPassFailure();
+    }
+    for (LoadOp load : experts->weights)
+      if (failed(narrowWeight(module, load, numExperts, numExperts / group)))
+        return signalPassFailure();
+    StringAttr unit = splitUnit(module, parent, experts->weights);
+    exchange(*experts, group, unit, tags);
+  }
+  outlineComputeRegions(block, tags);
+  if (failed(verify(module)))
+    return signalPassFailure();
+}
