@@ -186,9 +186,11 @@ public:
 
   /// The group a collective runs over, as the plan numbers it.
   static plan::CommAxis axisOf(Operation *op) {
-    return getCollectiveAxis(op) == MeshAttr::kReplicateAxis
-               ? plan::CommAxis::Replicate
-               : plan::CommAxis::Shard;
+    StringRef axis = getCollectiveAxis(op);
+    for (uint32_t i = 0; i < plan::kNumCommAxes; ++i)
+      if (axis == StringRef(plan::kCommAxisNames[i]))
+        return plan::CommAxis(i);
+    return plan::CommAxis::Shard; // the verifiers admit no other name
   }
 
   /// The numeric parameters the kernel table names, copied from `op`; one
@@ -318,6 +320,23 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   }
   if (auto sum = llvm::dyn_cast<GradSqSumOp>(op))
     return lowerGradSqSum(sum);
+  // The expert group's exchanges: synchronous, on the compute stream.
+  if (auto counts = llvm::dyn_cast<AllToAllCountsOp>(op)) {
+    std::array<double, 1> axis = {double(axisOf(op))};
+    kernel(op, Opcode::AllToAllCounts, of(counts.getCounts()),
+           resultBuffer(counts.getRecv()),
+           integerParams(Opcode::AllToAllCounts, axis));
+    return success();
+  }
+  if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
+    std::array<double, 1> axis = {double(axisOf(op))};
+    kernel(op, Opcode::AllToAll,
+           ValueRange{of(exchange.getInput()), of(exchange.getSend()),
+                      of(exchange.getRecv())},
+           resultBuffer(exchange.getResult()),
+           integerParams(Opcode::AllToAll, axis));
+    return success();
+  }
   return lowerByInterface(op);
 }
 
@@ -541,11 +560,10 @@ static void bindInputs(Block &block, ProgramBuilder &lowering,
   }
 }
 
-/// A sharded step's shard buffers, one set per unit, sized by the mesh's
-/// shard axis.
+/// A sharded step's shard buffers, one set per unit, sized by the ranks it
+/// is sharded over (the shard axis, or an expert-parallel unit's group).
 static void bindUnitShards(ModuleOp module, ProgramBuilder &lowering) {
   // The ranks hold shards of units, never whole parameters.
-  int64_t world = getShardSize(module);
   SymbolTable symbols(module); // one table, not a module scan per lookup
   for (UnitOp unit : module.getOps<UnitOp>()) {
     int64_t size = 0;
@@ -556,7 +574,8 @@ static void bindUnitShards(ModuleOp module, ProgramBuilder &lowering) {
       size += param.getNumElements();
       element = param.getTensorType().getElementType();
     }
-    lowering.bindUnit(unit, size, getMaxShardSize(size, world), element);
+    lowering.bindUnit(unit, size,
+                      getMaxShardSize(size, unit.getShardGroupSize()), element);
   }
 }
 

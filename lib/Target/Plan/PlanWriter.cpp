@@ -120,10 +120,13 @@ private:
 
 /// The summary's mesh: the world size (every axis; 1 without a mesh), then
 /// the shard axis (since version 12: the ranks of a shard group, whose
-/// layout the shards follow; the world size under full sharding).
+/// layout the shards follow; the world size under full sharding), then
+/// the expert axis (since version 16: an expert group's ranks, 1 without).
 static void putWorldSize(ModuleOp module, PayloadWriter &w) {
   w.put<uint32_t>(getNumRanks(module));
   w.put<uint32_t>(getShardSize(module));
+  MeshAttr mesh = getMesh(module);
+  w.put<uint32_t>(mesh ? mesh.getExpertSize() : 1);
 }
 
 LogicalResult PlanBuilder::findProgram() {
@@ -273,6 +276,7 @@ LogicalResult PlanBuilder::writeUnits() {
     w.put<uint32_t>(w.string(unit.getSymName()));
     w.put<uint64_t>(size);
     w.put<uint32_t>(it->second);
+    w.put<uint32_t>(unit.getExpertParallel() ? plan::kUnitExpertParallel : 0);
   }
   return success();
 }

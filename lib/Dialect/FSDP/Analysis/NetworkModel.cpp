@@ -73,7 +73,8 @@ double mlir::fsdp::collectiveTime(CollectiveKind kind, double bytes,
   double n = double(group.size);
   // nccl-tests' bus bandwidth: a ring all-gather or reduce-scatter moves
   // (n - 1) / n of the tensor over each rank's link, an all-reduce (a
-  // reduce-scatter and an all-gather) twice that.
+  // reduce-scatter and an all-gather) twice that; an all-to-all of a
+  // rank's `bytes`, spread evenly, sends (n - 1) / n of them away.
   double factor = kind == CollectiveKind::AllReduce ? 2.0 : 1.0;
   return level.latency + factor * bytes * (n - 1) / n / level.busBytes;
 }

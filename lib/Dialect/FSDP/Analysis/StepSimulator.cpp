@@ -52,11 +52,19 @@ GroupShape StepSimulator::groupOf(Operation *op) const {
   // The group a collective names (hybrid sharding): its shard group, S
   // consecutive ranks, or its replica group, R ranks S apart. Without a
   // replicate axis the one group is every rank.
+  // Expert parallelism splits a shard group: expert groups of G
+  // consecutive ranks, and the S / G ranks G apart that hold one slice.
   MeshAttr mesh = getMesh(op);
+  StringRef axis = getCollectiveAxis(op);
+  int64_t experts = mesh ? mesh.getExpertSize() : 1;
+  if (axis == MeshAttr::kExpertAxis)
+    return {experts, 1};
+  if (axis == MeshAttr::kExpertShardGroup)
+    return {mesh.getShardSize() / experts, experts};
   if (!mesh || mesh.getReplicateSize() == 1)
     return {net.worldSize, 1};
   int64_t shards = mesh.getShardSize();
-  if (getCollectiveAxis(op) == MeshAttr::kReplicateAxis)
+  if (axis == MeshAttr::kReplicateAxis)
     return {mesh.getReplicateSize(), shards};
   return {shards, 1};
 }
@@ -134,6 +142,22 @@ LogicalResult StepSimulator::visit(Operation *op) {
   // it stands: an all-reduce moves 2 (N - 1) / N of its bytes.
   if (auto reduce = llvm::dyn_cast<AllReduceSumOp>(op)) {
     collective(op, 0, CollectiveKind::AllReduce, bytesOf(reduce.getValue()),
+               Value());
+    return success();
+  }
+  // The expert group's exchanges block the compute stream. A dispatch
+  // sends the pairs' rows and receives at most its bound; the return the
+  // reverse: both move the pairs' rows (the smaller side), (G - 1) / G of
+  // them to other ranks when routing is even.
+  if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
+    collective(op, 0, CollectiveKind::AllToAll,
+               std::min(bytesOf(exchange.getInput()),
+                        bytesOf(exchange.getResult())),
+               Value());
+    return success();
+  }
+  if (auto counts = llvm::dyn_cast<AllToAllCountsOp>(op)) {
+    collective(op, 0, CollectiveKind::AllToAll, bytesOf(counts.getCounts()),
                Value());
     return success();
   }

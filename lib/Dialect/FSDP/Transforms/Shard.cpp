@@ -48,15 +48,17 @@ private:
   /// One AdamW per unit, on its shard, where the unit's first AdamW was.
   LogicalResult shardOptimizer();
 
-  /// Ranks each unit is sharded over: the mesh's shard axis.
-  int64_t worldSize = 1;
   /// Replicas of every shard: the mesh's replicate axis.
   int64_t replicas = 1;
   /// Under hybrid sharding (replicas > 1) every collective names its group;
   /// with one replica the only group is every rank, and the IR stays as it
   /// was before meshes had two axes.
-  template <typename OpT> void nameGroup(OpT op) {
-    if (replicas > 1)
+  /// An expert-parallel unit's collectives always name theirs (the ranks
+  /// of the shard group that hold its expert slice).
+  template <typename OpT> void nameGroup(OpT op, const FlatLayout &layout) {
+    if (UnitOp(layout.unit).getExpertParallel())
+      op.setAxis(MeshAttr::kExpertShardGroup);
+    else if (replicas > 1)
       op.setAxis(MeshAttr::kShardAxis);
   }
   llvm::MapVector<Attribute, FlatLayout> layouts;
@@ -78,7 +80,7 @@ Value FsdpShardPass::gatherInto(ComputeOp compute, const FlatLayout &layout) {
   auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
   auto gather = AllGatherOp::create(builder, compute.getLoc(), flatType,
                                     compute.getUnitAttr(), StringAttr());
-  nameGroup(gather);
+  nameGroup(gather, layout);
   Value full = gather.getResult();
   compute->insertOperands(compute->getNumOperands(), full);
   Block &body = compute.getBodyBlock();
@@ -116,11 +118,12 @@ Value FsdpShardPass::reduceGradient(OpBuilder &builder, Location loc,
   auto flatType = RankedTensorType::get({layout.size}, layout.elementType);
   Value flat = PackOp::create(builder, loc, flatType, grads);
   auto shardType = RankedTensorType::get(
-      {getMaxShardSize(layout.size, worldSize)}, layout.elementType);
+      {getMaxShardSize(layout.size, layout.unit.getShardGroupSize())},
+      layout.elementType);
   auto unit = FlatSymbolRefAttr::get(layout.unit.getSymNameAttr());
   auto scatter = ReduceScatterOp::create(builder, loc, shardType, flat, unit,
                                          StringAttr());
-  nameGroup(scatter);
+  nameGroup(scatter, layout);
   FreeOp::create(builder, loc, flat);
   if (replicas == 1)
     return scatter.getResult();
@@ -268,7 +271,6 @@ void FsdpShardPass::runOnOperation() {
   func::FuncOp step = findStepToShard(module);
   if (!step)
     return signalPassFailure();
-  worldSize = getShardSize(module);
   MeshAttr mesh = getMesh(module);
   replicas = mesh ? mesh.getReplicateSize() : 1;
   Block &block = step.getBody().front();

@@ -183,6 +183,9 @@ constexpr int64_t expertShardIndex(int64_t rank, int64_t shardSize,
   return shardIndex(rank, shardSize) / expertSize;
 }
 static_assert(expertSlice(5, 4, 2) == 1 && expertShardIndex(6, 4, 2) == 1);
+/// A unit record's flags (since version 16): its flat parameter is an
+/// expert slice, sharded over the S / G ranks that hold it.
+inline constexpr uint32_t kUnitExpertParallel = 1u << 0;
 static_assert(shardIndex(5, 3) == 2 && replicaIndex(5, 3) == 1);
 
 /// The element type an operand must have. Mixed precision (bf16 compute

@@ -83,7 +83,7 @@ struct TwoLevelOptions {
 NetworkTopology makeTwoLevelNetwork(const TwoLevelOptions &options,
                                     int64_t worldSize, std::string &error);
 
-enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, AllToAll };
 
 /// The time a ring `kind` over `group` takes on `net` for a tensor of
 /// `bytes` (the full tensor: the gather's result, the reduce-scatter's

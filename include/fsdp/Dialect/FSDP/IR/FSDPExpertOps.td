@@ -112,7 +112,7 @@ def FSDP_MoeRegroupOp : FSDP_DiffOp<"moe_regroup", "MoeRegroup"> {
     ```
   }];
   let arguments = (ins FSDP_FloatTensor:$input, FSDP_IndexTensor:$counts,
-                       UnitAttr:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
   let results = (outs FSDP_FloatTensor:$result);
 }
 
