@@ -5,6 +5,10 @@
 // RUN: not fsdp-opt %s --fsdp-mesh=mesh=x4 2>&1 | FileCheck %s --check-prefix=SPEC
 // RUN: not fsdp-opt %s --fsdp-mesh=mesh=99999999999x1 2>&1 | FileCheck %s --check-prefix=SPEC
 // RUN: not fsdp-opt %s --fsdp-mesh="mesh=2x4 world-size=4" 2>&1 | FileCheck %s --check-prefix=CONTRA
+// RUN: not fsdp-opt %s --fsdp-mesh="shard=4 expert=3" 2>&1 | FileCheck %s --check-prefix=EXPERT
+// RUN: not fsdp-opt %s --fsdp-mesh="shard=4 expert=0" 2>&1 | FileCheck %s --check-prefix=EXPERT0
+// EXPERT: error: fsdp-mesh: mesh axis "expert" = 3 must divide "shard" = 4 (expert groups split a shard group)
+// EXPERT0: error: fsdp-mesh: expert must be at least 1, got 0
 // SPEC: error: fsdp-mesh: mesh must be RxS, replicas x shards
 // CONTRA: error: fsdp-mesh: world-size=4 contradicts mesh=2x4 (8 ranks); give one of them
 

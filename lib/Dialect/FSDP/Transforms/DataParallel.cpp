@@ -7,8 +7,9 @@
 // in expert order are the B S K (token, choice) pairs, whose count divides
 // as the batch does. Dividing that dimension by N everywhere turns the
 // global-batch forward into one rank's forward. A sort's offsets (one per
-// expert, plus one) and the load-balancing statistics (two per expert)
-// are the values without rows: they keep their size.
+// expert, plus one), the load-balancing statistics (two per expert) and
+// expert parallelism's counts are the values without rows: they keep
+// their size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,12 +62,15 @@ static FailureOr<int64_t> findGlobalBatch(func::FuncOp forward, int64_t ranks) {
   return batch;
 }
 
-/// A value sized by the experts, not the rows: a sort's offsets (E + 1)
-/// and the load-balancing statistics (2 x E).
+/// A value sized by the experts, not the rows: a sort's offsets (E + 1),
+/// the load-balancing statistics (2 x E), and expert parallelism's counts
+/// (G x L) and local offsets (L + 1).
 static bool isPerExpert(Value v) {
   if (auto sort = v.getDefiningOp<MoeSortOp>())
     return v == sort.getOffsets();
-  return v.getDefiningOp<MoeAuxStatsOp>() != nullptr;
+  Operation *def = v.getDefiningOp();
+  return def && llvm::isa<MoeAuxStatsOp, MoeExpertCountsOp, AllToAllCountsOp,
+                          MoeLocalOffsetsOp>(def);
 }
 
 /// Divides the leading dimension of every value of `block` computed from
