@@ -44,7 +44,11 @@ static void addMeshPass(OpPassManager &pm,
     if (options.worldSize.getNumOccurrences() > 0)
       mesh.worldSize = options.worldSize;
   }
-  mesh.expert = options.expert;
+  // expert=auto: the budget search adds the axis; otherwise a whole number
+  // (--fsdp-mesh refuses one below 1).
+  if (options.expert != "auto" &&
+      llvm::StringRef(options.expert).getAsInteger(10, mesh.expert))
+    mesh.expert = 0;
   if (!autoMesh || options.worldSize.getNumOccurrences() > 0)
     pm.addPass(createFsdpMeshPass(mesh));
 }
@@ -61,7 +65,6 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createFsdpWrapPass(wrap));
 
   pm.addPass(createFsdpDataParallelPass());
-  pm.addPass(createFsdpExpertParallelPass());
 
   // With a budget, the search chooses attention's form (within what
   // attention= allows) and each unit's recomputation (fsdp.remat on the
@@ -74,9 +77,14 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   fit.gradClip = options.gradClip;
   if (autoMesh)
     fit.mesh = "auto";
+  if (options.expert == "auto")
+    fit.experts = "auto";
   if (options.ranksPerNode.getNumOccurrences() > 0)
     fit.ranksPerNode = options.ranksPerNode;
   pm.addPass(createFsdpFitMemoryPass(fit));
+  // After the search, which may have chosen the expert axis (its trials
+  // run this pass themselves).
+  pm.addPass(createFsdpExpertParallelPass());
 
   if (options.memoryBudget == 0) {
     FsdpAttentionPassOptions attention;

@@ -37,12 +37,14 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "the budget search picks it for world-size ranks (see "
                      "--fsdp-fit-memory mesh)"),
       llvm::cl::init(FsdpMeshPassOptions().spec)};
-  Option<int64_t> expert{
+  Option<std::string> expert{
       *this, "expert",
       llvm::cl::desc("Expert parallelism: the ranks of an expert group, "
                      "which splits the shard axis (see --fsdp-mesh expert "
-                     "and --fsdp-expert-parallel; 1: none)"),
-      llvm::cl::init(FsdpMeshPassOptions().expert)};
+                     "and --fsdp-expert-parallel; 1: none), or auto: the "
+                     "budget search picks it (see --fsdp-fit-memory "
+                     "experts)"),
+      llvm::cl::init("1")};
   Option<int64_t> ranksPerNode{
       *this, "ranks-per-node",
       llvm::cl::desc("The budget search prices steps on the two-level "

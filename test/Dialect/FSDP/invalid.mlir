@@ -1074,13 +1074,13 @@ module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 0]>} {
 
 // -----
 
-// expected-error @+1 {{unknown mesh axis "data": fsdp meshes have the axes "replicate" and "shard"}}
+// expected-error @+1 {{unknown mesh axis "data": fsdp meshes have the axes "replicate", "shard" and "expert"}}
 module attributes {fsdp.mesh = #fsdp.mesh<["data" = 2]>} {
 }
 
 // -----
 
-// expected-error @+1 {{mesh axis "replicate" is repeated or out of order: the axes are "replicate" then "shard", each at most once}}
+// expected-error @+1 {{mesh axis "replicate" is repeated or out of order: the axes are "replicate", "shard" then "expert", each at most once}}
 module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 2, "replicate" = 2]>} {
 }
 

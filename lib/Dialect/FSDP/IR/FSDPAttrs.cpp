@@ -127,6 +127,8 @@ MeshAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   // Outer to inner: a replica is a contiguous block of shard ranks, so
   // the shard axis's collectives stay within neighbouring ranks (one node).
   int64_t rank = -1, ranks = 1, shards = 1;
+  // Order first, so that an expert axis before the shard axis is named as
+  // out of order rather than as not dividing it.
   for (MeshAxisAttr axis : axes) {
     int64_t order = axis.getName() == kReplicateAxis ? 0
                     : axis.getName() == kShardAxis   ? 1
@@ -138,10 +140,12 @@ MeshAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                          << "\" then \"" << kExpertAxis
                          << "\", each at most once";
     rank = order;
+  }
+  for (MeshAxisAttr axis : axes) {
     if (axis.getName() == kShardAxis)
       shards = axis.getSize();
     // The expert axis splits the shard axis (it adds no ranks): a shard
-    // group of S ranks is S / G expert groups of G.
+    // group of S ranks is S / G expert groups of G. It comes last.
     if (axis.getName() == kExpertAxis) {
       if (shards % axis.getSize() != 0)
         return emitError() << "mesh axis \"" << kExpertAxis << "\" = "

@@ -106,6 +106,16 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return verifyRemat(op, attr);
   if (name == kParamDtypeAttrName)
     return verifyParamDtype(op, attr);
+  if (name == kActiveRowsAttrName) {
+    auto rows = llvm::dyn_cast<IntegerAttr>(attr.getValue());
+    if (!llvm::isa<MoeGroupedLinearOp, MoeGroupedLinearGradInputOp,
+                   MoeGroupedLinearGradWeightOp>(op) ||
+        !rows || rows.getInt() < 0)
+      return emitError(op->getLoc())
+             << "'" << name
+             << "' must be a non-negative integer on a grouped linear";
+    return success();
+  }
   if (name == kHFConfigAttrName) {
     if (!llvm::isa<ModuleOp>(op) || !llvm::isa<StringAttr>(attr.getValue()))
       return emitError(op->getLoc())

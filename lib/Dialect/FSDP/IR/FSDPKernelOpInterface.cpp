@@ -330,15 +330,29 @@ double LinearGradWeightOp::getFlops() {
   return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
 }
 // The grouped linear: every pair's row through its expert's O x I matrix,
-// the same count as one linear over the P rows.
+// the same count as one linear over the P rows. Under expert parallelism
+// P is the received rows' bound, which routing fills only in the worst
+// case: --fsdp-expert-parallel marks the ops with the rows it fills on
+// average (kActiveRowsAttrName: the rank's own pairs, as many as it
+// sends), and those are what runs.
+static double activeRowsShare(Operation *op, Value rows) {
+  auto active = op->getAttrOfType<IntegerAttr>(kActiveRowsAttrName);
+  int64_t bound = tensorOf(rows).getDimSize(0);
+  if (!active || bound <= 0)
+    return 1.0;
+  return std::min(1.0, double(active.getInt()) / double(bound));
+}
 double MoeGroupedLinearOp::getFlops() {
-  return 2.0 * numElements(getResult()) * tensorOf(getWeight()).getDimSize(2);
+  return 2.0 * numElements(getResult()) * tensorOf(getWeight()).getDimSize(2) *
+         activeRowsShare(*this, getResult());
 }
 double MoeGroupedLinearGradInputOp::getFlops() {
-  return 2.0 * numElements(getGrad()) * tensorOf(getWeight()).getDimSize(2);
+  return 2.0 * numElements(getGrad()) * tensorOf(getWeight()).getDimSize(2) *
+         activeRowsShare(*this, getGrad());
 }
 double MoeGroupedLinearGradWeightOp::getFlops() {
-  return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back();
+  return 2.0 * numElements(getGrad()) * tensorOf(getInput()).getShape().back() *
+         activeRowsShare(*this, getGrad());
 }
 double AttentionOp::getFlops() {
   return attentionFlops(getResult(), getWindow());

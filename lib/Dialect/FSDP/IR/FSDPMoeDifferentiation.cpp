@@ -54,6 +54,11 @@ MoeGroupedLinearOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
       builder, getLoc(), getInput().getType(), grad, getWeight(), getOffsets());
   Value weightGrad = MoeGroupedLinearGradWeightOp::create(
       builder, getLoc(), getWeight().getType(), grad, getInput(), getOffsets());
+  // The backward fills the rows the forward did (expert parallelism).
+  if (Attribute active = (*this)->getAttr(kActiveRowsAttrName)) {
+    inputGrad.getDefiningOp()->setAttr(kActiveRowsAttrName, active);
+    weightGrad.getDefiningOp()->setAttr(kActiveRowsAttrName, active);
+  }
   operandGrads.assign({inputGrad, weightGrad, Value()});
   return success();
 }

@@ -180,9 +180,12 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
   unit.setParamsAttr(builder.getArrayAttr(kept));
   builder.setInsertionPointAfter(unit);
   auto name = builder.getStringAttr(unitName.getValue() + ".experts");
-  UnitOp::create(builder, unit.getLoc(), name,
-                 builder.getArrayAttr(moved.getArrayRef()),
-                 builder.getUnitAttr());
+  auto experts = UnitOp::create(builder, unit.getLoc(), name,
+                                builder.getArrayAttr(moved.getArrayRef()),
+                                builder.getUnitAttr());
+  // The budget search's recomputation choice covers the layer's experts.
+  if (Attribute remat = unit->getAttr(kRematAttrName))
+    experts->setAttr(kRematAttrName, remat);
   return name;
 }
 
@@ -232,6 +235,9 @@ static void exchange(ExpertOps &experts, int64_t group, StringAttr unit,
     }
     for (Value result : op->getResults())
       result.setType(atBound(llvm::cast<RankedTensorType>(result.getType())));
+    // On average a rank receives as many rows as it sends: its FLOPs.
+    if (llvm::isa<MoeGroupedLinearOp>(op))
+      op->setAttr(kActiveRowsAttrName, builder.getI64IntegerAttr(pairs));
   }
   for (LoadOp load : experts.weights)
     tags[load] = expertTag;

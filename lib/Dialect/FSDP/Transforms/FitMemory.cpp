@@ -99,6 +99,7 @@ private:
   FailureOr<std::optional<Choice>> search(Rung &smallestRung, Trial &smallest);
   /// mesh=auto: the search at every candidate mesh, the fastest that fits.
   LogicalResult chooseMesh();
+  SmallVector<MeshAttr> meshCandidates();
   /// Applies `choice` to the module and prints the decision.
   void commit(const Choice &choice);
   FailureOr<Trial> compile(const Rung &rung);
@@ -214,6 +215,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   (*copy)->removeAttr(kScheduleChoiceAttrName);
   apply(*copy, rung);
   PassManager pm(&getContext());
+  pm.addPass(createFsdpExpertParallelPass());
   pm.addPass(createFsdpAutodiffPass());
   pm.addPass(createFsdpRematPass());
   pm.addPass(createFsdpShardPass());
@@ -314,7 +316,12 @@ LogicalResult FsdpFitMemoryPass::checkOptions() {
     return emitError(loc) << "fsdp-fit-memory: mesh must be auto (choose "
                              "it) or left out (the module's), got '"
                           << mesh << "'";
-  if (mesh == "auto" && !getMesh(getOperation()))
+  if (experts != "" && experts != "auto")
+    return emitError(loc) << "fsdp-fit-memory: experts must be auto (choose "
+                             "the expert axis) or left out (the module's), "
+                             "got '"
+                          << experts << "'";
+  if ((mesh == "auto" || experts == "auto") && !getMesh(getOperation()))
     return emitError(loc) << "fsdp-fit-memory: mesh=auto needs a world "
                              "size: run --fsdp-mesh first (its ranks are "
                              "the world the mesh is chosen for)";
@@ -513,16 +520,65 @@ static SmallVector<int64_t> meshShardSizes(int64_t world,
   return sizes;
 }
 
-/// The mesh replicate=R x shard=S as --fsdp-mesh writes it (an axis of
-/// size 1 but the shard axis left out).
+/// The mesh replicate=R x shard=S (expert=G) as --fsdp-mesh writes it (an
+/// axis of size 1 but the shard axis left out).
 static MeshAttr makeMesh(MLIRContext *context, int64_t replicate,
-                         int64_t shard) {
+                         int64_t shard, int64_t experts) {
   SmallVector<MeshAxisAttr> axes;
   if (replicate > 1)
     axes.push_back(
         MeshAxisAttr::get(context, MeshAttr::kReplicateAxis, replicate));
   axes.push_back(MeshAxisAttr::get(context, MeshAttr::kShardAxis, shard));
+  if (experts > 1)
+    axes.push_back(
+        MeshAxisAttr::get(context, MeshAttr::kExpertAxis, experts));
   return MeshAttr::get(context, ArrayRef<MeshAxisAttr>(axes));
+}
+
+/// The expert group sizes experts=auto tries at shard size `shard`: every
+/// G dividing it and each mixture-of-experts layer's expert count,
+/// smallest first (1, no expert parallelism, always).
+static SmallVector<int64_t> expertGroupSizes(ModuleOp module, int64_t shard) {
+  SmallVector<int64_t> counts;
+  module.walk([&](MoeSortOp sort) { counts.push_back(sort.getNumExperts()); });
+  SmallVector<int64_t> sizes;
+  for (int64_t g = 1; g <= shard; ++g)
+    if (shard % g == 0 &&
+        llvm::all_of(counts, [&](int64_t e) { return e % g == 0; }) &&
+        (g == 1 || !counts.empty()))
+      sizes.push_back(g);
+  return sizes;
+}
+
+/// "1x16", or "1x16 expert=8" with expert parallelism.
+static std::string meshText(MeshAttr mesh) {
+  std::string text = llvm::formatv("{0}x{1}", mesh.getReplicateSize(),
+                                   mesh.getShardSize())
+                         .str();
+  if (mesh.getExpertSize() > 1)
+    text += llvm::formatv(" expert={0}", mesh.getExpertSize()).str();
+  return text;
+}
+
+/// The meshes the search runs at: mesh=auto's every RxS of the world (or
+/// the module's), each with experts=auto's every G (or the module's).
+SmallVector<MeshAttr> FsdpFitMemoryPass::meshCandidates() {
+  ModuleOp module = getOperation();
+  MeshAttr given = getMesh(module);
+  int64_t world = getNumRanks(module);
+  SmallVector<int64_t> shards =
+      mesh == "auto" ? meshShardSizes(world, net.ranksPerNode)
+                     : SmallVector<int64_t>{given.getShardSize()};
+  SmallVector<MeshAttr> meshes;
+  for (int64_t s : shards) {
+    SmallVector<int64_t> groups =
+        experts == "auto" ? expertGroupSizes(module, s)
+                          : SmallVector<int64_t>{given.getExpertSize()};
+    for (int64_t g : groups)
+      if (s % g == 0)
+        meshes.push_back(makeMesh(&getContext(), world / s, s, g));
+  }
+  return meshes;
 }
 
 // Every candidate mesh runs the whole search (the trials are the mesh's
@@ -532,22 +588,22 @@ static MeshAttr makeMesh(MLIRContext *context, int64_t replicate,
 LogicalResult FsdpFitMemoryPass::chooseMesh() {
   ModuleOp module = getOperation();
   int64_t world = getNumRanks(module);
-  std::optional<std::pair<int64_t, Choice>> best;
-  std::optional<std::pair<int64_t, int64_t>> least; // shard size, peak
+  std::optional<std::pair<MeshAttr, Choice>> best;
+  std::optional<std::pair<MeshAttr, int64_t>> least; // mesh, peak
   std::string tried;
-  for (int64_t s : meshShardSizes(world, net.ranksPerNode)) {
-    module->setAttr(kMeshAttrName, makeMesh(&getContext(), world / s, s));
+  for (MeshAttr candidate : meshCandidates()) {
+    module->setAttr(kMeshAttrName, candidate);
     trials.clear();
     Rung smallestRung;
     Trial smallest;
     FailureOr<std::optional<Choice>> choice = search(smallestRung, smallest);
     if (failed(choice))
       return failure();
-    tried += llvm::formatv(" {0}x{1}", world / s, s).str();
+    tried += " " + meshText(candidate);
     if (!*choice) {
       tried += " (does not fit)";
       if (!least || smallest.total() < least->second)
-        least.emplace(s, smallest.total());
+        least.emplace(candidate, smallest.total());
       continue;
     }
     const Trial &t = (*choice)->chosen;
@@ -555,27 +611,43 @@ LogicalResult FsdpFitMemoryPass::chooseMesh() {
     if (!best || t.stepTime < best->second.chosen.stepTime ||
         (t.stepTime == best->second.chosen.stepTime &&
          t.total() < best->second.chosen.total()))
-      best.emplace(s, **choice);
+      best.emplace(candidate, **choice);
   }
+  std::string what = mesh == "auto" && experts == "auto" ? "mesh=auto experts=auto"
+                     : mesh == "auto"                     ? "mesh=auto"
+                                                          : "experts=auto";
   if (!best) {
     return emitError(module.getLoc()) << llvm::formatv(
-               "fsdp-fit-memory: mesh=auto: no mesh of {0} ranks fits {1} "
-               "bytes per rank: the smallest peak reachable is {2} bytes, "
-               "at mesh {3}x{4} (tried:{5})",
-               world, memoryBudget.getValue().bytes, least->second,
-               world / least->first, least->first, tried);
+               "fsdp-fit-memory: {0}: no mesh of {1} ranks fits {2} "
+               "bytes per rank: the smallest peak reachable is {3} bytes, "
+               "at mesh {4} (tried:{5})",
+               what, world, memoryBudget.getValue().bytes, least->second,
+               meshText(least->first), tried);
   }
-  int64_t s = best->first;
-  module->setAttr(kMeshAttrName, makeMesh(&getContext(), world / s, s));
+  MeshAttr chosen = best->first;
+  module->setAttr(kMeshAttrName, chosen);
   commit(best->second);
-  llvm::errs() << llvm::formatv("  mesh: replicate={0} shard={1} (mesh=auto, "
-                                "of{2})\n",
-                                world / s, s, tried);
+  llvm::errs() << llvm::formatv("  mesh: replicate={0} shard={1}{2} ({3}, "
+                                "of{4})\n",
+                                chosen.getReplicateSize(),
+                                chosen.getShardSize(),
+                                chosen.getExpertSize() > 1
+                                    ? llvm::formatv(" expert={0}",
+                                                    chosen.getExpertSize())
+                                          .str()
+                                    : std::string(),
+                                what, tried);
   return success();
 }
 
 void FsdpFitMemoryPass::runOnOperation() {
   if (memoryBudget <= 0) {
+    if (experts == "auto") {
+      emitError(getOperation().getLoc())
+          << "fsdp-fit-memory: experts=auto picks the expert axis in the "
+             "budget's search: give memory-budget too";
+      return signalPassFailure();
+    }
     if (mesh == "auto") {
       emitError(getOperation().getLoc())
           << "fsdp-fit-memory: mesh=auto picks the mesh in the budget's "
@@ -587,7 +659,7 @@ void FsdpFitMemoryPass::runOnOperation() {
   if (failed(checkOptions()))
     return signalPassFailure();
   units = unitsInForwardOrder(getOperation());
-  if (mesh == "auto") {
+  if (mesh == "auto" || experts == "auto") {
     if (failed(chooseMesh()))
       signalPassFailure();
     return;

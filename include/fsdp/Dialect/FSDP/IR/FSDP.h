@@ -160,6 +160,10 @@ bool hasBlockedKernels(AttentionOp op);
 /// The unit attribute --fsdp-fit-memory sets and --fsdp-remat follows:
 /// the unit's recomputation policy ("none", "full", "selective").
 constexpr llvm::StringLiteral kRematAttrName = "fsdp.remat";
+/// On a grouped linear (and its backward) whose rows are expert
+/// parallelism's bound: the rows routing fills on average, which its FLOPs
+/// count (set by --fsdp-expert-parallel).
+constexpr llvm::StringLiteral kActiveRowsAttrName = "fsdp.active_rows";
 /// The module attribute --fsdp-fit-memory sets and --fsdp-schedule takes
 /// over its own options: {forward_prefetch, backward_prefetch,
 /// bucket_bytes, reshard_after_forward}.

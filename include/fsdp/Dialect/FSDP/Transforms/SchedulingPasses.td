@@ -69,6 +69,20 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     ```
 
     When no mesh fits, it fails naming the smallest peak and its mesh.
+
+    With `experts=auto` (a mixture-of-experts model) it picks the expert
+    parallelism too: at each mesh (the module's, or each of `mesh=auto`'s)
+    the candidates are every expert group size G dividing the shard axis
+    and every layer's expert count, each searched as above with its trials
+    compiled through `--fsdp-expert-parallel` first (which every trial runs:
+    with a given `expert` axis the trials see its exchanges). The fastest
+    fit wins as for the mesh, equal steps going to the smaller G; the mesh
+    it sets carries the chosen `expert` axis, and the last line names it:
+
+    ```
+      mesh: replicate=1 shard=16 expert=8 (experts=auto, of 1x16 ... ms
+        1x16 expert=2 ... ms ...)
+    ```
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "::mlir::fsdp::ByteSize", /*default=*/"0",
@@ -113,7 +127,10 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "As --fsdp-simulate's">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "auto: choose the mesh RxS of the module's world too (left out: "
-           "the module's mesh)">
+           "the module's mesh)">,
+    Option<"experts", "experts", "std::string", /*default=*/"\"\"",
+           "auto: choose the expert axis (expert parallelism's group size) "
+           "too (left out: the module's)">
   ];
 }
 
