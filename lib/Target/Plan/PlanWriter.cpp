@@ -124,6 +124,8 @@ private:
 static void putWorldSize(ModuleOp module, PayloadWriter &w) {
   w.put<uint32_t>(getNumRanks(module));
   w.put<uint32_t>(getShardSize(module));
+  // Since version 16: the expert group's ranks (1: no expert parallelism).
+  w.put<uint32_t>(1); // TODO(ep): from the mesh
 }
 
 LogicalResult PlanBuilder::findProgram() {
@@ -273,6 +275,8 @@ LogicalResult PlanBuilder::writeUnits() {
     w.put<uint32_t>(w.string(unit.getSymName()));
     w.put<uint64_t>(size);
     w.put<uint32_t>(it->second);
+    // Since version 16: flags, bit 0 expert-parallel.
+    w.put<uint32_t>(0); // TODO(ep): from the unit
   }
   return success();
 }
