@@ -203,6 +203,7 @@ void testGradClip();
 
 // CpuMoeTest.cpp
 void testMoeRouting(const Blas &blas);
+void testMoeDispatch();
 
 } // namespace cpukernels
 

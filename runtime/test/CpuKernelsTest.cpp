@@ -116,6 +116,7 @@ int main(int argc, char **argv) {
   testRopeScaling();
   if (blas)
     testMoeRouting(*blas);
+  testMoeDispatch();
   testDeterminism();
 
   std::printf("cpu-kernels: %d passed, %d failed\n", gPassed, gFailed);

@@ -117,12 +117,13 @@ rt::Plan unitOf(const std::vector<int64_t> &sizes) {
 /// parameter that holds it, at the shard position that holds it.
 void checkSegments(const std::vector<int64_t> &sizes, int N) {
   rt::Plan plan = unitOf(sizes);
+  plan.worldSize = plan.shardSize = uint32_t(N); // shardOf's ranks
   int64_t P = plan.units[0].flatSize;
   std::vector<int> visits(P, 0);
   for (int k = 0; k < N; ++k) {
     plan::ShardRange range = plan::shardRange(P, k, N);
     int64_t covered = 0;
-    rt::forEachShardSegment(plan, 0, k, N,
+    rt::forEachShardSegment(plan, 0, k,
                             [&](const rt::ParamDesc &param, int64_t at,
                                 int64_t begin, int64_t count) {
                               expect(param.unit == 0, "segment of another unit",

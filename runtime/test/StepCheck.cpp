@@ -351,7 +351,7 @@ private:
   void setParams() {
     for (uint32_t u = 0; u < plan.units.size(); ++u) {
       std::vector<float> shard = session.readBuffer(plan.units[u].shardBuffer);
-      forEachShardSegment(plan, u, comm.rank(), N,
+      forEachShardSegment(plan, u, comm.rank(),
                           [&](const ParamDesc &param, int64_t at, int64_t begin,
                               int64_t count) {
                             uint64_t h = hashName(param.name);

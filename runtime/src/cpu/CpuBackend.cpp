@@ -6,12 +6,16 @@
 
 #include "Blas.h"
 #include "Kernels.h"
+#include "comm/CollectiveMath.h"
 #include "cpu/CollectiveStreams.h"
+#include "fsdp/runtime/exec/AllToAll.h"
 #include "fsdp/runtime/exec/KernelDispatch.h"
+#include "fsdp/runtime/exec/MeshGroup.h"
 #include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +63,16 @@ void forEachWidened(const Plan &plan, const Instruction &inst, Fn fn) {
   for (size_t i = 0; i < inst.outs.size(); ++i)
     if (isBF16(inst.outs[i], info.outs[i].rule) && once(inst.outs[i]))
       fn(inst.outs[i], true);
+}
+
+/// x[i] *= scale over n elements of `type` (bf16 rounded to nearest
+/// even, as the communicators' own scale by 1 / N).
+void scaleShard(void *x, plan::DType type, int64_t n, float scale) {
+  if (type == plan::DType::BF16)
+    return scaleBF16(static_cast<uint16_t *>(x), scale, n);
+  auto *f = static_cast<float *>(x);
+  for (int64_t i = 0; i < n; ++i)
+    f[i] *= scale;
 }
 
 /// Converts n elements between f32 and bf16 (either way, or a copy).
@@ -292,7 +306,18 @@ private:
     }
     // Both sides have the kernel's element type (the loader checks it).
     int64_t total = plan.buffers[inst.ins[0]].numElements();
-    return [=](Communicator &c) { c.reduceScatterMean(in, out, total, from); };
+    if (axisOf(inst) != plan::CommAxis::ExpertShard)
+      return
+          [=](Communicator &c) { c.reduceScatterMean(in, out, total, from); };
+    // An expert-parallel unit's gradient: the sum over its S / G ranks,
+    // divided by S (each rank's already sums G ranks' tokens): their mean
+    // scaled by 1 / G.
+    float scale = 1.0f / float(plan.expertSize);
+    return [=](Communicator &c) {
+      c.reduceScatterMean(in, out, total, from);
+      plan::ShardRange mine = plan::shardRange(total, c.rank(), c.size());
+      scaleShard(out, from, mine.end - mine.begin, scale);
+    };
   }
 
   /// Of the shard all_reduce_mean `inst` averages, the elements this rank
@@ -324,6 +349,10 @@ private:
   /// its stores gets. Returns false for a kernel that is not compute.
   bool runWidened(CpuKernels &kernels, const Plan &plan,
                   const Instruction &inst, const double *params, int64_t step);
+
+  /// all_to_all_counts and all_to_all (expert parallelism).
+  void allToAll(const Plan &plan, const Instruction &inst);
+  [[noreturn]] void fail(const std::string &message);
 
   /// The widened copies' space, sized once for the plan's widest kernel.
   std::vector<float> widened;
@@ -378,55 +407,99 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
                         int(plan::shardIndex(comm.rank(), plan.shardSize)),
                         int(plan.shardSize)))
     return;
+  if (opcode == Opcode::AllToAllCounts || opcode == Opcode::AllToAll)
+    return allToAll(plan, inst);
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(groupComm(axisOf(inst)));
 }
 
-/// "shard group 1 (ranks 2-3)", "replica group 0 (ranks 0, 2)".
-static std::string groupName(plan::CommAxis axis, int rank, int shards,
-                             int world) {
-  std::string name;
-  if (axis == plan::CommAxis::Shard) {
-    int first = rank - rank % shards;
-    return "shard group " + std::to_string(rank / shards) + " (ranks " +
-           std::to_string(first) + "-" + std::to_string(first + shards - 1) +
-           ")";
+/// Stops the step on every rank: what a corrupt or overflowing count
+/// does (never a truncation).
+void CpuBackend::fail(const std::string &message) {
+  std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", comm.rank(),
+               message.c_str());
+  std::fflush(stderr);
+  comm.abort(1);
+}
+
+/// all_to_all_counts and all_to_all, synchronously on the expert group
+/// (the loader checked axis 3; the group has G ranks): the counts through
+/// int64, the rows in their buffers' element type.
+void CpuBackend::allToAll(const Plan &plan, const Instruction &inst) {
+  Communicator &group = groupComm(plan::CommAxis::Expert);
+  bool counts = inst.kernel->opcode == plan::Opcode::AllToAllCounts;
+  // The counts' shape: the counts exchanged, or the all_to_all's send.
+  const std::vector<int64_t> &shape =
+      plan.buffers[inst.ins[counts ? 0 : 1]].shape;
+  int64_t G = shape[0], L = shape[1];
+  size_t index = size_t(&inst - plan.program.data());
+  if (group.size() != G)
+    fail("kernel #" + std::to_string(index) + " (" +
+         std::string(inst.kernel->name) + "): counts for " +
+         std::to_string(G) + " ranks on an expert group of " +
+         std::to_string(group.size()));
+  if (counts) {
+    auto *mine = reinterpret_cast<const int32_t *>(address(plan, inst.ins[0]));
+    auto *recv = reinterpret_cast<int32_t *>(address(plan, inst.outs[0]));
+    std::vector<int64_t> send(mine, mine + G * L), got(size_t(G * L));
+    group.allToAllCounts(send.data(), got.data(), L);
+    std::copy(got.begin(), got.end(), recv);
+    return;
   }
-  for (int r = rank % shards; r < world; r += shards)
-    name += (name.empty() ? "" : ", ") + std::to_string(r);
-  return "replica group " + std::to_string(rank % shards) + " (ranks " + name +
-         ")";
+  const BufferDesc &input = plan.buffers[inst.ins[0]];
+  const BufferDesc &result = plan.buffers[inst.outs[0]];
+  AllToAllRows rows;
+  std::string why;
+  if (!allToAllRows(
+          reinterpret_cast<const int32_t *>(address(plan, inst.ins[1])),
+          reinterpret_cast<const int32_t *>(address(plan, inst.ins[2])), G, L,
+          input.shape[0], result.shape[0], index, rows, why))
+    fail(why);
+  uint64_t rowBytes =
+      uint64_t(result.shape[1]) * plan::dtypeSize(result.dtype);
+  group.allToAllV(address(plan, inst.ins[0]), rows.send.data(),
+                  address(plan, inst.outs[0]), rows.recv.data(),
+                  result.shape[1], result.dtype);
+  // Rows past those received are zero, as the kernel table says.
+  std::memset(address(plan, inst.outs[0]) + uint64_t(rows.received) * rowBytes,
+              0, result.size - uint64_t(rows.received) * rowBytes);
+  allToAllMoved += allToAllWireBytes(rows, group.rank(), rowBytes);
 }
 
 bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
-  if (plan.replicas() == 1)
-    return true; // one group: every rank, as before meshes had two axes
-  int rank = comm.rank(), shards = int(plan.shardSize);
+  std::vector<plan::CommAxis> axes = meshAxes(plan);
+  int rank = comm.rank();
   auto split = [&](Communicator &from,
                    plan::CommAxis axis) -> std::unique_ptr<Communicator> {
-    int color = axis == plan::CommAxis::Shard ? rank / shards : rank % shards;
+    MeshGroup g = meshGroup(axis, rank, int(plan.shardSize),
+                            int(plan.expertSize), comm.size());
     std::string why;
-    auto group = from.split(color, rank,
-                            groupName(axis, rank, shards, comm.size()), why);
+    auto group = from.split(g.color, rank, g.name, why);
     if (!group)
       error = "cannot split the " +
               std::string(plan::kCommAxisNames[uint32_t(axis)]) +
               " groups: " + why;
     return group;
   };
-  for (plan::CommAxis axis : {plan::CommAxis::Shard, plan::CommAxis::Replicate})
+  for (plan::CommAxis axis : axes)
     if (!(mainGroups[uint32_t(axis)] = split(comm, axis)))
       return false;
   if (!streams)
     return true;
-  for (uint32_t s = 1; s < plan::kNumStreams; ++s) {
-    plan::CommAxis axis = s == plan::kReplicaStream ? plan::CommAxis::Replicate
-                                                    : plan::CommAxis::Shard;
-    auto group = split(streams->communicator(s), axis);
-    if (!group)
-      return false;
-    streams->setGroup(s, axis, std::move(group));
-  }
+  // Each stream's groups: the replica stream's replica group, the others'
+  // shard and expert shard groups (the all-to-alls run on the main
+  // thread).
+  for (uint32_t s = 1; s < plan::kNumStreams; ++s)
+    for (plan::CommAxis axis : axes) {
+      bool replica = axis == plan::CommAxis::Replicate;
+      if (axis == plan::CommAxis::Expert ||
+          replica != (s == plan::kReplicaStream))
+        continue;
+      auto group = split(streams->communicator(s), axis);
+      if (!group)
+        return false;
+      streams->setGroup(s, axis, std::move(group));
+    }
   return true;
 }
 

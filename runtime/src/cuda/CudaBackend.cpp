@@ -26,7 +26,9 @@
 #include "DeviceAccess.h"
 #include "Module.h"
 #include "Nccl.h"
+#include "CudaAllToAll.h"
 #include "fsdp/runtime/exec/KernelDispatch.h"
+#include "fsdp/runtime/exec/MeshGroup.h"
 #include "kernels/Kernels.h"
 
 #include <cublas_v2.h>
@@ -154,6 +156,8 @@ private:
   }
   void collective(const Plan &plan, const Instruction &inst, cuda::Nccl &nccl,
                   cudaStream_t stream);
+  bool scaleExpertShard(const Plan &plan, const Instruction &inst,
+                        cuda::Nccl &nccl, cudaStream_t stream);
   /// Tells the emulator's race checker the buffers `inst` reads and writes
   /// on `stream` (DeviceAccess.h); nothing on a GPU.
   void declareBuffers(const Plan &plan, const Instruction &inst,
@@ -193,11 +197,22 @@ private:
   /// or for the compute stream's collectives stream 1's (the shard group)
   /// or, for a replica all-reduce, stream 3's (the replica group).
   cuda::Nccl &ncclFor(const Instruction &inst, uint32_t stream) {
+    // An expert-parallel unit's gathers and reduce-scatters (axis 2).
+    if (inst.kernel->opcode != plan::Opcode::AllReduceSum &&
+        plan::collectiveParams(inst.params.data()).commAxis() ==
+            plan::CommAxis::ExpertShard)
+      return *expertShard[stream != 0 ? stream : plan::kGatherStream];
     if (stream != 0)
       return *nccl[stream];
     bool replica = inst.kernel->opcode == plan::Opcode::AllReduceMean;
     return *nccl[replica ? plan::kReplicaStream : plan::kGatherStream];
   }
+  /// Expert parallelism (prepare): the expert group on the host (the
+  /// all-to-alls' counts) and in NCCL (their rows), and the expert shard
+  /// group of the gather and scatter streams.
+  std::unique_ptr<Communicator> expertHost;
+  std::unique_ptr<cuda::Nccl> expertNccl, expertShard[plan::kReplicaStream];
+  bool splitExperts(const Plan &plan, std::string &error);
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
@@ -288,7 +303,31 @@ CudaBackend::~CudaBackend() {
     cudaFree(arena);
 }
 
+/// The expert and expert shard groups (MeshGroup.h), split from the world
+/// in one order on every rank.
+bool CudaBackend::splitExperts(const Plan &plan, std::string &error) {
+  int rank = comm.rank(), S = int(plan.shardSize), G = int(plan.expertSize);
+  std::string why;
+  MeshGroup e = meshGroup(plan::CommAxis::Expert, rank, S, G, comm.size());
+  MeshGroup x =
+      meshGroup(plan::CommAxis::ExpertShard, rank, S, G, comm.size());
+  expertHost = comm.split(e.color, rank, e.name, why);
+  auto shardHost = expertHost ? comm.split(x.color, rank, x.name, why) : nullptr;
+  if (!shardHost) {
+    error = "cannot split the expert groups: " + why;
+    return false;
+  }
+  if (!(expertNccl = cuda::Nccl::create(*expertHost, error)))
+    return false;
+  for (uint32_t s = plan::kGatherStream; s < plan::kReplicaStream; ++s)
+    if (!(expertShard[s] = cuda::Nccl::create(*shardHost, error)))
+      return false;
+  return true;
+}
+
 bool CudaBackend::prepare(const Plan &plan, std::string &error) {
+  if (plan.expertSize > 1 && !splitExperts(plan, error))
+    return false;
   if (plan.replicas() == 1)
     return true;
   int rank = comm.rank(), shards = int(plan.shardSize);
@@ -321,6 +360,9 @@ void CudaBackend::fail(const std::string &message) {
   for (auto &n : nccl)
     if (n)
       n->abort();
+  for (auto *n : {&expertNccl, &expertShard[1], &expertShard[2]})
+    if (*n)
+      (*n)->abort();
   comm.abort(1);
   std::abort(); // not reached: abort() ends the job
 }
@@ -396,9 +438,8 @@ bool CudaBackend::castIntoSlot(const Plan &plan, const Instruction &inst,
   // The shard buffer holds maxShardSize elements; this rank's count of
   // them are its range. (Mixed precision gathers f32 into bf16; the other
   // way is as well defined.)
-  plan::ShardRange range = plan::shardRange(
-      full.numElements(), plan::shardIndex(comm.rank(), plan.shardSize),
-      plan.shardSize);
+  // (Of its unit's ranks: S / G for an expert-parallel unit.)
+  plan::ShardRange range = plan.shardOf(uint32_t(shard.unit), comm.rank());
   const cuda::Context ctx{stream, blas};
   unsigned char *to = address(plan, inst.outs[0]);
   const unsigned char *from = address(plan, inst.ins[0]);
@@ -432,14 +473,13 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
   bool ok;
   if (inst.kernel->opcode == plan::Opcode::AllReduceMean) // in place
     ok = nccl.allReduceMean(to, out.dtype,
-                            plan::maxShardSize(
-                                [&] {
-                                  for (const UnitDesc &u : plan.units)
-                                    if (u.name == inst.unit)
-                                      return u.flatSize;
-                                  return int64_t(0);
-                                }(),
-                                plan.shardSize),
+                            [&] {
+                              int32_t u = unitNamed(plan, inst.unit);
+                              return u < 0 ? int64_t(0)
+                                           : plan::maxShardSize(
+                                                 plan.units[u].flatSize,
+                                                 plan.unitShards(uint32_t(u)));
+                            }(),
                             stream, error);
   else if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
     ok = nccl.allReduceSum(
@@ -457,6 +497,29 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
     fail(std::string(inst.kernel->name) +
          (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") + ": " +
          error);
+}
+
+/// An expert-parallel unit's reduce-scatter divides its sum by S, not by
+/// its S / G ranks (each rank's expert gradient already sums G ranks'
+/// tokens): NCCL's mean, scaled by 1 / G on this rank's range.
+bool CudaBackend::scaleExpertShard(const Plan &plan, const Instruction &inst,
+                                   cuda::Nccl &nccl, cudaStream_t stream) {
+  if (inst.kernel->opcode != plan::Opcode::ReduceScatter ||
+      plan::collectiveParams(inst.params.data()).commAxis() !=
+          plan::CommAxis::ExpertShard)
+    return true;
+  const BufferDesc &in = plan.buffers[inst.ins[0]];
+  plan::ShardRange mine =
+      plan::shardRange(in.numElements(), nccl.rankId(), nccl.worldSize());
+  const cuda::Context ctx{stream, blas};
+  float scale = 1.0f / float(plan.expertSize);
+  void *to = address(plan, inst.outs[0]);
+  if (in.dtype == plan::DType::BF16)
+    cuda::scale(ctx, static_cast<__nv_bfloat16 *>(to), mine.end - mine.begin,
+                scale);
+  else
+    cuda::scale(ctx, static_cast<float *>(to), mine.end - mine.begin, scale);
+  return true;
 }
 
 void CudaBackend::declareBuffers(const Plan &plan, const Instruction &inst,
@@ -512,6 +575,9 @@ void CudaBackend::start(const Plan &plan,
   if (group.size() > 1 && ncclGroupEnd() != ncclSuccess)
     fail("ncclGroupEnd failed for a bucket of " + std::to_string(group.size()) +
          " collectives");
+  // After the group: a kernel launched inside one would run before it.
+  for (const Instruction *inst : group)
+    scaleExpertShard(plan, *inst, ncclFor(*inst, stream), streams[stream]);
   currentPlan = &plan;
   for (const Instruction *inst : group) {
     uint32_t token = plan::collectiveParams(inst->params.data()).tokenId();
@@ -620,11 +686,19 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
                           plan.buffers[inst.outs[0]].size,
                           cudaMemcpyDeviceToDevice, compute),
           "cudaMemcpyAsync (copy kernel)");
+  } else if (opcode == plan::Opcode::AllToAllCounts ||
+             opcode == plan::Opcode::AllToAll) {
+    std::string error; // synchronous, on the expert group
+    if (!expertHost || !cuda::runAllToAll(plan, inst, arena, *expertHost,
+                                          *expertNccl, compute,
+                                          allToAllMoved, error))
+      fail(expertHost ? error : "an all-to-all without expert groups");
   } else if (!runComputeIn(plan, inst, params, step) &&
              opcode != plan::Opcode::Wait) { // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.
     castIntoSlot(plan, inst, compute);
     collective(plan, inst, ncclFor(inst, 0), compute);
+    scaleExpertShard(plan, inst, ncclFor(inst, 0), compute);
   }
   checkKernels(inst);
 }

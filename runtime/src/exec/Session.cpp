@@ -38,9 +38,13 @@ bool Session::initialize(uint64_t seed, std::string &error,
     const BufferDesc &buffer = plan.buffers[unit.shardBuffer];
     host.assign(buffer.numElements(), 0.0f);
     forEachShardSegment(
-        plan, uint32_t(u), int(plan::shardIndex(comm.rank(), plan.shardSize)),
-        int(plan.shardSize),
+        plan, uint32_t(u), comm.rank(),
         [&](const ParamDesc &param, int64_t at, int64_t begin, int64_t count) {
+          // An expert slice's element i is the full parameter's x n + i
+          // (x this rank's slice, n its elements): the weights a run
+          // without expert parallelism starts from.
+          begin += plan.unitExpertSlice(uint32_t(u), comm.rank()) *
+                   param.numElements();
           if (!weights)
             initializeParam(param, seed, begin, begin + count,
                             host.data() + at);
@@ -163,9 +167,11 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
   plan::Opcode opcode = inst.kernel->opcode;
   uint64_t id = 0;
   uint32_t lane = 0;
-  if (isCollective(opcode) || opcode == plan::Opcode::AllReduceSum) {
+  // The all-reduce and the all-to-alls run on the compute stream: lane 0.
+  if (isCollective(opcode) || opcode == plan::Opcode::AllReduceSum ||
+      opcode == plan::Opcode::AllToAllCounts ||
+      opcode == plan::Opcode::AllToAll) {
     id = issueRecord(index, step);
-    // The all-reduce runs on the compute stream: lane 0.
     lane = opcode == plan::Opcode::AllGather       ? plan::kGatherStream
            : opcode == plan::Opcode::ReduceScatter ? plan::kScatterStream
            : opcode == plan::Opcode::AllReduceMean ? plan::kReplicaStream

@@ -84,13 +84,15 @@ WeightTensor whole(const Plan &plan, uint32_t index, std::string name,
                    bool transposed) {
   const ParamDesc &p = plan.params[index];
   WeightTensor t;
+  // An expert slice's file tensor is the full parameter's (all G slices).
+  const std::vector<int64_t> shape = p.fullShape();
   t.name = t.key = std::move(name);
-  t.shape = p.shape;
+  t.shape = shape;
   t.param = index;
-  t.rows = p.shape.empty() ? 1 : p.shape[0];
+  t.rows = shape.empty() ? 1 : shape[0];
   t.transposed = transposed;
   if (transposed)
-    t.shape = {p.shape[1], p.shape[0]};
+    t.shape = {shape[1], shape[0]};
   return t;
 }
 
@@ -176,7 +178,8 @@ bool moeTensors(const Plan &plan, uint32_t index, const std::string &layer,
       name.find('.', experts.size()) != std::string::npos)
     return false;
   std::string matrix = name.substr(experts.size());
-  for (int64_t e = 0; e < p.shape[0]; ++e) {
+  // Expert e is row e of the full stacked parameter (of every slice).
+  for (int64_t e = 0; e < p.fullShape()[0]; ++e) {
     WeightTensor t = whole(
         plan, index,
         prefix + experts + std::to_string(e) + "." + matrix + ".weight", false);

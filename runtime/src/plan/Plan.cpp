@@ -210,6 +210,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   uint64_t peak[7] = {};
   r.read(plan.worldSize);
   r.read(plan.shardSize);
+  r.read(plan.expertSize); // version 16
   r.read(plan.arenaSize);
   r.read(plan.peakBytes);
   r.read(plan.peakKernel);
@@ -232,6 +233,10 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
   else if (plan.shardSize < 1 || plan.worldSize % plan.shardSize != 0)
     why = "invalid mesh: a shard group of " + std::to_string(plan.shardSize) +
           " ranks in a world of " + std::to_string(plan.worldSize);
+  else if (plan.expertSize < 1 || plan.shardSize % plan.expertSize != 0)
+    why = "invalid expert parallelism: an expert group of " +
+          std::to_string(plan.expertSize) + " ranks does not divide the " +
+          std::to_string(plan.shardSize) + " ranks of a shard group";
   else if (plan.arenaSize > plan::kMaxArenaSize)
     why = "an arena of " + std::to_string(plan.arenaSize) +
           " bytes is larger than the " + std::to_string(plan::kMaxArenaSize) +
@@ -243,7 +248,7 @@ static bool readSummary(Reader &r, Plan &plan, std::string &why) {
 
 // Smallest records: a buffer of rank 0, a unit, a parameter of rank 0, a
 // kernel without operands or parameters, an empty string.
-constexpr size_t kMinBuffer = 40, kMinUnit = 16, kMinParam = 48,
+constexpr size_t kMinBuffer = 40, kMinUnit = 20, kMinParam = 48,
                  kMinKernel = 20, kMinString = 4;
 
 /// The buffer table: records and enum values, nothing relating them yet.
@@ -269,7 +274,8 @@ static bool readBuffers(Reader &r, Plan &plan, std::string &why) {
   return true;
 }
 
-/// The unit table (names as string ids).
+/// The unit table (names as string ids) and its flags (version 16: bit 0
+/// expert-parallel, which needs expert groups of more than one rank).
 static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
   uint32_t count = 0;
   why = "malformed unit table";
@@ -279,9 +285,22 @@ static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
   ids.unitNames.resize(count);
   for (size_t i = 0; i < count; ++i) {
     UnitDesc &u = plan.units[i];
+    uint32_t flags = 0;
     if (!r.read(ids.unitNames[i]) || !r.read(u.flatSize) ||
-        !r.read(u.shardBuffer) || u.flatSize < 0)
+        !r.read(u.shardBuffer) || !r.read(flags) || u.flatSize < 0)
       return false;
+    if (flags > 1) {
+      why = "unit #" + std::to_string(i) + " has unknown flags " +
+            std::to_string(flags) + " (bit 0, expert-parallel, is the only "
+            "one; recompile the model)";
+      return false;
+    }
+    if (flags == 1 && plan.expertSize == 1) {
+      why = "unit #" + std::to_string(i) + " is expert-parallel in a plan "
+            "without expert groups (expert_size 1)";
+      return false;
+    }
+    u.expertParallel = flags == 1;
   }
   return true;
 }
@@ -464,7 +483,7 @@ static bool resolveNames(Plan &plan, const StringIds &ids,
         plan.buffers[u.shardBuffer].kind != plan::BufferKind::Param ||
         plan.buffers[u.shardBuffer].unit != int32_t(i) ||
         plan.buffers[u.shardBuffer].numElements() !=
-            plan::maxShardSize(u.flatSize, plan.shardSize))
+            plan::maxShardSize(u.flatSize, plan.unitShards(uint32_t(i))))
       return fail("unit '" + u.name + "' has no valid shard buffer");
   }
   for (size_t i = 0; i < plan.params.size(); ++i) {
@@ -480,6 +499,17 @@ static bool resolveNames(Plan &plan, const StringIds &ids,
         p.unitOffset > plan.units[p.unit].flatSize ||
         elements > plan.units[p.unit].flatSize - p.unitOffset)
       return fail("parameter '" + p.name + "' lies outside its unit");
+    if (plan.units[p.unit].expertParallel) {
+      // A slice of G: its full parameter's first dim, G times its own,
+      // must not overflow either.
+      int64_t full = 0;
+      if (p.shape.empty() ||
+          __builtin_mul_overflow(elements, int64_t(plan.expertSize), &full))
+        return fail("parameter '" + p.name + "' of expert-parallel unit '" +
+                    plan.units[p.unit].name +
+                    "' has no rows to slice, or too many");
+      p.expertSlices = plan.expertSize;
+    }
   }
   if (plan.lossBuffer >= plan.buffers.size() ||
       plan.buffers[plan.lossBuffer].numElements() != 1 ||

@@ -34,6 +34,21 @@ struct KernelCheck {
   }
 };
 
+/// Whether the sharding collective `k` (all_gather, reduce_scatter,
+/// all_reduce_mean) moves an expert-parallel unit's shard: the unit of a
+/// gather's shard, the unit the others name.
+inline bool isExpertCollective(const KernelCheck &k) {
+  int32_t unit = -1;
+  if (k.info().opcode == plan::Opcode::AllGather)
+    unit = k.in(0).unit;
+  else
+    for (size_t u = 0; u < k.plan.units.size(); ++u)
+      if (!k.inst.unit.empty() && k.plan.units[u].name == k.inst.unit)
+        unit = int32_t(u);
+  return unit >= 0 && size_t(unit) < k.plan.units.size() &&
+         k.plan.units[unit].expertParallel;
+}
+
 /// A parameter as errors print it.
 inline std::string paramText(double v) {
   std::ostringstream os;

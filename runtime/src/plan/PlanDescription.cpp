@@ -19,6 +19,8 @@ std::string describePlan(const Plan &plan) {
   os << "plan " << plan.path << ": world size " << plan.worldSize;
   if (plan.shardSize != plan.worldSize)
     os << " (mesh " << plan.replicas() << "x" << plan.shardSize << ")";
+  if (plan.expertSize > 1)
+    os << ", expert groups of " << plan.expertSize;
   os << ", " << plan.params.size() << " parameters (" << paramElements
      << " elements), " << plan.buffers.size() << " buffers, "
      << plan.program.size() << " kernels\n"
@@ -43,9 +45,15 @@ std::string describePlan(const Plan &plan) {
        << plan.evalDrainTokens.size() << " collectives finished at its end\n";
   else
     os << "  evaluation step: none marked\n";
-  for (const UnitDesc &u : plan.units)
+  for (uint32_t i = 0; i < plan.units.size(); ++i) {
+    const UnitDesc &u = plan.units[i];
     os << "  unit " << u.name << ": " << u.flatSize << " elements, shard of "
-       << plan::maxShardSize(u.flatSize, plan.shardSize) << "\n";
+       << plan::maxShardSize(u.flatSize, plan.unitShards(i));
+    if (u.expertParallel) // its elements are one expert slice's
+      os << " (expert-parallel: a slice over " << plan.unitShards(i)
+         << " ranks)";
+    os << "\n";
+  }
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (plan.inputs[i] == plan::kNone)
       continue;

@@ -171,7 +171,7 @@ static bool checkShardUpdate(const KernelCheck &k, const plan::shapes::Dims &,
       k.out(1).unit != k.out(0).unit || k.out(2).unit != k.out(0).unit ||
       k.out(0).numElements() !=
           plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
-                             plan.shardSize))
+                             plan.unitShards(uint32_t(k.out(0).unit))))
     return k.bad("does not update a unit's shard and its moments");
   return true;
 }
@@ -179,27 +179,29 @@ static bool checkShardUpdate(const KernelCheck &k, const plan::shapes::Dims &,
 /// The sharding collectives: an all_gather of a unit's shard into its flat
 /// size, a reduce_scatter into a shard, an all_reduce_mean of a shard of
 /// its unit in place.
+/// An expert-parallel unit's are sharded over S / G ranks.
 static bool checkSharded(const KernelCheck &k, const plan::shapes::Dims &,
                          Vocabulary &) {
   const Plan &plan = k.plan;
+  int64_t shards = isExpertCollective(k) ? plan.shardSize / plan.expertSize
+                                         : plan.shardSize;
   switch (k.info().opcode) {
   case plan::Opcode::AllGather:
     if (k.in(0).kind != plan::BufferKind::Param || k.in(0).unit < 0 ||
         k.out(0).numElements() != plan.units[k.in(0).unit].flatSize ||
         k.in(0).numElements() !=
-            plan::maxShardSize(k.out(0).numElements(), plan.shardSize))
+            plan::maxShardSize(k.out(0).numElements(), shards))
       return k.bad("does not gather a unit's shard into its flat size");
     return true;
   case plan::Opcode::ReduceScatter:
     if (k.out(0).numElements() !=
-        plan::maxShardSize(k.in(0).numElements(), plan.shardSize))
+        plan::maxShardSize(k.in(0).numElements(), shards))
       return k.bad("the shard does not match the flat gradient");
     return true;
   default: { // AllReduceMean: in place, on a shard of the unit it names
     auto unit = namedUnit(k);
     if (unit == plan.units.end() || k.inst.ins[0] != k.inst.outs[0] ||
-        k.in(0).numElements() !=
-            plan::maxShardSize(unit->flatSize, plan.shardSize))
+        k.in(0).numElements() != plan::maxShardSize(unit->flatSize, shards))
       return k.bad("does not average a shard of its unit in place");
     return true;
   }
@@ -225,7 +227,8 @@ static bool checkGradSqSum(const KernelCheck &k, const plan::shapes::Dims &,
     return k.bad("flat_size " + paramText(flat) +
                  " is not the flat size of its unit '" + k.inst.unit + "'");
   if (k.in(0).numElements() !=
-      plan::maxShardSize(unit->flatSize, k.plan.shardSize))
+      plan::maxShardSize(unit->flatSize,
+                         k.plan.unitShards(uint32_t(unit - k.plan.units.begin()))))
     return k.bad("the gradient is not a shard of unit '" + unit->name + "'");
   return true;
 }

@@ -62,11 +62,13 @@ static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
                  paramText(p.stream));
   if (p.group != 0 && p.group != 1)
     return k.bad("invalid group " + paramText(p.group));
-  // The sharding collectives run over the shard group, the replica
-  // all-reduce over the replica group.
+  // The sharding collectives run over the shard group (an expert-parallel
+  // unit's over the ranks of its slice), the replica all-reduce over the
+  // replica group.
   plan::CommAxis expected = k.info().opcode == plan::Opcode::AllReduceMean
                                 ? plan::CommAxis::Replicate
-                                : plan::CommAxis::Shard;
+                            : isExpertCollective(k) ? plan::CommAxis::ExpertShard
+                                                    : plan::CommAxis::Shard;
   if (p.axis != double(uint32_t(expected)))
     return k.bad("runs over axis " + paramText(p.axis) + ", not " +
                  std::to_string(uint32_t(expected)) + " (" +
@@ -87,6 +89,18 @@ static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
     return k.bad("token " + std::to_string(int64_t(p.token)) +
                  " is started twice");
   inFlight[int64_t(p.token)] = {k.index, k.inst.ins[0], k.inst.outs[0]};
+  return true;
+}
+
+/// An all-to-all (all_to_all_counts, all_to_all): over the expert group
+/// (axis 3), which only a plan with expert groups (expert_size > 1) has.
+static bool checkAllToAll(const KernelCheck &k) {
+  double axis = k.inst.params[plan::paramIndex(k.info().opcode, "axis")];
+  if (k.plan.expertSize == 1)
+    return k.bad("needs expert groups, and the plan's expert_size is 1");
+  if (axis != double(uint32_t(plan::CommAxis::Expert)))
+    return k.bad("runs over axis " + paramText(axis) +
+                 ", not 3 (expert), the axis of " + std::string(k.info().name));
   return true;
 }
 
@@ -124,6 +138,9 @@ bool validateStreams(Plan &plan, std::string &why) {
         !checkCollective(k, inFlight, used))
       return false;
     if (opcode == Opcode::Wait && !checkWait(k, inFlight))
+      return false;
+    if ((opcode == Opcode::AllToAllCounts || opcode == Opcode::AllToAll) &&
+        !checkAllToAll(k))
       return false;
   }
   if (!inFlight.empty()) {

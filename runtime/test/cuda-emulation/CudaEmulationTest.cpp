@@ -146,6 +146,7 @@ const Group kGroups[] = {
     {"bf16", groupBF16},
     {"llama", groupLlama},
     {"moe", groupMoe},
+    {"moe-dispatch", groupMoeDispatch},
 };
 } // namespace
 

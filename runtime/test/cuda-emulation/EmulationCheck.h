@@ -283,5 +283,6 @@ void groupLlama(unsigned &seed);
 
 // EmuMoeTest.cpp
 void groupMoe(unsigned &seed);
+void groupMoeDispatch(unsigned &seed);
 
 #endif // FSDP_RUNTIME_TEST_EMULATIONCHECK_H

@@ -119,12 +119,34 @@ struct RankInputs {
   RunOutputPaths paths;
 };
 
+/// An expert-parallel plan's ranks hold slices of the stacked experts:
+/// writing or reading a full parameter needs them assembled across the
+/// expert group, which --export and checkpoints do not do yet. Refused
+/// before any step (every rank, the same plan: the same decision).
+void refuseExpertSliceOutputs(const Options &options, const Plan &plan) {
+  if (!plan.hasExpertUnits())
+    return;
+  const char *option = !options.exportPath.empty()      ? "--export"
+                       : !options.checkpointDir.empty() ? "--checkpoint-dir"
+                       : !options.resumeDir.empty()     ? "--resume"
+                                                        : nullptr;
+  if (option)
+    die(std::string(option) +
+            " is not supported yet for a plan with expert parallelism "
+            "(expert groups of " +
+            std::to_string(plan.expertSize) +
+            "): each rank holds a slice of the stacked experts, and the "
+            "full parameters are not assembled across the expert group",
+        2);
+}
+
 /// The plan's inputs, data and weights loaded, every output checked and
 /// reserved now, not after the last step.
 void loadRankInputs(const Options &options, const Communicator &comm,
                     RankInputs &in) {
   std::string error;
   checkWorldSize(in.plan, comm.size());
+  refuseExpertSliceOutputs(options, in.plan);
   markHeap("plan");
   in.data = loadInputs(options, in.plan, comm.size(), in.inputs, in.tokens);
   in.validation = loadValidation(options, in.plan, comm.size(), in.inputs,

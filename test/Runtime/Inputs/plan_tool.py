@@ -8,14 +8,15 @@ An EDIT is `TABLE SELECTOR FIELD VALUE` or, for the tables that are one
 record, `TABLE FIELD VALUE`:
 
     header  FIELD VALUE     version flags payload_size crc reserved0..2
-    summary FIELD VALUE     world_size shard_size arena_size peak_bytes peak_kernel
+    summary FIELD VALUE     world_size shard_size expert_size arena_size
+                            peak_bytes peak_kernel
     program FIELD VALUE     loss_buffer grad_sq_buffer (`none`: 0xFFFFFFFF)
                             eval_kernels (a count, `all`, or `@NAME[.N][+K]`:
                             the kernels before that one, plus K)
     count   TABLE VALUE     the record count written for buffers, units,
                             params, kernels or strings (records unchanged)
     buffer  SEL FIELD VALUE kind dtype offset size shape unit input base
-    unit    SEL FIELD VALUE name flat_size shard_buffer
+    unit    SEL FIELD VALUE name flat_size shard_buffer flags
     param   SEL FIELD VALUE name dtype shape init std no_weight_decay
                             selection_bias_rate unit unit_offset
     kernel  SEL FIELD VALUE opcode unit ins outs params
@@ -52,13 +53,14 @@ MAGIC = b"FSDPPLAN"
 HEADER = struct.Struct("<8sIIQIIQQ")
 HEADER_FIELDS = ["magic", "version", "flags", "payload_size", "crc",
                  "reserved0", "reserved1", "reserved2"]
-SUMMARY_FIELDS = ["world_size", "shard_size", "arena_size", "peak_bytes", "peak_kernel",
+SUMMARY_FIELDS = ["world_size", "shard_size", "expert_size", "arena_size", "peak_bytes", "peak_kernel",
                   "peak_params", "peak_grads", "peak_optimizer",
                   "peak_activations", "peak_scratch", "peak_gathered",
                   "peak_inputs", "outside_arena_cpu", "outside_arena_cpu_mapped",
                   "blas_bytes_per_thread", "outside_arena_cuda",
                   "model_flops", "memory_budget"]
-SUMMARY = struct.Struct("<IIQQQ11QdQ")
+# Since version 16: expert_size (G) after shard_size.
+SUMMARY = struct.Struct("<IIIQQQ11QdQ")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
          "scratch", "gathered"]
 DTYPES = ["f32", "i32", "bf16"]
@@ -70,7 +72,8 @@ NONE = 0xFFFFFFFF
 BUFFER_FIELDS = {"kind": "I", "dtype": "I", "offset": "Q", "size": "Q",
                  "shape": "shape", "unit": "i", "input": "i",
                  "base": "i"}
-UNIT_FIELDS = {"name": "I", "flat_size": "q", "shard_buffer": "I"}
+UNIT_FIELDS = {"name": "I", "flat_size": "q", "shard_buffer": "I",
+               "flags": "I"}
 PARAM_FIELDS = {"name": "I", "dtype": "I", "shape": "shape", "init": "I",
                 "std": "d", "no_weight_decay": "I",
                 "selection_bias_rate": "d", "unit": "I",
@@ -118,7 +121,7 @@ def parse(data):
         raise PlanError("not a plan file")
     plan = {"header": dict(zip(HEADER_FIELDS, HEADER.unpack_from(data)))}
     c = Cursor(data[HEADER.size:])
-    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIQQQ11QdQ")))
+    plan["summary"] = dict(zip(SUMMARY_FIELDS, c.take("IIIQQQ11QdQ")))
     n = c.take("I")  # since version 14: the model's Hugging Face config
     if c.pos + n > len(c.data):
         raise PlanError("the payload ends in the middle of a string")
@@ -132,8 +135,8 @@ def parse(data):
         b["unit"], b["input"] = c.take("i"), c.take("i")
         b["base"] = c.take("i")
         plan["buffers"].append(b)
-    plan["units"] = [dict(zip(["name", "flat_size", "shard_buffer"],
-                              c.take("IqI")))
+    plan["units"] = [dict(zip(["name", "flat_size", "shard_buffer", "flags"],
+                              c.take("IqII")))
                      for _ in range(c.take("I"))]
     plan["params"] = []
     for _ in range(c.take("I")):
@@ -185,7 +188,7 @@ def serialise(plan, fix_crc=True):
         return pack("I", len(dims)) + b"".join(pack("q", d) for d in dims)
 
     out = [SUMMARY.pack(*[plan["summary"][f] if f == "model_flops" else
-                          plan["summary"][f] & ((1 << (32 if i < 2 else 64))
+                          plan["summary"][f] & ((1 << (32 if i < 3 else 64))
                                                 - 1)
                           for i, f in enumerate(SUMMARY_FIELDS)])]
     out += [pack("I", len(plan["model_config"])), plan["model_config"]]
@@ -198,7 +201,7 @@ def serialise(plan, fix_crc=True):
     out.append(count("units", len(plan["units"])))
     for u in plan["units"]:
         out += [pack("I", u["name"]), pack("q", u["flat_size"]),
-                pack("I", u["shard_buffer"])]
+                pack("I", u["shard_buffer"]), pack("I", u["flags"])]
     out.append(count("params", len(plan["params"])))
     for p in plan["params"]:
         out += [pack("I", p["name"]), pack("I", p["dtype"]), shape(p["shape"]),
@@ -404,9 +407,9 @@ def dump(plan):
                                     "x".join(map(str, b["shape"])) or "-",
                                     b["unit"], b["input"], b["base"]))
     for i, u in enumerate(plan["units"]):
-        print("unit %d name=%s flat_size=%d shard_buffer=%d" % (
+        print("unit %d name=%s flat_size=%d shard_buffer=%d flags=%d" % (
             i, plan["strings"][u["name"]].decode(), u["flat_size"],
-            u["shard_buffer"]))
+            u["shard_buffer"], u["flags"]))
     for i, p in enumerate(plan["params"]):
         print("param %d name=%s shape=%s unit=%d unit_offset=%d" % (
             i, plan["strings"][p["name"]].decode(),

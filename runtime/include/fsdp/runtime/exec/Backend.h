@@ -91,6 +91,13 @@ public:
   /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as
   /// the backend runs them), 0 when unknown (PeakFlops.h).
   virtual double peakFlops(bool bf16) const { return 0.0; }
+  /// Bytes this rank's all_to_alls have moved to and from other ranks so
+  /// far (expert parallelism; AllToAll.h's allToAllWireBytes): the run
+  /// summary's per-step figure is its growth over the timed steps.
+  uint64_t allToAllBytes() const { return allToAllMoved; }
+
+protected:
+  uint64_t allToAllMoved = 0;
 };
 
 class Communicator;

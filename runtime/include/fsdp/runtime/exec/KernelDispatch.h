@@ -34,7 +34,8 @@
 namespace fsdp::rt {
 
 /// Whether `opcode` computes on its Float operands in their element type:
-/// every kernel but casts, collectives and waits, and copies (bytes,
+/// every kernel but casts, collectives (the all-to-alls too: they move
+/// rows as they are) and waits, and copies (bytes,
 /// whatever the type: runCompute copies them, but a backend may first).
 /// What the CPU runs on widened copies for a bf16 instruction.
 constexpr bool isComputeKernel(plan::Opcode opcode) {
@@ -42,6 +43,7 @@ constexpr bool isComputeKernel(plan::Opcode opcode) {
   return opcode != Opcode::Cast && opcode != Opcode::Copy &&
          opcode != Opcode::AllGather && opcode != Opcode::ReduceScatter &&
          opcode != Opcode::AllReduceSum && opcode != Opcode::AllReduceMean &&
+         opcode != Opcode::AllToAllCounts && opcode != Opcode::AllToAll &&
          opcode != Opcode::Wait;
 }
 
@@ -117,6 +119,15 @@ inline int32_t selectionBiasUnit(const Plan &plan, const std::string &name) {
   return -1;
 }
 
+/// The index of unit `name`; -1 when there is none (a kernel outside
+/// units).
+inline int32_t unitNamed(const Plan &plan, const std::string &name) {
+  for (size_t u = 0; u < plan.units.size(); ++u)
+    if (plan.units[u].name == name)
+      return int32_t(u);
+  return -1;
+}
+
 /// The kernels runCompute runs by hand: AdamW (its step, its decay by
 /// parameter segment in a shard, its optional scale), the sum of squares
 /// over this rank's part of a shard, and copies (in bytes, whatever the
@@ -149,7 +160,7 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
     // A mixture of experts' selection bias moves by its rate against the
     // sign of its load signal instead (docs/moe.md).
     forEachShardSegment(
-        a.plan, uint32_t(out0.unit), rank, worldSize,
+        a.plan, uint32_t(out0.unit), rank,
         [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
           if (param.isSelectionBias())
             k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
@@ -164,8 +175,13 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
     return true;
   case Opcode::GradSqSum: {
     // This rank's elements of the shard; a shorter shard's last is padding.
-    plan::ShardRange range =
-        plan::shardRange(int64_t(a.param("flat_size")), rank, worldSize);
+    // An expert-parallel unit's shard is of its S / G ranks.
+    int32_t named = unitNamed(a.plan, inst.unit);
+    bool expert = named >= 0 && a.plan.units[named].expertParallel;
+    plan::ShardRange range = plan::shardRange(
+        int64_t(a.param("flat_size")),
+        expert ? a.plan.unitShardIndex(uint32_t(named), rank) : rank,
+        expert ? a.plan.unitShards(uint32_t(named)) : worldSize);
     int32_t unit = selectionBiasUnit(a.plan, inst.unit);
     if (unit < 0) {
       k.gradSqSum(a.SO(0), a.I(0), a.optSI(1), range.end - range.begin,
@@ -177,7 +193,7 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
     const float *acc = a.optSI(1);
     bool any = false;
     forEachShardSegment(
-        a.plan, uint32_t(unit), rank, worldSize,
+        a.plan, uint32_t(unit), rank,
         [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
           if (param.isSelectionBias())
             return;

@@ -41,6 +41,11 @@ struct UnitDesc {
   std::string name;
   int64_t flatSize = 0;
   uint32_t shardBuffer = 0;
+  /// Plan version 16's unit flag bit 0: the unit holds stacked expert
+  /// parameters, each of its parameters this rank's expert slice (L rows of
+  /// the full G L), and is sharded over the S / G ranks with that slice
+  /// (docs/plan-format.md, "Expert parallelism").
+  bool expertParallel = false;
 };
 
 struct ParamDesc {
@@ -58,6 +63,17 @@ struct ParamDesc {
   uint32_t unit = 0;      ///< the unit it is flattened into
   int64_t unitOffset = 0; ///< its first element in the unit's flat tensor
   int64_t numElements() const;
+  /// In an expert-parallel unit (plan version 16), `shape` is one expert
+  /// slice's, of the G (this) slices stacked along the first dim: the
+  /// full parameter, which initialisation and weight files address, has
+  /// fullShape(). 1 elsewhere.
+  int64_t expertSlices = 1;
+  std::vector<int64_t> fullShape() const {
+    std::vector<int64_t> full = shape;
+    if (!full.empty())
+      full[0] *= expertSlices;
+    return full;
+  }
 };
 
 struct Instruction {
@@ -87,11 +103,37 @@ struct Plan {
   /// shard group (plan::shardIndex of a rank, of shardSize); under full
   /// sharding shardSize is worldSize.
   uint32_t worldSize = 1, shardSize = 1;
+  /// Expert parallelism (plan version 16): G, the ranks of an expert group,
+  /// dividing shardSize; 1 without it.
+  uint32_t expertSize = 1;
   uint32_t replicas() const { return worldSize / shardSize; }
+  /// The ranks unit `unit` is sharded over: S, or S / G for an
+  /// expert-parallel unit; and rank `rank`'s (a global rank, or a shard
+  /// index: both give the same) index among them.
+  int64_t unitShards(uint32_t unit) const {
+    return units[unit].expertParallel ? shardSize / expertSize : shardSize;
+  }
+  int64_t unitShardIndex(uint32_t unit, int64_t rank) const {
+    return units[unit].expertParallel
+               ? plan::expertShardIndex(rank, shardSize, expertSize)
+               : plan::shardIndex(rank, shardSize);
+  }
+  /// The expert slice rank `rank` holds of an expert-parallel unit's
+  /// parameters (0 for any other unit).
+  int64_t unitExpertSlice(uint32_t unit, int64_t rank) const {
+    return units[unit].expertParallel
+               ? plan::expertSlice(rank, shardSize, expertSize)
+               : 0;
+  }
   /// Rank `rank`'s shard of unit `unit`: its range of the flat parameter.
   plan::ShardRange shardOf(uint32_t unit, int rank) const {
-    return plan::shardRange(units[unit].flatSize,
-                            plan::shardIndex(rank, shardSize), shardSize);
+    return plan::shardRange(units[unit].flatSize, unitShardIndex(unit, rank),
+                            unitShards(unit));
+  }
+  /// Whether any unit is expert-parallel.
+  bool hasExpertUnits() const {
+    return std::any_of(units.begin(), units.end(),
+                       [](const UnitDesc &u) { return u.expertParallel; });
   }
   uint64_t arenaSize = 0;
   uint64_t peakBytes = 0, peakKernel = 0;
@@ -151,16 +193,15 @@ bool loadPlan(const std::string &path, Plan &plan, std::string &error);
 std::string describePlan(const Plan &plan);
 
 /// Calls fn(param, at, begin, count) for each parameter of unit `unit`
-/// that shard `rank` of `worldSize` (a rank's plan::shardIndex and the
-/// plan's shardSize, under hybrid sharding) overlaps: elements [begin, begin
-/// + count) of the parameter lie at element `at` of the shard. Per-element
+/// that rank `rank`'s shard (Plan::shardOf: a global rank or a shard index,
+/// over the unit's own ranks, S / G for an expert-parallel one) overlaps:
+/// elements [begin, begin + count) of the parameter (of its slice, for an
+/// expert-parallel unit) lie at element `at` of the shard. Per-element
 /// rules (initialisation, no weight decay) follow these segments, also
 /// where a parameter straddles two ranks.
 template <typename Fn>
-void forEachShardSegment(const Plan &plan, uint32_t unit, int rank,
-                         int worldSize, Fn fn) {
-  plan::ShardRange range =
-      plan::shardRange(plan.units[unit].flatSize, rank, worldSize);
+void forEachShardSegment(const Plan &plan, uint32_t unit, int rank, Fn fn) {
+  plan::ShardRange range = plan.shardOf(unit, rank);
   for (const ParamDesc &param : plan.params) {
     if (param.unit != unit)
       continue;
