@@ -289,18 +289,18 @@ static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
     if (!r.read(ids.unitNames[i]) || !r.read(u.flatSize) ||
         !r.read(u.shardBuffer) || !r.read(flags) || u.flatSize < 0)
       return false;
-    if (flags > 1) {
+    if ((flags & ~plan::kUnitExpertParallel) != 0) {
       why = "unit #" + std::to_string(i) + " has unknown flags " +
             std::to_string(flags) + " (bit 0, expert-parallel, is the only "
             "one; recompile the model)";
       return false;
     }
-    if (flags == 1 && plan.expertSize == 1) {
+    if ((flags & plan::kUnitExpertParallel) && plan.expertSize == 1) {
       why = "unit #" + std::to_string(i) + " is expert-parallel in a plan "
             "without expert groups (expert_size 1)";
       return false;
     }
-    u.expertParallel = flags == 1;
+    u.expertParallel = (flags & plan::kUnitExpertParallel) != 0;
   }
   return true;
 }
