@@ -79,12 +79,15 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
     fit.mesh = "auto";
   if (options.expert == "auto")
     fit.experts = "auto";
+  fit.moeCapacityFactor = options.moeCapacityFactor;
   if (options.ranksPerNode.getNumOccurrences() > 0)
     fit.ranksPerNode = options.ranksPerNode;
   pm.addPass(createFsdpFitMemoryPass(fit));
   // After the search, which may have chosen the expert axis (its trials
   // run this pass themselves).
-  pm.addPass(createFsdpExpertParallelPass());
+  FsdpExpertParallelPassOptions experts;
+  experts.capacityFactor = options.moeCapacityFactor;
+  pm.addPass(createFsdpExpertParallelPass(experts));
 
   if (options.memoryBudget == 0) {
     FsdpAttentionPassOptions attention;

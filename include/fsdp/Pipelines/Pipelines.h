@@ -45,6 +45,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "budget search picks it (see --fsdp-fit-memory "
                      "experts)"),
       llvm::cl::init("1")};
+  Option<double> moeCapacityFactor{
+      *this, "moe-capacity-factor",
+      llvm::cl::desc("Expert parallelism: the received rows' bound as a "
+                     "multiple of the rows a rank sends (see "
+                     "--fsdp-expert-parallel capacity-factor; 0: the worst "
+                     "case)"),
+      llvm::cl::init(FsdpExpertParallelPassOptions().capacityFactor)};
   Option<int64_t> ranksPerNode{
       *this, "ranks-per-node",
       llvm::cl::desc("The budget search prices steps on the two-level "

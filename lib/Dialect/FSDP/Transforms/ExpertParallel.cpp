@@ -16,6 +16,8 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cmath>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPEXPERTPARALLELPASS
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -191,14 +193,19 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
 
 /// Rewrites one layer: the exchange around its experts, which move to just
 /// before the combine, in the expert unit `unit`; `group` ranks.
-static void exchange(ExpertOps &experts, int64_t group, StringAttr unit,
-                     UnitTagMap &tags) {
+static void exchange(ExpertOps &experts, int64_t group, double capacity,
+                     StringAttr unit, UnitTagMap &tags) {
   MoeSortOp sort = experts.sort;
   auto choices = llvm::cast<RankedTensorType>(sort.getExperts().getType());
   int64_t k = choices.getShape().back();
   int64_t pairs = choices.getNumElements(), tokens = pairs / k;
   int64_t local = sort.getNumExperts() / group;
+  // Every token of every rank of the group choosing as many of this rank's
+  // experts as it can; a capacity factor plans for less.
   int64_t bound = group * tokens * std::min(k, local);
+  if (capacity > 0.0)
+    bound = std::clamp<int64_t>(
+        int64_t(std::ceil(capacity * double(pairs))), 1, bound);
 
   OpBuilder builder(experts.combine);
   Location loc = sort.getLoc();
@@ -261,6 +268,13 @@ void FsdpExpertParallelPass::runOnOperation() {
   int64_t group = mesh ? mesh.getExpertSize() : 1;
   if (group == 1)
     return;
+  if (!(capacityFactor >= 0.0) || std::isinf(capacityFactor)) {
+    emitError(module.getLoc())
+        << "fsdp-expert-parallel: capacity-factor must be 0 (the worst case) "
+           "or positive and finite, got "
+        << capacityFactor.getValue();
+    return signalPassFailure();
+  }
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
     emitError(module.getLoc())
@@ -301,7 +315,7 @@ void FsdpExpertParallelPass::runOnOperation() {
       if (failed(narrowWeight(module, load, numExperts, numExperts / group)))
         return signalPassFailure();
     StringAttr unit = splitUnit(module, parent, experts->weights);
-    exchange(*experts, group, unit, tags);
+    exchange(*experts, group, capacityFactor, unit, tags);
   }
   outlineComputeRegions(block, tags);
   if (failed(verify(module)))

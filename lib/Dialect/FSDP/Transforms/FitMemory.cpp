@@ -215,7 +215,9 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   (*copy)->removeAttr(kScheduleChoiceAttrName);
   apply(*copy, rung);
   PassManager pm(&getContext());
-  pm.addPass(createFsdpExpertParallelPass());
+  FsdpExpertParallelPassOptions experts;
+  experts.capacityFactor = moeCapacityFactor;
+  pm.addPass(createFsdpExpertParallelPass(experts));
   pm.addPass(createFsdpAutodiffPass());
   pm.addPass(createFsdpRematPass());
   pm.addPass(createFsdpShardPass());

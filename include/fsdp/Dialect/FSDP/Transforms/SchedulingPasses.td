@@ -130,7 +130,10 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "the module's mesh)">,
     Option<"experts", "experts", "std::string", /*default=*/"\"\"",
            "auto: choose the expert axis (expert parallelism's group size) "
-           "too (left out: the module's)">
+           "too (left out: the module's)">,
+    Option<"moeCapacityFactor", "moe-capacity-factor", "double",
+           /*default=*/"0.0",
+           "As --fsdp-expert-parallel's capacity-factor, for the trials">
   ];
 }
 

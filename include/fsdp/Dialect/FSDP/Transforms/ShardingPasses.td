@@ -125,7 +125,12 @@ def FsdpExpertParallelPass
 
     The forward keeps its meaning: a token's rows meet the same expert
     weights and come back to the same place, so the loss is the one
-    without expert parallelism. Without an `expert` axis (or G = 1) the
+    without expert parallelism. The received rows' buffer is the worst
+    case, which no routing exceeds; `capacity-factor=c` sizes it c T K
+    rows instead (at most the worst case, at least one row), a memory
+    plan for balanced routing: a step that routes more rows to a rank
+    stops with an error naming the counts and the bound (no row is ever
+    dropped or truncated). Without an `expert` axis (or G = 1) the
     pass changes nothing. E not divisible by G is an error. Runs after
     `--fsdp-data-parallel` and before `--fsdp-autodiff` (the backward of
     the new ops is the reverse exchange).
@@ -159,7 +164,12 @@ def FsdpExpertParallelPass
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", /*default=*/"\"forward\"",
-           "Name of the function that returns the loss">
+           "Name of the function that returns the loss">,
+    Option<"capacityFactor", "capacity-factor", "double", /*default=*/"0.0",
+           "The received rows' bound as a multiple of the rows a rank sends "
+           "(T K), below the worst case G T min(K, L); 0: the worst case "
+           "(dropless, never exceeded). A step whose routing exceeds it "
+           "stops with an error">
   ];
 }
 
