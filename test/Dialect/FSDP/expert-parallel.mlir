@@ -23,7 +23,7 @@
 // CHECK:   fsdp.load @w_gate : tensor<2x8x6xf32>
 // CHECK:   %[[G:.*]] = fsdp.moe_regroup %{{.*}}, %{{.*}} : (tensor<12x6xf32>, tensor<2x2xi32>) -> tensor<12x6xf32>
 // CHECK:   %[[LOCAL:.*]] = fsdp.moe_local_offsets %{{.*}} : (tensor<2x2xi32>) -> tensor<3xi32>
-// CHECK:   fsdp.moe_grouped_linear %[[G]], %{{.*}}, %[[LOCAL]] : (tensor<12x6xf32>, tensor<2x8x6xf32>, tensor<3xi32>) -> tensor<12x8xf32>
+// CHECK:   fsdp.moe_grouped_linear %[[G]], %{{.*}}, %[[LOCAL]] {fsdp.active_rows = 6 : i64} : (tensor<12x6xf32>, tensor<2x8x6xf32>, tensor<3xi32>) -> tensor<12x8xf32>
 // CHECK:   fsdp.swiglu {{.*}} -> tensor<12x8xf32>
 // CHECK:   %[[Y:.*]] = fsdp.moe_grouped_linear {{.*}} -> tensor<12x6xf32>
 // CHECK:   fsdp.moe_regroup %[[Y]], %{{.*}} {inverse = true} : (tensor<12x6xf32>, tensor<2x2xi32>) -> tensor<12x6xf32>

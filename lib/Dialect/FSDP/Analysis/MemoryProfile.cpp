@@ -106,9 +106,16 @@ void ProfileBuilder::sumShards() {
       elementBytes =
           getElementSizeInBytes(param.getTensorType().getElementType());
     }
-    add(P, size, "the parameters");
+    // An expert-parallel unit is one slice of its experts, sharded over
+    // the ranks that hold it: the model has G slices, a rank 1 / (S / G)
+    // of one.
+    int64_t slices = 1, group = unit.getShardGroupSize();
+    if (unit.getExpertParallel())
+      if (MeshAttr mesh = getMesh(module))
+        slices = mesh.getExpertSize();
+    add(P, size * slices, "the parameters");
     ++units;
-    add(shardBytes, getMaxShardSize(size, N) * elementBytes,
+    add(shardBytes, getMaxShardSize(size, group) * elementBytes,
         "a rank's parameter shards");
     if (size > largestUnit) {
       largestUnit = size;
