@@ -48,7 +48,7 @@ static void addMeshPass(OpPassManager &pm,
   // (--fsdp-mesh refuses one below 1).
   if (options.expert != "auto" &&
       llvm::StringRef(options.expert).getAsInteger(10, mesh.expert))
-    mesh.expert = 0;
+    mesh.expert = kExpertOptionNotANumber;
   if (!autoMesh || options.worldSize.getNumOccurrences() > 0)
     pm.addPass(createFsdpMeshPass(mesh));
 }

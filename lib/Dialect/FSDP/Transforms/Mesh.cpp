@@ -77,6 +77,12 @@ void FsdpMeshPass::runOnOperation() {
     if (size > 1 || name == MeshAttr::kShardAxis)
       axes.push_back(MeshAxisAttr::get(context, name, size));
   }
+  if (expert == kExpertOptionNotANumber) {
+    emitError(module.getLoc())
+        << "fsdp-mesh: expert must be a whole number of ranks (or, in "
+           "--fsdp-train-pipeline, auto)";
+    return signalPassFailure();
+  }
   if (expert < 1) {
     emitError(module.getLoc())
         << "fsdp-mesh: expert must be at least 1, got " << int64_t(expert);

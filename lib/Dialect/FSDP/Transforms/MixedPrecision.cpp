@@ -218,6 +218,12 @@ LogicalResult Converter::convertOp(Operation *op) {
   }
   if (llvm::isa<CastOp>(op))
     return success(); // the model's own: their types are the model's
+  if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
+    // Rows move in the type they have (bf16 rows: half the bytes).
+    exchange.getResult().setType(withElement(
+        exchange.getResult().getType(), elementOf(exchange.getInput())));
+    return success();
+  }
   if (auto kernel = llvm::dyn_cast<KernelOpInterface>(op)) {
     convertKernel(op, *plan::findKernel(kernel.getKernelOpcode()));
     return success();

@@ -70,8 +70,11 @@ void bucketGathers(MutableArrayRef<Gather> gathers, int64_t limit) {
   int64_t bytes = 0;
   for (size_t i = 0; i < gathers.size(); ++i) {
     int64_t own = bytesOf(gathers[i].start.getResult());
-    // bytes + own > limit, without overflowing (both are sizes that fit).
-    if (i == 0 || own > limit - bytes) {
+    // bytes + own > limit, without overflowing (both are sizes that fit);
+    // a fused collective runs over one group (an expert-parallel unit's
+    // is not its neighbours').
+    if (i == 0 || own > limit - bytes ||
+        gathers[i].start.getAxis() != gathers[i - 1].start.getAxis()) {
       bytes = own; // a new bucket
       continue;
     }
@@ -150,7 +153,7 @@ void bucketScatters(Block &block, int64_t limit) {
   for (ReduceScatterStartOp start : scatters) {
     int64_t own = bytesOf(start.getSource());
     if (!bucket.empty() &&
-        (own > limit - bytes ||
+        (own > limit - bytes || start.getAxis() != bucket.back().getAxis() ||
          firstShardRead(block, bucket, start) != start.getOperation())) {
       close(bucket);
       bucket.clear();

@@ -16,6 +16,10 @@ namespace mlir::fsdp {
 /// on anything else.
 FailureOr<Type> parseFloatType(MLIRContext *context, StringRef name);
 
+/// --fsdp-mesh's `expert` when the training pipeline's `expert=` was
+/// neither a number nor `auto`: the mesh pass names the mistake.
+constexpr int64_t kExpertOptionNotANumber = INT64_MIN;
+
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 
