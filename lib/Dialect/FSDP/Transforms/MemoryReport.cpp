@@ -67,6 +67,7 @@ public:
   void printOverhead(const RuntimeOverhead &overhead);
   /// The totals over all ranks, and how the largest unit is sharded.
   void printTotals();
+  void printExperts(func::FuncOp step);
 
 private:
   static double gb(double bytes) { return bytes / 1e9; }
@@ -191,6 +192,41 @@ void ReportPrinter::printTotals() {
      << " (at most one element apart)\n";
 }
 
+/// Expert parallelism's buffers per MoE layer: the rows a rank sends and
+/// the received rows' bound (the memory plan reserves it whatever the
+/// routing; docs/moe.md, "Capacity"), from each layer's dispatch (the
+/// all-to-all whose rows an expert-parallel unit's forward reads).
+void ReportPrinter::printExperts(func::FuncOp step) {
+  auto module = step->getParentOfType<ModuleOp>();
+  bool header = false;
+  step.walk([&](AllToAllOp exchange) {
+    for (Operation *user : exchange.getResult().getUsers()) {
+      auto compute = llvm::dyn_cast<ComputeOp>(user);
+      if (!compute || compute.getPhase() != Phase::Forward)
+        continue;
+      auto unit = module.lookupSymbol<UnitOp>(compute.getUnitAttr());
+      if (!unit || !unit.getExpertParallel())
+        continue;
+      if (!header) {
+        MeshAttr mesh = getMesh(module);
+        os << "mixture of experts, expert groups of "
+           << (mesh ? mesh.getExpertSize() : 1)
+           << " ranks (per layer, per rank):\n";
+        header = true;
+      }
+      auto sent = llvm::cast<RankedTensorType>(exchange.getInput().getType());
+      auto bound = llvm::cast<RankedTensorType>(exchange.getType());
+      os << "  @" << unit.getSymName() << "\n";
+      row("  rows sent", getSizeInBytes(sent),
+          Twine(sent.getDimSize(0)) + " rows: the rank's (token, expert) pairs");
+      row("  rows received", getSizeInBytes(bound),
+          Twine(bound.getDimSize(0)) +
+              " rows reserved: the bound, which every step is checked "
+              "against");
+    }
+  });
+}
+
 void FsdpMemoryReportPass::runOnOperation() {
   ModuleOp module = getOperation();
   markAllAnalysesPreserved();
@@ -206,6 +242,7 @@ void FsdpMemoryReportPass::runOnOperation() {
     report.R = mesh.getReplicateSize();
   report.printPerRank();
   report.printPeaks();
+  report.printExperts(step);
   for (StringRef backend : getOverheadBackends())
     report.printOverhead(estimateRuntimeOverhead(module, step, backend));
   report.printTotals();
