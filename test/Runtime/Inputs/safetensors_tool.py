@@ -13,6 +13,8 @@ usage: safetensors_tool.py names FILE
            f32 first)
        safetensors_tool.py rename IN OUT OLD=NEW...
            IN with tensors renamed (OLD=: dropped)
+       safetensors_tool.py zero IN OUT SUFFIX...
+           IN with every tensor whose name ends in a SUFFIX all zeros
 """
 import json
 import struct
@@ -115,6 +117,14 @@ def main():
         renames = dict(arg.split("=", 1) for arg in args[2:])
         write(args[1], [(renames.get(n, n), d, s, r) for n, d, s, r in tensors
                         if renames.get(n, n)], metadata)
+    elif command == "zero":
+        tensors, metadata = read(args[0])
+        hit = [n for n, _, _, _ in tensors
+               if any(n.endswith(x) for x in args[2:])]
+        if not hit:
+            sys.exit("zero: no tensor ends in %s" % args[2:])
+        write(args[1], [(n, d, s, bytes(len(r)) if n in hit else r)
+                        for n, d, s, r in tensors], metadata)
     else:
         sys.exit(__doc__)
 
