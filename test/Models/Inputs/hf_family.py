@@ -3,6 +3,7 @@
 
 usage: hf_family.py FAMILY --bin DIR --work DIR --data FILE
                     [--mpirun "mpirun ... -np"] [--ranks 1,2] [--steps K]
+                    [--expert G]
                     [--attention auto|materialized|blocked] [--no-export]
 
 FAMILY is one of FAMILIES below: a tiny model of that family is made and
@@ -213,6 +214,9 @@ def main():
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--attention", default="auto")
     p.add_argument("--no-export", action="store_true")
+    p.add_argument("--expert", type=int, default=1,
+                   help="expert parallelism: expert groups of this many "
+                        "ranks at every world size it divides")
     args = p.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     os.makedirs(args.work, exist_ok=True)
@@ -226,15 +230,18 @@ def main():
                      "--batch", str(B)]))
     for n in [int(r) for r in args.ranks.split(",")]:
         # The balancing loss is per rank: its reference depends on N.
-        if n == 1 or FAMILIES[args.family][2].get("output_router_logits"):
+        if (n == 1 or "reference" not in locals() or
+                FAMILIES[args.family][2].get("output_router_logits")):
             reference = transformers_loss(hf_dir, model_class, args.data, n)
             trained = torch_losses(hf_dir, model_class, args.data,
                                    args.steps, n)
         plan = os.path.join(args.work, "model.%d.plan" % n)
+        expert = args.expert if n % args.expert == 0 else 1
         run([tool("fsdp-opt"), model_mlir, "--fsdp-train-pipeline="
              "world-size=%d lr=%g beta1=%g beta2=%g eps=%g weight-decay=%g "
-             "attention=%s" % (n, LR, BETAS[0], BETAS[1], EPS, WD,
-                               args.attention), "-o", plan])
+             "attention=%s expert=%d" % (n, LR, BETAS[0], BETAS[1], EPS, WD,
+                                         args.attention, expert),
+             "-o", plan])
         mpirun = shlex.split(args.mpirun) + [str(n)]
 
         def fsdp_run(tag, *extra):
