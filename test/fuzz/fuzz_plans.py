@@ -67,6 +67,14 @@ SEEDS = [
     ("moe", ["--preset", "deepseek-v3-tiny", "--layers", "2", "--dim", "16",
              "--heads", "2", "--ffn-dim", "16", "--seq", "4", "--batch", "2"],
      "--fsdp-train-pipeline=grad-clip=1.0"),
+    # Expert parallelism: the summary's expert groups, expert-parallel
+    # units' flags and slices, collectives over the expert shard group, the
+    # all-to-alls and their counts (loaded and described: a 1-rank step
+    # refuses its world size).
+    ("moe-ep", ["--preset", "deepseek-v3-tiny", "--layers", "2", "--dim",
+                "16", "--heads", "2", "--ffn-dim", "16", "--seq", "4",
+                "--batch", "2"],
+     "--fsdp-train-pipeline=world-size=2 expert=2"),
 ]
 MAX_RUN_ARENA = 16 << 20  # mutants that load run a step below this
 
