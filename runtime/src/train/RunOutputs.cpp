@@ -113,10 +113,11 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 
 // Fixed fields and the schedule's description, then a loss and a rate of
 // at most 24 characters each per step, and per evaluation its step, loss,
-// seconds and batches (at most 100 characters with their keys).
+// seconds and batches (at most 100 characters with their keys); the
+// all-to-all figures take at most 100 more.
 uint64_t reportBytes(int64_t steps, int64_t evaluations) {
   return bytesFor(72, uint64_t(steps),
-                  bytesFor(100, uint64_t(evaluations), 1600));
+                  bytesFor(100, uint64_t(evaluations), 1700));
 }
 
 /// `values` as a JSON list of %.9g numbers.
@@ -198,6 +199,10 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         if (r.heapCounted)
           out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
               << ", \"heap_bytes_peak\": " << r.heapPeak;
+        if (r.allToAllCounted)
+          out << ", \"all_to_all_bytes_per_step\": " << r.allToAllPerStep
+              << ", \"all_to_all_bytes_per_step_max\": "
+              << r.allToAllPerStepMax;
         out << "}\n";
       },
       error);
