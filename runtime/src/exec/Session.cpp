@@ -223,7 +223,8 @@ void Session::account(size_t index, int64_t step,
     trace.push_back(
         {uint32_t(index), step,
          std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
-         seconds * 1e6, lane, heapSampler ? heapSampler() : 0});
+         seconds * 1e6, lane, heapSampler ? heapSampler() : 0,
+         backend.allToAllBytes()});
 }
 
 /// Parameter `index` of the first kernel of `plan` with opcode `a` or

@@ -24,8 +24,10 @@ uint64_t traceBytes(const Plan &plan, int64_t steps) {
   uint64_t perStep = 0;
   // A kernel's event, and on the compute lane its four memory counters:
   // about 430 characters of names and 13 figures of at most 20 digits.
+  // An all_to_all's counter of its bytes: at most 120 more.
   for (const Instruction &inst : plan.program)
-    perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 800;
+    perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 800 +
+               (inst.kernel->opcode == plan::Opcode::AllToAll ? 120 : 0);
   return bytesFor(perStep, uint64_t(steps), 4096);
 }
 
@@ -105,6 +107,15 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
           out << number << ", \"args\": {\"step\": " << e.step << "}}";
           if (e.lane == 0)
             writeMemoryCounters(out, plan, live[e.instruction], e, rank);
+          // Expert parallelism's traffic: what this rank's all_to_alls
+          // have moved to and from other ranks so far, a rising track.
+          if (inst.kernel->opcode == plan::Opcode::AllToAll) {
+            std::snprintf(number, sizeof(number), "%.3f", e.start + e.duration);
+            out << ",\n{\"name\": \"all-to-all bytes\", \"ph\": \"C\", "
+                   "\"pid\": "
+                << rank << ", \"ts\": " << number
+                << ", \"args\": {\"moved\": " << e.allToAllBytes << "}}";
+          }
         }
         out << "\n]}\n";
       },

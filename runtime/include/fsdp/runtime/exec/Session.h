@@ -124,6 +124,9 @@ public:
     /// The process's heap bytes when it started, from the heap sampler
     /// (0 without one).
     uint64_t heapBytes = 0;
+    /// The bytes this rank's all_to_alls had moved when it ended
+    /// (Backend::allToAllBytes): the trace's counter at each all_to_all.
+    uint64_t allToAllBytes = 0;
   };
   /// Samples the process's heap at every traced kernel (fsdp-run passes
   /// its heap meter's count); null: none.
