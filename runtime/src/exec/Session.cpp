@@ -1,6 +1,7 @@
 //===- Session.cpp - a plan running on a backend --------------------------===//
 
 #include "fsdp/runtime/exec/Session.h"
+#include "fsdp/runtime/exec/MeshGroup.h"
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +25,26 @@ Communicator &Session::shardGroup() {
     }
   }
   return *shardComm;
+}
+
+Communicator &Session::expertGroup(plan::CommAxis axis) {
+  std::unique_ptr<Communicator> &group =
+      axis == plan::CommAxis::Expert ? expertComm : expertShardComm;
+  if (!group) {
+    // The first call is on every rank (gatherParams is collective); the
+    // backends' groups may live on another stream, so the gather splits
+    // its own.
+    std::string why;
+    int rank = comm.rank();
+    MeshGroup g = meshGroup(axis, rank, int(plan.shardSize),
+                            int(plan.expertSize), comm.size());
+    group = comm.split(g.color, rank, g.name, why);
+    if (!group) {
+      std::fprintf(stderr, "fsdp-run: rank %d: error: %s\n", rank, why.c_str());
+      comm.abort(1);
+    }
+  }
+  return *group;
 }
 
 bool Session::initialize(uint64_t seed, std::string &error,
@@ -202,7 +223,8 @@ void Session::account(size_t index, int64_t step,
     trace.push_back(
         {uint32_t(index), step,
          std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
-         seconds * 1e6, lane, heapSampler ? heapSampler() : 0});
+         seconds * 1e6, lane, heapSampler ? heapSampler() : 0,
+         backend.allToAllBytes()});
 }
 
 /// Parameter `index` of the first kernel of `plan` with opcode `a` or
@@ -365,21 +387,47 @@ std::optional<uint32_t> Session::gradientShard(uint32_t unit) const {
   return std::nullopt;
 }
 
+int64_t Session::gatherUnit(uint32_t u, const std::vector<float> &shard,
+                            std::vector<float> &full) {
+  const UnitDesc &unit = plan.units[u];
+  RecordScope scope(
+      CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
+  if (!unit.expertParallel) {
+    full.assign(unit.flatSize, 0.0f);
+    shardGroup().allGatherFrom(shard.data(), full.data(), unit.flatSize);
+    return 1;
+  }
+  // Slice x's flat parameter from the S / G ranks that hold it, into its
+  // place x flatSize; then the G slices over the expert group (its rank x,
+  // whose range of G flatSize over G ranks is exactly that place).
+  int64_t slices = plan.expertSize,
+          x = plan.unitExpertSlice(u, comm.rank());
+  full.assign(slices * unit.flatSize, 0.0f);
+  expertGroup(plan::CommAxis::ExpertShard)
+      .allGatherFrom(shard.data(), full.data() + x * unit.flatSize,
+                     unit.flatSize);
+  expertGroup(plan::CommAxis::Expert)
+      .allGather(full.data(), slices * unit.flatSize, plan::DType::F32);
+  return slices;
+}
+
 std::vector<std::vector<float>> Session::gatherParams() {
   std::vector<std::vector<float>> values(plan.params.size());
   std::vector<float> full;
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const UnitDesc &unit = plan.units[u];
-    std::vector<float> shard = readBuffer(unit.shardBuffer);
-    full.assign(unit.flatSize, 0.0f);
-    RecordScope scope(
-        CollectiveLabel{0, -1, "final gather of unit '" + unit.name + "'"});
-    shardGroup().allGatherFrom(shard.data(), full.data(), unit.flatSize);
-    for (size_t p = 0; p < plan.params.size(); ++p)
-      if (plan.params[p].unit == u)
-        values[p].assign(full.begin() + plan.params[p].unitOffset,
-                         full.begin() + plan.params[p].unitOffset +
-                             plan.params[p].numElements());
+    int64_t slices = gatherUnit(uint32_t(u), readBuffer(unit.shardBuffer), full);
+    for (size_t p = 0; p < plan.params.size(); ++p) {
+      const ParamDesc &param = plan.params[p];
+      if (param.unit != u)
+        continue;
+      // The full parameter is its slices in order (one without experts).
+      int64_t n = param.numElements();
+      values[p].resize(size_t(slices * n));
+      for (int64_t x = 0; x < slices; ++x)
+        std::copy_n(full.begin() + x * unit.flatSize + param.unitOffset, n,
+                    values[p].begin() + x * n);
+    }
   }
   return values;
 }

@@ -306,6 +306,13 @@ bool Checkpointer::prepareRankFile(std::string &error) {
     meta.push_back(
         {plan.units[u].name + "/range",
          std::to_string(range.begin) + ":" + std::to_string(range.end)});
+    // An expert-parallel unit's range is of one expert slice's flat
+    // parameter: which slice, for resume to read from its own slice's
+    // files (docs/runtime.md). Absent elsewhere, so that other plans'
+    // files keep their bytes.
+    if (plan.units[u].expertParallel)
+      meta.push_back({plan.units[u].name + "/expert_slice",
+                      std::to_string(plan.unitExpertSlice(u, rank))});
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
       size_t bytes = size_t(range.end - range.begin) * sizeof(float);
       largest = std::max(largest, bytes);

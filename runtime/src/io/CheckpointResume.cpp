@@ -379,8 +379,6 @@ struct OldFiles {
   }
 };
 
-/// Fills `out` (this rank's shard of unit `unit`, part `part`) from every
-/// old rank whose shard overlaps it.
 /// The range of unit `unit` old rank `r`'s file holds: its "UNIT/range"
 /// metadata ("begin:end", which a hybrid-sharded run's files need: their
 /// layout is the shard group's), else the full-sharding layout of the old
@@ -400,14 +398,39 @@ plan::ShardRange oldRange(const SafeTensorsReader &reader, const UnitDesc &unit,
   return range;
 }
 
+/// The expert slice whose flat parameter old rank file `reader` holds a
+/// range of, for unit `unit`: its "UNIT/expert_slice" metadata (an
+/// expert-parallel unit's), else 0 (every other unit is one "slice").
+/// -1 for a value that is not a slice number: its file matches no rank.
+int64_t oldSlice(const SafeTensorsReader &reader, const UnitDesc &unit) {
+  for (const auto &[key, value] : reader.metadata()) {
+    if (key != unit.name + "/expert_slice")
+      continue;
+    long long slice = -1;
+    char tail = 0;
+    return std::sscanf(value.c_str(), "%lld%c", &slice, &tail) == 1 &&
+                   slice >= 0
+               ? slice
+               : -1;
+  }
+  return 0;
+}
+
+/// Fills `out` (this rank's shard of unit `unit`, part `part`, of expert
+/// slice `slice`: 0 outside expert parallelism) from every old rank of
+/// that slice whose shard overlaps it.
 bool loadPart(OldFiles &files, const UnitDesc &unit, const char *part,
-              plan::ShardRange mine, float *out, std::string &error) {
+              plan::ShardRange mine, int64_t slice, float *out,
+              std::string &error) {
   int64_t oldRanks = files.point.manifest.worldSize;
   std::string name = shardTensorName(unit.name, part);
   for (int64_t r = 0; r < oldRanks; ++r) {
     SafeTensorsReader *reader = files.get(int(r), error);
     if (!reader)
       return false;
+    // Another expert slice's range covers the same offsets: not ours.
+    if (oldSlice(*reader, unit) != slice)
+      continue;
     plan::ShardRange old = oldRange(*reader, unit, r, oldRanks);
     int64_t lo = std::max(old.begin, mine.begin),
             hi = std::min(old.end, mine.end);
@@ -437,7 +460,9 @@ bool loadCheckpoint(const ResumePoint &point, const Plan &plan,
     plan::ShardRange mine = plan.shardOf(u, comm.rank());
     for (auto [part, buffer] : unitShardBuffers(plan, u)) {
       std::vector<float> host(plan.buffers[buffer].numElements(), 0.0f);
-      if (!(ok = loadPart(files, unit, part, mine, host.data(), error)))
+      if (!(ok = loadPart(files, unit, part, mine,
+                          plan.unitExpertSlice(u, comm.rank()), host.data(),
+                          error)))
         break;
       session.writeBuffer(buffer, host);
     }

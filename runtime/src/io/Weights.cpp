@@ -363,7 +363,9 @@ exportTensors(const Plan &plan, WeightNaming naming,
     TensorToWrite t{v.name, dtype, v.shape, nullptr};
     if (params)
       t.fill = [v, params, &plan, dtype](char *bytes) {
-        const std::vector<int64_t> &shape = plan.params[v.param].shape;
+        // The gathered values are the full parameter's (of every expert
+        // slice: Session::gatherParams), its rows the full shape's.
+        const std::vector<int64_t> shape = plan.params[v.param].fullShape();
         int64_t rows = shape.empty() ? 1 : shape[0];
         int64_t cols = rows ? int64_t((*params)[v.param].size()) / rows : 0;
         const float *in = (*params)[v.param].data() + v.rowBegin * cols;

@@ -24,8 +24,10 @@ uint64_t traceBytes(const Plan &plan, int64_t steps) {
   uint64_t perStep = 0;
   // A kernel's event, and on the compute lane its four memory counters:
   // about 430 characters of names and 13 figures of at most 20 digits.
+  // An all_to_all's counter of its bytes: at most 120 more.
   for (const Instruction &inst : plan.program)
-    perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 800;
+    perStep += 120 + inst.kernel->name.size() + inst.unit.size() + 800 +
+               (inst.kernel->opcode == plan::Opcode::AllToAll ? 120 : 0);
   return bytesFor(perStep, uint64_t(steps), 4096);
 }
 
@@ -105,6 +107,15 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
           out << number << ", \"args\": {\"step\": " << e.step << "}}";
           if (e.lane == 0)
             writeMemoryCounters(out, plan, live[e.instruction], e, rank);
+          // Expert parallelism's traffic: what this rank's all_to_alls
+          // have moved to and from other ranks so far, a rising track.
+          if (inst.kernel->opcode == plan::Opcode::AllToAll) {
+            std::snprintf(number, sizeof(number), "%.3f", e.start + e.duration);
+            out << ",\n{\"name\": \"all-to-all bytes\", \"ph\": \"C\", "
+                   "\"pid\": "
+                << rank << ", \"ts\": " << number
+                << ", \"args\": {\"moved\": " << e.allToAllBytes << "}}";
+          }
         }
         out << "\n]}\n";
       },
@@ -113,10 +124,11 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 
 // Fixed fields and the schedule's description, then a loss and a rate of
 // at most 24 characters each per step, and per evaluation its step, loss,
-// seconds and batches (at most 100 characters with their keys).
+// seconds and batches (at most 100 characters with their keys); the
+// all-to-all figures take at most 100 more.
 uint64_t reportBytes(int64_t steps, int64_t evaluations) {
   return bytesFor(72, uint64_t(steps),
-                  bytesFor(100, uint64_t(evaluations), 1600));
+                  bytesFor(100, uint64_t(evaluations), 1700));
 }
 
 /// `values` as a JSON list of %.9g numbers.
@@ -198,6 +210,10 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         if (r.heapCounted)
           out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
               << ", \"heap_bytes_peak\": " << r.heapPeak;
+        if (r.allToAllCounted)
+          out << ", \"all_to_all_bytes_per_step\": " << r.allToAllPerStep
+              << ", \"all_to_all_bytes_per_step_max\": "
+              << r.allToAllPerStepMax;
         out << "}\n";
       },
       error);

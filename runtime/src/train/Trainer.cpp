@@ -30,7 +30,9 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     if (options.schedule)
       session.overrideLearningRate(lr = options.schedule->at(step));
     auto start = Clock::now();
+    uint64_t movedBefore = session.allToAllBytes();
     float local = session.step(step);
+    result.allToAllBytes += session.allToAllBytes() - movedBefore;
     // Each rank's loss is the mean over its rows; their mean is the global
     // batch's (every rank has as many rows).
     float loss;

@@ -48,6 +48,21 @@ void printValidationSummary(const std::vector<ValidationPoint> &points) {
               (long long)points.back().batches, seconds / points.size());
 }
 
+/// Expert parallelism's all-to-all traffic per training step: rank 0's
+/// (sent to and received from other ranks) and the max over ranks (the
+/// routing decides how many rows each rank moves). Only where the plan
+/// has expert-parallel units.
+void printAllToAll(const Plan &plan, const TrainResult &r, int ranks) {
+  if (!plan.hasExpertUnits() || r.losses.empty())
+    return;
+  uint64_t steps = r.losses.size();
+  std::printf("summary: all-to-all %s per step per rank (rank 0, mean over "
+              "%llu steps), %s max over %d ranks\n",
+              bytes(r.allToAllBytes / steps).c_str(),
+              (unsigned long long)steps,
+              bytes(r.allToAllBytesMax / steps).c_str(), ranks);
+}
+
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
                   const HeapFigures &heap, const ProgressMeter &meter,
                   int ranks) {
@@ -83,6 +98,7 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (unsigned long long)plan.peak.gathered,
               (unsigned long long)plan.peak.inputs);
   printHeap(plan, o, heap, ranks);
+  printAllToAll(plan, r, ranks);
   if (o.heapBreakdown && heap.counted)
     printHeapBreakdown();
 }
@@ -226,6 +242,12 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;
+    if ((report.allToAllCounted = plan.hasExpertUnits()) &&
+        !result.losses.empty()) {
+      report.allToAllPerStep = result.allToAllBytes / result.losses.size();
+      report.allToAllPerStepMax =
+          result.allToAllBytesMax / result.losses.size();
+    }
     report.modelFlops = meter.modelFlopsPerStep();
     report.peakFlops = meter.peakFlops();
     if (!writeReport(report, outputs.report, error))

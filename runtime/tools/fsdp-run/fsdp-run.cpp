@@ -119,34 +119,12 @@ struct RankInputs {
   RunOutputPaths paths;
 };
 
-/// An expert-parallel plan's ranks hold slices of the stacked experts:
-/// writing or reading a full parameter needs them assembled across the
-/// expert group, which --export and checkpoints do not do yet. Refused
-/// before any step (every rank, the same plan: the same decision).
-void refuseExpertSliceOutputs(const Options &options, const Plan &plan) {
-  if (!plan.hasExpertUnits())
-    return;
-  const char *option = !options.exportPath.empty()      ? "--export"
-                       : !options.checkpointDir.empty() ? "--checkpoint-dir"
-                       : !options.resumeDir.empty()     ? "--resume"
-                                                        : nullptr;
-  if (option)
-    die(std::string(option) +
-            " is not supported yet for a plan with expert parallelism "
-            "(expert groups of " +
-            std::to_string(plan.expertSize) +
-            "): each rank holds a slice of the stacked experts, and the "
-            "full parameters are not assembled across the expert group",
-        2);
-}
-
 /// The plan's inputs, data and weights loaded, every output checked and
 /// reserved now, not after the last step.
 void loadRankInputs(const Options &options, const Communicator &comm,
                     RankInputs &in) {
   std::string error;
   checkWorldSize(in.plan, comm.size());
-  refuseExpertSliceOutputs(options, in.plan);
   markHeap("plan");
   in.data = loadInputs(options, in.plan, comm.size(), in.inputs, in.tokens);
   in.validation = loadValidation(options, in.plan, comm.size(), in.inputs,
@@ -224,6 +202,16 @@ bool startCheckpointer(const Options &options, const Plan &plan,
   return true;
 }
 
+/// The all-to-alls' bytes, max over ranks, for the summary and the
+/// report: a collective only for a plan that moves any (expert
+/// parallelism), so that every other run keeps its collectives.
+void countAllToAll(const Plan &plan, Communicator &comm, TrainResult &result) {
+  if (!plan.hasExpertUnits())
+    return;
+  RecordScope scope(CollectiveLabel{0, -1, "all-to-all bytes all-reduce"});
+  result.allToAllBytesMax = comm.allReduceMax(result.allToAllBytes);
+}
+
 /// The session started on the agreed ranks, then the steps and the end
 /// of the run: resumed, checkpointed, validated, reported.
 int trainOnRanks(const Options &options, RankInputs &in, Session &session,
@@ -274,6 +262,7 @@ int trainOnRanks(const Options &options, RankInputs &in, Session &session,
   if (result.stopped)
     return reportStop(options, comm, result.lastStep, control.stoppedBy);
   HeapFigures heap = measureHeap(comm, backend, setupFigures);
+  countAllToAll(plan, comm, result);
   finish(options, plan, session, backend, comm, collectiveMode, result, heap,
          meter, in.outputs, in.paths.weightNames);
   return 0;

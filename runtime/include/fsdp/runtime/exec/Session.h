@@ -91,8 +91,13 @@ public:
   /// The buffer the AdamW of unit `unit` reads its gradient shard from.
   std::optional<uint32_t> gradientShard(uint32_t unit) const;
   /// The full values of every parameter, gathered from all ranks, in
-  /// plan order (a collective: every rank must call it).
+  /// plan order (a collective: every rank must call it). An
+  /// expert-parallel unit's parameters are the full ones too, of all G
+  /// slices (slice x's element i at x n + i, n the slice's elements).
   std::vector<std::vector<float>> gatherParams();
+  /// Bytes this rank's all_to_alls have moved so far
+  /// (Backend::allToAllBytes).
+  uint64_t allToAllBytes() const { return backend.allToAllBytes(); }
 
   const KernelTimes &kernelTimes() const { return times; }
   /// Forgets the times so far (the first step's page faults, say).
@@ -119,6 +124,9 @@ public:
     /// The process's heap bytes when it started, from the heap sampler
     /// (0 without one).
     uint64_t heapBytes = 0;
+    /// The bytes this rank's all_to_alls had moved when it ended
+    /// (Backend::allToAllBytes): the trace's counter at each all_to_all.
+    uint64_t allToAllBytes = 0;
   };
   /// Samples the process's heap at every traced kernel (fsdp-run passes
   /// its heap meter's count); null: none.
@@ -175,6 +183,16 @@ private:
   /// on first use.
   Communicator &shardGroup();
   std::unique_ptr<Communicator> shardComm;
+  /// Under expert parallelism, the expert shard group and the expert
+  /// group (MeshGroup.h), split from `comm` on first use, for the same
+  /// gather.
+  Communicator &expertGroup(plan::CommAxis axis);
+  std::unique_ptr<Communicator> expertShardComm, expertComm;
+  /// Gathers unit `unit`'s flat parameter from `shard` (this rank's) into
+  /// `full`: flatSize elements, or G flatSize for an expert-parallel
+  /// unit, slice x at x flatSize. Returns the slices (1 or G).
+  int64_t gatherUnit(uint32_t unit, const std::vector<float> &shard,
+                     std::vector<float> &full);
   std::optional<double> lrOverride;
   KernelTimes times;
   FlightRecorder *recorder = nullptr;

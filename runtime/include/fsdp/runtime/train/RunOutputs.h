@@ -69,6 +69,12 @@ struct RunReport {
   /// Device memory in use (Backend::DeviceMemory), where there is one.
   bool deviceMeasured = false;
   uint64_t deviceAfterSetup = 0, devicePeak = 0;
+  /// Expert parallelism's all_to_all bytes per training step (moved to and
+  /// from other ranks: TrainResult::allToAllBytes over the steps run),
+  /// rank 0's and the max over ranks; written only for a plan with
+  /// expert-parallel units.
+  bool allToAllCounted = false;
+  uint64_t allToAllPerStep = 0, allToAllPerStepMax = 0;
 };
 /// The most bytes the report of `steps` steps and `evaluations`
 /// evaluations takes.

@@ -74,6 +74,13 @@ struct TrainResult {
   double meanSeconds = 0.0;
   int64_t timedSteps = 0;
   uint64_t highWaterMark = 0, highWaterMarkMax = 0;
+  /// Bytes this rank's all_to_alls moved to and from other ranks over the
+  /// training steps run (expert parallelism's dispatch and combine; not
+  /// the evaluations'): Session::allToAllBytes's growth.
+  uint64_t allToAllBytes = 0;
+  /// Its max over ranks, where the caller all-reduced it (fsdp-run: for a
+  /// plan with expert-parallel units only); else 0.
+  uint64_t allToAllBytesMax = 0;
 };
 
 class Trainer {
