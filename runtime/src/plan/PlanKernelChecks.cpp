@@ -357,10 +357,11 @@ struct IndexWriter {
 /// experts as the reader's E. So every index a kernel reads is in the
 /// range it assumes. Then notes the indices this kernel writes.
 /// What an index operand holds, by its name: a matrix of row counts (a
-/// `counts`, or the `send` and `recv` of an all-to-all, which read the
-/// counts of either direction), else what its name says.
+/// `counts`, the `send` and `recv` of an all-to-all, which read the counts
+/// of either direction, and the `kept` of a capacity), else what its name
+/// says.
 static std::string_view indexKind(std::string_view name) {
-  return name == "send" || name == "recv" ? "counts" : name;
+  return name == "send" || name == "recv" || name == "kept" ? "counts" : name;
 }
 
 static bool checkIndices(const KernelCheck &k, const plan::shapes::Dims &dims,

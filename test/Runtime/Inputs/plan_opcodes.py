@@ -62,4 +62,6 @@ OPCODES = [
     "all_to_all",
     "moe_regroup",
     "moe_local_offsets",
+    "moe_capacity_trim",
+    "moe_compact",
 ]

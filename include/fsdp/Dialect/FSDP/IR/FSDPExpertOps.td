@@ -135,4 +135,49 @@ def FSDP_MoeLocalOffsetsOp
       "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def FSDP_MoeCapacityTrimOp
+    : FSDP_KernelOp<"moe_capacity_trim", "MoeCapacityTrim", [Pure]> {
+  let summary = "the received counts cut to a capacity (dropping pairs)";
+  let description = [{
+    With `overflow = drop` (a capacity factor that lets routing exceed
+    the received rows' bound), the rows a rank keeps of those its group
+    wants to send it: runs in the order (l, s), local expert first, each
+    kept while room is left of `capacity` rows and cut to what fits. The
+    ranks learn their kept rows by an `fsdp.all_to_all_counts` of `kept`;
+    `dropped` (`1`, i32) is the rows cut, which the runtime sums over the
+    step and reports. Integers only: no gradient.
+
+    ```mlir
+    %kept, %dropped = fsdp.moe_capacity_trim %recv {capacity = 48}
+        : (tensor<2x2xi32>) -> (tensor<2x2xi32>, tensor<1xi32>)
+    ```
+  }];
+  let arguments = (ins FSDP_IndexTensor:$recv, I64Attr:$capacity);
+  let results = (outs FSDP_IndexTensor:$kept, FSDP_IndexTensor:$dropped);
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def FSDP_MoeCompactOp : FSDP_DiffOp<"moe_compact", "MoeCompact"> {
+  let summary = "sorted rows without the dropped ones, packed (and back)";
+  let description = [{
+    A sort lays a rank's rows out in runs (g, l) of `counts[g, l]` rows;
+    with pairs dropped, only the first `kept[g, l]` of each run travel.
+    `moe_compact` packs those, run after run, from row 0 (the rest zero),
+    so that an `fsdp.all_to_all` by `kept` sends them; with `inverse`, it
+    puts packed rows back in their runs, the cut rows zero (a dropped
+    pair's expert output is zero: its token keeps its residual). The
+    gradient is the other direction.
+
+    ```mlir
+    %c = fsdp.moe_compact %rows, %counts, %kept
+        : (tensor<32x16xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<32x16xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_IndexTensor:$counts,
+                       FSDP_IndexTensor:$kept,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs FSDP_FloatTensor:$result);
+}
+
 #endif // FSDP_EXPERT_OPS_TD

@@ -715,5 +715,28 @@ def : FSDP_Kernel<59, "MoeLocalOffsets", "moe_local_offsets",
   let derive = "MoeGroups";
   let call = "$offsets, $counts, G, L";
 }
+def : FSDP_Kernel<60, "MoeCapacityTrim", "moe_capacity_trim",
+    (ins KIndices:$recv), (outs KIndexResult:$kept, KIndexResult:$dropped),
+    (params KI64:$capacity)> {
+  let dispatch = "moeCapacityTrim";
+  let notes = "recv within capacity rows: runs kept in the order (l, s) "
+              "while room is left, each cut to what fits; dropped[0] the "
+              "rows cut";
+  let shapes = ["recv: [G, L]", "kept: [G, L]", "dropped: [1]"];
+  let dimChecks = ["G > 0", "L > 0"];
+  let call = "$kept, $dropped, $recv, G, L, capacity";
+}
+def : FSDP_Kernel<61, "MoeCompact", "moe_compact",
+    (ins KFloats:$input, KIndices:$counts, KIndices:$kept),
+    (outs KResult:$result), (params KI64:$inverse)> {
+  let dispatch = "moeCompact";
+  let notes = "of each run (g, l) of counts[g, l] rows, the first kept[g, "
+              "l], packed in run order; the rest zero; inverse 1: back, "
+              "the cut rows zero";
+  let shapes = ["input: [P, C]", "counts: [G, L]", "kept: [G, L]",
+                "result: [P, C]"];
+  let dimChecks = ["C > 0", "P <= INT"];
+  let call = "$result, $input, $counts, $kept, G, L, P, C, inverse";
+}
 
 #endif // FSDP_KERNELS_TD
