@@ -81,3 +81,15 @@ LogicalResult MoeRegroupOp::buildBackward(OpBuilder &builder,
   operandGrads.assign({inputGrad, Value()});
   return success();
 }
+
+LogicalResult MoeCompactOp::buildBackward(OpBuilder &builder,
+                                          ValueRange resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  // Packing and unpacking move kept rows and zero the cut ones: each is
+  // the other's gradient.
+  Value inputGrad = MoeCompactOp::create(
+      builder, getLoc(), getInput().getType(), resultGrads[0], getCounts(),
+      getKept(), !getInverse());
+  operandGrads.assign({inputGrad, Value(), Value()});
+  return success();
+}
