@@ -80,6 +80,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   if (options.expert == "auto")
     fit.experts = "auto";
   fit.moeCapacityFactor = options.moeCapacityFactor;
+  fit.moeOverflow = options.moeOverflow;
   if (options.ranksPerNode.getNumOccurrences() > 0)
     fit.ranksPerNode = options.ranksPerNode;
   pm.addPass(createFsdpFitMemoryPass(fit));
@@ -87,6 +88,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   // run this pass themselves).
   FsdpExpertParallelPassOptions experts;
   experts.capacityFactor = options.moeCapacityFactor;
+  experts.overflow = options.moeOverflow;
   pm.addPass(createFsdpExpertParallelPass(experts));
 
   if (options.memoryBudget == 0) {

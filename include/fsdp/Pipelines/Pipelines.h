@@ -52,6 +52,13 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "--fsdp-expert-parallel capacity-factor; 0: the worst "
                      "case)"),
       llvm::cl::init(FsdpExpertParallelPassOptions().capacityFactor)};
+  Option<std::string> moeOverflow{
+      *this, "moe-overflow",
+      llvm::cl::desc("Expert parallelism with a capacity factor: fail (a "
+                     "step past the capacity stops with an error) or drop "
+                     "(its pairs past it are dropped and counted; see "
+                     "--fsdp-expert-parallel overflow)"),
+      llvm::cl::init(FsdpExpertParallelPassOptions().overflow)};
   Option<int64_t> ranksPerNode{
       *this, "ranks-per-node",
       llvm::cl::desc("The budget search prices steps on the two-level "

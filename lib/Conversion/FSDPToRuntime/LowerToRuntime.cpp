@@ -476,9 +476,10 @@ struct FsdpLowerToRuntimePass
 };
 } // namespace
 
-/// What the runtime program returns: the loss, and where the step clips
-/// its gradients the global sum of their squares (the input of its
-/// fsdp.clip_coefficient), which the runtime reports as the gradient norm.
+/// What the runtime program returns: the loss, where the step clips its
+/// gradients the global sum of their squares (the input of its
+/// fsdp.clip_coefficient), which the runtime reports as the gradient norm,
+/// and the pairs each capacity dropped, which it sums and reports.
 /// Returned, so that the memory planner keeps them until the step's end.
 static SmallVector<Value> programResults(Block &block) {
   SmallVector<Value> results = {block.getTerminator()->getOperand(0)};
@@ -486,6 +487,8 @@ static SmallVector<Value> programResults(Block &block) {
     results.push_back(clip.getSumSq());
     break;
   }
+  for (auto trim : block.getOps<MoeCapacityTrimOp>())
+    results.push_back(trim.getDropped());
   return results;
 }
 

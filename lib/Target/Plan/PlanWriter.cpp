@@ -312,10 +312,15 @@ void PlanBuilder::writeProgram() {
   Block &body = program.getBody().front();
   Operation *ret = body.getTerminator();
   w.put<uint32_t>(bufferIds.lookup(ret->getOperand(0))); // the loss
-  // The global sum of squares of the gradients, where the step clips.
-  w.put<uint32_t>(ret->getNumOperands() > 1
-                      ? bufferIds.lookup(ret->getOperand(1))
-                      : plan::kNone);
+  // The global sum of squares of the gradients, where the step clips: the
+  // clipping coefficient's input (the program returns it, and anything
+  // else the runtime reads after the step, to keep it alive).
+  uint32_t gradSq = plan::kNone;
+  for (fsdprt::KernelOp kernel : kernels)
+    if (kernel.getName() ==
+        StringRef(plan::kernelName(plan::Opcode::ClipCoefficient)))
+      gradSq = bufferIds.lookup(kernel.getIns().front());
+  w.put<uint32_t>(gradSq);
   w.put<uint32_t>(evalKernels);
   w.put<uint32_t>(kernels.size());
   for (fsdprt::KernelOp kernel : kernels) {

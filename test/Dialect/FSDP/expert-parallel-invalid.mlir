@@ -1,4 +1,10 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh="shard=4 expert=4" --fsdp-data-parallel --fsdp-expert-parallel -verify-diagnostics
+// RUN: not fsdp-opt %s -split-input-file --fsdp-mesh="shard=4 expert=4" --fsdp-expert-parallel="overflow=drop" 2>&1 | FileCheck %s --check-prefix=DROPLESS
+// RUN: not fsdp-opt %s -split-input-file --fsdp-mesh="shard=4 expert=4" --fsdp-expert-parallel="capacity-factor=1 overflow=truncate" 2>&1 | FileCheck %s --check-prefix=OVERFLOW
+// RUN: not fsdp-opt %s -split-input-file --fsdp-mesh="shard=4 expert=4" --fsdp-expert-parallel="capacity-factor=-1" 2>&1 | FileCheck %s --check-prefix=FACTOR
+// DROPLESS: error: fsdp-expert-parallel: overflow=drop needs a capacity factor (the worst-case bound is never exceeded: nothing would drop)
+// OVERFLOW: error: fsdp-expert-parallel: overflow must be fail or drop, got 'truncate'
+// FACTOR: error: fsdp-expert-parallel: capacity-factor must be 0 (the worst case) or positive and finite, got -1
 
 // Expert groups of 4 cannot split 6 experts.
 fsdp.param @w : tensor<6x8x6xf32> init <normal, std = 0.5>

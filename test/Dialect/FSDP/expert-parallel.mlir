@@ -1,6 +1,8 @@
 // RUN: fsdp-opt %s --fsdp-mesh="shard=2 expert=2" --fsdp-wrap --fsdp-data-parallel --fsdp-expert-parallel | FileCheck %s
 // Without an expert axis the pass changes nothing:
 // RUN: fsdp-opt %s --fsdp-mesh="shard=2" --fsdp-wrap --fsdp-data-parallel --fsdp-expert-parallel | FileCheck %s --check-prefix=NONE
+// Dropping past a capacity (0.75 T K = 5 rows of the 6 a rank sends):
+// RUN: fsdp-opt %s --fsdp-mesh="shard=2 expert=2" --fsdp-wrap --fsdp-data-parallel --fsdp-expert-parallel="capacity-factor=0.75 overflow=drop" | FileCheck %s --check-prefix=DROP
 // The whole step compiles and lowers with the exchanges in it:
 // RUN: fsdp-opt %s --fsdp-train-pipeline="world-size=2 expert=2" --mlir-print-ir-after=fsdp-lower-to-runtime -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOWERED
 
@@ -29,6 +31,18 @@
 // CHECK:   fsdp.moe_regroup %[[Y]], %{{.*}} {inverse = true} : (tensor<12x6xf32>, tensor<2x2xi32>) -> tensor<12x6xf32>
 // CHECK: %[[HOME:.*]] = fsdp.all_to_all %[[OUT]], %[[RECV]], %[[COUNTS]] over "expert" : (tensor<12x6xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<6x6xf32>
 // CHECK: fsdp.moe_combine %{{.*}}, %{{.*}}, %{{.*}} : (tensor<6x6xf32>
+// The receiver cuts its counts to the capacity and tells the senders what
+// it kept; only kept rows travel, packed, and come back into their runs
+// (the dropped ones zero) before the combine.
+// DROP: %[[COUNTS:.*]] = fsdp.moe_expert_counts
+// DROP: %[[RECV:.*]] = fsdp.all_to_all_counts %[[COUNTS]] over "expert"
+// DROP: %[[KEPT:.*]], %{{.*}} = fsdp.moe_capacity_trim %[[RECV]] {capacity = 5 : i64} : (tensor<2x2xi32>) -> (tensor<2x2xi32>, tensor<1xi32>)
+// DROP: %[[SENT:.*]] = fsdp.all_to_all_counts %[[KEPT]] over "expert"
+// DROP: %[[PACKED:.*]] = fsdp.moe_compact %{{.*}}, %[[COUNTS]], %[[SENT]] : (tensor<6x6xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<6x6xf32>
+// DROP: fsdp.all_to_all %[[PACKED]], %[[SENT]], %[[KEPT]] over "expert" : {{.*}} -> tensor<5x6xf32>
+// DROP: %[[BACK:.*]] = fsdp.all_to_all %{{.*}}, %[[KEPT]], %[[SENT]] over "expert" : (tensor<5x6xf32>, {{.*}}) -> tensor<6x6xf32>
+// DROP: fsdp.moe_compact %[[BACK]], %[[COUNTS]], %[[SENT]] {inverse = true}
+// DROP: fsdp.moe_combine
 // NONE: fsdp.param @w_gate : tensor<4x8x6xf32>
 // NONE-NOT: all_to_all
 // NONE-NOT: expert_parallel

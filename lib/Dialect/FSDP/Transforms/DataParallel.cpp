@@ -70,7 +70,7 @@ static bool isPerExpert(Value v) {
     return v == sort.getOffsets();
   Operation *def = v.getDefiningOp();
   return def && llvm::isa<MoeAuxStatsOp, MoeExpertCountsOp, AllToAllCountsOp,
-                          MoeLocalOffsetsOp>(def);
+                          MoeLocalOffsetsOp, MoeCapacityTrimOp>(def);
 }
 
 /// Divides the leading dimension of every value of `block` computed from

@@ -194,7 +194,7 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
 /// Rewrites one layer: the exchange around its experts, which move to just
 /// before the combine, in the expert unit `unit`; `group` ranks.
 static void exchange(ExpertOps &experts, int64_t group, double capacity,
-                     StringAttr unit, UnitTagMap &tags) {
+                     bool drop, StringAttr unit, UnitTagMap &tags) {
   MoeSortOp sort = experts.sort;
   auto choices = llvm::cast<RankedTensorType>(sort.getExperts().getType());
   int64_t k = choices.getShape().back();
@@ -223,8 +223,20 @@ static void exchange(ExpertOps &experts, int64_t group, double capacity,
   Value counts = MoeExpertCountsOp::create(builder, loc, countsType,
                                            sort.getOffsets());
   Value recv = AllToAllCountsOp::create(builder, loc, countsType, counts, axis);
-  Value received = AllToAllOp::create(builder, loc, atBound(rowsType),
-                                      experts.rows, counts, recv, axis);
+  // Dropping: the receiver keeps what fits, the senders learn what it
+  // kept, and only those rows travel (packed), both ways.
+  Value sent = counts, rows = experts.rows;
+  if (drop) {
+    auto trim = MoeCapacityTrimOp::create(
+        builder, loc, TypeRange{countsType, RankedTensorType::get({1}, i32)},
+        recv, builder.getI64IntegerAttr(bound));
+    recv = trim.getKept();
+    sent = AllToAllCountsOp::create(builder, loc, countsType, recv, axis);
+    rows = MoeCompactOp::create(builder, loc, rowsType, experts.rows, counts,
+                                sent, false);
+  }
+  Value received = AllToAllOp::create(builder, loc, atBound(rowsType), rows,
+                                      sent, recv, axis);
   auto regroup = MoeRegroupOp::create(builder, loc, atBound(rowsType),
                                       received, recv, false);
   auto offsets = MoeLocalOffsetsOp::create(
@@ -256,9 +268,12 @@ static void exchange(ExpertOps &experts, int64_t group, double capacity,
   tags[back] = expertTag;
   SmallVector<int64_t> homeShape(outType.getShape());
   homeShape[0] = pairs;
-  Value home = AllToAllOp::create(
-      builder, loc, RankedTensorType::get(homeShape, outType.getElementType()),
-      back.getResult(), recv, counts, axis);
+  auto homeType = RankedTensorType::get(homeShape, outType.getElementType());
+  Value home = AllToAllOp::create(builder, loc, homeType, back.getResult(),
+                                  recv, sent, axis);
+  if (drop)
+    home = MoeCompactOp::create(builder, loc, homeType, home, counts, sent,
+                                true);
   experts.combine.getRowsMutable().assign(home);
 }
 
@@ -273,6 +288,18 @@ void FsdpExpertParallelPass::runOnOperation() {
         << "fsdp-expert-parallel: capacity-factor must be 0 (the worst case) "
            "or positive and finite, got "
         << capacityFactor.getValue();
+    return signalPassFailure();
+  }
+  if (overflow != "fail" && overflow != "drop") {
+    emitError(module.getLoc()) << "fsdp-expert-parallel: overflow must be "
+                                  "fail or drop, got '"
+                               << overflow << "'";
+    return signalPassFailure();
+  }
+  if (overflow == "drop" && capacityFactor == 0.0) {
+    emitError(module.getLoc())
+        << "fsdp-expert-parallel: overflow=drop needs a capacity factor (the "
+           "worst-case bound is never exceeded: nothing would drop)";
     return signalPassFailure();
   }
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
@@ -315,7 +342,8 @@ void FsdpExpertParallelPass::runOnOperation() {
       if (failed(narrowWeight(module, load, numExperts, numExperts / group)))
         return signalPassFailure();
     StringAttr unit = splitUnit(module, parent, experts->weights);
-    exchange(*experts, group, capacityFactor, unit, tags);
+    exchange(*experts, group, capacityFactor, overflow == "drop", unit,
+             tags);
   }
   outlineComputeRegions(block, tags);
   if (failed(verify(module)))

@@ -217,6 +217,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   PassManager pm(&getContext());
   FsdpExpertParallelPassOptions experts;
   experts.capacityFactor = moeCapacityFactor;
+  experts.overflow = moeOverflow;
   pm.addPass(createFsdpExpertParallelPass(experts));
   pm.addPass(createFsdpAutodiffPass());
   pm.addPass(createFsdpRematPass());

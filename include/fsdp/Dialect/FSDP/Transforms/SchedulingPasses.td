@@ -133,7 +133,10 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "too (left out: the module's)">,
     Option<"moeCapacityFactor", "moe-capacity-factor", "double",
            /*default=*/"0.0",
-           "As --fsdp-expert-parallel's capacity-factor, for the trials">
+           "As --fsdp-expert-parallel's capacity-factor, for the trials">,
+    Option<"moeOverflow", "moe-overflow", "std::string",
+           /*default=*/"\"fail\"",
+           "As --fsdp-expert-parallel's overflow, for the trials">
   ];
 }
 

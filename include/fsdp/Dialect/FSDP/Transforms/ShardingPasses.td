@@ -129,8 +129,15 @@ def FsdpExpertParallelPass
     case, which no routing exceeds; `capacity-factor=c` sizes it c T K
     rows instead (at most the worst case, at least one row), a memory
     plan for balanced routing: a step that routes more rows to a rank
-    stops with an error naming the counts and the bound (no row is ever
-    dropped or truncated). Without an `expert` axis (or G = 1) the
+    stops with an error naming the counts and the bound (no row is
+    truncated), or with `overflow=drop` keeps what fits and drops the
+    rest: the receiving rank cuts its counts to the capacity
+    (`fsdp.moe_capacity_trim`: runs in the order local expert, then rank,
+    each kept while room is left), tells the senders what it kept (a
+    second `fsdp.all_to_all_counts`), and each sender sends the first kept
+    rows of each run (`fsdp.moe_compact`) and puts the results back in
+    their runs with zeros for the dropped pairs, whose tokens keep their
+    residual. The runtime reports the dropped pairs every step. Without an `expert` axis (or G = 1) the
     pass changes nothing. E not divisible by G is an error. Runs after
     `--fsdp-data-parallel` and before `--fsdp-autodiff` (the backward of
     the new ops is the reverse exchange).
@@ -169,7 +176,12 @@ def FsdpExpertParallelPass
            "The received rows' bound as a multiple of the rows a rank sends "
            "(T K), below the worst case G T min(K, L); 0: the worst case "
            "(dropless, never exceeded). A step whose routing exceeds it "
-           "stops with an error">
+           "stops with an error (overflow=fail) or drops pairs "
+           "(overflow=drop)">,
+    Option<"overflow", "overflow", "std::string", /*default=*/"\"fail\"",
+           "With a capacity factor, what a step whose routing exceeds it "
+           "does: fail (an error naming the counts and the bound) or drop "
+           "(the pairs past it give zero, counted and reported)">
   ];
 }
 
