@@ -53,10 +53,32 @@ static void addMeshPass(OpPassManager &pm,
     pm.addPass(createFsdpMeshPass(mesh));
 }
 
+/// The budget search's options. With a budget, the search chooses
+/// attention's form (within what attention= allows) and each unit's
+/// recomputation (fsdp.remat on the units, which --fsdp-remat follows), and
+/// with mesh=auto or expert=auto the mesh; without one, --fsdp-attention
+/// chooses the form.
+static FsdpFitMemoryPassOptions
+fitOptions(const TrainPipelineOptions &options) {
+  auto fit = scheduleOptions<FsdpFitMemoryPassOptions>(options);
+  fit.attention = options.attention;
+  fit.paramDtype = options.paramDtype;
+  fit.reduceDtype = options.reduceDtype;
+  fit.gradClip = options.gradClip;
+  if (options.mesh == "auto")
+    fit.mesh = "auto";
+  if (options.expert == "auto")
+    fit.experts = "auto";
+  fit.moeCapacityFactor = options.moeCapacityFactor;
+  fit.moeOverflow = options.moeOverflow;
+  if (options.ranksPerNode.getNumOccurrences() > 0)
+    fit.ranksPerNode = options.ranksPerNode;
+  return fit;
+}
+
 void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
   addMeshPass(pm, options);
-  bool autoMesh = options.mesh == "auto";
 
   FsdpWrapPassOptions wrap;
   wrap.policy = options.policy;
@@ -66,24 +88,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
 
   pm.addPass(createFsdpDataParallelPass());
 
-  // With a budget, the search chooses attention's form (within what
-  // attention= allows) and each unit's recomputation (fsdp.remat on the
-  // units, which --fsdp-remat follows); without one, --fsdp-attention
-  // chooses the form.
-  auto fit = scheduleOptions<FsdpFitMemoryPassOptions>(options);
-  fit.attention = options.attention;
-  fit.paramDtype = options.paramDtype;
-  fit.reduceDtype = options.reduceDtype;
-  fit.gradClip = options.gradClip;
-  if (autoMesh)
-    fit.mesh = "auto";
-  if (options.expert == "auto")
-    fit.experts = "auto";
-  fit.moeCapacityFactor = options.moeCapacityFactor;
-  fit.moeOverflow = options.moeOverflow;
-  if (options.ranksPerNode.getNumOccurrences() > 0)
-    fit.ranksPerNode = options.ranksPerNode;
-  pm.addPass(createFsdpFitMemoryPass(fit));
+  pm.addPass(createFsdpFitMemoryPass(fitOptions(options)));
   // After the search, which may have chosen the expert axis (its trials
   // run this pass themselves).
   FsdpExpertParallelPassOptions experts;

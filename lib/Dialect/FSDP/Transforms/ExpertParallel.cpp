@@ -191,56 +191,89 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
   return name;
 }
 
+/// The received rows' bound of `sort`'s layer over `group` ranks: every
+/// token of every rank of the group choosing as many of this rank's
+/// experts as it can; a capacity factor (> 0) plans for less.
+static int64_t receivedBound(MoeSortOp sort, int64_t group, double capacity) {
+  auto choices = llvm::cast<RankedTensorType>(sort.getExperts().getType());
+  int64_t k = choices.getShape().back();
+  int64_t pairs = choices.getNumElements(), tokens = pairs / k;
+  int64_t local = sort.getNumExperts() / group;
+  int64_t bound = group * tokens * std::min(k, local);
+  if (capacity > 0.0)
+    bound = std::clamp<int64_t>(
+        int64_t(std::ceil(capacity * double(pairs))), 1, bound);
+  return bound;
+}
+
+namespace {
+/// One layer's exchange: the counts each way and the ops' common types.
+struct Exchange {
+  Value counts, sent, recv; ///< G x L: the sort's, what travels each way
+  RankedTensorType countsType;
+  StringAttr axis;
+  int64_t bound = 0, pairs = 0;
+  bool drop = false;
+  RankedTensorType atBound(Type type) const {
+    auto ranked = llvm::cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(ranked.getShape());
+    shape[0] = bound;
+    return RankedTensorType::get(shape, ranked.getElementType());
+  }
+};
+} // namespace
+
+/// The counts exchange and the rows' all-to-all to the experts' ranks, at
+/// the builder; returns the received rows. Dropping: the receiver keeps
+/// what fits, the senders learn what it kept, and only those rows travel
+/// (packed).
+static Value dispatch(OpBuilder &builder, Location loc, ExpertOps &experts,
+                      Exchange &x) {
+  x.counts = MoeExpertCountsOp::create(builder, loc, x.countsType,
+                                       experts.sort.getOffsets());
+  x.recv = AllToAllCountsOp::create(builder, loc, x.countsType, x.counts,
+                                    x.axis);
+  x.sent = x.counts;
+  Value rows = experts.rows;
+  if (x.drop) {
+    auto trim = MoeCapacityTrimOp::create(
+        builder, loc,
+        TypeRange{x.countsType,
+                  RankedTensorType::get({1}, builder.getI32Type())},
+        x.recv, builder.getI64IntegerAttr(x.bound));
+    x.recv = trim.getKept();
+    x.sent = AllToAllCountsOp::create(builder, loc, x.countsType, x.recv,
+                                      x.axis);
+    rows = MoeCompactOp::create(builder, loc, rows.getType(), rows, x.counts,
+                                x.sent, false);
+  }
+  return AllToAllOp::create(builder, loc, x.atBound(rows.getType()), rows,
+                            x.sent, x.recv, x.axis);
+}
+
 /// Rewrites one layer: the exchange around its experts, which move to just
 /// before the combine, in the expert unit `unit`; `group` ranks.
 static void exchange(ExpertOps &experts, int64_t group, double capacity,
                      bool drop, StringAttr unit, UnitTagMap &tags) {
   MoeSortOp sort = experts.sort;
-  auto choices = llvm::cast<RankedTensorType>(sort.getExperts().getType());
-  int64_t k = choices.getShape().back();
-  int64_t pairs = choices.getNumElements(), tokens = pairs / k;
-  int64_t local = sort.getNumExperts() / group;
-  // Every token of every rank of the group choosing as many of this rank's
-  // experts as it can; a capacity factor plans for less.
-  int64_t bound = group * tokens * std::min(k, local);
-  if (capacity > 0.0)
-    bound = std::clamp<int64_t>(
-        int64_t(std::ceil(capacity * double(pairs))), 1, bound);
-
   OpBuilder builder(experts.combine);
   Location loc = sort.getLoc();
-  auto i32 = builder.getI32Type();
-  auto countsType = RankedTensorType::get({group, local}, i32);
-  StringAttr axis = builder.getStringAttr(MeshAttr::kExpertAxis);
-  auto rowsType = llvm::cast<RankedTensorType>(experts.rows.getType());
-  auto atBound = [&](RankedTensorType type) {
-    SmallVector<int64_t> shape(type.getShape());
-    shape[0] = bound;
-    return RankedTensorType::get(shape, type.getElementType());
-  };
+  int64_t local = sort.getNumExperts() / group;
+  Exchange x;
+  x.countsType = RankedTensorType::get({group, local}, builder.getI32Type());
+  x.axis = builder.getStringAttr(MeshAttr::kExpertAxis);
+  x.bound = receivedBound(sort, group, capacity);
+  x.pairs = llvm::cast<RankedTensorType>(sort.getExperts().getType())
+                .getNumElements();
+  x.drop = drop;
 
   UnitTag expertTag{unit, Phase::Forward};
-  Value counts = MoeExpertCountsOp::create(builder, loc, countsType,
-                                           sort.getOffsets());
-  Value recv = AllToAllCountsOp::create(builder, loc, countsType, counts, axis);
-  // Dropping: the receiver keeps what fits, the senders learn what it
-  // kept, and only those rows travel (packed), both ways.
-  Value sent = counts, rows = experts.rows;
-  if (drop) {
-    auto trim = MoeCapacityTrimOp::create(
-        builder, loc, TypeRange{countsType, RankedTensorType::get({1}, i32)},
-        recv, builder.getI64IntegerAttr(bound));
-    recv = trim.getKept();
-    sent = AllToAllCountsOp::create(builder, loc, countsType, recv, axis);
-    rows = MoeCompactOp::create(builder, loc, rowsType, experts.rows, counts,
-                                sent, false);
-  }
-  Value received = AllToAllOp::create(builder, loc, atBound(rowsType), rows,
-                                      sent, recv, axis);
-  auto regroup = MoeRegroupOp::create(builder, loc, atBound(rowsType),
-                                      received, recv, false);
+  Value received = dispatch(builder, loc, experts, x);
+  auto regroup = MoeRegroupOp::create(builder, loc, received.getType(),
+                                      received, x.recv, false);
   auto offsets = MoeLocalOffsetsOp::create(
-      builder, loc, RankedTensorType::get({local + 1}, i32), recv);
+      builder, loc, RankedTensorType::get({local + 1}, builder.getI32Type()),
+      x.recv);
   tags[regroup] = tags[offsets] = expertTag;
 
   for (Operation *op : experts.ops) {
@@ -253,27 +286,29 @@ static void exchange(ExpertOps &experts, int64_t group, double capacity,
         operand.set(offsets.getResult());
     }
     for (Value result : op->getResults())
-      result.setType(atBound(llvm::cast<RankedTensorType>(result.getType())));
+      result.setType(x.atBound(result.getType()));
     // On average a rank receives as many rows as it sends: its FLOPs.
     if (llvm::isa<MoeGroupedLinearOp>(op))
-      op->setAttr(kActiveRowsAttrName, builder.getI64IntegerAttr(pairs));
+      op->setAttr(kActiveRowsAttrName, builder.getI64IntegerAttr(x.pairs));
   }
   for (LoadOp load : experts.weights)
     tags[load] = expertTag;
 
+  // The results home: back to rank order, the reverse all-to-all, and
+  // (dropping) back into their runs with the dropped pairs zero.
   builder.setInsertionPoint(experts.combine);
-  auto outType = llvm::cast<RankedTensorType>(experts.out.getType());
-  auto back = MoeRegroupOp::create(builder, loc, outType, experts.out, recv,
-                                   true);
+  auto back = MoeRegroupOp::create(builder, loc, experts.out.getType(),
+                                   experts.out, x.recv, true);
   tags[back] = expertTag;
+  auto outType = llvm::cast<RankedTensorType>(experts.out.getType());
   SmallVector<int64_t> homeShape(outType.getShape());
-  homeShape[0] = pairs;
+  homeShape[0] = x.pairs;
   auto homeType = RankedTensorType::get(homeShape, outType.getElementType());
   Value home = AllToAllOp::create(builder, loc, homeType, back.getResult(),
-                                  recv, sent, axis);
+                                  x.recv, x.sent, x.axis);
   if (drop)
-    home = MoeCompactOp::create(builder, loc, homeType, home, counts, sent,
-                                true);
+    home = MoeCompactOp::create(builder, loc, homeType, home, x.counts,
+                                x.sent, true);
   experts.combine.getRowsMutable().assign(home);
 }
 
