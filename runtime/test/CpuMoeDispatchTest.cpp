@@ -5,12 +5,15 @@
 // kernel table's descriptions (docs/plan-format.md), with counts that do
 // not fit (negative, a total past M) read and written within bounds, and
 // the all_to_all's row check (exec/AllToAll.h) on counts that overflow.
+// Drop mode: moe_capacity_trim against hand-worked cuts, moe_compact
+// (both directions, and a round trip) against a reference.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernelsCheck.h"
 #include "fsdp/runtime/exec/AllToAll.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,6 +85,102 @@ void testRegroup() {
   checkRegroup({2147483647, 1, 1, 1}, 2, 2, 6, 2, "huge");
 }
 
+/// Reference capacity trim, written from the kernel table's description:
+/// walk (l, s), keep what fits the room left.
+void checkTrim(const std::vector<int32_t> &recv, int64_t G, int64_t L,
+               int64_t capacity, const std::vector<int32_t> &wantKept,
+               int32_t wantDropped, const std::string &name) {
+  std::vector<int32_t> kept(recv.size(), -7), dropped(1, -7);
+  fsdp::rt::cpu::moeCapacityTrim(kept.data(), dropped.data(), recv.data(), G,
+                                 L, capacity);
+  CHECK_MSG(kept == wantKept, "moe_capacity_trim " + name + ": kept");
+  CHECK_MSG(dropped[0] == wantDropped,
+            "moe_capacity_trim " + name + ": dropped " +
+                std::to_string(dropped[0]));
+}
+
+void testCapacityTrim() {
+  // G = 2, L = 3: (l, s) order visits recv[0], recv[3], recv[1], recv[4],
+  // recv[2], recv[5].
+  std::vector<int32_t> recv = {1, 0, 3, 2, 4, 1};
+  checkTrim(recv, 2, 3, 11, recv, 0, "all fit");
+  checkTrim(recv, 2, 3, 100, recv, 0, "room to spare");
+  checkTrim(recv, 2, 3, 5, {1, 0, 0, 2, 2, 0}, 6, "cut in expert 1");
+  checkTrim(recv, 2, 3, 0, {0, 0, 0, 0, 0, 0}, 11, "capacity 0");
+  checkTrim({-4, 3, 2, -1}, 2, 2, 4, {0, 2, 2, 0}, 1, "negative as 0");
+  checkTrim({2147483647, 2147483647}, 2, 1, 1, {1, 0}, 2147483647,
+            "dropped saturates");
+}
+
+/// Reference compaction: every row's source listed run by run, counts
+/// clamped as the kernel table says (negative as 0, their total at most P
+/// in (g, l) order; kept at most its run's count).
+std::vector<float> refCompact(const std::vector<float> &input,
+                              const std::vector<int32_t> &counts,
+                              const std::vector<int32_t> &kept, int64_t P,
+                              int64_t C, bool inverse) {
+  std::vector<float> out(size_t(P * C), 0.0f);
+  int64_t full = 0, packed = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    int64_t count = std::min<int64_t>(std::max(counts[r], 0), P - full);
+    int64_t keep = std::min<int64_t>(std::max(kept[r], 0), count);
+    for (int64_t i = 0; i < keep; ++i) {
+      int64_t from = inverse ? packed + i : full + i;
+      int64_t to = inverse ? full + i : packed + i;
+      for (int64_t c = 0; c < C; ++c)
+        out[to * C + c] = input[from * C + c];
+    }
+    full += count, packed += keep;
+  }
+  return out;
+}
+
+void checkCompact(const std::vector<int32_t> &counts,
+                  const std::vector<int32_t> &kept, int64_t G, int64_t L,
+                  int64_t P, int64_t C, const std::string &name) {
+  Rng rng(uint64_t(G * 37 + L * 5 + P));
+  std::vector<float> input(size_t(P * C));
+  for (float &v : input)
+    v = rng.uniform();
+  std::vector<float> got[2];
+  for (int inverse : {0, 1}) {
+    got[inverse] = nans(size_t(P * C));
+    fsdp::rt::cpu::moeCompact(got[inverse].data(), input.data(), counts.data(),
+                              kept.data(), G, L, P, C, inverse);
+    CHECK_MSG(
+        sameBits(got[inverse], refCompact(input, counts, kept, P, C, inverse)),
+        "moe_compact " + name + (inverse ? " inverse" : ""));
+  }
+  // Forward then inverse: the input, with the cut rows of each run (and
+  // the rows past the runs) zero.
+  std::vector<float> back = nans(size_t(P * C));
+  fsdp::rt::cpu::moeCompact(back.data(), got[0].data(), counts.data(),
+                            kept.data(), G, L, P, C, 1);
+  std::vector<float> held(size_t(P * C), 0.0f);
+  int64_t full = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    int64_t count = std::min<int64_t>(std::max(counts[r], 0), P - full);
+    int64_t keep = std::min<int64_t>(std::max(kept[r], 0), count);
+    std::copy(input.begin() + full * C, input.begin() + (full + keep) * C,
+              held.begin() + full * C);
+    full += count;
+  }
+  CHECK_MSG(sameBits(back, held), "moe_compact " + name + ": round trip");
+}
+
+void testCompact() {
+  // G = 2, L = 3: runs of 1, 0, 3, 2, 4, 1 rows (11 of 14), some cut.
+  checkCompact({1, 0, 3, 2, 4, 1}, {1, 0, 1, 2, 2, 0}, 2, 3, 14, 5, "cut");
+  checkCompact({1, 0, 3, 2, 4, 1}, {1, 0, 3, 2, 4, 1}, 2, 3, 14, 5,
+               "nothing cut");
+  checkCompact({5, 5, 5, 5}, {0, 0, 0, 0}, 4, 1, 20, 3, "all cut");
+  checkCompact({7}, {3}, 1, 1, 9, 4, "G=1 L=1");
+  // Corrupt counts: negative ones, kept past its count, a total past P.
+  checkCompact({-3, 4, 9, 2}, {2, -1, 12, 2}, 2, 2, 8, 3, "clamped");
+  checkCompact({2147483647, 1, 1, 1}, {2147483647, 1, 1, 1}, 2, 2, 6, 2,
+               "huge");
+}
+
 void testCountsAndOffsets() {
   // E = G L = 6 experts: offsets of a sort over 17 pairs.
   std::vector<int32_t> offsets = {0, 2, 2, 7, 8, 12, 17}, counts(6);
@@ -129,6 +228,8 @@ void testAllToAllRows() {
 void testMoeDispatch() {
   testCountsAndOffsets();
   testRegroup();
+  testCapacityTrim();
+  testCompact();
   testAllToAllRows();
 }
 

@@ -257,6 +257,21 @@ std::optional<double> Session::gradNorm() {
   return std::sqrt(double(sumSq));
 }
 
+std::optional<int64_t> Session::droppedPairs() {
+  std::optional<int64_t> sum;
+  for (const Instruction &inst : plan.program) {
+    if (inst.kernel->opcode != plan::Opcode::MoeCapacityTrim)
+      continue;
+    // The kernel writes one count, at least 0 (the loader checked the
+    // shape [1] i32); the compiler keeps it until the step ends.
+    int32_t dropped = 0;
+    backend.read(plan.buffers[inst.outs[1]].offset, &dropped,
+                 sizeof(dropped));
+    sum = sum.value_or(0) + std::max<int32_t>(dropped, 0);
+  }
+  return sum;
+}
+
 void Session::finishEvaluation() {
   // Started only where they run asynchronously; the loader listed them.
   if (skipCollectives || synchronous)

@@ -40,7 +40,7 @@ static void formatDuration(char *out, size_t size, double seconds) {
 
 void ProgressMeter::format(char *out, size_t size, int64_t step, float loss,
                            double lr, double gradNorm, double seconds,
-                           uint64_t memoryBytes) const {
+                           uint64_t memoryBytes, int64_t droppedPairs) const {
   // Appends to `out` while there is room; snprintf truncates safely.
   size_t used = 0;
   auto append = [&](const char *format, auto... values) {
@@ -49,8 +49,11 @@ void ProgressMeter::format(char *out, size_t size, int64_t step, float loss,
     int n = std::snprintf(out + used, size - used, format, values...);
     used += n > 0 ? size_t(n) : 0;
   };
-  append("step %5lld/%lld | loss %.6f | lr %.3e", (long long)step,
-         (long long)steps, loss, lr);
+  append("step %5lld/%lld | loss %.6f", (long long)step, (long long)steps,
+         loss);
+  if (droppedPairs >= 0) // drop mode: next to the loss the drops change
+    append(" | dropped %lld", (long long)droppedPairs);
+  append(" | lr %.3e", lr);
   if (gradNorm >= 0.0)
     append(" | grad norm %.4f", gradNorm);
   append(" | %8.2f ms | %9.0f tok/s", seconds * 1e3,

@@ -3,6 +3,7 @@
 #include "fsdp/runtime/train/RunOutputs.h"
 #include "fsdp/runtime/exec/MemoryTimeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -125,9 +126,10 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
 // Fixed fields and the schedule's description, then a loss and a rate of
 // at most 24 characters each per step, and per evaluation its step, loss,
 // seconds and batches (at most 100 characters with their keys); the
-// all-to-all figures take at most 100 more.
+// all-to-all figures take at most 100 more. Drop mode's dropped pairs: at
+// most 21 characters more per step (19 digits and ", ").
 uint64_t reportBytes(int64_t steps, int64_t evaluations) {
-  return bytesFor(72, uint64_t(steps),
+  return bytesFor(93, uint64_t(steps),
                   bytesFor(100, uint64_t(evaluations), 1700));
 }
 
@@ -139,6 +141,20 @@ static void writeNumbers(std::ostream &out, const std::vector<double> &values) {
     std::snprintf(number, sizeof(number), "%.9g", values[i]);
     out << (i ? ", " : "") << (std::isfinite(values[i]) ? number : "null");
   }
+  out << "]";
+}
+
+/// Expert parallelism's figures: the all_to_alls' bytes per step, and in
+/// drop mode each step's dropped pairs.
+static void writeExpertFields(std::ostream &out, const RunReport &r) {
+  if (r.allToAllCounted)
+    out << ", \"all_to_all_bytes_per_step\": " << r.allToAllPerStep
+        << ", \"all_to_all_bytes_per_step_max\": " << r.allToAllPerStepMax;
+  if (!r.dropsPairs)
+    return;
+  out << ", \"moe_dropped_pairs\": [";
+  for (size_t i = 0; i < r.droppedPairs.size(); ++i)
+    out << (i ? ", " : "") << r.droppedPairs[i];
   out << "]";
 }
 
@@ -210,10 +226,7 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
         if (r.heapCounted)
           out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
               << ", \"heap_bytes_peak\": " << r.heapPeak;
-        if (r.allToAllCounted)
-          out << ", \"all_to_all_bytes_per_step\": " << r.allToAllPerStep
-              << ", \"all_to_all_bytes_per_step_max\": "
-              << r.allToAllPerStepMax;
+        writeExpertFields(out, r);
         out << "}\n";
       },
       error);
@@ -239,10 +252,27 @@ RunReport makeRunReport(const Plan &plan, const TrainResult &result,
     if (inst.kernel->opcode == plan::Opcode::ClipCoefficient)
       report.gradClip = inst.params[plan::paramIndex(
           plan::Opcode::ClipCoefficient, "max_norm")];
+  if ((report.dropsPairs = moeCapacities(plan).has_value()))
+    report.droppedPairs = result.droppedPairs;
   report.arenaPredicted = plan.arenaSize;
   report.arenaMeasured = result.highWaterMarkMax;
   report.peakPredicted = plan.peakBytes;
   return report;
+}
+
+std::optional<std::pair<int64_t, int64_t>> moeCapacities(const Plan &plan) {
+  const plan::Opcode trim = plan::Opcode::MoeCapacityTrim;
+  std::optional<std::pair<int64_t, int64_t>> range;
+  for (const Instruction &inst : plan.program) {
+    if (inst.kernel->opcode != trim)
+      continue;
+    auto capacity =
+        int64_t(inst.params[plan::paramIndex(trim, "capacity")]);
+    range = range ? std::make_pair(std::min(range->first, capacity),
+                                   std::max(range->second, capacity))
+                  : std::make_pair(capacity, capacity);
+  }
+  return range;
 }
 
 bool reserveRunOutputs(const Plan &plan, const RunOutputPaths &paths,

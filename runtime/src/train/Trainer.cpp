@@ -8,6 +8,25 @@
 
 namespace fsdp::rt {
 
+Trainer::StepTotals Trainer::reduceStep(int64_t step, float local) {
+  StepTotals totals;
+  // Each rank's loss is the mean over its rows; their mean is the global
+  // batch's (every rank has as many rows).
+  {
+    RecordScope scope(CollectiveLabel{step, -1, "loss all-reduce"});
+    totals.loss = float(comm.allReduceMean(local));
+  }
+  // Drop mode: each dropped pair counted once, by the rank that received
+  // it, so the sum over the world is the step's. Every rank runs the same
+  // plan: all of them reduce, or none.
+  if (std::optional<int64_t> dropped = session.droppedPairs()) {
+    RecordScope scope(CollectiveLabel{step, -1, "dropped pairs all-reduce"});
+    // Exact: a double holds every integer below 2^53.
+    totals.dropped = int64_t(comm.allReduceSum(double(*dropped)));
+  }
+  return totals;
+}
+
 bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
                   TrainResult &result, std::string &error) {
   using Clock = std::chrono::steady_clock;
@@ -33,13 +52,7 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     uint64_t movedBefore = session.allToAllBytes();
     float local = session.step(step);
     result.allToAllBytes += session.allToAllBytes() - movedBefore;
-    // Each rank's loss is the mean over its rows; their mean is the global
-    // batch's (every rank has as many rows).
-    float loss;
-    {
-      RecordScope scope(CollectiveLabel{step, -1, "loss all-reduce"});
-      loss = float(comm.allReduceMean(local));
-    }
+    auto [loss, dropped] = reduceStep(step, local);
     double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
     totalSeconds += seconds;
@@ -50,6 +63,8 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
     if (step == first && options.steps > first)
       session.resetKernelTimes();
     result.losses.push_back(loss);
+    if (dropped)
+      result.droppedPairs.push_back(*dropped);
     result.learningRates.push_back(lr);
     // Read once the step is done (the loss's read waited for it).
     std::optional<double> norm = session.gradNorm();
@@ -66,7 +81,7 @@ bool Trainer::run(const std::function<void(const StepResult &)> &onStep,
         return false;
       result.validation.push_back(*validation);
     }
-    onStep({step, loss, seconds, lr, norm, validation});
+    onStep({step, loss, seconds, lr, norm, validation, dropped});
     result.lastStep = step;
     bool stop = false;
     if (options.afterStep && !options.afterStep(step, stop, error))

@@ -63,6 +63,25 @@ void printAllToAll(const Plan &plan, const TrainResult &r, int ranks) {
               bytes(r.allToAllBytesMax / steps).c_str(), ranks);
 }
 
+/// Drop mode: the pairs the training steps dropped over all ranks, and
+/// the capacity they were cut to. Only where the plan has
+/// moe_capacity_trim kernels.
+void printDropped(const Plan &plan, const TrainResult &r) {
+  std::optional<std::pair<int64_t, int64_t>> capacity = moeCapacities(plan);
+  if (!capacity || r.droppedPairs.empty())
+    return;
+  int64_t dropped = 0;
+  for (int64_t n : r.droppedPairs)
+    dropped += n;
+  char rows[64];
+  std::snprintf(rows, sizeof(rows),
+                capacity->first == capacity->second ? "%lld" : "%lld..%lld",
+                (long long)capacity->first, (long long)capacity->second);
+  std::printf("summary: dropped %lld pairs over %zu steps (mixture of "
+              "experts, capacity %s received rows per rank and layer)\n",
+              (long long)dropped, r.droppedPairs.size(), rows);
+}
+
 void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
                   const HeapFigures &heap, const ProgressMeter &meter,
                   int ranks) {
@@ -99,6 +118,7 @@ void printSummary(const Plan &plan, const Options &o, const TrainResult &r,
               (unsigned long long)plan.peak.inputs);
   printHeap(plan, o, heap, ranks);
   printAllToAll(plan, r, ranks);
+  printDropped(plan, r);
   if (o.heapBreakdown && heap.counted)
     printHeapBreakdown();
 }

@@ -92,7 +92,7 @@ TrainResult train(const Options &o, Session &session, Communicator &comm,
           char line[320];
           meter.format(line, sizeof(line), s.step, s.loss, s.lr,
                        s.gradNorm ? *s.gradNorm : -1.0, s.seconds,
-                       memoryInUse(backend));
+                       memoryInUse(backend), s.droppedPairs.value_or(-1));
           std::printf("%s\n", line);
         }
         if (lead && s.validation)

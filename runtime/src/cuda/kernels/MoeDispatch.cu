@@ -6,7 +6,10 @@
 // run, each thread finding the run's place itself (O(G L) integer reads,
 // G L being the experts, a few hundred at most) and copying its share of
 // the run's elements; the rows past the runs are zeroed by a grid-stride
-// kernel. Local offsets: one thread of a warp (L + 1 values). Rows are moved, never
+// kernel. Local offsets: one thread of a warp (L + 1 values). Drop mode:
+// the capacity trim on one thread (G L counts in order, moe::capacityTrim),
+// the compaction as the regroup (one block per run, moe::compactRun; the
+// inverse's block zeroes its run's cut rows). Rows are moved, never
 // combined: the result is exact and deterministic.
 //
 //===----------------------------------------------------------------------===//
@@ -68,6 +71,48 @@ __global__ void moeLocalOffsetsKernel(int32_t *__restrict__ offsets,
   }
 }
 
+/// One thread: G L counts in the order (l, s), as the CPU's loop.
+__global__ void moeCapacityTrimKernel(int32_t *__restrict__ kept,
+                                      int32_t *__restrict__ dropped,
+                                      const int32_t *__restrict__ recv,
+                                      int64_t G, int64_t L, int64_t capacity) {
+  if (threadIdx.x == 0)
+    moe::capacityTrim(kept, dropped, recv, G, L, capacity);
+}
+
+/// Block r moves the kept rows of run (r / L, r % L); the inverse zeroes
+/// its cut rows too.
+template <typename E>
+__global__ void __launch_bounds__(kThreads)
+    moeCompactKernel(E *__restrict__ result, const E *__restrict__ input,
+                     const int32_t *__restrict__ counts,
+                     const int32_t *__restrict__ kept, int64_t G, int64_t L,
+                     int64_t P, int64_t C, int64_t inverse) {
+  const moe::CompactRun run =
+      moe::compactRun(counts, kept, G, L, P, blockIdx.x);
+  const int64_t from = inverse ? run.packed : run.full;
+  const int64_t to = inverse ? run.full : run.packed;
+  for (int64_t i = threadIdx.x; i < run.rows * C; i += blockDim.x)
+    result[to * C + i] = input[from * C + i];
+  if (inverse)
+    for (int64_t i = threadIdx.x; i < run.cut * C; i += blockDim.x)
+      result[(to + run.rows) * C + i] = detail::fromFloat<E>(0.0f);
+}
+
+/// Rows past the runs (packed, or back in place) are zero.
+template <typename E>
+__global__ void moeCompactTailKernel(E *__restrict__ result,
+                                     const int32_t *__restrict__ counts,
+                                     const int32_t *__restrict__ kept,
+                                     int64_t G, int64_t L, int64_t P,
+                                     int64_t C, int64_t inverse) {
+  const moe::CompactRun end = moe::compactEnd(counts, kept, G, L, P);
+  const int64_t first = (inverse ? end.full : end.packed) * C;
+  for (int64_t i = first + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < P * C; i += int64_t(gridDim.x) * blockDim.x)
+    result[i] = detail::fromFloat<E>(0.0f);
+}
+
 } // namespace
 
 void moeExpertCounts(const Context &ctx, int32_t *counts,
@@ -95,10 +140,35 @@ void moeLocalOffsets(const Context &ctx, int32_t *offsets,
   detail::checkLaunch("moeLocalOffsets");
 }
 
+void moeCapacityTrim(const Context &ctx, int32_t *kept, int32_t *dropped,
+                     const int32_t *recv, int64_t G, int64_t L,
+                     int64_t capacity) {
+  moeCapacityTrimKernel<<<1, 32, 0, ctx.stream>>>(kept, dropped, recv, G, L,
+                                                  capacity);
+  detail::checkLaunch("moeCapacityTrim");
+}
+
+template <typename E>
+void moeCompact(const Context &ctx, E *result, const E *input,
+                const int32_t *counts, const int32_t *kept, int64_t G,
+                int64_t L, int64_t P, int64_t C, int64_t inverse) {
+  if (G * L > 0) // the table does not ask for G, L > 0: no empty grid
+    moeCompactKernel<<<unsigned(G * L), kThreads, 0, ctx.stream>>>(
+        result, input, counts, kept, G, L, P, C, inverse);
+  detail::checkLaunch("moeCompact");
+  moeCompactTailKernel<<<detail::blocksFor(P * C, kThreads), kThreads, 0,
+                         ctx.stream>>>(result, counts, kept, G, L, P, C,
+                                       inverse);
+  detail::checkLaunch("moeCompact");
+}
+
 #define FSDP_INSTANTIATE(E)                                                    \
   template void moeRegroup<E>(const Context &, E *, const E *,                 \
                               const int32_t *, int64_t, int64_t, int64_t,      \
-                              int64_t, int64_t);
+                              int64_t, int64_t);                               \
+  template void moeCompact<E>(const Context &, E *, const E *,                 \
+                              const int32_t *, const int32_t *, int64_t,       \
+                              int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

@@ -81,6 +81,13 @@ public:
   /// The norm a plan clips its gradients to (its clip_coefficient's
   /// max_norm), or nullopt.
   std::optional<double> maxGradNorm() const;
+  /// Drop mode (docs/moe.md): the pairs the last training step dropped on
+  /// this rank, the sum of its moe_capacity_trim kernels' `dropped`
+  /// outputs (each counts the pairs this rank received past its
+  /// capacity), read after the step (on CUDA a 4-byte copy each); nullopt
+  /// for a plan without moe_capacity_trim. The evaluation step overwrites
+  /// them: read before any evaluation.
+  std::optional<int64_t> droppedPairs();
 
   std::vector<float> readBuffer(uint32_t buffer);
   /// Elements [first, first + count) of an f32 buffer, into `out` (what

@@ -1,8 +1,9 @@
 //===- Progress.h - the progress line of a training step --------*- C++ -*-===//
 //
-// What a person watching a run reads after each logged step: the loss,
-// the learning rate, the time and throughput, the model FLOPs utilisation
-// where the device's peak is known, the memory in use and the time left.
+// What a person watching a run reads after each logged step: the loss
+// (and in drop mode the pairs dropped), the learning rate, the time and
+// throughput, the model FLOPs utilisation where the device's peak is
+// known, the memory in use and the time left.
 // Formatted into a caller's buffer: a step allocates nothing on the heap
 // (test/Runtime/heap.test).
 //
@@ -43,9 +44,11 @@ public:
 
   /// The line of step `step` (no newline): `memoryBytes` is the memory in
   /// use to show (0: not shown), `gradNorm` negative when the plan does
-  /// not compute one.
+  /// not compute one, `droppedPairs` (the step's over all ranks, drop
+  /// mode) negative when the plan drops none.
   void format(char *out, size_t size, int64_t step, float loss, double lr,
-              double gradNorm, double seconds, uint64_t memoryBytes) const;
+              double gradNorm, double seconds, uint64_t memoryBytes,
+              int64_t droppedPairs = -1) const;
 
 private:
   int64_t steps, tokens;

@@ -75,7 +75,16 @@ struct RunReport {
   /// expert-parallel units.
   bool allToAllCounted = false;
   uint64_t allToAllPerStep = 0, allToAllPerStepMax = 0;
+  /// Drop mode (docs/moe.md): each training step's dropped pairs over all
+  /// ranks (TrainResult::droppedPairs); written only for a plan with
+  /// moe_capacity_trim kernels.
+  bool dropsPairs = false;
+  std::vector<int64_t> droppedPairs;
 };
+/// Drop mode: the least and the most `capacity` (received rows a rank
+/// keeps per layer) of the plan's moe_capacity_trim kernels; nullopt for a
+/// plan without one (it drops nothing).
+std::optional<std::pair<int64_t, int64_t>> moeCapacities(const Plan &plan);
 /// The most bytes the report of `steps` steps and `evaluations`
 /// evaluations takes.
 uint64_t reportBytes(int64_t steps, int64_t evaluations);

@@ -1,8 +1,9 @@
 //===- Trainer.h - the training loop ----------------------------*- C++ -*-===//
 //
 // Runs a session for a number of steps on every rank: feeds each step's
-// batch, runs the step, averages the loss over ranks, times it, and stops
-// on a loss that is not finite. At the end it measures the arena's
+// batch, runs the step, averages the loss over ranks (and in drop mode
+// sums the pairs dropped), times it, and stops on a loss that is not
+// finite. At the end it measures the arena's
 // high-water mark (the maximum over ranks). Every collective it issues is
 // labelled for the flight recorder.
 //
@@ -54,6 +55,9 @@ struct StepResult {
   std::optional<double> gradNorm;
   /// The evaluation that followed the step, where one was due.
   std::optional<ValidationPoint> validation;
+  /// Drop mode: the pairs the step dropped over all ranks; nullopt for a
+  /// plan without moe_capacity_trim.
+  std::optional<int64_t> droppedPairs;
 };
 
 struct TrainResult {
@@ -81,6 +85,10 @@ struct TrainResult {
   /// Its max over ranks, where the caller all-reduced it (fsdp-run: for a
   /// plan with expert-parallel units only); else 0.
   uint64_t allToAllBytesMax = 0;
+  /// Drop mode (docs/moe.md): each training step's dropped pairs, summed
+  /// over the world (Session::droppedPairs); empty for a plan without
+  /// moe_capacity_trim.
+  std::vector<int64_t> droppedPairs;
 };
 
 class Trainer {
@@ -96,6 +104,14 @@ public:
            TrainResult &result, std::string &error);
 
 private:
+  /// The step's figures over the world: the loss (the ranks' mean) and,
+  /// in drop mode, the dropped pairs (their sum).
+  struct StepTotals {
+    float loss = 0.0f;
+    std::optional<int64_t> dropped;
+  };
+  StepTotals reduceStep(int64_t step, float local);
+
   Session &session;
   Communicator &comm;
   BatchFeeder &feeder;
