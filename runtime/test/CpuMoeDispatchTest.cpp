@@ -56,8 +56,8 @@ void checkRegroup(const std::vector<int32_t> &counts, int64_t G, int64_t L,
     v = rng.uniform();
   for (int inverse : {0, 1}) {
     std::vector<float> got = nans(size_t(M * C));
-    fsdp::rt::cpu::moeRegroup(got.data(), input.data(), counts.data(), G, L,
-                              M, C, inverse);
+    fsdp::rt::cpu::moeRegroup(got.data(), input.data(), counts.data(), G, L, M,
+                              C, inverse);
     CHECK_MSG(sameBits(got, refRegroup(input, counts, G, L, M, C, inverse)),
               "moe_regroup " + name + (inverse ? " inverse" : ""));
   }
@@ -91,12 +91,12 @@ void checkTrim(const std::vector<int32_t> &recv, int64_t G, int64_t L,
                int64_t capacity, const std::vector<int32_t> &wantKept,
                int32_t wantDropped, const std::string &name) {
   std::vector<int32_t> kept(recv.size(), -7), dropped(1, -7);
-  fsdp::rt::cpu::moeCapacityTrim(kept.data(), dropped.data(), recv.data(), G,
-                                 L, capacity);
+  fsdp::rt::cpu::moeCapacityTrim(kept.data(), dropped.data(), recv.data(), G, L,
+                                 capacity);
   CHECK_MSG(kept == wantKept, "moe_capacity_trim " + name + ": kept");
-  CHECK_MSG(dropped[0] == wantDropped,
-            "moe_capacity_trim " + name + ": dropped " +
-                std::to_string(dropped[0]));
+  CHECK_MSG(dropped[0] == wantDropped, "moe_capacity_trim " + name +
+                                           ": dropped " +
+                                           std::to_string(dropped[0]));
 }
 
 void testCapacityTrim() {

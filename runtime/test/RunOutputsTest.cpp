@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/runtime/train/Progress.h"
 #include "fsdp/runtime/train/RunOutputs.h"
+#include "fsdp/runtime/train/Progress.h"
 
 #include <cstdio>
 #include <fstream>

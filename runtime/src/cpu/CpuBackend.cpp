@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -435,9 +435,8 @@ void CpuBackend::allToAll(const Plan &plan, const Instruction &inst) {
   size_t index = size_t(&inst - plan.program.data());
   if (group.size() != G)
     fail("kernel #" + std::to_string(index) + " (" +
-         std::string(inst.kernel->name) + "): counts for " +
-         std::to_string(G) + " ranks on an expert group of " +
-         std::to_string(group.size()));
+         std::string(inst.kernel->name) + "): counts for " + std::to_string(G) +
+         " ranks on an expert group of " + std::to_string(group.size()));
   if (counts) {
     auto *mine = reinterpret_cast<const int32_t *>(address(plan, inst.ins[0]));
     auto *recv = reinterpret_cast<int32_t *>(address(plan, inst.outs[0]));
@@ -455,8 +454,7 @@ void CpuBackend::allToAll(const Plan &plan, const Instruction &inst) {
           reinterpret_cast<const int32_t *>(address(plan, inst.ins[2])), G, L,
           input.shape[0], result.shape[0], index, rows, why))
     fail(why);
-  uint64_t rowBytes =
-      uint64_t(result.shape[1]) * plan::dtypeSize(result.dtype);
+  uint64_t rowBytes = uint64_t(result.shape[1]) * plan::dtypeSize(result.dtype);
   group.allToAllV(address(plan, inst.ins[0]), rows.send.data(),
                   address(plan, inst.outs[0]), rows.recv.data(),
                   result.shape[1], result.dtype);

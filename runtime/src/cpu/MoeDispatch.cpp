@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Kernels.h"
 #include "fsdp/runtime/MoeDispatch.h"
+#include "Kernels.h"
 
 #include <algorithm>
 #include <climits>

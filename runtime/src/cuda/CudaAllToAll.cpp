@@ -15,13 +15,14 @@ namespace {
 bool countsToHost(const unsigned char *at, int64_t n, cudaStream_t stream,
                   std::vector<int32_t> &out, std::string &error) {
   out.resize(size_t(n));
-  cudaError_t code = cudaMemcpyAsync(out.data(), at, sizeof(int32_t) * out.size(),
-                                     cudaMemcpyDeviceToHost, stream);
+  cudaError_t code =
+      cudaMemcpyAsync(out.data(), at, sizeof(int32_t) * out.size(),
+                      cudaMemcpyDeviceToHost, stream);
   if (code == cudaSuccess)
     code = cudaStreamSynchronize(stream);
   if (code != cudaSuccess)
-    error = std::string("copying counts to the host: ") +
-            cudaGetErrorString(code);
+    error =
+        std::string("copying counts to the host: ") + cudaGetErrorString(code);
   return code == cudaSuccess;
 }
 
@@ -81,8 +82,8 @@ bool runAllToAll(const Plan &plan, const Instruction &inst,
   cudaError_t code = cudaMemsetAsync(address(inst.outs[0]) + filled, 0,
                                      result.size - filled, stream);
   if (code != cudaSuccess) {
-    error = at + "zeroing the rows past those received: " +
-            cudaGetErrorString(code);
+    error = at +
+            "zeroing the rows past those received: " + cudaGetErrorString(code);
     return false;
   }
   moved += allToAllWireBytes(rows, host.rank(), rowBytes);

@@ -1,4 +1,5 @@
-//===- CudaAllToAll.h - expert parallelism's all-to-alls on CUDA -*- C++ -*-===//
+//===- CudaAllToAll.h - expert parallelism's all-to-alls on CUDA -*- C++
+//-*-===//
 //
 // all_to_all_counts and all_to_all (kernels 56 and 57) on the compute
 // stream, over the expert group. NCCL takes its sizes on the host, so both

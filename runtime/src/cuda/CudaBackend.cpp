@@ -23,10 +23,10 @@
 #include "fsdp/runtime/exec/Backend.h"
 #include "fsdp/runtime/support/PeakFlops.h"
 
+#include "CudaAllToAll.h"
 #include "DeviceAccess.h"
 #include "Module.h"
 #include "Nccl.h"
-#include "CudaAllToAll.h"
 #include "fsdp/runtime/exec/KernelDispatch.h"
 #include "fsdp/runtime/exec/MeshGroup.h"
 #include "kernels/Kernels.h"
@@ -309,10 +309,10 @@ bool CudaBackend::splitExperts(const Plan &plan, std::string &error) {
   int rank = comm.rank(), S = int(plan.shardSize), G = int(plan.expertSize);
   std::string why;
   MeshGroup e = meshGroup(plan::CommAxis::Expert, rank, S, G, comm.size());
-  MeshGroup x =
-      meshGroup(plan::CommAxis::ExpertShard, rank, S, G, comm.size());
+  MeshGroup x = meshGroup(plan::CommAxis::ExpertShard, rank, S, G, comm.size());
   expertHost = comm.split(e.color, rank, e.name, why);
-  auto shardHost = expertHost ? comm.split(x.color, rank, x.name, why) : nullptr;
+  auto shardHost =
+      expertHost ? comm.split(x.color, rank, x.name, why) : nullptr;
   if (!shardHost) {
     error = "cannot split the expert groups: " + why;
     return false;
@@ -472,15 +472,15 @@ void CudaBackend::collective(const Plan &plan, const Instruction &inst,
   void *to = address(plan, inst.outs[0]);
   bool ok;
   if (inst.kernel->opcode == plan::Opcode::AllReduceMean) // in place
-    ok = nccl.allReduceMean(to, out.dtype,
-                            [&] {
-                              int32_t u = unitNamed(plan, inst.unit);
-                              return u < 0 ? int64_t(0)
-                                           : plan::maxShardSize(
-                                                 plan.units[u].flatSize,
-                                                 plan.unitShards(uint32_t(u)));
-                            }(),
-                            stream, error);
+    ok = nccl.allReduceMean(
+        to, out.dtype,
+        [&] {
+          int32_t u = unitNamed(plan, inst.unit);
+          return u < 0 ? int64_t(0)
+                       : plan::maxShardSize(plan.units[u].flatSize,
+                                            plan.unitShards(uint32_t(u)));
+        }(),
+        stream, error);
   else if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
     ok = nccl.allReduceSum(
         reinterpret_cast<const float *>(address(plan, inst.ins[0])),
@@ -689,9 +689,9 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   } else if (opcode == plan::Opcode::AllToAllCounts ||
              opcode == plan::Opcode::AllToAll) {
     std::string error; // synchronous, on the expert group
-    if (!expertHost || !cuda::runAllToAll(plan, inst, arena, *expertHost,
-                                          *expertNccl, compute,
-                                          allToAllMoved, error))
+    if (!expertHost ||
+        !cuda::runAllToAll(plan, inst, arena, *expertHost, *expertNccl, compute,
+                           allToAllMoved, error))
       fail(expertHost ? error : "an all-to-all without expert groups");
   } else if (!runComputeIn(plan, inst, params, step) &&
              opcode != plan::Opcode::Wait) { // the executor calls wait()

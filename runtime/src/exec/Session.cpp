@@ -265,8 +265,7 @@ std::optional<int64_t> Session::droppedPairs() {
     // The kernel writes one count, at least 0 (the loader checked the
     // shape [1] i32); the compiler keeps it until the step ends.
     int32_t dropped = 0;
-    backend.read(plan.buffers[inst.outs[1]].offset, &dropped,
-                 sizeof(dropped));
+    backend.read(plan.buffers[inst.outs[1]].offset, &dropped, sizeof(dropped));
     sum = sum.value_or(0) + std::max<int32_t>(dropped, 0);
   }
   return sum;
@@ -415,8 +414,7 @@ int64_t Session::gatherUnit(uint32_t u, const std::vector<float> &shard,
   // Slice x's flat parameter from the S / G ranks that hold it, into its
   // place x flatSize; then the G slices over the expert group (its rank x,
   // whose range of G flatSize over G ranks is exactly that place).
-  int64_t slices = plan.expertSize,
-          x = plan.unitExpertSlice(u, comm.rank());
+  int64_t slices = plan.expertSize, x = plan.unitExpertSlice(u, comm.rank());
   full.assign(slices * unit.flatSize, 0.0f);
   expertGroup(plan::CommAxis::ExpertShard)
       .allGatherFrom(shard.data(), full.data() + x * unit.flatSize,
@@ -431,7 +429,8 @@ std::vector<std::vector<float>> Session::gatherParams() {
   std::vector<float> full;
   for (size_t u = 0; u < plan.units.size(); ++u) {
     const UnitDesc &unit = plan.units[u];
-    int64_t slices = gatherUnit(uint32_t(u), readBuffer(unit.shardBuffer), full);
+    int64_t slices =
+        gatherUnit(uint32_t(u), readBuffer(unit.shardBuffer), full);
     for (size_t p = 0; p < plan.params.size(); ++p) {
       const ParamDesc &param = plan.params[p];
       if (param.unit != u)

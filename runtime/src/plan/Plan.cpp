@@ -291,12 +291,14 @@ static bool readUnits(Reader &r, Plan &plan, StringIds &ids, std::string &why) {
       return false;
     if ((flags & ~plan::kUnitExpertParallel) != 0) {
       why = "unit #" + std::to_string(i) + " has unknown flags " +
-            std::to_string(flags) + " (bit 0, expert-parallel, is the only "
+            std::to_string(flags) +
+            " (bit 0, expert-parallel, is the only "
             "one; recompile the model)";
       return false;
     }
     if ((flags & plan::kUnitExpertParallel) && plan.expertSize == 1) {
-      why = "unit #" + std::to_string(i) + " is expert-parallel in a plan "
+      why = "unit #" + std::to_string(i) +
+            " is expert-parallel in a plan "
             "without expert groups (expert_size 1)";
       return false;
     }

@@ -183,8 +183,8 @@ static bool checkShardUpdate(const KernelCheck &k, const plan::shapes::Dims &,
 static bool checkSharded(const KernelCheck &k, const plan::shapes::Dims &,
                          Vocabulary &) {
   const Plan &plan = k.plan;
-  int64_t shards = isExpertCollective(k) ? plan.shardSize / plan.expertSize
-                                         : plan.shardSize;
+  int64_t shards =
+      isExpertCollective(k) ? plan.shardSize / plan.expertSize : plan.shardSize;
   switch (k.info().opcode) {
   case plan::Opcode::AllGather:
     if (k.in(0).kind != plan::BufferKind::Param || k.in(0).unit < 0 ||
@@ -227,8 +227,8 @@ static bool checkGradSqSum(const KernelCheck &k, const plan::shapes::Dims &,
     return k.bad("flat_size " + paramText(flat) +
                  " is not the flat size of its unit '" + k.inst.unit + "'");
   if (k.in(0).numElements() !=
-      plan::maxShardSize(unit->flatSize,
-                         k.plan.unitShards(uint32_t(unit - k.plan.units.begin()))))
+      plan::maxShardSize(unit->flatSize, k.plan.unitShards(uint32_t(
+                                             unit - k.plan.units.begin()))))
     return k.bad("the gradient is not a shard of unit '" + unit->name + "'");
   return true;
 }

@@ -266,8 +266,7 @@ std::optional<std::pair<int64_t, int64_t>> moeCapacities(const Plan &plan) {
   for (const Instruction &inst : plan.program) {
     if (inst.kernel->opcode != trim)
       continue;
-    auto capacity =
-        int64_t(inst.params[plan::paramIndex(trim, "capacity")]);
+    auto capacity = int64_t(inst.params[plan::paramIndex(trim, "capacity")]);
     range = range ? std::make_pair(std::min(range->first, capacity),
                                    std::max(range->second, capacity))
                   : std::make_pair(capacity, capacity);

@@ -100,10 +100,8 @@ void testMoeCompact(const std::vector<int32_t> &counts,
         back(size_t(P) * C, off);
     in.set(x);
     std::vector<int32_t> k(counts.size(), -7), d(1, -7);
-    cu::moeCapacityTrim(ctx, k.data(), d.data(), counts.data(), G, L,
-                        capacity);
-    cu::moeCompact(ctx, out.p, in.p, counts.data(), kept.data(), G, L, P, C,
-                   0);
+    cu::moeCapacityTrim(ctx, k.data(), d.data(), counts.data(), G, L, capacity);
+    cu::moeCompact(ctx, out.p, in.p, counts.data(), kept.data(), G, L, P, C, 0);
     cu::moeCompact(ctx, back.p, in.p, counts.data(), kept.data(), G, L, P, C,
                    1);
     checkCanary(nm, out), checkCanary(nm, back);
@@ -143,6 +141,6 @@ void groupMoeDispatch(unsigned &seed) {
   testMoeCompact<float>({1, 0, 3, 2, 4, 1}, {}, 2, 3, 14, 5, 100, 0, seed++);
   testMoeCompact<float>({-3, 4, 9, 2}, {2, -1, 12, 2}, 2, 2, 8, 3, 0, 0,
                         seed++);
-  testMoeCompact<BF16>({2147483647, 1, 1, 1}, {2147483647, 1, 1, 1}, 2, 2, 6,
-                       2, 3, 0, seed++);
+  testMoeCompact<BF16>({2147483647, 1, 1, 1}, {2147483647, 1, 1, 1}, 2, 2, 6, 2,
+                       3, 0, seed++);
 }

@@ -58,8 +58,7 @@ void printAllToAll(const Plan &plan, const TrainResult &r, int ranks) {
   uint64_t steps = r.losses.size();
   std::printf("summary: all-to-all %s per step per rank (rank 0, mean over "
               "%llu steps), %s max over %d ranks\n",
-              bytes(r.allToAllBytes / steps).c_str(),
-              (unsigned long long)steps,
+              bytes(r.allToAllBytes / steps).c_str(), (unsigned long long)steps,
               bytes(r.allToAllBytesMax / steps).c_str(), ranks);
 }
 

@@ -150,10 +150,10 @@ LogicalResult StepSimulator::visit(Operation *op) {
   // reverse: both move the pairs' rows (the smaller side), (G - 1) / G of
   // them to other ranks when routing is even.
   if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
-    collective(op, 0, CollectiveKind::AllToAll,
-               std::min(bytesOf(exchange.getInput()),
-                        bytesOf(exchange.getResult())),
-               Value());
+    collective(
+        op, 0, CollectiveKind::AllToAll,
+        std::min(bytesOf(exchange.getInput()), bytesOf(exchange.getResult())),
+        Value());
     return success();
   }
   if (auto counts = llvm::dyn_cast<AllToAllCountsOp>(op)) {

@@ -148,8 +148,8 @@ MeshAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
     // group of S ranks is S / G expert groups of G. It comes last.
     if (axis.getName() == kExpertAxis) {
       if (shards % axis.getSize() != 0)
-        return emitError() << "mesh axis \"" << kExpertAxis << "\" = "
-                           << axis.getSize() << " must divide \""
+        return emitError() << "mesh axis \"" << kExpertAxis
+                           << "\" = " << axis.getSize() << " must divide \""
                            << kShardAxis << "\" = " << shards
                            << " (expert groups split a shard group)";
       continue;

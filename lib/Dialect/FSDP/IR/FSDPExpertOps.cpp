@@ -20,9 +20,9 @@ using namespace mlir::fsdp;
 static LogicalResult verifyExpertExchange(Operation *op, StringRef axis,
                                           ArrayRef<Value> counts) {
   if (axis != MeshAttr::kExpertAxis)
-    return op->emitOpError() << "runs over mesh axis \"" << axis
-                             << "\"; it must run over \""
-                             << MeshAttr::kExpertAxis << "\"";
+    return op->emitOpError()
+           << "runs over mesh axis \"" << axis << "\"; it must run over \""
+           << MeshAttr::kExpertAxis << "\"";
   auto first = llvm::cast<RankedTensorType>(counts.front().getType());
   for (Value v : counts) {
     auto type = llvm::cast<RankedTensorType>(v.getType());
@@ -33,10 +33,9 @@ static LogicalResult verifyExpertExchange(Operation *op, StringRef axis,
   }
   if (MeshAttr mesh = getMesh(op); mesh && mesh.getExpertSize() > 1 &&
                                    first.getDimSize(0) != mesh.getExpertSize())
-    return op->emitOpError()
-           << "has counts for " << first.getDimSize(0)
-           << " ranks, but the mesh's expert groups have "
-           << mesh.getExpertSize();
+    return op->emitOpError() << "has counts for " << first.getDimSize(0)
+                             << " ranks, but the mesh's expert groups have "
+                             << mesh.getExpertSize();
   return success();
 }
 
@@ -70,26 +69,26 @@ LogicalResult AllToAllOp::buildBackward(OpBuilder &builder,
   return success();
 }
 
-LogicalResult MoeRegroupOp::buildBackward(OpBuilder &builder,
-                                          ValueRange resultGrads,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+MoeRegroupOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
   // A permutation's gradient is its inverse (rows past the counts are
   // zero both ways).
-  Value inputGrad = MoeRegroupOp::create(
-      builder, getLoc(), getInput().getType(), resultGrads[0], getCounts(),
-      !getInverse());
+  Value inputGrad =
+      MoeRegroupOp::create(builder, getLoc(), getInput().getType(),
+                           resultGrads[0], getCounts(), !getInverse());
   operandGrads.assign({inputGrad, Value()});
   return success();
 }
 
-LogicalResult MoeCompactOp::buildBackward(OpBuilder &builder,
-                                          ValueRange resultGrads,
-                                          SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+MoeCompactOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
   // Packing and unpacking move kept rows and zero the cut ones: each is
   // the other's gradient.
-  Value inputGrad = MoeCompactOp::create(
-      builder, getLoc(), getInput().getType(), resultGrads[0], getCounts(),
-      getKept(), !getInverse());
+  Value inputGrad = MoeCompactOp::create(builder, getLoc(),
+                                         getInput().getType(), resultGrads[0],
+                                         getCounts(), getKept(), !getInverse());
   operandGrads.assign({inputGrad, Value(), Value()});
   return success();
 }

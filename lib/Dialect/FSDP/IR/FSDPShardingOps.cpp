@@ -163,9 +163,7 @@ template <typename StartOp> static LogicalResult verifyStart(StartOp op) {
 
 LogicalResult AllGatherStartOp::verify() { return verifyStart(*this); }
 LogicalResult ReduceScatterStartOp::verify() { return verifyStart(*this); }
-LogicalResult AllGatherOp::verify() {
-  return verifyUnitAxis(*this, getAxis());
-}
+LogicalResult AllGatherOp::verify() { return verifyUnitAxis(*this, getAxis()); }
 LogicalResult ReduceScatterOp::verify() {
   return verifyUnitAxis(*this, getAxis());
 }

@@ -73,9 +73,8 @@ static FailureOr<ExpertOps> findExperts(MoeSortOp sort) {
     if (op->getBlock() != block)
       return op->emitOpError() << "is in another block than its layer's sort";
   SmallVector<Operation *> ordered(found.ops.begin(), found.ops.end());
-  llvm::sort(ordered, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   found.ops = llvm::SetVector<Operation *>(ordered.begin(), ordered.end());
   return found;
 }
@@ -201,8 +200,8 @@ static int64_t receivedBound(MoeSortOp sort, int64_t group, double capacity) {
   int64_t local = sort.getNumExperts() / group;
   int64_t bound = group * tokens * std::min(k, local);
   if (capacity > 0.0)
-    bound = std::clamp<int64_t>(
-        int64_t(std::ceil(capacity * double(pairs))), 1, bound);
+    bound = std::clamp<int64_t>(int64_t(std::ceil(capacity * double(pairs))), 1,
+                                bound);
   return bound;
 }
 
@@ -231,8 +230,8 @@ static Value dispatch(OpBuilder &builder, Location loc, ExpertOps &experts,
                       Exchange &x) {
   x.counts = MoeExpertCountsOp::create(builder, loc, x.countsType,
                                        experts.sort.getOffsets());
-  x.recv = AllToAllCountsOp::create(builder, loc, x.countsType, x.counts,
-                                    x.axis);
+  x.recv =
+      AllToAllCountsOp::create(builder, loc, x.countsType, x.counts, x.axis);
   x.sent = x.counts;
   Value rows = experts.rows;
   if (x.drop) {
@@ -242,8 +241,8 @@ static Value dispatch(OpBuilder &builder, Location loc, ExpertOps &experts,
                   RankedTensorType::get({1}, builder.getI32Type())},
         x.recv, builder.getI64IntegerAttr(x.bound));
     x.recv = trim.getKept();
-    x.sent = AllToAllCountsOp::create(builder, loc, x.countsType, x.recv,
-                                      x.axis);
+    x.sent =
+        AllToAllCountsOp::create(builder, loc, x.countsType, x.recv, x.axis);
     rows = MoeCompactOp::create(builder, loc, rows.getType(), rows, x.counts,
                                 x.sent, false);
   }
@@ -307,8 +306,8 @@ static void exchange(ExpertOps &experts, int64_t group, double capacity,
   Value home = AllToAllOp::create(builder, loc, homeType, back.getResult(),
                                   x.recv, x.sent, x.axis);
   if (drop)
-    home = MoeCompactOp::create(builder, loc, homeType, home, x.counts,
-                                x.sent, true);
+    home = MoeCompactOp::create(builder, loc, homeType, home, x.counts, x.sent,
+                                true);
   experts.combine.getRowsMutable().assign(home);
 }
 
@@ -377,8 +376,7 @@ void FsdpExpertParallelPass::runOnOperation() {
       if (failed(narrowWeight(module, load, numExperts, numExperts / group)))
         return signalPassFailure();
     StringAttr unit = splitUnit(module, parent, experts->weights);
-    exchange(*experts, group, capacityFactor, overflow == "drop", unit,
-             tags);
+    exchange(*experts, group, capacityFactor, overflow == "drop", unit, tags);
   }
   outlineComputeRegions(block, tags);
   if (failed(verify(module)))

@@ -525,16 +525,15 @@ static SmallVector<int64_t> meshShardSizes(int64_t world,
 
 /// The mesh replicate=R x shard=S (expert=G) as --fsdp-mesh writes it (an
 /// axis of size 1 but the shard axis left out).
-static MeshAttr makeMesh(MLIRContext *context, int64_t replicate,
-                         int64_t shard, int64_t experts) {
+static MeshAttr makeMesh(MLIRContext *context, int64_t replicate, int64_t shard,
+                         int64_t experts) {
   SmallVector<MeshAxisAttr> axes;
   if (replicate > 1)
     axes.push_back(
         MeshAxisAttr::get(context, MeshAttr::kReplicateAxis, replicate));
   axes.push_back(MeshAxisAttr::get(context, MeshAttr::kShardAxis, shard));
   if (experts > 1)
-    axes.push_back(
-        MeshAxisAttr::get(context, MeshAttr::kExpertAxis, experts));
+    axes.push_back(MeshAxisAttr::get(context, MeshAttr::kExpertAxis, experts));
   return MeshAttr::get(context, ArrayRef<MeshAxisAttr>(axes));
 }
 
@@ -555,9 +554,9 @@ static SmallVector<int64_t> expertGroupSizes(ModuleOp module, int64_t shard) {
 
 /// "1x16", or "1x16 expert=8" with expert parallelism.
 static std::string meshText(MeshAttr mesh) {
-  std::string text = llvm::formatv("{0}x{1}", mesh.getReplicateSize(),
-                                   mesh.getShardSize())
-                         .str();
+  std::string text =
+      llvm::formatv("{0}x{1}", mesh.getReplicateSize(), mesh.getShardSize())
+          .str();
   if (mesh.getExpertSize() > 1)
     text += llvm::formatv(" expert={0}", mesh.getExpertSize()).str();
   return text;
@@ -616,9 +615,10 @@ LogicalResult FsdpFitMemoryPass::chooseMesh() {
          t.total() < best->second.chosen.total()))
       best.emplace(candidate, **choice);
   }
-  std::string what = mesh == "auto" && experts == "auto" ? "mesh=auto experts=auto"
-                     : mesh == "auto"                     ? "mesh=auto"
-                                                          : "experts=auto";
+  std::string what = mesh == "auto" && experts == "auto"
+                         ? "mesh=auto experts=auto"
+                     : mesh == "auto" ? "mesh=auto"
+                                      : "experts=auto";
   if (!best) {
     return emitError(module.getLoc()) << llvm::formatv(
                "fsdp-fit-memory: {0}: no mesh of {1} ranks fits {2} "
@@ -630,16 +630,14 @@ LogicalResult FsdpFitMemoryPass::chooseMesh() {
   MeshAttr chosen = best->first;
   module->setAttr(kMeshAttrName, chosen);
   commit(best->second);
-  llvm::errs() << llvm::formatv("  mesh: replicate={0} shard={1}{2} ({3}, "
-                                "of{4})\n",
-                                chosen.getReplicateSize(),
-                                chosen.getShardSize(),
-                                chosen.getExpertSize() > 1
-                                    ? llvm::formatv(" expert={0}",
-                                                    chosen.getExpertSize())
-                                          .str()
-                                    : std::string(),
-                                what, tried);
+  llvm::errs() << llvm::formatv(
+      "  mesh: replicate={0} shard={1}{2} ({3}, "
+      "of{4})\n",
+      chosen.getReplicateSize(), chosen.getShardSize(),
+      chosen.getExpertSize() > 1
+          ? llvm::formatv(" expert={0}", chosen.getExpertSize()).str()
+          : std::string(),
+      what, tried);
   return success();
 }
 

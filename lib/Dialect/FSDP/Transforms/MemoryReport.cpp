@@ -218,7 +218,8 @@ void ReportPrinter::printExperts(func::FuncOp step) {
       auto bound = llvm::cast<RankedTensorType>(exchange.getType());
       os << "  @" << unit.getSymName() << "\n";
       row("  rows sent", getSizeInBytes(sent),
-          Twine(sent.getDimSize(0)) + " rows: the rank's (token, expert) pairs");
+          Twine(sent.getDimSize(0)) +
+              " rows: the rank's (token, expert) pairs");
       row("  rows received", getSizeInBytes(bound),
           Twine(bound.getDimSize(0)) +
               " rows reserved: the bound, which every step is checked "

@@ -220,8 +220,8 @@ LogicalResult Converter::convertOp(Operation *op) {
     return success(); // the model's own: their types are the model's
   if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
     // Rows move in the type they have (bf16 rows: half the bytes).
-    exchange.getResult().setType(withElement(
-        exchange.getResult().getType(), elementOf(exchange.getInput())));
+    exchange.getResult().setType(withElement(exchange.getResult().getType(),
+                                             elementOf(exchange.getInput())));
     return success();
   }
   if (auto kernel = llvm::dyn_cast<KernelOpInterface>(op)) {

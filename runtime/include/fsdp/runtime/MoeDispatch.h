@@ -1,4 +1,5 @@
-//===- MoeDispatch.h - expert parallelism's row runs -------------*- C++ -*-===//
+//===- MoeDispatch.h - expert parallelism's row runs -------------*- C++
+//-*-===//
 //
 // The index arithmetic of the dispatch kernels (docs/plan-format.md,
 // "Expert parallelism"): a G x L matrix of row counts, run (s, l) the
@@ -86,8 +87,8 @@ FSDP_MOE_HD inline int64_t localExpertRows(const int32_t *counts, int64_t G,
 /// dropped[0] the rows cut (saturated at INT32_MAX). One pass over G L
 /// counts, a few hundred at most: the CPU's loop and one GPU thread.
 FSDP_MOE_HD inline void capacityTrim(int32_t *kept, int32_t *dropped,
-                                     const int32_t *recv, int64_t G,
-                                     int64_t L, int64_t capacity) {
+                                     const int32_t *recv, int64_t G, int64_t L,
+                                     int64_t capacity) {
   int64_t room = capacity < 0 ? 0 : capacity, cut = 0;
   for (int64_t l = 0; l < L; ++l)
     for (int64_t s = 0; s < G; ++s) {

@@ -47,10 +47,9 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Rows past the runs' total are zero.
 template <typename E>
-__global__ void moeRegroupTailKernel(E *__restrict__ result,
-                                     const int32_t *__restrict__ counts,
-                                     int64_t G, int64_t L, int64_t M,
-                                     int64_t C) {
+__global__ void
+moeRegroupTailKernel(E *__restrict__ result, const int32_t *__restrict__ counts,
+                     int64_t G, int64_t L, int64_t M, int64_t C) {
   const int64_t first = moe::regroupTotal(counts, G, L, M) * C;
   for (int64_t i = first + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
        i < M * C; i += int64_t(gridDim.x) * blockDim.x)
@@ -101,11 +100,10 @@ __global__ void __launch_bounds__(kThreads)
 
 /// Rows past the runs (packed, or back in place) are zero.
 template <typename E>
-__global__ void moeCompactTailKernel(E *__restrict__ result,
-                                     const int32_t *__restrict__ counts,
-                                     const int32_t *__restrict__ kept,
-                                     int64_t G, int64_t L, int64_t P,
-                                     int64_t C, int64_t inverse) {
+__global__ void
+moeCompactTailKernel(E *__restrict__ result, const int32_t *__restrict__ counts,
+                     const int32_t *__restrict__ kept, int64_t G, int64_t L,
+                     int64_t P, int64_t C, int64_t inverse) {
   const moe::CompactRun end = moe::compactEnd(counts, kept, G, L, P);
   const int64_t first = (inverse ? end.full : end.packed) * C;
   for (int64_t i = first + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -55,8 +55,8 @@ inline MeshGroup meshGroup(plan::CommAxis axis, int rank, int shards,
   else
     for (int k = 0; k < count; ++k)
       ranks += (k ? ", " : "") + std::to_string(first + k * step);
-  return {color, what + " group " + std::to_string(color) + " (ranks " +
-                     ranks + ")"};
+  return {color,
+          what + " group " + std::to_string(color) + " (ranks " + ranks + ")"};
 }
 
 /// The axes a plan's groups are split for: none on one undivided group;
