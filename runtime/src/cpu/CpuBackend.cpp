@@ -6,7 +6,6 @@
 
 #include "Blas.h"
 #include "Kernels.h"
-#include "comm/CollectiveMath.h"
 #include "cpu/CollectiveStreams.h"
 #include "fsdp/runtime/exec/AllToAll.h"
 #include "fsdp/runtime/exec/KernelDispatch.h"
@@ -68,8 +67,12 @@ void forEachWidened(const Plan &plan, const Instruction &inst, Fn fn) {
 /// x[i] *= scale over n elements of `type` (bf16 rounded to nearest
 /// even, as the communicators' own scale by 1 / N).
 void scaleShard(void *x, plan::DType type, int64_t n, float scale) {
-  if (type == plan::DType::BF16)
-    return scaleBF16(static_cast<uint16_t *>(x), scale, n);
+  if (type == plan::DType::BF16) {
+    auto *b = static_cast<uint16_t *>(x);
+    for (int64_t i = 0; i < n; ++i)
+      b[i] = roundToBF16(widenBF16(b[i]) * scale);
+    return;
+  }
   auto *f = static_cast<float *>(x);
   for (int64_t i = 0; i < n; ++i)
     f[i] *= scale;
