@@ -5,8 +5,12 @@
 // CPU's (cpu/MoeRouting.h, cpu/MoeExperts.h), at a Mixtral-like and a
 // Qwen3-MoE-like routing (8 experts top 2, 128 top 8) over 2048 tokens:
 // the same experts, order and offsets exactly, weights and gradients to
-// fp32 rounding, and a second run bitwise the first. The emulation test
-// checks the same on every build; this is the hardware's word.
+// fp32 rounding, and a second run bitwise the first. Then expert
+// parallelism's dispatch kernels (kernels/MoeDispatch.cu) on that routing
+// split over 4 ranks: counts, local offsets and the capacity trim exactly,
+// the regroup and the compaction both ways bitwise (rows are moved, never
+// combined). The emulation test checks the same on every build; this is
+// the hardware's word.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,13 +34,13 @@ std::string moeLabel(const char *kernel, const MoeShape &s) {
 /// The router and the sort; returns the routing for the row kernels.
 void checkRouting(Gpu &g, const MoeShape &s, Rng &rng,
                   std::vector<float> &weights, std::vector<int32_t> &position,
-                  std::vector<int32_t> &order) {
+                  std::vector<int32_t> &order, std::vector<int32_t> &offsets) {
   const int64_t P = s.T * s.k;
   auto logits = randomVector(rng, size_t(s.T * s.E), 3.0f);
   auto dw = randomVector(rng, size_t(P));
   std::vector<float> dz(size_t(s.T * s.E));
-  std::vector<int32_t> experts(static_cast<size_t>(P)),
-      offsets(size_t(s.E + 1));
+  std::vector<int32_t> experts(static_cast<size_t>(P));
+  offsets.assign(size_t(s.E + 1), 0);
   weights.assign(size_t(P), 0.0f);
   position.assign(size_t(P), 0);
   order.assign(size_t(P), 0);
@@ -103,6 +107,46 @@ void checkRows(Gpu &g, const MoeShape &s, Rng &rng,
             kTolFp32);
 }
 
+/// Expert parallelism's dispatch on the sort's offsets, as if the rows
+/// were split over G ranks of E / G experts and this rank received them
+/// all (M = P rows); drop mode's trim to half of them and the packing.
+void checkDispatch(Gpu &g, const MoeShape &s, Rng &rng,
+                   const std::vector<int32_t> &offsets) {
+  const int64_t G = 4, L = s.E / G, P = s.T * s.k;
+  const size_t rows = size_t(P * s.C);
+  std::vector<int32_t> counts(size_t(G * L)), local(size_t(L + 1)),
+      kept(size_t(G * L)), dropped(1);
+  cpu::moeExpertCounts(counts.data(), offsets.data(), G, L);
+  cpu::moeLocalOffsets(local.data(), counts.data(), G, L);
+  cpu::moeCapacityTrim(kept.data(), dropped.data(), counts.data(), G, L,
+                       P / 2);
+  DevI dOff(offsets), dCounts(size_t(G * L)), dLocal(size_t(L + 1)),
+      dKept(size_t(G * L)), dDropped(1);
+  gpu::moeExpertCounts(g.ctx(), dCounts, dOff, G, L);
+  gpu::moeLocalOffsets(g.ctx(), dLocal, dCounts, G, L);
+  gpu::moeCapacityTrim(g.ctx(), dKept, dDropped, dCounts, G, L, P / 2);
+  CHECK_MSG(dCounts.download() == counts && dLocal.download() == local,
+            moeLabel("moeExpertCounts, moeLocalOffsets", s));
+  CHECK_MSG(dKept.download() == kept && dDropped.download() == dropped,
+            moeLabel("moeCapacityTrim", s));
+  auto x = randomVector(rng, rows);
+  DevF dX(x), dOut(rows);
+  for (int64_t inverse : {0, 1}) {
+    std::vector<float> want(rows);
+    cpu::moeRegroup(want.data(), x.data(), counts.data(), G, L, P, s.C,
+                    inverse);
+    gpu::moeRegroup<float>(g.ctx(), dOut, dX, dCounts, G, L, P, s.C, inverse);
+    CHECK_MSG(sameBits(dOut.download(), want),
+              moeLabel(inverse ? "moeRegroup inverse" : "moeRegroup", s));
+    cpu::moeCompact(want.data(), x.data(), counts.data(), kept.data(), G, L, P,
+                    s.C, inverse);
+    gpu::moeCompact<float>(g.ctx(), dOut, dX, dCounts, dKept, G, L, P, s.C,
+                           inverse);
+    CHECK_MSG(sameBits(dOut.download(), want),
+              moeLabel(inverse ? "moeCompact inverse" : "moeCompact", s));
+  }
+}
+
 } // namespace
 
 void testMoe(Gpu &g, uint64_t seed) {
@@ -114,9 +158,10 @@ void testMoe(Gpu &g, uint64_t seed) {
   for (const MoeShape &s : kMoeShapes) {
     Rng rng(seed++);
     std::vector<float> weights;
-    std::vector<int32_t> position, order;
-    checkRouting(g, s, rng, weights, position, order);
+    std::vector<int32_t> position, order, offsets;
+    checkRouting(g, s, rng, weights, position, order, offsets);
     checkRows(g, s, rng, weights, position, order);
+    checkDispatch(g, s, rng, offsets);
     CHECK_NO_ERROR(moeLabel("moe", s));
   }
 }
