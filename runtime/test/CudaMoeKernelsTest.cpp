@@ -118,8 +118,7 @@ void checkDispatch(Gpu &g, const MoeShape &s, Rng &rng,
       kept(size_t(G * L)), dropped(1);
   cpu::moeExpertCounts(counts.data(), offsets.data(), G, L);
   cpu::moeLocalOffsets(local.data(), counts.data(), G, L);
-  cpu::moeCapacityTrim(kept.data(), dropped.data(), counts.data(), G, L,
-                       P / 2);
+  cpu::moeCapacityTrim(kept.data(), dropped.data(), counts.data(), G, L, P / 2);
   DevI dOff(offsets), dCounts(size_t(G * L)), dLocal(size_t(L + 1)),
       dKept(size_t(G * L)), dDropped(1);
   gpu::moeExpertCounts(g.ctx(), dCounts, dOff, G, L);

@@ -183,15 +183,15 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
   // the units stay in layer order.
   Operation *after = unit;
   for (UnitOp other : module.getOps<UnitOp>())
-    if (other.getSymName().starts_with((unitName.getValue() + ".experts").str()))
+    if (other.getSymName().starts_with(
+            (unitName.getValue() + ".experts").str()))
       after = other;
   builder.setInsertionPointAfter(after);
   // One expert unit per layer: a unit that holds several layers (a size
   // policy's) gets `<unit>.experts`, `<unit>.experts.1`, ...
   auto name = builder.getStringAttr(unitName.getValue() + ".experts");
   for (int k = 1; module.lookupSymbol(name); ++k)
-    name = builder.getStringAttr(unitName.getValue() + ".experts." +
-                                 Twine(k));
+    name = builder.getStringAttr(unitName.getValue() + ".experts." + Twine(k));
   auto experts = UnitOp::create(builder, unit.getLoc(), name,
                                 builder.getArrayAttr(moved.getArrayRef()),
                                 builder.getUnitAttr());
