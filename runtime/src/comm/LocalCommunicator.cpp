@@ -43,8 +43,8 @@ public:
       std::exit(1);
     }
     // Nothing to move may come with null buffers (memmove's are nonnull).
-    uint64_t bytes = uint64_t(sendRows[0]) * uint64_t(rowElements) *
-                     plan::dtypeSize(type);
+    uint64_t bytes =
+        uint64_t(sendRows[0]) * uint64_t(rowElements) * plan::dtypeSize(type);
     if (bytes > 0)
       std::memmove(recv, send, bytes);
   }
