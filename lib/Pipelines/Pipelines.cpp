@@ -24,6 +24,7 @@ static PassOptions scheduleOptions(const TrainPipelineOptions &options) {
   o.memoryBudget = options.memoryBudget;
   o.runtime = options.runtime;
   o.reshardAfterForward = options.reshardAfterForward;
+  o.overlapAllToAll = options.overlapAllToAll;
   return o;
 }
 

@@ -81,6 +81,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "reshard-after-forward",
       llvm::cl::desc("Free gathered parameters after each forward region"),
       llvm::cl::init(FsdpSchedulePassOptions().reshardAfterForward)};
+  Option<bool> overlapAllToAll{
+      *this, "overlap-all-to-all",
+      llvm::cl::desc("Start expert parallelism's all-to-alls on their own "
+                     "stream (see --fsdp-schedule)"),
+      llvm::cl::init(FsdpSchedulePassOptions().overlapAllToAll)};
   Option<ByteSize> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Bytes a rank may use: 40GB, 37.5GiB, or bytes (0: no "

@@ -166,6 +166,18 @@ public:
   /// forms, whose wait looks the token up; group 1 for a `grouped` start.
   LogicalResult collective(Operation *op, Opcode opcode, Value source,
                            Value result) {
+    FailureOr<DictionaryAttr> params =
+        collectiveParams(op, opcode, source, result);
+    if (failed(params))
+      return failure();
+    kernel(op, opcode, source, result, *params);
+    return success();
+  }
+  /// The parameters of collective `op` (the stream it starts on, its
+  /// token, its bucket flag, its axis); a start's token is recorded with
+  /// the buffers its wait must keep alive, `source` and `result`.
+  FailureOr<DictionaryAttr> collectiveParams(Operation *op, Opcode opcode,
+                                             Value source, Value result) {
     plan::CollectiveParams params;
     if (auto attr = op->getAttrOfType<IntegerAttr>("stream")) {
       if (attr.getInt() < 1 || attr.getInt() >= int64_t(plan::kNumStreams))
@@ -175,13 +187,12 @@ public:
       params.stream = double(attr.getInt());
       params.token = double(++lastToken);
       params.group = op->hasAttr("grouped");
+      FlatSymbolRefAttr unit = getCollectiveUnit(op); // none: all-to-all
       started[op->getResult(0)] = {lastToken, source, result,
-                                   getCollectiveUnit(op).getAttr()};
+                                   unit ? unit.getAttr() : StringAttr()};
     }
     params.axis = double(axisOf(op));
-    kernel(op, opcode, source, result,
-           integerParams(opcode, plan::collectiveParamValues(params)));
-    return success();
+    return integerParams(opcode, plan::collectiveParamValues(params));
   }
 
   /// The group a collective runs over, as the plan numbers it.
@@ -328,13 +339,19 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
            integerParams(Opcode::AllToAllCounts, axis));
     return success();
   }
-  if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
-    std::array<double, 1> axis = {double(axisOf(op))};
+  // The rows' exchange: in place, or started on its stream (its wait
+  // keeps the rows sent and received alive; the counts are read at the
+  // start).
+  if (llvm::isa<AllToAllOp, AllToAllStartOp>(op)) {
+    Value input = of(op->getOperand(0));
+    Value result = resultBuffer(op->getResults().back());
+    FailureOr<DictionaryAttr> params =
+        collectiveParams(op, Opcode::AllToAll, input, result);
+    if (failed(params))
+      return failure();
     kernel(op, Opcode::AllToAll,
-           ValueRange{of(exchange.getInput()), of(exchange.getSend()),
-                      of(exchange.getRecv())},
-           resultBuffer(exchange.getResult()),
-           integerParams(Opcode::AllToAll, axis));
+           ValueRange{input, of(op->getOperand(1)), of(op->getOperand(2))},
+           result, *params);
     return success();
   }
   return lowerByInterface(op);

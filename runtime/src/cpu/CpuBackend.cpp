@@ -19,8 +19,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <omp.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace fsdp::rt {
@@ -285,6 +287,8 @@ private:
   /// stream's thread: the loader has checked that nothing writes it
   /// before the wait.
   CollectiveStreams::Job collective(const Plan &plan, const Instruction &inst) {
+    if (inst.kernel->opcode == plan::Opcode::AllToAll)
+      return exchange(plan, inst);
     unsigned char *in = address(plan, inst.ins[0]);
     unsigned char *out = address(plan, inst.outs[0]);
     if (inst.kernel->opcode == plan::Opcode::AllReduceSum) // f32 scalars
@@ -353,8 +357,15 @@ private:
   bool runWidened(CpuKernels &kernels, const Plan &plan,
                   const Instruction &inst, const double *params, int64_t step);
 
-  /// all_to_all_counts and all_to_all (expert parallelism).
-  void allToAll(const Plan &plan, const Instruction &inst);
+  /// all_to_all_counts (expert parallelism), synchronously.
+  void allToAllCounts(const Plan &plan, const Instruction &inst);
+  /// The rows' all_to_all as a job for an expert group's communicator.
+  CollectiveStreams::Job exchange(const Plan &plan, const Instruction &inst);
+  /// The expert group's G and L, from `inst`'s counts (`countsAt`), checked
+  /// against the group's size.
+  std::pair<int64_t, int64_t> expertCounts(const Plan &plan,
+                                           const Instruction &inst,
+                                           uint32_t countsAt);
   [[noreturn]] void fail(const std::string &message);
 
   /// The widened copies' space, sized once for the plan's widest kernel.
@@ -410,8 +421,10 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
                         int(plan::shardIndex(comm.rank(), plan.shardSize)),
                         int(plan.shardSize)))
     return;
-  if (opcode == Opcode::AllToAllCounts || opcode == Opcode::AllToAll)
-    return allToAll(plan, inst);
+  if (opcode == Opcode::AllToAllCounts)
+    return allToAllCounts(plan, inst);
+  if (opcode == Opcode::AllToAll) // in place: on the main thread's group
+    return exchange(plan, inst)(groupComm(plan::CommAxis::Expert));
   if (inst.kernel->opcode != plan::Opcode::Wait) // the executor calls wait()
     collective(plan, inst)(groupComm(axisOf(inst)));
 }
@@ -425,46 +438,61 @@ void CpuBackend::fail(const std::string &message) {
   comm.abort(1);
 }
 
-/// all_to_all_counts and all_to_all, synchronously on the expert group
-/// (the loader checked axis 3; the group has G ranks): the counts through
-/// int64, the rows in their buffers' element type.
-void CpuBackend::allToAll(const Plan &plan, const Instruction &inst) {
-  Communicator &group = groupComm(plan::CommAxis::Expert);
-  bool counts = inst.kernel->opcode == plan::Opcode::AllToAllCounts;
-  // The counts' shape: the counts exchanged, or the all_to_all's send.
-  const std::vector<int64_t> &shape =
-      plan.buffers[inst.ins[counts ? 0 : 1]].shape;
+std::pair<int64_t, int64_t>
+CpuBackend::expertCounts(const Plan &plan, const Instruction &inst,
+                         uint32_t countsAt) {
+  const std::vector<int64_t> &shape = plan.buffers[inst.ins[countsAt]].shape;
   int64_t G = shape[0], L = shape[1];
-  size_t index = size_t(&inst - plan.program.data());
-  if (group.size() != G)
-    fail("kernel #" + std::to_string(index) + " (" +
+  int size = groupComm(plan::CommAxis::Expert).size();
+  if (size != G)
+    fail("kernel #" + std::to_string(&inst - plan.program.data()) + " (" +
          std::string(inst.kernel->name) + "): counts for " + std::to_string(G) +
-         " ranks on an expert group of " + std::to_string(group.size()));
-  if (counts) {
-    auto *mine = reinterpret_cast<const int32_t *>(address(plan, inst.ins[0]));
-    auto *recv = reinterpret_cast<int32_t *>(address(plan, inst.outs[0]));
-    std::vector<int64_t> send(mine, mine + G * L), got(size_t(G * L));
-    group.allToAllCounts(send.data(), got.data(), L);
-    std::copy(got.begin(), got.end(), recv);
-    return;
-  }
+         " ranks on an expert group of " + std::to_string(size));
+  return {G, L};
+}
+
+/// all_to_all_counts, synchronously on the expert group (the loader
+/// checked axis 3; the group has G ranks), through int64.
+void CpuBackend::allToAllCounts(const Plan &plan, const Instruction &inst) {
+  auto [G, L] = expertCounts(plan, inst, 0);
+  auto *mine = reinterpret_cast<const int32_t *>(address(plan, inst.ins[0]));
+  auto *recv = reinterpret_cast<int32_t *>(address(plan, inst.outs[0]));
+  std::vector<int64_t> send(mine, mine + G * L), got(size_t(G * L));
+  groupComm(plan::CommAxis::Expert).allToAllCounts(send.data(), got.data(), L);
+  std::copy(got.begin(), got.end(), recv);
+}
+
+/// The rows' all_to_all: its counts are read and checked here, where the
+/// program reaches it (a started one's thread then moves the rows alone),
+/// in the buffers' element type.
+CollectiveStreams::Job CpuBackend::exchange(const Plan &plan,
+                                            const Instruction &inst) {
+  auto [G, L] = expertCounts(plan, inst, 1);
   const BufferDesc &input = plan.buffers[inst.ins[0]];
   const BufferDesc &result = plan.buffers[inst.outs[0]];
-  AllToAllRows rows;
+  auto rows = std::make_shared<AllToAllRows>();
   std::string why;
   if (!allToAllRows(
           reinterpret_cast<const int32_t *>(address(plan, inst.ins[1])),
           reinterpret_cast<const int32_t *>(address(plan, inst.ins[2])), G, L,
-          input.shape[0], result.shape[0], index, rows, why))
+          input.shape[0], result.shape[0], size_t(&inst - plan.program.data()),
+          *rows, why))
     fail(why);
   uint64_t rowBytes = uint64_t(result.shape[1]) * plan::dtypeSize(result.dtype);
-  group.allToAllV(address(plan, inst.ins[0]), rows.send.data(),
-                  address(plan, inst.outs[0]), rows.recv.data(),
-                  result.shape[1], result.dtype);
-  // Rows past those received are zero, as the kernel table says.
-  std::memset(address(plan, inst.outs[0]) + uint64_t(rows.received) * rowBytes,
-              0, result.size - uint64_t(rows.received) * rowBytes);
-  allToAllMoved += allToAllWireBytes(rows, group.rank(), rowBytes);
+  int me = groupComm(plan::CommAxis::Expert).rank();
+  allToAllMoved += allToAllWireBytes(*rows, me, rowBytes);
+  unsigned char *in = address(plan, inst.ins[0]);
+  unsigned char *out = address(plan, inst.outs[0]);
+  int64_t width = result.shape[1];
+  plan::DType dtype = result.dtype;
+  uint64_t size = result.size;
+  return [=](Communicator &group) {
+    group.allToAllV(in, rows->send.data(), out, rows->recv.data(), width,
+                    dtype);
+    // Rows past those received are zero, as the kernel table says.
+    uint64_t filled = uint64_t(rows->received) * rowBytes;
+    std::memset(out + filled, 0, size - filled);
+  };
 }
 
 bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
@@ -487,14 +515,15 @@ bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
       return false;
   if (!streams)
     return true;
-  // Each stream's groups: the replica stream's replica group, the others'
-  // shard and expert shard groups (the all-to-alls run on the main
-  // thread).
+  // Each stream's groups: the replica stream's replica group, the expert
+  // stream's expert group (started all-to-alls), the others' shard and
+  // expert shard groups.
   for (uint32_t s = 1; s < plan::kNumStreams; ++s)
     for (plan::CommAxis axis : axes) {
       bool replica = axis == plan::CommAxis::Replicate;
-      if (axis == plan::CommAxis::Expert ||
-          replica != (s == plan::kReplicaStream))
+      bool expert = axis == plan::CommAxis::Expert;
+      if (expert != (s == plan::kExpertStream) ||
+          (!expert && replica != (s == plan::kReplicaStream)))
         continue;
       auto group = split(streams->communicator(s), axis);
       if (!group)

@@ -213,6 +213,9 @@ private:
   std::unique_ptr<Communicator> expertHost;
   std::unique_ptr<cuda::Nccl> expertNccl, expertShard[plan::kReplicaStream];
   bool splitExperts(const Plan &plan, std::string &error);
+  /// all_to_all_counts or all_to_all `inst` on `stream` (CudaAllToAll.h).
+  void exchange(const Plan &plan, const Instruction &inst,
+                cudaStream_t stream);
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
@@ -345,7 +348,7 @@ bool CudaBackend::prepare(const Plan &plan, std::string &error) {
   }
   // The world's communicators of streams 1 and 2 give way to the shard
   // group's, in one order on every rank.
-  for (uint32_t s = 1; s < plan::kNumStreams; ++s) {
+  for (uint32_t s = 1; s <= plan::kReplicaStream; ++s) {
     Communicator &host = s == plan::kReplicaStream ? *replicaHost : *shardHost;
     if (!(nccl[s] = cuda::Nccl::create(host, error)))
       return false;
@@ -570,14 +573,19 @@ void CudaBackend::start(const Plan &plan,
   // A bucket is one NCCL group: one fused launch.
   if (group.size() > 1 && ncclGroupStart() != ncclSuccess)
     fail("ncclGroupStart failed");
+  // An all-to-all (never bucketed) reads its counts now, on its stream.
   for (const Instruction *inst : group)
-    collective(plan, *inst, ncclFor(*inst, stream), streams[stream]);
+    if (inst->kernel->opcode == plan::Opcode::AllToAll)
+      exchange(plan, *inst, streams[stream]);
+    else
+      collective(plan, *inst, ncclFor(*inst, stream), streams[stream]);
   if (group.size() > 1 && ncclGroupEnd() != ncclSuccess)
     fail("ncclGroupEnd failed for a bucket of " + std::to_string(group.size()) +
          " collectives");
   // After the group: a kernel launched inside one would run before it.
   for (const Instruction *inst : group)
-    scaleExpertShard(plan, *inst, ncclFor(*inst, stream), streams[stream]);
+    if (inst->kernel->opcode != plan::Opcode::AllToAll)
+      scaleExpertShard(plan, *inst, ncclFor(*inst, stream), streams[stream]);
   currentPlan = &plan;
   for (const Instruction *inst : group) {
     uint32_t token = plan::collectiveParams(inst->params.data()).tokenId();
@@ -586,6 +594,18 @@ void CudaBackend::start(const Plan &plan,
     inFlight.push_back(
         {token, size_t(inst - plan.program.data()), currentStep});
   }
+}
+
+/// An all-to-all on `stream` (the compute stream in place, stream 4
+/// started): its counts come to the host first (a synchronisation of
+/// `stream`, which a started one's waits for the compute before it).
+void CudaBackend::exchange(const Plan &plan, const Instruction &inst,
+                           cudaStream_t stream) {
+  std::string error;
+  if (!expertHost || !cuda::runAllToAll(plan, inst, arena, *expertHost,
+                                        *expertNccl, stream, allToAllMoved,
+                                        error))
+    fail(expertHost ? error : "an all-to-all without expert groups");
 }
 
 Backend::Span CudaBackend::wait(uint32_t token) {
@@ -688,11 +708,7 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
           "cudaMemcpyAsync (copy kernel)");
   } else if (opcode == plan::Opcode::AllToAllCounts ||
              opcode == plan::Opcode::AllToAll) {
-    std::string error; // synchronous, on the expert group
-    if (!expertHost ||
-        !cuda::runAllToAll(plan, inst, arena, *expertHost, *expertNccl, compute,
-                           allToAllMoved, error))
-      fail(expertHost ? error : "an all-to-all without expert groups");
+    exchange(plan, inst, compute); // in place, on the expert group
   } else if (!runComputeIn(plan, inst, params, step) &&
              opcode != plan::Opcode::Wait) { // the executor calls wait()
     // A collective the plan runs in place: on the compute stream.

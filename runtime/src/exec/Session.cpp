@@ -126,10 +126,15 @@ bool Session::skips(const Instruction &inst, bool optimizer) const {
   return opcode == plan::Opcode::Wait && synchronous;
 }
 
-/// A collective this run starts and waits for later (not synchronous).
+/// A collective this run starts and waits for later (not synchronous). A
+/// started all-to-all runs where it stands when collectives are skipped
+/// (the step still needs its rows; its wait is skipped with the others).
 bool Session::startsAsync(const Instruction &inst) const {
-  return isCollective(inst.kernel->opcode) &&
-         plan::collectiveParams(inst.params.data()).started() && !synchronous;
+  plan::Opcode opcode = inst.kernel->opcode;
+  bool startable = isCollective(opcode) ||
+                   (opcode == plan::Opcode::AllToAll && !skipCollectives);
+  return startable && plan::collectiveParams(inst.params.data()).started() &&
+         !synchronous;
 }
 
 void Session::startGroup(size_t &index, int64_t step) {
@@ -177,7 +182,8 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
         {uint32_t(at), step,
          double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
          double(span.endNanos - span.startNanos) * 1e-3,
-         plan::collectiveParams(startInst.params.data()).streamId()});
+         plan::collectiveParams(startInst.params.data()).streamId(), 0,
+         backend.allToAllBytes()});
   double ran = double(span.endNanos - span.startNanos) * 1e-9;
   times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
   ++times.calls[uint32_t(startInst.kernel->opcode)];
@@ -188,7 +194,8 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
   plan::Opcode opcode = inst.kernel->opcode;
   uint64_t id = 0;
   uint32_t lane = 0;
-  // The all-reduce and the all-to-alls run on the compute stream: lane 0.
+  // The all-reduce and the all-to-alls run on the compute stream (lane 0),
+  // a started all-to-all run in place keeps its stream's lane.
   if (isCollective(opcode) || opcode == plan::Opcode::AllReduceSum ||
       opcode == plan::Opcode::AllToAllCounts ||
       opcode == plan::Opcode::AllToAll) {
@@ -196,7 +203,10 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
     lane = opcode == plan::Opcode::AllGather       ? plan::kGatherStream
            : opcode == plan::Opcode::ReduceScatter ? plan::kScatterStream
            : opcode == plan::Opcode::AllReduceMean ? plan::kReplicaStream
-                                                   : 0;
+           : opcode == plan::Opcode::AllToAll &&
+                   plan::collectiveParams(inst.params.data()).started()
+               ? plan::kExpertStream
+               : 0;
   }
   {
     RecordScope scope(std::vector<uint64_t>{id});

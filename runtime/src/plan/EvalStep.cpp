@@ -23,7 +23,8 @@ static bool isTrainingState(plan::BufferKind kind) {
 static bool isCollective(plan::Opcode opcode) {
   return opcode == plan::Opcode::AllGather ||
          opcode == plan::Opcode::ReduceScatter ||
-         opcode == plan::Opcode::AllReduceMean;
+         opcode == plan::Opcode::AllReduceMean ||
+         opcode == plan::Opcode::AllToAll;
 }
 
 /// The evaluation's kernels: none writes the training state, and the loss

@@ -9,6 +9,7 @@
 #include "plan/PlanChecks.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 namespace fsdp::rt {
@@ -62,11 +63,22 @@ static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
                  paramText(p.stream));
   if (p.group != 0 && p.group != 1)
     return k.bad("invalid group " + paramText(p.group));
+  // Stream 4 is the row all-to-alls' own, and they are never bucketed.
+  bool exchange = k.info().opcode == plan::Opcode::AllToAll;
+  if (p.stream != 0 && (p.stream == plan::kExpertStream) != exchange)
+    return k.bad(exchange ? "starts on stream " + paramText(p.stream) +
+                                "; an all_to_all starts on stream 4 or runs "
+                                "in place (stream 0)"
+                          : "starts on stream 4, the all-to-alls' own");
+  if (exchange && p.group != 0)
+    return k.bad("is grouped; all-to-alls are never bucketed");
   // The sharding collectives run over the shard group (an expert-parallel
   // unit's over the ranks of its slice), the replica all-reduce over the
-  // replica group.
+  // replica group, the all-to-all over the expert group.
   plan::CommAxis expected =
-      k.info().opcode == plan::Opcode::AllReduceMean ? plan::CommAxis::Replicate
+      exchange ? plan::CommAxis::Expert
+      : k.info().opcode == plan::Opcode::AllReduceMean
+          ? plan::CommAxis::Replicate
       : isExpertCollective(k) ? plan::CommAxis::ExpertShard
                               : plan::CommAxis::Shard;
   if (p.axis != double(uint32_t(expected)))
@@ -128,6 +140,9 @@ bool validateStreams(Plan &plan, std::string &why) {
   using plan::Opcode;
   InFlight inFlight;
   std::set<int64_t> used;
+  // A CUDA rank runs every row all-to-all on one NCCL communicator, which
+  // two streams must not share: all of them start, or none.
+  std::optional<double> exchangeStream;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     KernelCheck k{plan, plan.program[i], i, why};
     Opcode opcode = k.info().opcode;
@@ -141,6 +156,17 @@ bool validateStreams(Plan &plan, std::string &why) {
       return false;
     if ((opcode == Opcode::AllToAllCounts || opcode == Opcode::AllToAll) &&
         !checkAllToAll(k))
+      return false;
+    if (opcode != Opcode::AllToAll)
+      continue;
+    double stream = plan::collectiveParams(k.inst.params.data()).stream;
+    if (exchangeStream && *exchangeStream != stream)
+      return k.bad("runs on stream " + paramText(stream) +
+                   ", but an earlier all_to_all on stream " +
+                   paramText(*exchangeStream) +
+                   ": a plan's all-to-alls all start or all run in place");
+    exchangeStream = stream;
+    if (!checkCollective(k, inFlight, used))
       return false;
   }
   if (!inFlight.empty()) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <utility>
 
 namespace fsdp::rt {
@@ -89,8 +90,10 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
   return output.write(
       [&](std::ostream &out) {
         out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-        const char *lanes[] = {"compute", "all-gather", "reduce-scatter"};
-        for (int lane = 0; lane < 3; ++lane)
+        const char *lanes[] = {"compute", "all-gather", "reduce-scatter",
+                               "replica all-reduce", "all-to-all"};
+        static_assert(std::size(lanes) == plan::kNumStreams);
+        for (uint32_t lane = 0; lane < plan::kNumStreams; ++lane)
           out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << rank
               << ", \"tid\": " << lane << ", \"args\": {\"name\": \""
               << lanes[lane] << "\"}},\n";

@@ -5,6 +5,7 @@
 // RUN: fsdp-opt %s --fsdp-mesh="shard=2 expert=2" --fsdp-wrap --fsdp-data-parallel --fsdp-expert-parallel="capacity-factor=0.75 overflow=drop" | FileCheck %s --check-prefix=DROP
 // The whole step compiles and lowers with the exchanges in it:
 // RUN: fsdp-opt %s --fsdp-train-pipeline="world-size=2 expert=2" --mlir-print-ir-after=fsdp-lower-to-runtime -o /dev/null 2>&1 | FileCheck %s --check-prefix=LOWERED
+// RUN: fsdp-opt %s --fsdp-train-pipeline="world-size=2 expert=2 overlap-all-to-all=false" --mlir-print-ir-after=fsdp-lower-to-runtime -o /dev/null 2>&1 | FileCheck %s --check-prefix=INPLACE
 
 // 4 experts over expert groups of 2 ranks: each rank holds 2 (rows 0-1 or
 // 2-3 of every stacked weight) in a unit of their own; T = 3 tokens per
@@ -51,14 +52,23 @@
 // expert unit's collectives over its expert shard group (axis 2), the
 // others over the shard axis.
 // LOWERED: fsdprt.kernel "all_gather" {{.*}} params {axis = 0 : i64{{.*}} unit "root"
+// The row exchanges start on stream 4 and are waited for (the wait names
+// the rows sent and received) before what reads them.
 // LOWERED: fsdprt.kernel "all_to_all_counts" {{.*}} params {axis = 3 : i64}
-// LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<12x6xf32>) params {axis = 3 : i64}
+// LOWERED: fsdprt.kernel "all_to_all" ins(%[[IN:[0-9]+]], {{.*}} outs(%[[OUT:[0-9]+]] : memref<12x6xf32>) params {axis = 3 : i64, group = 0 : i64, stream = 4 : i64, token = [[T:[0-9]+]] : i64}
 // LOWERED: fsdprt.kernel "all_gather" {{.*}} params {axis = 2 : i64{{.*}} unit "root.experts"
+// LOWERED: fsdprt.kernel "wait" ins(%[[IN]], %[[OUT]] : {{.*}}) params {token = [[T]] : i64}
+// LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<6x6xf32>) params {axis = 3 : i64, group = 0 : i64, stream = 4 : i64
+// LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<12x6xf32>) params {axis = 3 : i64, group = 0 : i64, stream = 4 : i64
+// The experts' weight gradients run while their rows' gradients go home:
+// the return starts before them, and the unit's reduce-scatter follows.
 // LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<6x6xf32>)
-// LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<12x6xf32>)
+// LOWERED: fsdprt.kernel "moe_grouped_linear_grad_weight"
 // LOWERED: fsdprt.kernel "reduce_scatter" {{.*}} params {axis = 2 : i64{{.*}} unit "root.experts"
-// LOWERED: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<6x6xf32>)
 // LOWERED: fsdprt.kernel "reduce_scatter" {{.*}} params {axis = 0 : i64{{.*}} unit "root"
+// Without the overlap the exchanges run in place, on the compute stream:
+// INPLACE: fsdprt.kernel "all_to_all" {{.*}} outs(%{{.*}} : memref<12x6xf32>) params {axis = 3 : i64, group = 0 : i64, stream = 0 : i64, token = 0 : i64}
+// INPLACE-NOT: stream = 4
 
 fsdp.param @w_in : tensor<6x6xf32> init <normal, std = 0.5>
 fsdp.param @w_router : tensor<4x6xf32> init <normal, std = 1.0>

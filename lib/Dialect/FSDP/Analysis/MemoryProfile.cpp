@@ -199,6 +199,14 @@ void ProfileBuilder::collectStorage() {
     if (!llvm::isa<ComputeOp>(op))
       for (Value result : op->getResults())
         touch(result, i);
+    // A started collective's input and result live until its wait, which
+    // reads both in the plan (an all-to-all's rows have no free after it).
+    if (auto wait = llvm::dyn_cast<WaitOp>(op)) {
+      Operation *start = wait.getToken().getDefiningOp();
+      if (start->getNumOperands() > 0)
+        touch(start->getOperand(0), i);
+      touch(start->getResult(1), i);
+    }
   }
   // Gradient shards (what AdamW updates from: the reduce-scatter's
   // result, or its cast to f32 under mixed precision) are part of the

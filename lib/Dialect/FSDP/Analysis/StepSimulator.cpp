@@ -145,15 +145,23 @@ LogicalResult StepSimulator::visit(Operation *op) {
                Value());
     return success();
   }
-  // The expert group's exchanges block the compute stream. A dispatch
-  // sends the pairs' rows and receives at most its bound; the return the
-  // reverse: both move the pairs' rows (the smaller side), (G - 1) / G of
-  // them to other ranks when routing is even.
+  // The expert group's exchanges: in place they block the compute
+  // stream; started (--fsdp-schedule) they run on stream 4 while compute
+  // goes on to their wait. A dispatch sends the pairs' rows and receives
+  // at most its bound; the return the reverse: both move the pairs' rows
+  // (the smaller side), (G - 1) / G of them to other ranks when routing
+  // is even.
   if (auto exchange = llvm::dyn_cast<AllToAllOp>(op)) {
     collective(
         op, 0, CollectiveKind::AllToAll,
         std::min(bytesOf(exchange.getInput()), bytesOf(exchange.getResult())),
         Value());
+    return success();
+  }
+  if (auto start = llvm::dyn_cast<AllToAllStartOp>(op)) {
+    collective(op, int(start.getStream()), CollectiveKind::AllToAll,
+               std::min(bytesOf(start.getInput()), bytesOf(start.getResult())),
+               start.getToken());
     return success();
   }
   if (auto counts = llvm::dyn_cast<AllToAllCountsOp>(op)) {

@@ -11,22 +11,83 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
+void mlir::fsdp::inlineComputeRegion(ComputeOp compute, UnitTagMap &tags) {
+  Block &body = compute.getBodyBlock();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  UnitTag tag{compute.getUnitAttr().getAttr(), compute.getPhase()};
+  for (Operation &op : body.without_terminator())
+    tags[&op] = tag;
+  for (auto [arg, input] : llvm::zip(body.getArguments(), compute.getInputs()))
+    arg.replaceAllUsesWith(input);
+  compute.replaceAllUsesWith(yield.getValues());
+  compute->getBlock()->getOperations().splice(
+      compute->getIterator(), body.getOperations(), body.begin(),
+      yield->getIterator());
+  compute.erase();
+}
+
 void mlir::fsdp::inlineComputeRegions(Block &block, UnitTagMap &tags) {
   SmallVector<ComputeOp> computes(block.getOps<ComputeOp>());
-  for (ComputeOp compute : computes) {
-    Block &body = compute.getBodyBlock();
-    auto yield = llvm::cast<YieldOp>(body.getTerminator());
-    UnitTag tag{compute.getUnitAttr().getAttr(), compute.getPhase()};
-    for (Operation &op : body.without_terminator())
-      tags[&op] = tag;
-    for (auto [arg, input] :
-         llvm::zip(body.getArguments(), compute.getInputs()))
-      arg.replaceAllUsesWith(input);
-    compute.replaceAllUsesWith(yield.getValues());
-    block.getOperations().splice(compute->getIterator(), body.getOperations(),
-                                 body.begin(), yield->getIterator());
-    compute.erase();
+  for (ComputeOp compute : computes)
+    inlineComputeRegion(compute, tags);
+}
+
+std::optional<std::pair<ComputeOp, ComputeOp>> mlir::fsdp::splitComputeRegion(
+    ComputeOp region, const llvm::SmallPtrSetImpl<Operation *> &late,
+    ArrayRef<Operation *> between) {
+  // Views and constants follow their readers; every other op is a part's.
+  auto follows = [](Operation &op) {
+    return llvm::isa<ViewOp>(op) || isRematerializable(&op);
+  };
+  SmallVector<Operation *> early, lateOps, shared;
+  for (Operation &op : region.getBodyBlock().without_terminator())
+    (follows(op)        ? shared
+     : late.contains(&op) ? lateOps
+                          : early)
+        .push_back(&op);
+  auto computesFloats = [](ArrayRef<Operation *> ops) {
+    return llvm::any_of(ops, [](Operation *op) {
+      return llvm::any_of(op->getResultTypes(), [](Type type) {
+        auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+        return tensor && llvm::isa<FloatType>(tensor.getElementType());
+      });
+    });
+  };
+  if (!computesFloats(early) || !computesFloats(lateOps))
+    return std::nullopt;
+  llvm::SmallPtrSet<Operation *, 8> moving(between.begin(), between.end());
+  Operation *end = region->getNextNode();
+  while (end && moving.contains(end))
+    end = end->getNextNode();
+  UnitTagMap tags;
+  inlineComputeRegion(region, tags);
+  // [early ops][between][late ops]: the views a late op reads go along,
+  // cloned where an early op reads them too.
+  for (Operation *op : between)
+    op->moveBefore(end);
+  for (Operation *op : lateOps)
+    op->moveBefore(end);
+  OpBuilder builder(lateOps.front());
+  for (Operation *view : shared) {
+    bool readEarly = false, readLate = false;
+    for (Operation *user : view->getUsers())
+      (late.contains(user) ? readLate : readEarly) = true;
+    if (!readLate)
+      continue;
+    if (!readEarly) {
+      view->moveBefore(lateOps.front());
+      continue;
+    }
+    Operation *clone = builder.clone(*view);
+    tags[clone] = tags.lookup(view);
+    view->getResult(0).replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
+      return late.contains(use.getOwner());
+    });
   }
+  Block &block = *early.front()->getBlock();
+  outlineComputeRegions(block, tags);
+  return std::make_pair(early.front()->getParentOfType<ComputeOp>(),
+                        lateOps.front()->getParentOfType<ComputeOp>());
 }
 
 bool mlir::fsdp::isRematerializable(Operation *op) {

@@ -43,19 +43,28 @@ LogicalResult AllToAllCountsOp::verify() {
   return verifyExpertExchange(*this, getAxis(), {getCounts(), getRecv()});
 }
 
-LogicalResult AllToAllOp::verify() {
-  if (failed(verifyExpertExchange(*this, getAxis(), {getSend(), getRecv()})))
+/// The rows' exchange, in place or started: its counts, and rows of one
+/// width and element type each way.
+template <typename Exchange>
+static LogicalResult verifyRowsExchange(Exchange op) {
+  if (failed(verifyExpertExchange(op, op.getAxis(),
+                                  {op.getSend(), op.getRecv()})))
     return failure();
-  auto input = llvm::cast<RankedTensorType>(getInput().getType());
-  auto result = llvm::cast<RankedTensorType>(getResult().getType());
+  auto input = llvm::cast<RankedTensorType>(op.getInput().getType());
+  auto result = llvm::cast<RankedTensorType>(op.getResult().getType());
   if (input.getRank() != 2 || result.getRank() != 2 ||
       input.getDimSize(1) != result.getDimSize(1) ||
       input.getElementType() != result.getElementType())
-    return emitOpError() << "moves rows: input and result must be N x C and "
-                            "M x C of one element type, got "
-                         << input << " and " << result;
+    return op.emitOpError()
+           << "moves rows: input and result must be N x C and M x C of one "
+              "element type, got "
+           << input << " and " << result;
   return success();
 }
+
+LogicalResult AllToAllOp::verify() { return verifyRowsExchange(*this); }
+
+LogicalResult AllToAllStartOp::verify() { return verifyRowsExchange(*this); }
 
 LogicalResult AllToAllOp::buildBackward(OpBuilder &builder,
                                         ValueRange resultGrads,

@@ -61,7 +61,7 @@ StringRef mlir::fsdp::getCollectiveAxis(Operation *op) {
             ReduceScatterStartOp, AllReduceSumOp>(
           [](auto op) { return op.getAxis().value_or(MeshAttr::kShardAxis); })
       .Case<AllReduceMeanOp, AllReduceMeanStartOp, AllToAllOp,
-            AllToAllCountsOp>([](auto op) { return op.getAxis(); })
+            AllToAllStartOp, AllToAllCountsOp>([](auto op) { return op.getAxis(); })
       .Default([](Operation *) { return StringRef(); });
 }
 

@@ -237,6 +237,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   schedule.maxInflightGathers = maxInflightGathers;
   schedule.bucketBytes = rung.knobs.bucketBytes;
   schedule.reshardAfterForward = rung.knobs.reshardAfterForward;
+  schedule.overlapAllToAll = overlapAllToAll;
   pm.addPass(createFsdpSchedulePass(schedule));
   if (failed(pm.run(*copy)))
     return failure();

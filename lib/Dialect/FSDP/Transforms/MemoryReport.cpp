@@ -199,8 +199,15 @@ void ReportPrinter::printTotals() {
 void ReportPrinter::printExperts(func::FuncOp step) {
   auto module = step->getParentOfType<ModuleOp>();
   bool header = false;
-  step.walk([&](AllToAllOp exchange) {
-    for (Operation *user : exchange.getResult().getUsers()) {
+  step.walk([&](Operation *exchange) {
+    Value rows;
+    if (auto inPlace = llvm::dyn_cast<AllToAllOp>(exchange))
+      rows = inPlace.getResult();
+    else if (auto started = llvm::dyn_cast<AllToAllStartOp>(exchange))
+      rows = started.getResult();
+    if (!rows)
+      return;
+    for (Operation *user : rows.getUsers()) {
       auto compute = llvm::dyn_cast<ComputeOp>(user);
       if (!compute || compute.getPhase() != Phase::Forward)
         continue;
@@ -214,8 +221,9 @@ void ReportPrinter::printExperts(func::FuncOp step) {
            << " ranks (per layer, per rank):\n";
         header = true;
       }
-      auto sent = llvm::cast<RankedTensorType>(exchange.getInput().getType());
-      auto bound = llvm::cast<RankedTensorType>(exchange.getType());
+      auto sent =
+          llvm::cast<RankedTensorType>(exchange->getOperand(0).getType());
+      auto bound = llvm::cast<RankedTensorType>(rows.getType());
       os << "  @" << unit.getSymName() << "\n";
       row("  rows sent", getSizeInBytes(sent),
           Twine(sent.getDimSize(0)) +

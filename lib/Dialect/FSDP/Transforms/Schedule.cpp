@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScheduleAllToAll.h"
+
 #include "fsdp/Dialect/FSDP/Analysis/MemoryProfile.h"
 #include "fsdp/Dialect/FSDP/Analysis/RuntimeOverhead.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -21,7 +23,8 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-constexpr int64_t kGatherStream = 1, kScatterStream = 2, kReplicaStream = 3;
+constexpr int64_t kGatherStream = 1, kScatterStream = 2, kReplicaStream = 3,
+                  kExpertStream = 4;
 
 /// A started gather, where it is waited for, and the region that uses it.
 struct Gather {
@@ -485,6 +488,8 @@ void FsdpSchedulePass::runOnOperation() {
     reuseForwardGathers(block);
   SmallVector<Gather> forward, backward;
   startCollectives(block, forward, backward);
+  if (overlapAllToAll)
+    startAllToAlls(block, kExpertStream);
   overlapScatters(block);
   ProgramOrder order(block);
   prefetch(forward, forwardPrefetch, order);
@@ -497,6 +502,8 @@ void FsdpSchedulePass::runOnOperation() {
     bucketScatters(block, bucketBytes);
   }
   startReplicaMeans(block);
+  if (overlapAllToAll)
+    overlapAllToAlls(block);
 
   if (maxInflightGathers > 0)
     module->setAttr(

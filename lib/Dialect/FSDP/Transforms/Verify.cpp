@@ -73,7 +73,8 @@ static void checkTopLevel(StepCheck &check, func::FuncOp step) {
   step.walk([&](Operation *op) {
     if (llvm::isa<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
                   ReduceScatterStartOp, WaitOp, FreeOp, AdamWShardOp,
-                  AllReduceSumOp, AllReduceMeanOp, AllReduceMeanStartOp>(op) &&
+                  AllReduceSumOp, AllReduceMeanOp, AllReduceMeanStartOp,
+                  AllToAllCountsOp, AllToAllOp, AllToAllStartOp>(op) &&
         op->getBlock() != &check.block)
       check.fail(op)
           << "is nested in a region; inside control flow it could run a "
@@ -115,7 +116,7 @@ static void checkParamReads(StepCheck &check, func::FuncOp step) {
 static void checkWaits(StepCheck &check) {
   for (Operation &op : check.block) {
     if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp,
-                   AllReduceMeanStartOp>(op))
+                   AllReduceMeanStartOp, AllToAllStartOp>(op))
       continue;
     Value token = op.getResult(0), result = op.getResult(1);
     SmallVector<Operation *> waits(token.getUsers());

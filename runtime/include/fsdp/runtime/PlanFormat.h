@@ -27,7 +27,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 16;
+inline constexpr uint32_t kPlanVersion = 17;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -135,7 +135,8 @@ inline constexpr uint32_t kComputeStream = 0; ///< and synchronous collectives
 inline constexpr uint32_t kGatherStream = 1;  ///< started all-gathers
 inline constexpr uint32_t kScatterStream = 2; ///< started reduce-scatters
 inline constexpr uint32_t kReplicaStream = 3; ///< started replica all-reduces
-inline constexpr uint32_t kNumStreams = 4;
+inline constexpr uint32_t kExpertStream = 4;  ///< started row all-to-alls
+inline constexpr uint32_t kNumStreams = 5;
 
 /// The group a collective runs over (its `axis` parameter), on a mesh of
 /// R replicas of S-way sharding (world size R S, Plan::shardSize = S):
@@ -488,8 +489,9 @@ static_assert(numParams(kernelInfo(Opcode::AllGather)) ==
                   kWaitToken < numParams(kernelInfo(Opcode::Wait)),
               "collectives name stream, token and group; waits a token");
 static_assert(sameParams(Opcode::AllGather, Opcode::ReduceScatter) &&
-                  sameParams(Opcode::AllGather, Opcode::AllReduceMean),
-              "the three collectives store their parameters alike");
+                  sameParams(Opcode::AllGather, Opcode::AllReduceMean) &&
+                  sameParams(Opcode::AllGather, Opcode::AllToAll),
+              "the startable collectives store their parameters alike");
 /// AdamW's learning rate (fsdp-run --lr overrides it).
 inline constexpr size_t kAdamWLearningRate = paramIndex(Opcode::AdamW, "lr");
 static_assert(kAdamWLearningRate < numParams(kernelInfo(Opcode::AdamW)) &&

@@ -89,8 +89,9 @@ private:
   Hardware hw;
   NetworkTopology net;
   // Streams: 0 compute, 1 all-gather, 2 reduce-scatter, 3 replica
-  // all-reduce (hybrid sharding).
-  std::array<double, 4> freeAt{};
+  // all-reduce (hybrid sharding), 4 the expert group's started
+  // all-to-alls.
+  std::array<double, 5> freeAt{};
   llvm::DenseMap<Value, double> doneAt;
 };
 

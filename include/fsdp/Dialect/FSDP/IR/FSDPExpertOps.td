@@ -96,6 +96,38 @@ def FSDP_AllToAllOp : FSDP_Op<"all_to_all", [
   let hasVerifier = 1;
 }
 
+def FSDP_AllToAllStartOp : FSDP_Op<"all_to_all_start", [
+    MemoryEffects<[MemWrite<FSDP_CollectiveResource>]>]> {
+  let summary = "starts moving rows to the expert group's ranks on a stream";
+  let description = [{
+    The asynchronous form of `fsdp.all_to_all` (made by `--fsdp-schedule`):
+    the exchange is issued on stream `stream` (the expert stream, 4) and
+    returns a token and the result, which may be read only after an
+    `fsdp.wait` on the token. The counts are read where it starts; the
+    input rows must stay unwritten, and the result unread, until the wait.
+    The compute between the start and the wait (a shared expert, a router's
+    gradient) runs while the rows travel.
+
+    ```mlir
+    %tok, %rows = fsdp.all_to_all_start %xs, %counts, %recv stream 4
+        over "expert" : (tensor<32x64xf32>, tensor<2x4xi32>, tensor<2x4xi32>)
+        -> tensor<64x64xf32>
+    ...
+    fsdp.wait %tok
+    ```
+  }];
+  let arguments = (ins FSDP_FloatTensor:$input, FSDP_IndexTensor:$send,
+                       FSDP_IndexTensor:$recv,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$stream,
+                       StrAttr:$axis);
+  let results = (outs FSDP_TokenType:$token, FSDP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $send `,` $recv `stream` $stream `over` $axis attr-dict `:`
+    functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
 def FSDP_MoeRegroupOp : FSDP_DiffOp<"moe_regroup", "MoeRegroup"> {
   let summary = "received rows from rank-major into expert-major order";
   let description = [{

@@ -686,11 +686,12 @@ def : FSDP_Kernel<56, "AllToAllCounts", "all_to_all_counts",
 }
 def : FSDP_Kernel<57, "AllToAll", "all_to_all",
     (ins KFloats:$input, KIndices:$send, KIndices:$recv),
-    (outs KResult:$result), (params KI64:$axis)> {
+    (outs KResult:$result), KCollective> {
   let byHand = 1;
   let notes = "rows to the group's ranks by send's row sums, from them by "
               "recv's into rank order; rows past those received are zero; "
-              "counts over input's rows or result's stop the step";
+              "counts over input's rows or result's stop the step; started "
+              "(stream 4) it reads its counts at the start";
   let shapes = ["input: [N, C]", "send: [G, L]", "recv: [G, L]",
                 "result: [M, C]"];
   let dimChecks = ["C > 0", "N <= INT", "M <= INT"];

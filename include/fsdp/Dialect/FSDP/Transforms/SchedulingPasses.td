@@ -105,6 +105,10 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "As --fsdp-schedule's">,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true", "As --fsdp-schedule's">,
+    Option<"overlapAllToAll", "overlap-all-to-all", "bool",
+           /*default=*/"true",
+           "Trials start expert parallelism's all-to-alls on their stream "
+           "(see --fsdp-schedule)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "As --fsdp-mixed-precision's">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
@@ -218,6 +222,24 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     %z = fsdp.compute @l2 forward ins(%y, %g2 : ...) { ... }
     ```
 
+    Expert parallelism's row exchanges (`fsdp.all_to_all`, after
+    `--fsdp-expert-parallel`) become `fsdp.all_to_all_start` on stream 4,
+    of their own, each waited for right before the first op that reads
+    what it received (`overlap-all-to-all=false` leaves them in place,
+    blocking: the baseline the overlap is measured against). The compute
+    between start and wait runs while the rows travel: the pass that made
+    the exchanges puts there a layer's work that needs no routed rows (a
+    shared expert, the router's statistics), and autodiff mirrors it in
+    the backward. The counts' exchange (`fsdp.all_to_all_counts`) stays
+    where it is: the rows' sizes need it at once.
+    ```mlir
+    %recv = fsdp.all_to_all_counts %counts over "expert" : tensor<2x4xi32> -> tensor<2x4xi32>
+    %t, %rows = fsdp.all_to_all_start %xs, %counts, %recv stream 4 over "expert" : (...) -> tensor<256x64xf32>
+    %s = fsdp.compute @layers.1 forward ins(...) { ... }  // the shared expert
+    fsdp.wait %t
+    %y = fsdp.compute @layers.1.experts forward ins(%rows, %recv, ...) { ... }
+    ```
+
     Hybrid sharding's replica all-reduces (`fsdp.all_reduce_mean`) get
     stream 3, of their own, so that one never queues behind a
     reduce-scatter or a gather of the shard group. Their in-flight rule:
@@ -261,7 +283,11 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
            "bytes (0: one collective per unit)">,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
-           "Free gathered parameters after each forward region">
+           "Free gathered parameters after each forward region">,
+    Option<"overlapAllToAll", "overlap-all-to-all", "bool",
+           /*default=*/"true",
+           "Start expert parallelism's row all-to-alls on stream 4, waited "
+           "for at their first read (false: they block where they stand)">
   ];
 }
 
