@@ -184,6 +184,13 @@ public:
         return op->emitOpError()
                << "starts on stream " << attr.getInt()
                << ", but plans have streams 1 to " << plan::kNumStreams - 1;
+      // The expert stream is the row all-to-alls' alone, and theirs.
+      if ((attr.getInt() == plan::kExpertStream) !=
+          (opcode == Opcode::AllToAll))
+        return op->emitOpError()
+               << "starts on stream " << attr.getInt() << ", but stream "
+               << plan::kExpertStream
+               << " is the row all-to-alls' own, and theirs alone";
       params.stream = double(attr.getInt());
       params.token = double(++lastToken);
       params.group = op->hasAttr("grouped");

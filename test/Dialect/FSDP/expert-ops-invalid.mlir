@@ -33,6 +33,25 @@ func.func @f(%x: tensor<6x8xf32>, %s: tensor<2x2xi32>, %r: tensor<2x2xi32>) -> t
 
 // -----
 
+// The started form (--fsdp-schedule's) keeps the same rules.
+func.func @f(%x: tensor<6x8xf32>, %s: tensor<2x2xi32>, %r: tensor<2x2xi32>) -> tensor<12x4xf32> {
+  // expected-error @+1 {{'fsdp.all_to_all_start' op moves rows: input and result must be N x C and M x C of one element type, got 'tensor<6x8xf32>' and 'tensor<12x4xf32>'}}
+  %t, %y = fsdp.all_to_all_start %x, %s, %r stream 4 over "expert" : (tensor<6x8xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<12x4xf32>
+  fsdp.wait %t
+  return %y : tensor<12x4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<6x8xf32>, %s: tensor<2x2xi32>, %r: tensor<2x2xi32>) -> tensor<12x8xf32> {
+  // expected-error @+1 {{'fsdp.all_to_all_start' op runs over mesh axis "shard"; it must run over "expert"}}
+  %t, %y = fsdp.all_to_all_start %x, %s, %r stream 4 over "shard" : (tensor<6x8xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<12x8xf32>
+  fsdp.wait %t
+  return %y : tensor<12x8xf32>
+}
+
+// -----
+
 // The counts name the mesh's expert group: one row per rank of it.
 module attributes {fsdp.mesh = #fsdp.mesh<["shard" = 4, "expert" = 4]>} {
 func.func @f(%c: tensor<2x2xi32>) -> tensor<2x2xi32> {

@@ -156,6 +156,15 @@ func.func @async_ops(%full: tensor<160xf32>) {
   return
 }
 
+// CHECK-LABEL: func.func @async_all_to_all
+func.func @async_all_to_all(%x: tensor<6x8xf32>, %s: tensor<2x2xi32>, %r: tensor<2x2xi32>) -> tensor<12x8xf32> {
+  // CHECK: %[[T:.*]], %[[Y:.*]] = fsdp.all_to_all_start %{{.*}}, %{{.*}}, %{{.*}} stream 4 over "expert" : (tensor<6x8xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<12x8xf32>
+  %t, %y = fsdp.all_to_all_start %x, %s, %r stream 4 over "expert" : (tensor<6x8xf32>, tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<12x8xf32>
+  // CHECK-NEXT: fsdp.wait %[[T]]
+  fsdp.wait %t
+  return %y : tensor<12x8xf32>
+}
+
 // CHECK-LABEL: func.func private @token_type
 // CHECK-SAME: !fsdp.token
 func.func private @token_type(!fsdp.token) -> !fsdp.token
