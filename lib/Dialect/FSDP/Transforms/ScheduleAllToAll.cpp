@@ -95,12 +95,15 @@ dependents(ArrayRef<Operation *> ops, llvm::SmallPtrSetImpl<Value> &from) {
   return found;
 }
 
-/// The region last before `start`, split so that what neither the
-/// exchange nor the ops up to it need runs after the start: a backward's
-/// weight gradients (the experts' beside the return of their rows), a
-/// shared expert's backward. What reads the moved ops' results (a unit's
-/// gradient reduction after its last backward region) and the frees of
-/// what they read follow them.
+/// The region last before `start`, split so that what the exchange does
+/// not need runs after the start: a backward's weight gradients (the
+/// experts' beside the return of their rows), a shared expert's backward.
+/// Between the two parts go the exchange and what it needs, and the
+/// gathers started there (a prefetched gather starts no later); what
+/// reads the moved ops' results (a unit's gradient reduction after its
+/// last backward region), the frees of what they read and the waits (a
+/// wait moved before them would block the compute stream sooner) follow
+/// them.
 static void sinkPastStart(AllToAllStartOp start) {
   ComputeOp region;
   for (Operation *op = start->getPrevNode(); op && !region;
@@ -140,8 +143,10 @@ static void sinkPastStart(AllToAllStartOp start) {
       lateValues.insert(result);
   llvm::SmallPtrSet<Operation *, 16> after = dependents(range, lateValues);
   for (Operation *op : range)
-    if (auto free = llvm::dyn_cast<FreeOp>(op);
-        free && llvm::is_contained(region.getInputs(), free.getValue()))
+    if ((!needs.contains(op) && !llvm::isa<AllGatherStartOp>(op)) ||
+        llvm::any_of(op->getOperands(), [&](Value v) {
+          return v.getDefiningOp() && after.contains(v.getDefiningOp());
+        }))
       after.insert(op);
   SmallVector<Operation *> between, following;
   for (Operation *op : range)
