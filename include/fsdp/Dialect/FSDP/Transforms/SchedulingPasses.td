@@ -227,17 +227,21 @@ def FsdpSchedulePass : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     of their own, each waited for right before the first op that reads
     what it received (`overlap-all-to-all=false` leaves them in place,
     blocking: the baseline the overlap is measured against). The compute
-    between start and wait runs while the rows travel: the pass that made
-    the exchanges puts there a layer's work that needs no routed rows (a
-    shared expert, the router's statistics), and autodiff mirrors it in
-    the backward. The counts' exchange (`fsdp.all_to_all_counts`) stays
-    where it is: the rows' sizes need it at once.
+    between start and wait runs while the rows travel, and the pass puts
+    there what does not depend on the exchange: the region before a start
+    is split so that what the exchange does not need (a backward's weight
+    gradients, a shared expert's backward) runs after the start, with the
+    pack, reduce-scatter, frees and waits that follow it; the region after
+    a wait is split so that what does not read the received rows (a
+    shared expert, the router's backward) runs before the wait. Both parts
+    of a split read the one gather of their unit. The counts' exchange
+    (`fsdp.all_to_all_counts`) stays where it is: the rows' sizes need it
+    at once. A forward return beside DeepSeek-V3's shared expert, after:
     ```mlir
-    %recv = fsdp.all_to_all_counts %counts over "expert" : tensor<2x4xi32> -> tensor<2x4xi32>
-    %t, %rows = fsdp.all_to_all_start %xs, %counts, %recv stream 4 over "expert" : (...) -> tensor<256x64xf32>
-    %s = fsdp.compute @layers.1 forward ins(...) { ... }  // the shared expert
+    %t, %home = fsdp.all_to_all_start %ys, %recv, %counts stream 4 over "expert" : (...) -> tensor<128x64xf32>
+    %s = fsdp.compute @layers.1 forward ins(%h, %g : ...) { ... }   // the shared expert
     fsdp.wait %t
-    %y = fsdp.compute @layers.1.experts forward ins(%rows, %recv, ...) { ... }
+    %y = fsdp.compute @layers.1 forward ins(%home, %s, ... : ...) { ... }  // the combine
     ```
 
     Hybrid sharding's replica all-reduces (`fsdp.all_reduce_mean`) get
