@@ -35,9 +35,12 @@ namespace {
 struct Knobs {
   int64_t forwardPrefetch = 0, backwardPrefetch = 0, bucketBytes = 0;
   bool reshardAfterForward = true;
+  /// Expert parallelism's exchanges started beside the compute (which
+  /// holds the split regions' values longer) or in place.
+  bool overlapAllToAll = false;
   auto key() const {
     return std::make_tuple(forwardPrefetch, backwardPrefetch, bucketBytes,
-                           reshardAfterForward);
+                           reshardAfterForward, overlapAllToAll);
   }
 };
 
@@ -127,14 +130,17 @@ void setScheduleChoice(ModuleOp module, const Knobs &k) {
                           b.getI64IntegerAttr(k.backwardPrefetch)),
            b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(k.bucketBytes)),
            b.getNamedAttr("reshard_after_forward",
-                          b.getBoolAttr(k.reshardAfterForward))}));
+                          b.getBoolAttr(k.reshardAfterForward)),
+           b.getNamedAttr("overlap_all_to_all",
+                          b.getBoolAttr(k.overlapAllToAll))}));
 }
 
 std::string describe(const Knobs &k) {
   return llvm::formatv("forward-prefetch={0} backward-prefetch={1} "
-                       "bucket-bytes={2} reshard-after-forward={3}",
+                       "bucket-bytes={2} reshard-after-forward={3}{4}",
                        k.forwardPrefetch, k.backwardPrefetch, k.bucketBytes,
-                       k.reshardAfterForward ? "true" : "false")
+                       k.reshardAfterForward ? "true" : "false",
+                       k.overlapAllToAll ? "" : " overlap-all-to-all=false")
       .str();
 }
 
@@ -237,7 +243,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   schedule.maxInflightGathers = maxInflightGathers;
   schedule.bucketBytes = rung.knobs.bucketBytes;
   schedule.reshardAfterForward = rung.knobs.reshardAfterForward;
-  schedule.overlapAllToAll = overlapAllToAll;
+  schedule.overlapAllToAll = rung.knobs.overlapAllToAll;
   pm.addPass(createFsdpSchedulePass(schedule));
   if (failed(pm.run(*copy)))
     return failure();
@@ -414,9 +420,15 @@ FailureOr<int64_t> FsdpFitMemoryPass::firstFit(const Knobs &knobs) {
 /// Faster schedules than `knobs`, each one step away: a gather prefetched
 /// a region earlier in both passes, two, collectives bucketed at 25 MB (as
 /// PyTorch's DDP does), parameters kept gathered between the forward and
-/// the backward.
-static SmallVector<Knobs> fasterVariants(const Knobs &knobs) {
+/// the backward, and (under expert parallelism, where `overlap` allows
+/// it) the exchanges overlapped.
+static SmallVector<Knobs> fasterVariants(const Knobs &knobs, bool overlap) {
   SmallVector<Knobs> out;
+  if (overlap) {
+    Knobs k = knobs;
+    k.overlapAllToAll = true;
+    out.push_back(k);
+  }
   for (int64_t depth : {int64_t(1), int64_t(2)}) {
     Knobs k = knobs;
     k.forwardPrefetch = std::max(k.forwardPrefetch, depth);
@@ -439,7 +451,9 @@ FailureOr<Knobs> FsdpFitMemoryPass::fastestKnobs(int64_t r,
   if (failed(current))
     return failure();
   double bestTime = (*current)->stepTime;
-  for (const Knobs &k : fasterVariants(knobs)) {
+  MeshAttr mesh = getMesh(getOperation());
+  bool experts = mesh && mesh.getExpertSize() > 1;
+  for (const Knobs &k : fasterVariants(knobs, experts && overlapAllToAll)) {
     if (k.key() == knobs.key())
       continue;
     FailureOr<Trial *> t = trialAt(r, k);
@@ -469,10 +483,13 @@ FailureOr<std::optional<Choice>> FsdpFitMemoryPass::search(Rung &smallestRung,
                                                            Trial &smallest) {
   int64_t last = 1 + 2 * int64_t(units.size());
   Knobs given{forwardPrefetch, backwardPrefetch, bucketBytes,
-              reshardAfterForward};
+              reshardAfterForward, overlapAllToAll};
   // The leanest schedule: no prefetch, no buckets, parameters freed after
-  // each forward region.
+  // each forward region, expert parallelism's exchanges in place.
+  MeshAttr mesh = getMesh(getOperation());
   Knobs lean;
+  lean.overlapAllToAll =
+      mesh && mesh.getExpertSize() > 1 ? false : overlapAllToAll;
   Knobs knobs = given;
   FailureOr<Trial *> baseline = trialAt(0, given), least = trialAt(last, given);
   if (failed(baseline) || failed(least))

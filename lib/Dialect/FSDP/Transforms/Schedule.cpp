@@ -466,6 +466,7 @@ void FsdpSchedulePass::runOnOperation() {
     bucketBytes = choice.getAs<IntegerAttr>("bucket_bytes").getInt();
     reshardAfterForward =
         choice.getAs<BoolAttr>("reshard_after_forward").getValue();
+    overlapAllToAll = choice.getAs<BoolAttr>("overlap_all_to_all").getValue();
     module->removeAttr(kScheduleChoiceAttrName);
   }
   if (failed(checkOptions(module)))

@@ -34,8 +34,10 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
     (about 9 for 96 blocks), which is the one with the lowest simulated
     step time among those the ladder holds. At that rung it tries faster
     schedules one step away from the given one (prefetch depth 1 and 2,
-    25 MB buckets, no resharding after the forward) and keeps the fastest
-    that fits. The pass then applies its choice: `impl` on every attention,
+    25 MB buckets, no resharding after the forward, and under expert
+    parallelism the all-to-alls overlapped, which holds the split regions'
+    values longer: `overlap-all-to-all=false` rules it out) and keeps the
+    fastest that fits. The pass then applies its choice: `impl` on every attention,
     `fsdp.remat` on every unit (which `--fsdp-remat` follows),
     `fsdp.schedule_choice` on the module (which `--fsdp-schedule` takes over
     its options), and prints the decision table to stderr (per unit:
@@ -43,7 +45,8 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
 
     When even the last rung (blocked, every unit `full`) does not fit with
     the given schedule, it searches again with the leanest one (no
-    prefetch, no buckets, resharding after the forward); when that does not
+    prefetch, no buckets, resharding after the forward, the all-to-alls in
+    place); when that does not
     fit either, it fails naming the smallest peak and what it is made of.
     Without a budget (`memory-budget=0`) it does nothing.
 
@@ -107,8 +110,9 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            /*default=*/"true", "As --fsdp-schedule's">,
     Option<"overlapAllToAll", "overlap-all-to-all", "bool",
            /*default=*/"true",
-           "Trials start expert parallelism's all-to-alls on their stream "
-           "(see --fsdp-schedule)">,
+           "Let the search overlap expert parallelism's all-to-alls (a "
+           "schedule knob: the split regions hold values longer; false: "
+           "always in place)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "As --fsdp-mixed-precision's">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
