@@ -51,8 +51,9 @@ def search(opt, model, n, overlap):
     step = FIT.search(out.stderr)  # none: no mesh fits (the search says)
     if not step:
         return None, None
-    chosen = re.search(r"mesh: replicate=[0-9]+ shard=[0-9]+(?: expert=([0-9]+))?",
-                       out.stderr)
+    chosen = re.search(
+        r"mesh: replicate=[0-9]+ shard=[0-9]+(?: expert=([0-9]+))?",
+        out.stderr)
     g = int(chosen.group(1)) if chosen and chosen.group(1) else 1
     return float(step.group(1)), g
 

@@ -363,9 +363,8 @@ private:
   CollectiveStreams::Job exchange(const Plan &plan, const Instruction &inst);
   /// The expert group's G and L, from `inst`'s counts (`countsAt`), checked
   /// against the group's size.
-  std::pair<int64_t, int64_t> expertCounts(const Plan &plan,
-                                           const Instruction &inst,
-                                           uint32_t countsAt);
+  std::pair<int64_t, int64_t>
+  expertCounts(const Plan &plan, const Instruction &inst, uint32_t countsAt);
   [[noreturn]] void fail(const std::string &message);
 
   /// The widened copies' space, sized once for the plan's widest kernel.
@@ -438,9 +437,9 @@ void CpuBackend::fail(const std::string &message) {
   comm.abort(1);
 }
 
-std::pair<int64_t, int64_t>
-CpuBackend::expertCounts(const Plan &plan, const Instruction &inst,
-                         uint32_t countsAt) {
+std::pair<int64_t, int64_t> CpuBackend::expertCounts(const Plan &plan,
+                                                     const Instruction &inst,
+                                                     uint32_t countsAt) {
   const std::vector<int64_t> &shape = plan.buffers[inst.ins[countsAt]].shape;
   int64_t G = shape[0], L = shape[1];
   int size = groupComm(plan::CommAxis::Expert).size();

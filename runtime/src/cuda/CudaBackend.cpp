@@ -214,8 +214,7 @@ private:
   std::unique_ptr<cuda::Nccl> expertNccl, expertShard[plan::kReplicaStream];
   bool splitExperts(const Plan &plan, std::string &error);
   /// all_to_all_counts or all_to_all `inst` on `stream` (CudaAllToAll.h).
-  void exchange(const Plan &plan, const Instruction &inst,
-                cudaStream_t stream);
+  void exchange(const Plan &plan, const Instruction &inst, cudaStream_t stream);
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
@@ -602,9 +601,9 @@ void CudaBackend::start(const Plan &plan,
 void CudaBackend::exchange(const Plan &plan, const Instruction &inst,
                            cudaStream_t stream) {
   std::string error;
-  if (!expertHost || !cuda::runAllToAll(plan, inst, arena, *expertHost,
-                                        *expertNccl, stream, allToAllMoved,
-                                        error))
+  if (!expertHost ||
+      !cuda::runAllToAll(plan, inst, arena, *expertHost, *expertNccl, stream,
+                         allToAllMoved, error))
     fail(expertHost ? error : "an all-to-all without expert groups");
 }
 

@@ -178,12 +178,11 @@ void Session::finishWait(const Instruction &wait, int64_t step) {
     return; // not part of the training step's profile
   const Instruction &startInst = plan.program[at];
   if (tracing && span.endNanos > span.startNanos)
-    trace.push_back(
-        {uint32_t(at), step,
-         double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
-         double(span.endNanos - span.startNanos) * 1e-3,
-         plan::collectiveParams(startInst.params.data()).streamId(), 0,
-         backend.allToAllBytes()});
+    trace.push_back({uint32_t(at), step,
+                     double(span.startNanos - steadyNanos(traceOrigin)) * 1e-3,
+                     double(span.endNanos - span.startNanos) * 1e-3,
+                     plan::collectiveParams(startInst.params.data()).streamId(),
+                     0, backend.allToAllBytes()});
   double ran = double(span.endNanos - span.startNanos) * 1e-9;
   times.seconds[uint32_t(startInst.kernel->opcode)] += ran;
   ++times.calls[uint32_t(startInst.kernel->opcode)];

@@ -75,12 +75,12 @@ static bool checkCollective(const KernelCheck &k, InFlight &inFlight,
   // The sharding collectives run over the shard group (an expert-parallel
   // unit's over the ranks of its slice), the replica all-reduce over the
   // replica group, the all-to-all over the expert group.
-  plan::CommAxis expected =
-      exchange ? plan::CommAxis::Expert
-      : k.info().opcode == plan::Opcode::AllReduceMean
-          ? plan::CommAxis::Replicate
-      : isExpertCollective(k) ? plan::CommAxis::ExpertShard
-                              : plan::CommAxis::Shard;
+  plan::CommAxis expected = exchange ? plan::CommAxis::Expert
+                            : k.info().opcode == plan::Opcode::AllReduceMean
+                                ? plan::CommAxis::Replicate
+                            : isExpertCollective(k)
+                                ? plan::CommAxis::ExpertShard
+                                : plan::CommAxis::Shard;
   if (p.axis != double(uint32_t(expected)))
     return k.bad("runs over axis " + paramText(p.axis) + ", not " +
                  std::to_string(uint32_t(expected)) + " (" +

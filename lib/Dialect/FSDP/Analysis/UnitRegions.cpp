@@ -32,16 +32,17 @@ void mlir::fsdp::inlineComputeRegions(Block &block, UnitTagMap &tags) {
     inlineComputeRegion(compute, tags);
 }
 
-std::optional<std::pair<ComputeOp, ComputeOp>> mlir::fsdp::splitComputeRegion(
-    ComputeOp region, const llvm::SmallPtrSetImpl<Operation *> &late,
-    ArrayRef<Operation *> between) {
+std::optional<std::pair<ComputeOp, ComputeOp>>
+mlir::fsdp::splitComputeRegion(ComputeOp region,
+                               const llvm::SmallPtrSetImpl<Operation *> &late,
+                               ArrayRef<Operation *> between) {
   // Views and constants follow their readers; every other op is a part's.
   auto follows = [](Operation &op) {
     return llvm::isa<ViewOp>(op) || isRematerializable(&op);
   };
   SmallVector<Operation *> early, lateOps, shared;
   for (Operation &op : region.getBodyBlock().without_terminator())
-    (follows(op)        ? shared
+    (follows(op)          ? shared
      : late.contains(&op) ? lateOps
                           : early)
         .push_back(&op);
@@ -80,9 +81,9 @@ std::optional<std::pair<ComputeOp, ComputeOp>> mlir::fsdp::splitComputeRegion(
     }
     Operation *clone = builder.clone(*view);
     tags[clone] = tags.lookup(view);
-    view->getResult(0).replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
-      return late.contains(use.getOwner());
-    });
+    view->getResult(0).replaceUsesWithIf(
+        clone->getResult(0),
+        [&](OpOperand &use) { return late.contains(use.getOwner()); });
   }
   Block &block = *early.front()->getBlock();
   outlineComputeRegions(block, tags);

@@ -47,8 +47,8 @@ LogicalResult AllToAllCountsOp::verify() {
 /// width and element type each way.
 template <typename Exchange>
 static LogicalResult verifyRowsExchange(Exchange op) {
-  if (failed(verifyExpertExchange(op, op.getAxis(),
-                                  {op.getSend(), op.getRecv()})))
+  if (failed(
+          verifyExpertExchange(op, op.getAxis(), {op.getSend(), op.getRecv()})))
     return failure();
   auto input = llvm::cast<RankedTensorType>(op.getInput().getType());
   auto result = llvm::cast<RankedTensorType>(op.getResult().getType());

@@ -60,8 +60,8 @@ StringRef mlir::fsdp::getCollectiveAxis(Operation *op) {
       .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,
             ReduceScatterStartOp, AllReduceSumOp>(
           [](auto op) { return op.getAxis().value_or(MeshAttr::kShardAxis); })
-      .Case<AllReduceMeanOp, AllReduceMeanStartOp, AllToAllOp,
-            AllToAllStartOp, AllToAllCountsOp>([](auto op) { return op.getAxis(); })
+      .Case<AllReduceMeanOp, AllReduceMeanStartOp, AllToAllOp, AllToAllStartOp,
+            AllToAllCountsOp>([](auto op) { return op.getAxis(); })
       .Default([](Operation *) { return StringRef(); });
 }
 

@@ -23,8 +23,7 @@ using namespace mlir::fsdp;
 
 void mlir::fsdp::startAllToAlls(Block &block, int64_t stream) {
   OpBuilder builder(block.getParentOp()->getContext());
-  for (auto exchange :
-       llvm::make_early_inc_range(block.getOps<AllToAllOp>())) {
+  for (auto exchange : llvm::make_early_inc_range(block.getOps<AllToAllOp>())) {
     builder.setInsertionPoint(exchange);
     auto start = AllToAllStartOp::create(
         builder, exchange.getLoc(), TokenType::get(builder.getContext()),
@@ -49,8 +48,8 @@ static llvm::SmallPtrSet<Operation *, 32>
 readersOf(ComputeOp region, llvm::function_ref<bool(Value)> from) {
   llvm::SmallPtrSet<Operation *, 32> slice;
   SmallVector<Value> work;
-  for (auto [arg, input] : llvm::zip(region.getBodyBlock().getArguments(),
-                                     region.getInputs()))
+  for (auto [arg, input] :
+       llvm::zip(region.getBodyBlock().getArguments(), region.getInputs()))
     if (from(input))
       work.push_back(arg);
   while (!work.empty())
@@ -62,8 +61,8 @@ readersOf(ComputeOp region, llvm::function_ref<bool(Value)> from) {
 
 /// The ops of `region`'s body that its results `needed` depend on (their
 /// backward slice).
-static llvm::SmallPtrSet<Operation *, 32>
-makersOf(ComputeOp region, ArrayRef<unsigned> needed) {
+static llvm::SmallPtrSet<Operation *, 32> makersOf(ComputeOp region,
+                                                   ArrayRef<unsigned> needed) {
   llvm::SmallPtrSet<Operation *, 32> slice;
   auto yield = llvm::cast<YieldOp>(region.getBodyBlock().getTerminator());
   SmallVector<Operation *> work;

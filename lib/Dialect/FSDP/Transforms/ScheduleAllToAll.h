@@ -1,4 +1,4 @@
-//===- ScheduleAllToAll.h - expert parallelism's exchanges, started -*- C++ -*-===//
+//===- ScheduleAllToAll.h - the started exchanges ---------------*- C++ -*-===//
 //
 // The part of --fsdp-schedule that starts expert parallelism's row
 // all-to-alls on their stream and gives them compute to overlap.

@@ -115,8 +115,8 @@ static void checkParamReads(StepCheck &check, func::FuncOp step) {
 /// read only after that wait (before it, the result may be incomplete).
 static void checkWaits(StepCheck &check) {
   for (Operation &op : check.block) {
-    if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp,
-                   AllReduceMeanStartOp, AllToAllStartOp>(op))
+    if (!llvm::isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceMeanStartOp,
+                   AllToAllStartOp>(op))
       continue;
     Value token = op.getResult(0), result = op.getResult(1);
     SmallVector<Operation *> waits(token.getUsers());
