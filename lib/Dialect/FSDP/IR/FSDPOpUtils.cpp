@@ -72,6 +72,15 @@ func::FuncOp mlir::fsdp::getTrainStep(ModuleOp module) {
   return {};
 }
 
+Operation *mlir::fsdp::getFirstReader(Block &block, Value value) {
+  Operation *first = block.getTerminator();
+  for (Operation *user : value.getUsers())
+    if (Operation *top = block.findAncestorOpInBlock(*user);
+        top && top->isBeforeInBlock(first))
+      first = top;
+  return first;
+}
+
 bool mlir::fsdp::isShardedStep(Block &block) {
   return llvm::any_of(
       block, [](Operation &op) { return bool(getGatheredTensor(&op)); });

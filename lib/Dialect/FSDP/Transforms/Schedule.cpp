@@ -361,12 +361,7 @@ static void startReplicaMeans(Block &block) {
         builder.getI64IntegerAttr(kReplicaStream), mean.getAxisAttr());
     mean.replaceAllUsesWith(start.getResult());
     mean.erase();
-    Operation *firstRead = block.getTerminator();
-    for (Operation *user : start.getResult().getUsers())
-      if (Operation *top = block.findAncestorOpInBlock(*user);
-          top && top->isBeforeInBlock(firstRead))
-        firstRead = top;
-    builder.setInsertionPoint(firstRead);
+    builder.setInsertionPoint(getFirstReader(block, start.getResult()));
     started.push_back(
         {start, WaitOp::create(builder, start.getLoc(), start.getToken())});
   }

@@ -32,12 +32,7 @@ void mlir::fsdp::startAllToAlls(Block &block, int64_t stream) {
         exchange.getAxisAttr());
     exchange.replaceAllUsesWith(start.getResult());
     exchange.erase();
-    Operation *firstRead = block.getTerminator();
-    for (Operation *user : start.getResult().getUsers())
-      if (Operation *top = block.findAncestorOpInBlock(*user);
-          top && top->isBeforeInBlock(firstRead))
-        firstRead = top;
-    builder.setInsertionPoint(firstRead);
+    builder.setInsertionPoint(getFirstReader(block, start.getResult()));
     WaitOp::create(builder, start.getLoc(), start.getToken());
   }
 }

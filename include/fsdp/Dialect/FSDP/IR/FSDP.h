@@ -122,6 +122,11 @@ func::FuncOp getTrainStep(ModuleOp module);
 /// True when `block` (a @train_step body) has been sharded.
 bool isShardedStep(Block &block);
 
+/// The first op of `block` that reads `value` (itself, or the op of the
+/// block that holds the user), or the block's terminator when none does:
+/// where a started collective's wait goes.
+Operation *getFirstReader(Block &block, Value value);
+
 /// Whether `v` is a unit's full-size gradient: a pack, or a pack cast to
 /// another type (the reduce type of mixed precision).
 bool isFullGradient(Value v);
