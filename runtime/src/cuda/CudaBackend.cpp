@@ -620,8 +620,9 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
     for (const InFlight &f : inFlight)
       if (cudaEventQuery(done[f.token]) == cudaErrorNotReady) {
         const Instruction &inst = currentPlan->program[f.instruction];
-        return std::string(inst.kernel->name) + " of unit '" + inst.unit +
-               "' started at step " + std::to_string(f.step) +
+        return std::string(inst.kernel->name) +
+               (inst.unit.empty() ? "" : " of unit '" + inst.unit + "'") +
+               " started at step " + std::to_string(f.step) +
                " or the next (kernel #" + std::to_string(f.instruction) + ")";
       }
     return "a collective";
