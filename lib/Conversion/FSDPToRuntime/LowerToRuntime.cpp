@@ -280,6 +280,7 @@ private:
     StringAttr unit;
   };
   llvm::DenseMap<Value, Started> started;
+  llvm::DenseSet<Value> elided; ///< tokens of started local copies
   int64_t lastToken = 0;
 };
 
@@ -297,6 +298,18 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   // A started collective keeps its stream and gets a token; its wait reads
   // the collective's input and output, so the memory planner keeps both
   // alive (and unshared) until the runtime has finished it.
+  // Over a shard group of one rank a gather and a reduce-scatter are
+  // copies: the parameters are read from the shard in place, and the
+  // full-size gradient is the gradient shard (its wait is elided too).
+  if (isLocalCopy(op)) {
+    Value in = getGatheredTensor(op)
+                   ? unitBuffers[getCollectiveUnit(op)][0]
+                   : of(op->getOperand(0));
+    bind(op->getResults().back(), in);
+    if (op->getNumResults() == 2)
+      elided.insert(op->getResult(0));
+    return success();
+  }
   if (Value gathered = getGatheredTensor(op)) {
     Value out = buffer(loc, BufferKind::Gathered, toMemRef(gathered.getType()));
     bind(gathered, out);
@@ -441,6 +454,8 @@ LogicalResult ProgramBuilder::lowerAdamW(AdamWOp adamw) {
 
 LogicalResult ProgramBuilder::lowerWait(WaitOp wait) {
   Operation *op = wait;
+  if (elided.contains(wait.getToken()))
+    return success(); // a local copy's: nothing ran
   Started start = started.lookup(wait.getToken());
   if (!start.token)
     return op->emitOpError() << "waits for a token no collective started";

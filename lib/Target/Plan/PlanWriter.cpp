@@ -244,8 +244,13 @@ void PlanBuilder::writeBuffers() {
       Value root = llvm::cast<fsdprt::ViewOp>(op).getBase();
       while (auto view = root.getDefiningOp<fsdprt::ViewOp>())
         root = view.getBase();
-      kind = root.getDefiningOp<fsdprt::BufferOp>().getKind();
+      auto rootBuffer = root.getDefiningOp<fsdprt::BufferOp>();
+      kind = rootBuffer.getKind();
       base = int32_t(bufferIds.lookup(root));
+      // A view of a unit's own buffer (its parameters read in place from
+      // the shard, over a shard group of one) belongs to the unit too.
+      if (rootBuffer.getParam())
+        owner = unitIndex.lookup(*rootBuffer.getParam());
     }
     w.put<uint32_t>(uint32_t(fsdprt::toPlanBufferKind(kind)));
     w.put<uint32_t>(uint32_t(*dtypeOf(type.getElementType())));

@@ -165,8 +165,10 @@ Value ProfileBuilder::root(Value v) const {
   }
   if (auto view = v.getDefiningOp<ViewOp>())
     return root(view.getSource());
-  // The replica all-reduce averages its shard in place.
-  if (getReplicaMean(v.getDefiningOp()))
+  // The replica all-reduce averages its shard in place, and a local
+  // reduce-scatter's shard is its full-size gradient.
+  if (getReplicaMean(v.getDefiningOp()) ||
+      (getScatteredShard(v.getDefiningOp()) && isLocalCopy(v.getDefiningOp())))
     return root(v.getDefiningOp()->getOperand(0));
   auto it = packOf.find(v);
   return it == packOf.end() ? v : it->second;
@@ -176,6 +178,9 @@ void ProfileBuilder::touch(Value v, int64_t at) {
   if (!llvm::isa<RankedTensorType>(v.getType()))
     return;
   Value r = root(v);
+  // A local gather's parameters are the shard, steady state already.
+  if (getGatheredTensor(r.getDefiningOp()) && isLocalCopy(r.getDefiningOp()))
+    return;
   Storage &s = storage[r];
   if (s.first < 0) {
     s.bytes = getSizeInBytes(r.getType());

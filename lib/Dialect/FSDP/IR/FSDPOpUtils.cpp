@@ -39,6 +39,29 @@ Value mlir::fsdp::getScatteredShard(Operation *op) {
   return {};
 }
 
+bool mlir::fsdp::isLocalCopy(Operation *op) {
+  Value gathered = getGatheredTensor(op), shard = getScatteredShard(op);
+  if (!gathered && !shard)
+    return false;
+  auto unit =
+      SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, getCollectiveUnit(op));
+  if (!unit || unit.getExpertParallel() || unit.getShardGroupSize() != 1)
+    return false;
+  auto elementOf = [](Type type) {
+    return llvm::cast<ShapedType>(type).getElementType();
+  };
+  if (shard) // mixed precision may reduce in bf16 into an f32 shard
+    return elementOf(shard.getType()) ==
+           elementOf(op->getOperand(0).getType());
+  // The shard holds the parameters' type; mixed precision gathers bf16.
+  Type element = elementOf(gathered.getType());
+  return llvm::all_of(unit.getParams(), [&](Attribute ref) {
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+        unit, llvm::cast<FlatSymbolRefAttr>(ref));
+    return param && param.getTensorType().getElementType() == element;
+  });
+}
+
 FlatSymbolRefAttr mlir::fsdp::getCollectiveUnit(Operation *op) {
   return llvm::TypeSwitch<Operation *, FlatSymbolRefAttr>(op)
       .Case<AllGatherOp, AllGatherStartOp, ReduceScatterOp,

@@ -106,6 +106,15 @@ int64_t getMaxShardSize(int64_t size, int64_t worldSize);
 Value getGatheredTensor(Operation *op);
 /// A reduce-scatter, synchronous or started: the gradient shard, or null.
 Value getScatteredShard(Operation *op);
+
+/// A gather or reduce-scatter (in place or started) that exchanges nothing:
+/// over a shard group of one rank (world size 1, or a mesh R x 1), in the
+/// parameters' element type, of a unit that is not expert-parallel (whose
+/// reduce-scatter scales by 1 / G). It is a copy the lowering elides: the
+/// gathered parameters are the shard itself, the gradient shard is the
+/// full-size gradient; the memory profile and the simulator count
+/// nothing for it.
+bool isLocalCopy(Operation *op);
 /// The unit a gather, reduce-scatter or replica all-reduce (either form)
 /// works on, or null.
 FlatSymbolRefAttr getCollectiveUnit(Operation *op);
