@@ -40,7 +40,8 @@ elif edit == "wrong-wait-buffers":
     i = first(r'fsdprt\.kernel "reduce_scatter"')
     token = re.search(r"token = (\d+)", lines[i]).group(1)
     j = first(rf'fsdprt\.kernel "wait" .*token = {token} ')
-    lines[j] = re.sub(r"ins\((%\w+), (%\w+)", r"ins(\2, \2", lines[j])
+    lines[j] = re.sub(r"ins\((%\w+), (%\w+) : ([^,]+), ([^)]+)\)",
+                      r"ins(\2, \2 : \4, \4)", lines[j])
 elif edit == "orphan-group":
     i = first(r'fsdprt\.kernel "all_gather"')
     lines[i] = lines[i].replace("group = 0", "group = 1", 1)
