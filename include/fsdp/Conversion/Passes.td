@@ -24,6 +24,17 @@ def FsdpLowerToRuntimePass : Pass<"fsdp-lower-to-runtime", "::mlir::ModuleOp"> {
     outside the arena on each backend (the memory report's lines, from the
     graph-level step before it is replaced); the plan carries it.
 
+    Over a shard group of one rank (world size 1, or a mesh R x 1) a
+    gather and a reduce-scatter exchange nothing: the shard is the whole
+    flat parameter and the full-size gradient is the gradient shard. Such
+    a local copy (`isLocalCopy`: same element type, a unit that is not
+    expert-parallel, whose reduce-scatter scales by 1 / G) lowers to no
+    kernel: the region's views read the unit's shard buffer in place, the
+    AdamW (and a replica all-reduce) reads the packed gradient in place,
+    and the wait of a started one is dropped. The memory profile and the
+    simulator count nothing for it either. A mixed-precision gather (bf16
+    from an f32 shard) stays a kernel: it rounds.
+
     Before:
     ```mlir
     func.func @train_step(%x: tensor<2x4xf32>, %t: tensor<2xi32>, %step: i64) -> tensor<f32> attributes {fsdp.train_step} {
