@@ -80,6 +80,11 @@ private:
 
   /// "N", or "S" on a mesh with replicas.
   StringRef n() const { return R > 1 ? "S" : "N"; }
+  /// A shard group of one gathers nothing in the parameters' type: its
+  /// regions read their shards in place (isLocalCopy).
+  bool readsShardsInPlace() const {
+    return N == 1 && gatheredBytes == elementBytes;
+  }
 
   int64_t N, P, units, elementBytes, shardBytes, steady, largestUnit,
       smallestUnit, forwardPeak, backwardPeak, overall;
@@ -140,6 +145,11 @@ void ReportPrinter::printPerRank() {
   row("optimizer states", 2 * shardBytes,
       formula(("8P/" + n()).str(), 2 * eb * P / N));
   row("steady state", steady, formula(("16P/" + n()).str(), 4 * eb * P / N));
+  if (readsShardsInPlace()) {
+    row("largest gathered unit", 0,
+        "none: a shard group of one reads its shards in place");
+    return;
+  }
   std::string perUnit = ", " + std::to_string(gatheredBytes) + "P/M";
   row("largest gathered unit", largestUnit * gatheredBytes,
       "@" + largestName +
@@ -149,13 +159,18 @@ void ReportPrinter::printPerRank() {
 void ReportPrinter::printPeaks() {
   describe("forward peak", forwardPeak);
   if (largestUnit == smallestUnit) {
-    // M equal units: the seed's forward-peak formula, checked.
-    double seed = 4 * eb * P / N + double(gatheredBytes) * P / units +
+    // M equal units: the seed's forward-peak formula, checked; a shard
+    // group of one gathers nothing (its 4P/M term is zero).
+    bool inPlace = readsShardsInPlace();
+    double seed = 4 * eb * P / N +
+                  (inPlace ? 0.0 : double(gatheredBytes) * P / units) +
                   double(live[forwardPeak].bytes[Activation]);
     bool matches = std::abs(seed - double(steady + live[forwardPeak].total())) <
                    4 * eb * units;
-    os << "    seed: 16P/" << n() << " + 4P/M + activations = "
-       << llvm::format("%.0f bytes (%s)\n", seed,
+    os << "    seed: 16P/" << n()
+       << (inPlace ? " + activations (nothing gathered)"
+                   : " + 4P/M + activations")
+       << llvm::format(" = %.0f bytes (%s)\n", seed,
                        matches ? "matches" : "differs");
   }
   if (backwardPeak < int64_t(order.size()))
