@@ -261,6 +261,9 @@ private:
   LogicalResult lowerGradSqSum(GradSqSumOp op);
   /// The shard's AdamW, with the clipping scale when it has one.
   LogicalResult lowerAdamWShard(AdamWShardOp op);
+  /// Expert parallelism's exchanges: the counts', the rows' (in place or
+  /// started).
+  LogicalResult lowerExchange(Operation *op);
   /// Any other op: its KernelOpInterface names the kernel and its scratch.
   LogicalResult lowerByInterface(Operation *op);
 
@@ -351,7 +354,13 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   }
   if (auto sum = llvm::dyn_cast<GradSqSumOp>(op))
     return lowerGradSqSum(sum);
-  // The expert group's exchanges: synchronous, on the compute stream.
+  if (llvm::isa<AllToAllCountsOp, AllToAllOp, AllToAllStartOp>(op))
+    return lowerExchange(op);
+  return lowerByInterface(op);
+}
+
+LogicalResult ProgramBuilder::lowerExchange(Operation *op) {
+  // The counts' exchange: synchronous, on the compute stream.
   if (auto counts = llvm::dyn_cast<AllToAllCountsOp>(op)) {
     std::array<double, 1> axis = {double(axisOf(op))};
     kernel(op, Opcode::AllToAllCounts, of(counts.getCounts()),
@@ -362,19 +371,16 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   // The rows' exchange: in place, or started on its stream (its wait
   // keeps the rows sent and received alive; the counts are read at the
   // start).
-  if (llvm::isa<AllToAllOp, AllToAllStartOp>(op)) {
-    Value input = of(op->getOperand(0));
-    Value result = resultBuffer(op->getResults().back());
-    FailureOr<DictionaryAttr> params =
-        collectiveParams(op, Opcode::AllToAll, input, result);
-    if (failed(params))
-      return failure();
-    kernel(op, Opcode::AllToAll,
-           ValueRange{input, of(op->getOperand(1)), of(op->getOperand(2))},
-           result, *params);
-    return success();
-  }
-  return lowerByInterface(op);
+  Value input = of(op->getOperand(0));
+  Value result = resultBuffer(op->getResults().back());
+  FailureOr<DictionaryAttr> params =
+      collectiveParams(op, Opcode::AllToAll, input, result);
+  if (failed(params))
+    return failure();
+  kernel(op, Opcode::AllToAll,
+         ValueRange{input, of(op->getOperand(1)), of(op->getOperand(2))},
+         result, *params);
+  return success();
 }
 
 LogicalResult ProgramBuilder::lowerAdamWShard(AdamWShardOp adamw) {
