@@ -305,9 +305,8 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   // copies: the parameters are read from the shard in place, and the
   // full-size gradient is the gradient shard (its wait is elided too).
   if (isLocalCopy(op)) {
-    Value in = getGatheredTensor(op)
-                   ? unitBuffers[getCollectiveUnit(op)][0]
-                   : of(op->getOperand(0));
+    Value in = getGatheredTensor(op) ? unitBuffers[getCollectiveUnit(op)][0]
+                                     : of(op->getOperand(0));
     bind(op->getResults().back(), in);
     if (op->getNumResults() == 2)
       elided.insert(op->getResult(0));
