@@ -51,8 +51,7 @@ bool mlir::fsdp::isLocalCopy(Operation *op) {
     return llvm::cast<ShapedType>(type).getElementType();
   };
   if (shard) // mixed precision may reduce in bf16 into an f32 shard
-    return elementOf(shard.getType()) ==
-           elementOf(op->getOperand(0).getType());
+    return elementOf(shard.getType()) == elementOf(op->getOperand(0).getType());
   // The shard holds the parameters' type; mixed precision gathers bf16.
   Type element = elementOf(gathered.getType());
   return llvm::all_of(unit.getParams(), [&](Attribute ref) {
