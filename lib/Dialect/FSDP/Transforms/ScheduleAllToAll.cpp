@@ -75,20 +75,6 @@ static llvm::SmallPtrSet<Operation *, 32> makersOf(ComputeOp region,
   return slice;
 }
 
-/// The ops of `ops` that depend on `from` through ops of `ops` (their
-/// forward slice among them).
-static llvm::SmallPtrSet<Operation *, 16>
-dependents(ArrayRef<Operation *> ops, llvm::SmallPtrSetImpl<Value> &from) {
-  llvm::SmallPtrSet<Operation *, 16> found;
-  for (Operation *op : ops)
-    if (llvm::any_of(op->getOperands(),
-                     [&](Value v) { return from.contains(v); })) {
-      found.insert(op);
-      from.insert(op->result_begin(), op->result_end());
-    }
-  return found;
-}
-
 /// The region last before `start`, split so that what the exchange does
 /// not need runs after the start: a backward's weight gradients (the
 /// experts' beside the return of their rows), a shared expert's backward.
@@ -128,25 +114,15 @@ static void sinkPastStart(AllToAllStartOp start) {
   for (Operation &op : region.getBodyBlock().without_terminator())
     if (!keep.contains(&op))
       late.insert(&op);
-  // The region's results the moved ops make, and what reads them.
-  auto yield = llvm::cast<YieldOp>(region.getBodyBlock().getTerminator());
-  llvm::SmallPtrSet<Value, 16> lateValues;
-  for (auto [inside, result] :
-       llvm::zip(yield.getValues(), region->getResults()))
-    if (Operation *def = inside.getDefiningOp(); def && late.contains(def))
-      lateValues.insert(result);
-  llvm::SmallPtrSet<Operation *, 16> after = dependents(range, lateValues);
-  for (Operation *op : range)
-    if ((!needs.contains(op) && !llvm::isa<AllGatherStartOp>(op)) ||
-        llvm::any_of(op->getOperands(), [&](Value v) {
-          return v.getDefiningOp() && after.contains(v.getDefiningOp());
-        }))
-      after.insert(op);
+  // Everything else up to the start follows the moved ops: what reads
+  // their results, the frees of what they read, and the waits. What the
+  // exchange needs reads no moved op (those are not among `keep`'s), and
+  // a gather start reads nothing.
   SmallVector<Operation *> between, following;
   for (Operation *op : range)
-    (after.contains(op) ? following : between).push_back(op);
-  if (!llvm::is_contained(between, start.getOperation()))
-    return; // the exchange needs a moved op: nothing to overlap
+    (needs.contains(op) || llvm::isa<AllGatherStartOp>(op) ? between
+                                                           : following)
+        .push_back(op);
   auto parts = splitComputeRegion(region, late, between);
   if (!parts)
     return;
