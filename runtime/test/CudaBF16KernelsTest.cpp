@@ -189,7 +189,9 @@ void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   auto dout = rounded(randomVector(rng, B * T * C));
   std::vector<float> out(B * T * C), side(materialized ? TT : B * NH * T),
       dqkv(qkv.size()), scratch(materialized ? TT : 0);
-  const char *form = materialized ? "bf16 attention" : "bf16 blocked attention";
+  const char *form = materialized ? "bf16 attention"
+                     : g.tf32     ? "bf16 blocked attention on tensor cores"
+                                  : "bf16 blocked attention";
   DevB dQkv(toBF16(qkv)), dDout(toBF16(dout)), dOut(B * T * C),
       dDqkv(qkv.size());
   if (materialized) {
@@ -214,11 +216,15 @@ void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
     DevB dOutRef(toBF16(out));
     gpu::blockedAttentionForward<BF16>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
                                        KV, W);
-    CHECK_REL(label(form, s, "lse (f32)"), dLse.download(), side, kTolFp32);
+    CHECK_REL(label(form, s, "lse (f32)"), dLse.download(), side,
+              g.tf32 ? kTolTf32 : kTolFp32);
     gpu::blockedAttentionBackward<BF16>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
                                         dLseRef, B, T, C, NH, KV, W);
   }
-  const double tol = materialized ? kTolBf16Attention : kTolBf16;
+  // On tensor cores the products are TF32's on top of bf16's rounding.
+  const double tol = materialized ? kTolBf16Attention
+                     : g.tf32     ? kTolBf16 + kTolTf32
+                                  : kTolBf16;
   CHECK_REL(label(form, s, "out"), got(dOut), rounded(out), tol);
   checkDqkvThirds(label(form, s).substr(0, label(form, s).size() - 1),
                   got(dDqkv), rounded(dqkv), s, tol);

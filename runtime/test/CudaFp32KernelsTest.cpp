@@ -232,6 +232,8 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                           uint64_t seed) {
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
   const int64_t W = s.window;
+  const double tol = g.tf32 ? kTolTf32 : kTolFp32;
+  const char *mode = g.tf32 ? "tf32 tensor cores" : "fp32";
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);
@@ -244,16 +246,16 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
                                       KV, W);
   const auto gotOut = dOut.download(), gotLse = dLse.download();
-  CHECK_REL(label("blockedAttentionForward out", s), gotOut, out, kTolFp32);
-  CHECK_REL(label("blockedAttentionForward lse", s), gotLse, lse, kTolFp32);
+  CHECK_REL(label("blockedAttentionForward out", s, mode), gotOut, out, tol);
+  CHECK_REL(label("blockedAttentionForward lse", s, mode), gotLse, lse, tol);
 
   DevF dOutRef(out), dLseRef(lse), dDout(dout), dDqkv(qkv.size());
   gpu::blockedAttentionBackward<float>(g.ctx(), dDqkv, dDout, dQkv, dOutRef,
                                        dLseRef, B, T, C, NH, KV, W);
   const auto got = dDqkv.download();
-  std::string what = label("blockedAttentionBackward", s);
+  std::string what = label("blockedAttentionBackward", s, mode);
   what.pop_back(); // reopen the bracket for the third's name
-  checkDqkvThirds(what, got, dqkv, s, kTolFp32);
+  checkDqkvThirds(what, got, dqkv, s, tol);
 
   dOut.poison(), dLse.poison(), dDqkv.poison();
   gpu::blockedAttentionForward<float>(g.ctx(), dOut, dLse, dQkv, B, T, C, NH,
@@ -263,8 +265,8 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   CHECK_MSG(sameBits(dOut.download(), gotOut) &&
                 sameBits(dLse.download(), gotLse) &&
                 sameBits(dDqkv.download(), got),
-            label("blockedAttention deterministic", s));
-  CHECK_NO_ERROR(label("blockedAttention", s));
+            label("blockedAttention deterministic", s, mode));
+  CHECK_NO_ERROR(label("blockedAttention", s, mode));
 }
 
 void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,

@@ -196,10 +196,12 @@ using DevI = Dev<int32_t>;
 struct Gpu {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
-  gpu::Context ctx() const { return {stream, blas}; }
+  bool tf32 = false; ///< TF32 math: our kernels may use tensor cores too
+  gpu::Context ctx() const { return {stream, blas, tf32}; }
   void mathMode(cublasMath_t mode) {
     if (cublasSetMathMode(blas, mode) != CUBLAS_STATUS_SUCCESS)
       fatal("cublasSetMathMode");
+    tf32 = mode == CUBLAS_TF32_TENSOR_OP_MATH;
   }
 };
 
@@ -290,6 +292,7 @@ void testLinear(Gpu &g, const cpu::Blas *blas, const Shape &s, uint64_t seed,
 void testElementwise(Gpu &g, const Shape &s, uint64_t seed);
 void testAttention(Gpu &g, const cpu::Blas &blas, const Shape &s, uint64_t seed,
                    double tol, const char *mode);
+/// With g.tf32, the tensor-core kernels (to kTolTf32).
 void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
                           uint64_t seed);
 void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,

@@ -13,7 +13,8 @@
 //     odd float offsets (no float4) give the same results;
 //   - that the row reductions and the blocked attention are deterministic
 //     (two runs, same bits); the blocked attention also at GPT-2 124M's
-//     shape and at head sizes up to 128;
+//     shape and at head sizes up to 128, and on TF32 tensor cores (fp32 at
+//     5e-3, bf16 at its tolerance) on the same shapes;
 //   - that errors are recorded and taken (takeError);
 //   - every templated kernel in bf16 against the CPU's fp32 kernel on the
 //     same (bf16) inputs, its results rounded to bf16 as the CPU backend
@@ -92,40 +93,56 @@ std::unique_ptr<cpu::Blas> openReferenceBlas() {
 
 /// Attention's edge shapes: grouped-query attention, both forms (kv heads
 /// of 2 and of 4 query heads, Llama 3's ratio; one kv head, multi-query)
-/// and sliding windows,
-/// on seeds of their own so that the other cases keep theirs; then the
-/// blocked attention at head sizes in each compiled bucket (32, 64, 128)
-/// and past their edges, T off the tiles (32 rows; 16 above hs = 64), and
-/// GPT-2 124M's shape.
+/// and sliding windows, on seeds of their own so that the other cases keep
+/// theirs.
+const Shape kGroupedShapes[] = {
+    {"GQA hs=8 KV=2", 2, 70, 32, 4, 1, 2},
+    {"GQA T=300 KV=1", 1, 300, 48, 4, 1, 1},
+    {"GQA hs=64 KV=2", 2, 130, 512, 8, 1, 2},
+    {"GQA hs=128 KV=1", 1, 200, 512, 4, 1, 1},
+    // Sliding windows (Mistral's): shorter than a tile, across tiles in
+    // the 64 and 128 buckets, grouped.
+    {"window=5 KV=2", 2, 70, 32, 4, 1, 2, 5},
+    {"window=40 hs=64 KV=2", 1, 200, 512, 8, 1, 2, 40},
+    {"window=17 hs=128", 1, 130, 256, 2, 1, 0, 17},
+};
+/// The blocked attention at head sizes in each compiled bucket (32, 64,
+/// 128) and past their edges, T off the tiles (32 rows, 16 above hs = 64;
+/// on tensor cores 64 and 32), and GPT-2 124M's shape.
+const Shape kBlockedShapes[] = {
+    {"T=1", 1, 1, 8, 2, 1},
+    {"hs=5", 3, 7, 15, 3, 1},
+    {"hs=33", 2, 65, 66, 2, 1},
+    {"hs=64", 2, 130, 256, 4, 1},
+    {"hs=100", 1, 77, 200, 2, 1},
+    {"hs=128", 2, 300, 512, 4, 1},
+    {"gpt2 B=4 T=1024 C=768 NH=12", 4, 1024, 768, 12, 1},
+};
+
 void checkAttentionShapes(Gpu &g, const cpu::Blas &blas, uint64_t &seed) {
-  const Shape grouped[] = {
-      {"GQA hs=8 KV=2", 2, 70, 32, 4, 1, 2},
-      {"GQA T=300 KV=1", 1, 300, 48, 4, 1, 1},
-      {"GQA hs=64 KV=2", 2, 130, 512, 8, 1, 2},
-      {"GQA hs=128 KV=1", 1, 200, 512, 4, 1, 1},
-      // Sliding windows (Mistral's): shorter than a tile, across tiles in
-      // the 64 and 128 buckets, grouped.
-      {"window=5 KV=2", 2, 70, 32, 4, 1, 2, 5},
-      {"window=40 hs=64 KV=2", 1, 200, 512, 8, 1, 2, 40},
-      {"window=17 hs=128", 1, 130, 256, 2, 1, 0, 17},
-  };
-  for (size_t i = 0; i < std::size(grouped); ++i) {
-    testAttention(g, blas, grouped[i], 700 + i, kTolFp32, "fp32");
-    testBlockedAttention(g, blas, grouped[i], 710 + i);
-    testBF16Attention(g, blas, grouped[i], 720 + i, /*materialized=*/true);
-    testBF16Attention(g, blas, grouped[i], 730 + i, /*materialized=*/false);
+  for (size_t i = 0; i < std::size(kGroupedShapes); ++i) {
+    const Shape &s = kGroupedShapes[i];
+    testAttention(g, blas, s, 700 + i, kTolFp32, "fp32");
+    testBlockedAttention(g, blas, s, 710 + i);
+    testBF16Attention(g, blas, s, 720 + i, /*materialized=*/true);
+    testBF16Attention(g, blas, s, 730 + i, /*materialized=*/false);
   }
-  const Shape blockedShapes[] = {
-      {"T=1", 1, 1, 8, 2, 1},
-      {"hs=5", 3, 7, 15, 3, 1},
-      {"hs=33", 2, 65, 66, 2, 1},
-      {"hs=64", 2, 130, 256, 4, 1},
-      {"hs=100", 1, 77, 200, 2, 1},
-      {"hs=128", 2, 300, 512, 4, 1},
-      {"gpt2 B=4 T=1024 C=768 NH=12", 4, 1024, 768, 12, 1},
-  };
-  for (const Shape &s : blockedShapes)
+  for (const Shape &s : kBlockedShapes)
     testBlockedAttention(g, blas, s, seed++);
+}
+
+/// The blocked attention on tensor cores (TF32 math), fp32 and bf16, on
+/// every shape above.
+void checkTensorCoreAttention(Gpu &g, const cpu::Blas &blas) {
+  uint64_t seed = 740;
+  for (const Shape &s : kGroupedShapes) {
+    testBlockedAttention(g, blas, s, seed++);
+    testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
+  }
+  for (const Shape &s : kBlockedShapes) {
+    testBlockedAttention(g, blas, s, seed++);
+    testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
+  }
 }
 
 /// The fp32 checks on every shape, attention's edge shapes and the
@@ -157,8 +174,10 @@ void checkTf32(Gpu &g, const cpu::Blas *blas, uint64_t &seed) {
     if (blas)
       testAttention(g, *blas, s, seed++, kTolTf32, "tf32");
   }
-  if (blas)
+  if (blas) {
     testAttention(g, *blas, kTwoBlocks, seed++, kTolTf32, "tf32");
+    checkTensorCoreAttention(g, *blas);
+  }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
 }
 } // namespace

@@ -116,6 +116,14 @@ void timeGpt2BF16(Gpu &g, int64_t B, int64_t T, int64_t C, int64_t NH,
       gpu::blockedAttentionBackward<BF16>(ctx, dqkv, out, qkv, out, lse, B, T,
                                           C, NH, NH, 0);
     });
+    const gpu::Context tc{ctx.stream, ctx.blas, /*tf32=*/true};
+    timeIt(g, "blockedAttentionForward (bf16, tensor cores)", [&] {
+      gpu::blockedAttentionForward<BF16>(tc, out, lse, qkv, B, T, C, NH, NH, 0);
+    });
+    timeIt(g, "blockedAttentionBackward (bf16, tensor cores)", [&] {
+      gpu::blockedAttentionBackward<BF16>(tc, dqkv, out, qkv, out, lse, B, T, C,
+                                          NH, NH, 0);
+    });
   }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
 }
@@ -245,6 +253,16 @@ void timeGpt2Tail(Gpu &g, const Gpt2Shape &shape, Rng &rng) {
     });
     timeIt(g, "blockedAttentionBackward", [&] {
       gpu::blockedAttentionBackward<float>(ctx, dqkv, out, qkv, out, lse, B, T,
+                                           C, NH, NH, 0);
+    });
+    // On TF32 tensor cores (Context::tf32, fsdp-run's --tf32 on).
+    const gpu::Context tc{ctx.stream, ctx.blas, /*tf32=*/true};
+    timeIt(g, "blockedAttentionForward (tf32 tensor cores)", [&] {
+      gpu::blockedAttentionForward<float>(tc, out, lse, qkv, B, T, C, NH, NH,
+                                          0);
+    });
+    timeIt(g, "blockedAttentionBackward (tf32 tensor cores)", [&] {
+      gpu::blockedAttentionBackward<float>(tc, dqkv, out, qkv, out, lse, B, T,
                                            C, NH, NH, 0);
     });
   }

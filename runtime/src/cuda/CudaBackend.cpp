@@ -9,7 +9,8 @@
 // the compute before it (an event), its wait is an event the compute
 // stream waits for. The host waits once per step, in synchronize(), which
 // also checks NCCL's asynchronous errors and the collective timeout, and
-// names the collective that did not finish.
+// names the collective that did not finish. Kernel timing (--profile,
+// --trace) and the memory each setup stage took: Device.h.
 //
 // Mixed precision: a kernel runs in its instruction's element type (our
 // kernels' bf16 instantiation, cuBLAS's GemmEx); casts are our cast
@@ -24,6 +25,7 @@
 #include "fsdp/runtime/support/PeakFlops.h"
 
 #include "CudaAllToAll.h"
+#include "Device.h"
 #include "DeviceAccess.h"
 #include "Module.h"
 #include "Nccl.h"
@@ -54,9 +56,7 @@ static_assert(cuda::kGradSqSumBlocks == plan::kGradSqSumBlocks &&
                   cuda::kClipEpsilon == plan::kClipEpsilon,
               "the CUDA kernels' gradient clipping constants are the plan's");
 
-std::string cudaText(cudaError_t code) {
-  return std::string(cudaGetErrorName(code)) + ": " + cudaGetErrorString(code);
-}
+using cuda::cudaText;
 
 /// A started collective, until the step's synchronize().
 struct InFlight {
@@ -98,25 +98,19 @@ public:
   void
   synchronize(const std::function<void(uint32_t)> &finished = nullptr) override;
   uint64_t measureHighWaterMark() override;
-  DeviceMemory deviceMemory() const override { return memory; }
+  /// Asynchronous: run() times its kernels with events (Device.h).
+  bool timesKernelsOnDevice() const override { return true; }
+  void setKernelTiming(bool on) override { timer.on = on; }
+  void
+  takeKernelTimes(const std::function<void(const KernelTime &)> &add) override {
+    check(timer.take(add), "cudaEventElapsedTime (kernel timing)");
+  }
+  DeviceMemory deviceMemory() const override { return meter.memory(); }
   double peakFlops(bool bf16) const override {
     return knownPeakFlops(deviceName, bf16, tf32);
   }
 
 private:
-  /// Samples the device's memory in use into `memory`.
-  void sampleMemory(bool setup) {
-    size_t freeBytes = 0, totalBytes = 0;
-    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
-      return;
-    uint64_t used = uint64_t(totalBytes - freeBytes);
-    memory.measured = true;
-    memory.total = totalBytes;
-    if (setup)
-      memory.afterSetup = used;
-    memory.peak = std::max(memory.peak, used);
-  }
-
   /// Our kernels and cuBLAS under the names runCompute calls, all on the
   /// compute stream.
   struct Kernels {
@@ -165,7 +159,7 @@ private:
   /// runCompute in the instruction's element type.
   bool runComputeIn(const Plan &plan, const Instruction &inst,
                     const double *params, int64_t step) {
-    Kernels kernels{*this, {compute, blas}};
+    Kernels kernels{*this, {compute, blas, tf32}};
     auto inArena = [&](uint32_t id) { return address(plan, id); };
     if (inst.elementType == plan::DType::BF16)
       return runCompute<__nv_bfloat16>(
@@ -218,7 +212,8 @@ private:
   cublasHandle_t blas = nullptr;
   unsigned char *arena = nullptr;
   uint64_t arenaSize = 0;
-  DeviceMemory memory;
+  cuda::MemoryMeter meter; ///< device memory by setup stage, peak
+  cuda::KernelTimer timer; ///< run()'s timing events
   const Plan *currentPlan = nullptr;
   int64_t currentStep = 0;
   std::map<uint32_t, cudaEvent_t> done, ready;
@@ -232,8 +227,10 @@ bool CudaBackend::initialize(std::string &error) {
     error = std::string(what) + ": " + cudaText(code);
     return false;
   };
-  if (!cudaOk(cudaSetDevice(device), "cudaSetDevice"))
+  if (!cudaOk(cudaSetDevice(device), "cudaSetDevice") ||
+      !cudaOk(cudaFree(nullptr), "cudaFree (the context)"))
     return false;
+  meter.stage("context");
   cudaDeviceProp prop;
   if (!cudaOk(cudaGetDeviceProperties(&prop, device),
               "cudaGetDeviceProperties"))
@@ -246,6 +243,7 @@ bool CudaBackend::initialize(std::string &error) {
     if (!cudaOk(cudaStreamCreateWithFlags(&streams[s], cudaStreamNonBlocking),
                 "cudaStreamCreate"))
       return false;
+  meter.stage("streams");
   cublasStatus_t status = cublasCreate(&blas);
   if (status != CUBLAS_STATUS_SUCCESS) {
     error = std::string("cublasCreate: ") + cuda::cublasStatusName(status);
@@ -254,6 +252,7 @@ bool CudaBackend::initialize(std::string &error) {
   cublasSetStream(blas, compute);
   cublasSetMathMode(blas,
                     tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  meter.stage("cuBLAS handle");
   // Connect every channel now, at setup, not lazily inside the first
   // collective of a step (where a late peer would block the host outside
   // the timeout, and the connection buffers would be allocated after the
@@ -266,7 +265,7 @@ bool CudaBackend::initialize(std::string &error) {
   // Stream 3 (replica all-reduces) gets its own only under hybrid
   // sharding (prepare).
   for (uint32_t s = 1; s < plan::kReplicaStream; ++s)
-    if (!(nccl[s] = cuda::Nccl::create(comm, error)))
+    if (!(nccl[s] = meter.nccl(comm, "world", error)))
       return false;
   int runtimeVersion = 0, driverVersion = 0, blasVersion = 0;
   cudaRuntimeGetVersion(&runtimeVersion);
@@ -319,10 +318,10 @@ bool CudaBackend::splitExperts(const Plan &plan, std::string &error) {
     error = "cannot split the expert groups: " + why;
     return false;
   }
-  if (!(expertNccl = cuda::Nccl::create(*expertHost, error)))
+  if (!(expertNccl = meter.nccl(*expertHost, "expert group", error)))
     return false;
   for (uint32_t s = plan::kGatherStream; s < plan::kReplicaStream; ++s)
-    if (!(expertShard[s] = cuda::Nccl::create(*shardHost, error)))
+    if (!(expertShard[s] = meter.nccl(*shardHost, "expert shard group", error)))
       return false;
   return true;
 }
@@ -348,8 +347,10 @@ bool CudaBackend::prepare(const Plan &plan, std::string &error) {
   // The world's communicators of streams 1 and 2 give way to the shard
   // group's, in one order on every rank.
   for (uint32_t s = 1; s <= plan::kReplicaStream; ++s) {
-    Communicator &host = s == plan::kReplicaStream ? *replicaHost : *shardHost;
-    if (!(nccl[s] = cuda::Nccl::create(host, error)))
+    bool replica = s == plan::kReplicaStream;
+    if (!(nccl[s] =
+              meter.nccl(replica ? *replicaHost : *shardHost,
+                         replica ? "replica group" : "shard group", error)))
       return false;
   }
   return true;
@@ -403,7 +404,7 @@ bool CudaBackend::allocateArena(uint64_t bytes, std::string &error) {
     error = "cudaMemset of the arena: " + cudaText(code);
     return false;
   }
-  sampleMemory(/*setup=*/true);
+  meter.stage("arena and cuBLAS workspace");
   return true;
 }
 
@@ -668,7 +669,7 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
   }
   report();
   inFlight.clear();
-  sampleMemory(/*setup=*/false);
+  meter.sample(/*setup=*/false, /*stepRan=*/currentPlan != nullptr);
 }
 
 uint64_t CudaBackend::measureHighWaterMark() {
@@ -693,6 +694,8 @@ uint64_t CudaBackend::measureHighWaterMark() {
 
 void CudaBackend::run(const Plan &plan, const Instruction &inst,
                       const double *params, int64_t step) {
+  if (timer.on) // the device stamps the events when it reaches them
+    check(timer.begin(compute), "cudaEventRecord (kernel timing)");
   currentPlan = &plan;
   currentStep = step;
   const plan::Opcode opcode = inst.kernel->opcode;
@@ -717,28 +720,8 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
     scaleExpertShard(plan, inst, ncclFor(inst, 0), compute);
   }
   checkKernels(inst);
-}
-
-std::string listDevices() {
-  int count = 0;
-  cudaError_t code = cudaGetDeviceCount(&count);
-  if (code != cudaSuccess)
-    return "no usable CUDA device (" + cudaText(code) + ")";
-  if (count == 0)
-    return "no CUDA device";
-  std::string out;
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess)
-      continue;
-    char line[768];
-    std::snprintf(
-        line, sizeof(line), "device %d: %s, sm_%d%d, %d SMs, %.1f GiB%s", d,
-        prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-        double(prop.totalGlobalMem) / (1ull << 30), d + 1 < count ? "\n" : "");
-    out += line;
-  }
-  return out;
+  if (timer.on)
+    check(timer.end(compute, uint32_t(opcode)), "cudaEventRecord (timing)");
 }
 
 Backend *createBackend(const CudaBackendOptions &options, std::string &error) {
@@ -790,6 +773,6 @@ extern "C" const fsdp::rt::cuda::ModuleTable *fsdpCudaModule() {
                                           sizeof(CudaBackendOptions),
                                           sizeof(Backend),
                                           createBackend,
-                                          listDevices};
+                                          cuda::listDevices};
   return &table;
 }

@@ -26,7 +26,8 @@
 namespace fsdp::rt::cuda {
 /// Bumped whenever this table, CudaBackendOptions or the Backend interface
 /// changes in a way that sizeof cannot see.
-constexpr uint32_t kModuleVersion = 2; ///< 2: synchronize(finished)
+/// 2: synchronize(finished); 3: kernel timing, DeviceMemory::stages.
+constexpr uint32_t kModuleVersion = 3;
 
 struct ModuleTable {
   uint32_t version;     ///< kModuleVersion of the module's build

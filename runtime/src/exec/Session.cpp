@@ -225,15 +225,23 @@ void Session::account(size_t index, int64_t step,
     return; // not part of the training step's profile
   auto end = std::chrono::steady_clock::now();
   double seconds = std::chrono::duration<double>(end - begin).count();
-  uint32_t opcode = uint32_t(plan.program[index].kernel->opcode);
-  times.seconds[opcode] += seconds;
+  plan::Opcode kind = plan.program[index].kernel->opcode;
+  uint32_t opcode = uint32_t(kind);
+  // A kernel the device times gets its seconds (and its trace event's
+  // times) from takeDeviceTimes; a wait keeps the host's.
+  bool onDevice = deviceTiming && kind != plan::Opcode::Wait;
+  if (!onDevice)
+    times.seconds[opcode] += seconds;
   ++times.calls[opcode];
-  if (tracing)
-    trace.push_back(
-        {uint32_t(index), step,
-         std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
-         seconds * 1e6, lane, heapSampler ? heapSampler() : 0,
-         backend.allToAllBytes()});
+  if (!tracing || (deviceTiming && !onDevice))
+    return; // a wait: no host span on a timeline of the device's
+  if (onDevice)
+    pendingTrace.push_back(trace.size());
+  trace.push_back(
+      {uint32_t(index), step,
+       std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
+       seconds * 1e6, lane, heapSampler ? heapSampler() : 0,
+       backend.allToAllBytes()});
 }
 
 /// Parameter `index` of the first kernel of `plan` with opcode `a` or
@@ -341,9 +349,38 @@ float Session::run(int64_t step, bool optimizer, size_t end) {
   if (end < plan.program.size())
     finishEvaluation();
   synchronizeDevice();
+  takeDeviceTimes();
   float loss = 0.0f;
   backend.read(plan.buffers[plan.lossBuffer].offset, &loss, sizeof(loss));
   return loss;
+}
+
+void Session::takeDeviceTimes() {
+  if (!deviceTiming)
+    return;
+  size_t k = 0;
+  double anchor = pendingTrace.empty() ? 0.0 : trace[pendingTrace[0]].start;
+  double end = anchor;
+  backend.takeKernelTimes([&](const Backend::KernelTime &t) {
+    if (evaluating)
+      return; // not part of the training step's profile
+    times.seconds[t.opcode] += t.seconds;
+    if (k < pendingTrace.size()) {
+      // One stream: each starts after the one before it ends (the events'
+      // float milliseconds may round it a little before).
+      TraceEvent &e = trace[pendingTrace[k++]];
+      e.start = std::max(anchor + t.start * 1e6, end);
+      e.duration = t.seconds * 1e6;
+      end = e.start + e.duration;
+    }
+  });
+  pendingTrace.clear();
+}
+
+void Session::timeKernels() {
+  deviceTiming = backend.timesKernelsOnDevice();
+  backend.setKernelTiming(deviceTiming);
+  times.onDevice = deviceTiming;
 }
 
 uint64_t Session::issueRecord(size_t index, int64_t step) {
@@ -372,6 +409,7 @@ float Session::evaluate(int64_t afterStep) {
 }
 
 void Session::startTrace() {
+  timeKernels();
   tracing = true;
   traceOrigin = std::chrono::steady_clock::now();
   trace.clear();

@@ -24,7 +24,8 @@
 // blocked, ce, edge, elementwise, embedding, fuzz, gradclip (sums of
 // squares in f32 and bf16, the coefficient, AdamW's scale), layernorm, linear,
 // llama (rms_norm, swiglu, rope in f32 and bf16), moe (router, sort by
-// expert, permute and combine), probe, rounding); env
+// expert, permute and combine), probe, rounding, wmma (the emulated
+// tensor-core API, fake/mma.h)); env
 // PAD=0 removes the canary padding (for sanitizer builds).
 // Prints one line per failure and "N checks, M failures"; exits non-zero
 // on any failure.
@@ -147,6 +148,7 @@ const Group kGroups[] = {
     {"llama", groupLlama},
     {"moe", groupMoe},
     {"moe-dispatch", groupMoeDispatch},
+    {"wmma", groupWmma},
 };
 } // namespace
 

@@ -31,6 +31,10 @@ static int windowLo(int i, int W) { return W > 0 && i >= W ? i - W + 1 : 0; }
 // the T x T buffers before the softmax reads them, which the CPU's widened
 // kernel does not: a few bf16 units apart (kAttentionUlps).
 constexpr double kAttentionUlps = 2;
+/// What TF32 products add to the blocked kernels' error on tensor cores,
+/// of the largest value: the materialized form's TF32 GEMMs are held to
+/// 5e-3 on the GPU (CudaKernelsTest.cpp).
+constexpr double kTensorCoreTol = 5e-3;
 // KV kv heads (0: NH); with fewer, qkv is C + 2 KV hs wide. (The grouped
 // cases take seeds of their own: the others' stay as they were.) W: the
 // sliding window (0: none).
@@ -111,13 +115,19 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
 // In bf16 the backward reads the rounded out (a bf16 buffer in the plan),
 // so its references do too; the materialized reference keeps its probs in
 // float (no T x T buffer here), a few bf16 units from the blocked kernels.
-// KV kv heads (0: NH) and the window W, as testAttention.
+// KV kv heads (0: NH) and the window W, as testAttention. With `tc` the
+// kernels on TF32 tensor cores (TensorCoreAttention.cu, Context::tf32),
+// to TF32's rounding on top (kTensorCoreTol of the largest value).
 template <typename E>
-void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
+void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W,
+                 bool tc) {
   KV = KV ? KV : NH;
+  const cu::Context c{ctx.stream, ctx.blas, tc};
+  const double extra = tc ? kTensorCoreTol : 0.0;
   char nm[128];
-  snprintf(nm, sizeof nm, "blocked%s B=%d T=%d C=%d NH=%d%s",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV, W).c_str());
+  snprintf(nm, sizeof nm, "blocked%s%s B=%d T=%d C=%d NH=%d%s",
+           tc ? " tensor cores" : "", kIsBF16<E> ? " bf16" : "", B, T, C, NH,
+           kvName(NH, KV, W).c_str());
   std::mt19937 rng(seed);
   auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
@@ -140,30 +150,31 @@ void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
     BufT<E> out(rout.size()), bq(qkv.size());
     Buf lse(L);
     bq.set(qkv);
-    cu::blockedAttentionForward(ctx, out.p, lse.p, bq.p, B, T, C, NH, KV, W);
+    cu::blockedAttentionForward(c, out.p, lse.p, bq.p, B, T, C, NH, KV, W);
     checkCanary(nm, out), checkCanary(nm, lse);
     return {out.vec(), lse.vec()};
   });
   const std::string n = nm;
-  compare(n + " out", o[0].data(), rout.data(), rout.size(), tol<E>(2e-5, 1));
+  compare(n + " out", o[0].data(), rout.data(), rout.size(),
+          tol<E>(2e-5, 1) + extra);
   compare(n + " out vs materialized", o[0].data(), mout.data(), mout.size(),
-          tol<E>(2e-5, 1));
-  compare(n + " lse", o[1].data(), rlse.data(), L, 2e-6);
+          tol<E>(2e-5, 1) + extra);
+  compare(n + " lse", o[1].data(), rlse.data(), L, 2e-6 + extra);
   // backward from the GPU's out and lse (as the runtime would)
   auto gout = o[0], glse = o[1];
   o = runOrders(n + " bwd", [&]() -> Outs {
     BufT<E> dq(qkv.size()), bq(qkv.size()), bd(dout.size()), bo(gout.size());
     Buf bl(L);
     bq.set(qkv), bd.set(dout), bo.set(gout), bl.set(glse);
-    cu::blockedAttentionBackward(ctx, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C, NH,
+    cu::blockedAttentionBackward(c, dq.p, bd.p, bq.p, bo.p, bl.p, B, T, C, NH,
                                  KV, W);
     checkCanary(nm, dq);
     return {dq.vec()};
   });
   compare(n + " dqkv", o[0].data(), rdqkv.data(), rdqkv.size(),
-          tol<E>(5e-5, 1));
+          tol<E>(5e-5, 1) + extra);
   compare(n + " dqkv vs materialized", o[0].data(), mdqkv.data(), mdqkv.size(),
-          tol<E>(5e-5, kAttentionUlps));
+          tol<E>(5e-5, kAttentionUlps) + extra);
 }
 
 // The blocked kernels skip the tiles wholly outside the window: NaN in the
@@ -255,6 +266,26 @@ void groupAttention(unsigned &seed) {
   printf("attention done (%d failures so far)\n", gFailures);
 }
 
+// The kernels on TF32 tensor cores: each bucket (32, 64, 128), T off the
+// tiles (64 and 32 rows) and across several, padded head sizes, grouped
+// query heads, windows inside a tile and across tiles, bf16.
+void groupTensorCores(unsigned &seed) {
+  const bool tc = true;
+  testBlocked(1, 1, 4, 1, seed++, 0, 0, tc);    // T = 1, hs = 4
+  testBlocked(2, 37, 64, 2, seed++, 0, 0, tc);  // hs = 32
+  testBlocked(1, 130, 64, 1, seed++, 0, 0, tc); // GPT-2's head size
+  testBlocked(1, 70, 128, 1, seed++, 0, 0, tc); // Llama's, tiles of 32
+  testBlocked(2, 33, 66, 2, seed++, 0, 0, tc);  // hs = 33: bucket 64
+  testBlocked(1, 40, 130, 2, seed++, 0, 0, tc); // hs = 65: bucket 128
+  testBlocked(1, 130, 384, 6, 930u, 2, 0, tc);  // grouped, hs = 64
+  testBlocked(1, 65, 512, 4, 931u, 2, 0, tc);   // grouped, hs = 128
+  testBlocked(2, 70, 36, 3, 932u, 0, 5, tc);    // window inside a tile
+  testBlocked(1, 200, 64, 1, 933u, 0, 40, tc);  // window across tiles
+  testBlocked(1, 130, 128, 1, 934u, 0, 17, tc); // the same at hs = 128
+  testBlocked<BF16>(1, 130, 64, 1, 935u, 0, 0, tc);
+  testBlocked<BF16>(1, 65, 512, 4, 936u, 2, 9, tc);
+}
+
 void groupBlocked(unsigned &seed) {
   testBlocked(1, 1, 4, 1, seed++);     // T = 1, hs = 4
   testBlocked(2, 5, 8, 2, seed++);     // T = 5, hs = 4
@@ -302,11 +333,12 @@ void groupBlocked(unsigned &seed) {
   }
   testBlockedErrors(258, 2); // hs = 129
   testBlockedErrors(10, 3);  // C not a multiple of NH
+  groupTensorCores(seed);
   printf("blocked done (%d failures so far)\n", gFailures);
 }
 
 // The element types the other files call these with.
 template void testAttention<float>(int, int, int, int, unsigned, int, int);
 template void testAttention<BF16>(int, int, int, int, unsigned, int, int);
-template void testBlocked<float>(int, int, int, int, unsigned, int, int);
-template void testBlocked<BF16>(int, int, int, int, unsigned, int, int);
+template void testBlocked<float>(int, int, int, int, unsigned, int, int, bool);
+template void testBlocked<BF16>(int, int, int, int, unsigned, int, int, bool);

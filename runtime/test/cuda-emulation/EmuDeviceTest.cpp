@@ -41,8 +41,45 @@ void expect(bool ok, const std::string &what) {
 
 float bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+/// Timing events (cudaEventElapsedTime, the backend's --profile): stamped
+/// when the stream runs them; events without timing, or never recorded,
+/// are refused as CUDA refuses them.
+void timing() {
+  const size_t bytes = size_t(64) << 20;
+  void *a = nullptr;
+  expect(cudaMalloc(&a, bytes) == cudaSuccess, "cudaMalloc");
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaEvent_t begin, end, untimed;
+  cudaEventCreate(&begin);
+  cudaEventCreate(&end);
+  cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming);
+  float ms = -1.0f;
+  expect(cudaEventElapsedTime(&ms, begin, end) ==
+             cudaErrorInvalidResourceHandle,
+         "events never recorded have no time");
+  cudaEventRecord(begin, s);
+  cudaMemsetAsync(a, 1, bytes, s);
+  cudaEventRecord(end, s);
+  cudaEventRecord(untimed, s);
+  cudaError_t early = cudaEventElapsedTime(&ms, begin, end);
+  expect(early == cudaSuccess || early == cudaErrorNotReady,
+         "a timing event not yet reached is not ready");
+  expect(cudaStreamSynchronize(s) == cudaSuccess, "no fault");
+  expect(cudaEventElapsedTime(&ms, begin, end) == cudaSuccess && ms > 0.0f,
+         "the memset between two timing events took time");
+  expect(cudaEventElapsedTime(&ms, begin, untimed) ==
+             cudaErrorInvalidResourceHandle,
+         "an event created with cudaEventDisableTiming has no time");
+  for (cudaEvent_t e : {begin, end, untimed})
+    cudaEventDestroy(e);
+  cudaStreamDestroy(s);
+  cudaFree(a);
+}
+
 /// Two streams, an event between them: the copy on the second sees the
-/// first's memset; memory accounting follows cudaMalloc and cudaFree.
+/// first's memset; memory accounting follows cudaMalloc and cudaFree;
+/// then timing events.
 void streams() {
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
@@ -74,6 +111,7 @@ void streams() {
   size_t free2 = 0;
   cudaMemGetInfo(&free2, &total);
   expect(free2 == free0, "cudaFree returns the memory");
+  timing();
 }
 
 /// Each fault scenario: the device must fault with the sticky error.

@@ -273,7 +273,7 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV = 0,
                    int W = 0);
 template <typename E = float>
 void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV = 0,
-                 int W = 0);
+                 int W = 0, bool tc = false);
 void groupAttention(unsigned &seed);
 void groupBlocked(unsigned &seed);
 
@@ -284,5 +284,8 @@ void groupLlama(unsigned &seed);
 // EmuMoeTest.cpp
 void groupMoe(unsigned &seed);
 void groupMoeDispatch(unsigned &seed);
+
+// EmuWmmaTest.cpp
+void groupWmma(unsigned &seed);
 
 #endif // FSDP_RUNTIME_TEST_EMULATIONCHECK_H

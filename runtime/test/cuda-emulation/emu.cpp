@@ -68,6 +68,7 @@ int gBlockOrder = 0;
 unsigned gSeed = 1;
 int gProblems = 0; // count of emulation-detected device problems
 bool gQuiet = false;
+std::string *gNoteLog = nullptr; // where a test collects the reports
 
 void note(const char *fmt, ...) {
   ++gProblems;
@@ -76,6 +77,8 @@ void note(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
+  if (gNoteLog)
+    *gNoteLog += std::string(text) + "\n";
   fprintf(stderr, "[emu] %s\n", text);
   if (gProblemsFault)
     fault(cudaErrorLaunchFailure, std::string("kernel problem: ") + text);
@@ -113,6 +116,7 @@ struct Barrier {
   bool lineMismatch = false;
   unsigned mask = 0;          // lanes arrived (warp)
   unsigned maskP[2] = {0, 0}; // lanes that took part, per parity
+  unsigned led = 0; // generation + 1 whose first leaver has been told so
 };
 
 Fiber *cur = nullptr;
@@ -130,6 +134,9 @@ static std::vector<int> gWarpLive, gWarpSize;
 static int gLive = 0;
 static const char *gKernel = "";
 static uint64_t gShfl[64][2][32]; // [warp][parity][lane]
+// warpCollective's arguments and the generation (+ 1) each was left for.
+static const void *gCollArgs[64][2][32];
+static unsigned gCollGen[64][2][32];
 static constexpr size_t kStack = 256 * 1024;
 static bool gDeadlock = false;
 #ifdef EMU_ASAN
@@ -139,14 +146,35 @@ static size_t gSchedSize = 0;
 #endif
 
 const uint3 &curTid() { return cur->tid; }
+int curThread() { return cur->linear; }
+const char *curKernel() { return gKernel; }
 
-static std::vector<std::pair<void *, size_t>> gShared;
-void regShared(void *p, size_t bytes) {
+struct SharedArray {
+  void *p;
+  size_t bytes, align;
+};
+static std::vector<SharedArray> gShared;
+void regShared(void *p, size_t bytes, size_t align) {
   for (auto &r : gShared)
-    if (r.first == p)
+    if (r.p == p)
       return;
-  gShared.push_back({p, bytes});
+  gShared.push_back({p, bytes, align});
   memset(p, 0xff, bytes); // first use: nobody has written it yet
+}
+
+size_t sharedAlignment(const void *p) {
+  const auto *c = static_cast<const char *>(p);
+  for (const SharedArray &r : gShared) {
+    const auto *base = static_cast<const char *>(r.p);
+    if (c < base || c >= base + r.bytes || r.align == 0)
+      continue;
+    // The largest power of two dividing both the base's alignment and
+    // the offset into the array.
+    const size_t offset = size_t(c - base);
+    const size_t both = offset | r.align;
+    return both & (~both + 1);
+  }
+  return 0;
 }
 
 static void toSched() {
@@ -229,12 +257,14 @@ static void runBlock(int nthreads, std::mt19937 &rng) {
     gFibers.resize(nthreads);
   const int warps = (nthreads + 31) / 32;
   gWarpBar.assign(warps, Barrier());
+  // Generations count from 0 again: no stamp of the last block may match.
+  memset(gCollGen, 0, sizeof gCollGen[0] * warps);
   gWarpLive.assign(warps, 0);
   gWarpSize.assign(warps, 0);
   gBlockBar = Barrier();
   gLive = nthreads;
   for (auto &r : gShared) // shared memory starts as garbage: NaN bytes
-    memset(r.first, 0xff, r.second);
+    memset(r.p, 0xff, r.bytes);
   for (int t = 0; t < nthreads; ++t) {
     Fiber &f = gFibers[t];
     if (!f.stack)
@@ -398,6 +428,27 @@ uint64_t shflRaw(unsigned mask, uint64_t bits, int arg, int mode, int line) {
          src, line);
   }
   return gShfl[f->warp][p][src & 31];
+}
+
+void syncwarp(unsigned mask, int line) { warpArrive(mask, 0, line, 11); }
+
+bool warpCollective(const void *args, const void *lanes[32], int mode,
+                    int line) {
+  Fiber *f = cur;
+  Barrier &b = gWarpBar[f->warp];
+  const unsigned gen = b.gen, p = gen & 1;
+  gCollArgs[f->warp][p][f->lane] = args;
+  gCollGen[f->warp][p][f->lane] = gen + 1;
+  warpArrive(0xffffffffu, 0, line, mode);
+  // Until every lane has left this generation no other can complete, so
+  // its parity's slots and mask still hold this one's.
+  for (int l = 0; l < 32; ++l)
+    lanes[l] = (b.maskP[p] >> l & 1) && gCollGen[f->warp][p][l] == gen + 1
+                   ? gCollArgs[f->warp][p][l]
+                   : nullptr;
+  const bool first = b.led != gen + 1;
+  b.led = gen + 1;
+  return first;
 }
 
 // ---------------------------------------------------------------- launch

@@ -2,10 +2,11 @@
 //
 // Enough of CUDA for the fsdp kernels: every CUDA thread of a block is a
 // fiber (ucontext) in ONE OS thread, blocks run one after another;
-// __syncthreads and warp collectives are barriers between fibers, and the
-// emulator reports deadlocks, shuffles from exited lanes and bad launch
-// configurations. Force-included into the preprocessed .cu sources; the
-// fake CUDA headers in fake/ include it.
+// __syncthreads and warp collectives (shuffles, __syncwarp, fake/mma.h's
+// WMMA calls) are barriers between fibers, and the emulator reports
+// deadlocks, shuffles from exited lanes and bad launch configurations.
+// Force-included into the preprocessed .cu sources; the fake CUDA headers
+// in fake/ include it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef CUEMU_EMU_H
@@ -24,6 +25,9 @@
 #define __forceinline__ static inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#ifndef __align__
+#define __align__(n) __attribute__((aligned(n)))
+#endif
 
 // ---------------------------------------------------------------- types
 struct uint3 {
@@ -180,9 +184,32 @@ template <class T> T shfl(unsigned mask, T v, int arg, int mode, int line) {
   return r;
 }
 
+// __syncwarp([mask]) at a line: a warp barrier as the shuffles are.
+void syncwarp(unsigned mask, int line);
+struct SyncWarp {
+  int line;
+  void operator()(unsigned mask = 0xffffffffu) const { syncwarp(mask, line); }
+};
+
+/// A warp-collective call of an emulated API (fake/mma.h's WMMA, mode its
+/// kind): the lane publishes `args` and waits, as at a shuffle, for every
+/// live lane of its warp (a lane absent, exited or at another collective
+/// is reported as there). Then lanes[l] is lane l's args, or nullptr for a
+/// lane not at this collective. Returns whether this lane is the first to
+/// leave it, which does the warp's shared part before any other resumes.
+bool warpCollective(const void *args, const void *lanes[32], int mode,
+                    int line);
+int curThread();         ///< the calling thread's linear index in its block
+const char *curKernel(); ///< the running kernel's name
+
 float fastExp(float x);
 void note(const char *fmt, ...);
-void regShared(void *p, size_t bytes);
+/// A __shared__ array (preprocess.py): poisoned before each block. `align`
+/// is its declared alignment, all a GPU promises of its address.
+void regShared(void *p, size_t bytes, size_t align = 0);
+/// The alignment a GPU promises for p if it points into a __shared__
+/// array, else 0 (the emulator's own arrays may happen to be aligned more).
+size_t sharedAlignment(const void *p);
 
 } // namespace emu
 
@@ -198,6 +225,7 @@ void regShared(void *p, size_t bytes);
 #define __shfl_xor_sync(m, v, o, ...) ::emu::shfl((m), (v), (o), 0, __LINE__)
 #define __shfl_sync(m, v, s, ...) ::emu::shfl((m), (v), (s), 1, __LINE__)
 #define __shfl_down_sync(m, v, d, ...) ::emu::shfl((m), (v), (d), 2, __LINE__)
+#define __syncwarp(...) ::emu::SyncWarp{__LINE__}(__VA_ARGS__)
 #define __ffs(x) __builtin_ffs(int(x))
 #define __popc(x) __builtin_popcount(unsigned(x))
 #define __expf(x) ::emu::fastExp(x)

@@ -13,7 +13,9 @@
 // reports the size less what cudaMalloc holds. emu_races.h checks every
 // access when it is enqueued; a race or an access outside the allocations
 // faults the device (a sticky error, as an illegal address does on a GPU),
-// and stderr gets the report.
+// and stderr gets the report. A timing event's record (one created without
+// cudaEventDisableTiming) is an operation of its stream's queue that stamps
+// the host's steady clock when the stream runs it: cudaEventElapsedTime.
 //
 //===----------------------------------------------------------------------===//
 #include "emu_streams.h"
@@ -21,11 +23,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,6 +49,11 @@ struct CUevent_st {
   uint64_t target = 0;           ///< complete once stream->completed reaches it
   emu::VectorClock clock;
   bool recorded = false;
+  bool timing = true; ///< created without cudaEventDisableTiming
+  /// A timing event's last record: the steady clock's nanoseconds when its
+  /// stream ran it, -1 until then (shared with the queued stamp, which
+  /// may outlive a re-record or the event).
+  std::shared_ptr<std::atomic<int64_t>> stamp;
 };
 
 struct cublasContext {
@@ -470,8 +479,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 // ---------------------------------------------------------------- events
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   *event = new CUevent_st;
+  (*event)->timing = !(flags & cudaEventDisableTiming);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *event) {
@@ -483,12 +493,33 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+namespace {
+int64_t steadyNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+} // namespace
+
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event)
     return cudaErrorInvalidResourceHandle;
   if (cudaError_t sticky = emu::stickyError())
     return sticky;
+  std::shared_ptr<std::atomic<int64_t>> stamp;
+  if (event->timing) {
+    // Stamped when the stream reaches the record (at once on the legacy
+    // stream), as a GPU stamps a timing event.
+    stamp = std::make_shared<std::atomic<int64_t>>(-1);
+    if (!stream)
+      stamp->store(steadyNow());
+    else if (cudaError_t code =
+                 emu::enqueue(stream, "cudaEventRecord", {},
+                              [stamp] { stamp->store(steadyNow()); }))
+      return code;
+  }
   std::lock_guard<std::mutex> lock(gMu);
+  event->stamp = std::move(stamp);
   event->recorded = true;
   event->stream = stream;
   event->target = stream ? stream->enqueued : 0;
@@ -516,6 +547,24 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   }
   emu::joinClock(emu::gHost, event->clock);
   return emu::stickyError();
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  if (!ms || !start || !end)
+    return !ms ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle;
+  if (cudaError_t sticky = emu::stickyError())
+    return sticky;
+  std::lock_guard<std::mutex> lock(gMu);
+  // As CUDA: an event without timing, or never recorded, is not a handle
+  // this call can use; one whose stream has not reached it is not ready.
+  if (!start->timing || !end->timing || !start->recorded || !end->recorded)
+    return cudaErrorInvalidResourceHandle;
+  int64_t from = start->stamp->load(), to = end->stamp->load();
+  if (from < 0 || to < 0)
+    return cudaErrorNotReady;
+  *ms = float(double(to - from) * 1e-6);
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,

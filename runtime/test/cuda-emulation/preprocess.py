@@ -7,7 +7,8 @@ Rewrites every launch kernel<<<cfg>>>(args) into
 ::emu::launch("kernel", ::emu::Cfg(cfg), [=] { kernel(args); }) (by value:
 a launch on a stream runs later, on the stream's worker), registers
 every __shared__ array with the emulator (which fills it with NaN bytes
-before each block, so a read of unwritten shared memory shows), and writes
+before each block, so a read of unwritten shared memory shows, and knows
+the alignment it was declared with, all a GPU promises), and writes
 each .cu file as .cpp (headers as they are) into DST_DIR, keeping line
 numbers so that failures point at the real source lines.
 """
@@ -88,11 +89,17 @@ for f in sorted(os.listdir(SRC)):
         continue
     s = open(os.path.join(SRC, f)).read()
     s2, n = rewrite(s)
+    # __shared__ [__align__(N)] TYPE NAME[...], ...;
     def reg(m):
-        decls = m.group(2)
-        names = re.findall(r"(?:^|,)\s*(\w+)\s*\[", decls)
+        names = re.findall(r"(?:^|,)\s*(\w+)\s*\[", m.group(4))
+        def align(x):  # all a GPU promises of the array's address
+            a = "alignof(decltype(%s))" % x
+            return a if not m.group(2) else "(%s) > %s ? (%s) : %s" % (
+                m.group(2), a, m.group(2), a)
         return m.group(0) + "".join(
-            " ::emu::regShared(&%s, sizeof(%s));" % (x, x) for x in names)
-    s2 = re.sub(r"__shared__\s+(\w+)\s+([^;]*);", reg, s2)
+            " ::emu::regShared(&%s, sizeof(%s), %s);" % (x, x, align(x))
+            for x in names)
+    s2 = re.sub(r"__shared__\s+(__align__\s*\(([^)]*)\)\s*)?"
+                r"(\w+)\s+([^;]*);", reg, s2)
     name = f[:-3] + ".cpp" if f.endswith(".cu") else f
     open(os.path.join(DST, name), "w").write(s2)

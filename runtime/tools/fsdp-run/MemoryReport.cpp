@@ -27,6 +27,26 @@ struct HeapMarks {
 };
 HeapMarks gHeapMarks;
 
+/// Rank 0's device memory after each setup stage (DeviceMemory::stages):
+/// the first stage's in use, each later one's growth.
+void printDeviceStages(const Backend::DeviceMemory &d) {
+  if (d.stages.empty())
+    return;
+  std::string line;
+  char text[64];
+  for (size_t i = 0; i < d.stages.size(); ++i) {
+    const Backend::DeviceMemory::Stage &stage = d.stages[i];
+    double mib = double(stage.used) / (1 << 20);
+    if (i > 0)
+      mib -= double(d.stages[i - 1].used) / (1 << 20);
+    std::snprintf(text, sizeof(text), i ? " %+.1f MiB" : " %.1f MiB", mib);
+    line += (i ? ", " : "") + stage.name + text;
+  }
+  std::printf("summary: device memory by setup stage (rank 0, the device's "
+              "total less its free bytes): %s; %.1f MiB in all\n",
+              line.c_str(), double(d.stages.back().used) / (1 << 20));
+}
+
 /// On a device: its memory in use next to the compiler's prediction, the
 /// arena plus the libraries' share outside it.
 void printDevice(const Plan &plan, const HeapFigures &h, int ranks) {
@@ -42,6 +62,7 @@ void printDevice(const Plan &plan, const HeapFigures &h, int ranks) {
               "most after a step, of %s\n",
               ranks, bytes(d.afterSetup).c_str(), bytes(d.peak).c_str(),
               bytes(d.total).c_str());
+  printDeviceStages(d);
   std::printf("summary: predicted by the compiler: arena %s + outside it %s "
               "= %s\n",
               bytes(plan.arenaSize).c_str(),

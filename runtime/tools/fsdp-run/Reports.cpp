@@ -126,8 +126,11 @@ void printProfile(const KernelTimes &t, int64_t timedSteps) {
   double all = 0.0;
   for (double s : t.seconds)
     all += s;
-  std::printf("profile: kernel time by kind over %lld steps\n",
-              (long long)timedSteps);
+  // On a device, the kernels' own time on it; waits and started
+  // collectives there are what the host saw (docs/cuda.md).
+  std::printf("profile: kernel time by kind over %lld steps (%s)\n",
+              (long long)timedSteps,
+              t.onDevice ? "GPU time, CUDA events" : "wall time on the host");
   for (size_t k = 0; k < plan::kKernels.size(); ++k)
     if (t.calls[k])
       std::printf("profile: %-24s %8lld calls %10.2f ms %6.1f%%\n",

@@ -233,6 +233,9 @@ void startSession(Session &session, const Options &o, FlightRecorder &recorder,
     die(error);
   if (o.lr >= 0.0)
     session.overrideLearningRate(o.lr);
+  // On CUDA: the device's times (timing events), only when asked for.
+  if (o.profile)
+    session.timeKernels();
   if (!o.tracePath.empty()) {
     if (heap::counting())
       session.setHeapSampler(heap::liveBytes);

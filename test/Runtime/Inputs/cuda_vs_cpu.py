@@ -10,6 +10,10 @@ difference):
   - the CUDA run says it ran on the emulator (never silently a GPU);
   - losses and gradient norms step by step within REL (relative):
     docs/cuda.md says why the backends differ in the last bits;
+    the CUDA run is pedantic fp32 (--tf32 off) unless the options name
+    --tf32: the emulator's cuBLAS computes in fp32 whatever the math mode,
+    but our blocked attention runs on (emulated) TF32 tensor cores under
+    --tf32 on, which is rounding of another size;
   - the arena's measured high-water mark equals the compiler's prediction
     on both backends;
   - the emulated device reports its memory (the device-memory line).
@@ -42,6 +46,8 @@ def train(backend):
     env.pop("FSDP_CUDA_EMULATOR", None)
     if backend == "cuda":
         command += ["--backend", "cuda"]
+        if "--tf32" not in run:
+            command += ["--tf32", "off"]
         env["FSDP_CUDA_EMULATOR"] = "1"
     if args.ranks > 1:
         command = shlex.split(args.mpirun) + [str(args.ranks)] + command

@@ -52,6 +52,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "TensorCoreAttention.h"
 
 #include <cmath>
 #include <cstdio>
@@ -553,13 +554,19 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 /// registers. hs = C / NH must be an integer in 1..128 (else an error is
 /// recorded and nothing runs). Deterministic. In bf16 the tiles are
 /// widened into shared memory and everything is float until out is stored.
+/// With ctx.tf32 the products run on TF32 tensor cores
+/// (TensorCoreAttention.cu), fp32 and bf16 alike; otherwise in fp32 FMAs.
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,
                              int64_t NH, int64_t KV, int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  switch (headBucket("blockedAttentionForward", B, T, C, NH, KV)) {
+  const int bucket = headBucket("blockedAttentionForward", B, T, C, NH, KV);
+  if (bucket && ctx.tf32)
+    return detail::tensorCoreAttentionForward(ctx, bucket, out, lse, qkv, B, T,
+                                              C, NH, KV, W);
+  switch (bucket) {
   case 32:
     return launchForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
   case 64:
@@ -587,7 +594,11 @@ void blockedAttentionBackward(const Context &ctx, E *dqkv, const E *dout,
                               int64_t KV, int64_t W) {
   if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0)
     return;
-  switch (headBucket("blockedAttentionBackward", B, T, C, NH, KV)) {
+  const int bucket = headBucket("blockedAttentionBackward", B, T, C, NH, KV);
+  if (bucket && ctx.tf32)
+    return detail::tensorCoreAttentionBackward(ctx, bucket, dqkv, dout, qkv,
+                                               out, lse, B, T, C, NH, KV, W);
+  switch (bucket) {
   case 32:
     return launchBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH,
                                  KV, W);

@@ -46,6 +46,11 @@ namespace fsdp::rt::cuda {
 struct Context {
   cudaStream_t stream;
   cublasHandle_t blas;
+  /// Whether our own kernels may round fp32 operands to TF32 for tensor
+  /// cores, as `blas`'s math mode lets cuBLAS (fsdp-run --tf32 on): the
+  /// blocked attention's products then run on them, for fp32 and bf16
+  /// operands alike. False: every product of ours in fp32 FMAs.
+  bool tf32 = false;
 };
 
 /// Returns the first error recorded since the last call (launch errors,

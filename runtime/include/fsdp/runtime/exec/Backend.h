@@ -79,6 +79,28 @@ public:
   /// One past the highest arena byte that differs from the canary.
   virtual uint64_t measureHighWaterMark() = 0;
 
+  /// Kernel timing on the device. A backend whose kernels run
+  /// asynchronously (CUDA: run() returns once the kernel is enqueued) says
+  /// so here, and the executor then takes a kernel's time from the device
+  /// instead of the host's clock around run().
+  virtual bool timesKernelsOnDevice() const { return false; }
+  /// Starts (or stops) timing every later run() on the device (CUDA: a
+  /// pair of timing events around it on the compute stream). Off by
+  /// default: the events cost a little, so only a profile or a trace turns
+  /// it on.
+  virtual void setKernelTiming(bool on) {}
+  /// One kernel the device timed: its opcode, when it started (seconds
+  /// after the first kernel timed since the last take started) and how
+  /// long it ran.
+  struct KernelTime {
+    uint32_t opcode = 0;
+    double start = 0.0, seconds = 0.0;
+  };
+  /// Tells `add` the time of every run() timed since the last call, in the
+  /// order they were run, and forgets them. Call it after synchronize().
+  virtual void
+  takeKernelTimes(const std::function<void(const KernelTime &)> &add) {}
+
   /// Device memory in use (the device's total less its free bytes: our
   /// arena, the libraries' share and anything else on the device), once
   /// setup is done and the most seen when a step had finished; `measured`
@@ -86,6 +108,14 @@ public:
   struct DeviceMemory {
     bool measured = false;
     uint64_t afterSetup = 0, peak = 0, total = 0;
+    /// The memory in use after each stage of setup, in order (the first
+    /// is the CUDA context with whatever else the device held; the later
+    /// ones' growth is what each took), and after the first step.
+    struct Stage {
+      std::string name;
+      uint64_t used = 0;
+    };
+    std::vector<Stage> stages;
   };
   virtual DeviceMemory deviceMemory() const { return {}; }
   /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as

@@ -29,10 +29,14 @@ public:
                     std::string &error) const = 0;
 };
 
-/// Wall time spent in each kernel kind over all steps so far.
+/// Time spent in each kernel kind over all steps so far: wall time on
+/// the host around each kernel, or, where `onDevice` (Session::timeKernels
+/// on a backend that times kernels on the device: CUDA), the device's time
+/// for the kernels run() enqueued (its waits stay the host's).
 struct KernelTimes {
   std::array<double, plan::kKernels.size()> seconds{};
   std::array<int64_t, plan::kKernels.size()> calls{};
+  bool onDevice = false;
 };
 
 class Session {
@@ -108,7 +112,16 @@ public:
 
   const KernelTimes &kernelTimes() const { return times; }
   /// Forgets the times so far (the first step's page faults, say).
-  void resetKernelTimes() { times = KernelTimes(); }
+  void resetKernelTimes() {
+    times = KernelTimes();
+    times.onDevice = deviceTiming;
+  }
+  /// Times kernels for a profile (fsdp-run's --profile; startTrace too):
+  /// where the backend runs them asynchronously and can time them on the
+  /// device (Backend::timesKernelsOnDevice), turns that on, so that
+  /// kernelTimes() and the trace hold the device's times; the host's clock
+  /// around a launch would measure the launch. A no-op on the CPU.
+  void timeKernels();
 
   /// Skips every collective and wait: the compute of the same plan alone,
   /// for measuring how much communication a schedule hides. Losses are
@@ -122,7 +135,11 @@ public:
 
   /// One executed kernel, for a timeline (microseconds since the session
   /// started tracing), on lane 0 (compute; waits included), 1 (gathers) or
-  /// 2 (reduce-scatters).
+  /// 2 (reduce-scatters). Where the device times kernels (timeKernels), a
+  /// compute-lane kernel's duration is the device's and its start the
+  /// device's offset from the step's first kernel, placed at that kernel's
+  /// launch on the host's clock; waits (enqueued, not run, by the host)
+  /// are left out.
   struct TraceEvent {
     uint32_t instruction;
     int64_t step;
@@ -181,6 +198,9 @@ private:
   /// backend.synchronize(), closing the device collectives' records as
   /// the device finishes them.
   void synchronizeDevice();
+  /// After synchronizeDevice(): the device's times of the kernels run
+  /// since the last take, into `times` and their trace events.
+  void takeDeviceTimes();
 
   const Plan &plan;
   Backend &backend;
@@ -210,6 +230,10 @@ private:
   bool evaluating = false;
   std::chrono::steady_clock::time_point traceOrigin;
   std::vector<TraceEvent> trace;
+  /// Kernels timed on the device (timeKernels), and the trace events of
+  /// those run since the last take, in order, for their device times.
+  bool deviceTiming = false;
+  std::vector<size_t> pendingTrace;
   uint64_t (*heapSampler)() = nullptr;
 };
 
