@@ -37,9 +37,16 @@ constexpr int64_t kPlanBytesPerOp = 240;
 /// communicator uses on one node, as an estimate (NCCL picks them at run
 /// time, and NCCL_BUFFSIZE in the job's environment changes the size).
 constexpr int64_t kNcclBuffSize = 4 * kMiB, kNcclChannels = 4;
-/// The CUDA context and our kernels' modules on the device: an estimate
-/// until the GPU check measures it (docs/cuda.md).
-constexpr int64_t kCudaContext = 500 * kMiB;
+/// Measured by the GPU check on an H200 (driver 580, CUDA 13.0, cuBLAS
+/// 13.1, NCCL 2.28.3; docs/cuda.md, "Measured on a GPU"), the device's
+/// total less its free bytes after each setup stage, the same in every
+/// run: the context 526.8 MiB, the streams 2, the modules the first step
+/// loads lazily 2 (together rounded up here); cuBLAS's handle 68 MiB;
+/// NCCL 1090 MiB for the first communicator and 902 for the second, at one
+/// rank (no peers: NCCL's own state, not its channel buffers).
+constexpr int64_t kCudaContext = 531 * kMiB;
+constexpr int64_t kCublasHandle = 68 * kMiB;
+constexpr int64_t kNcclFirstInit = 188 * kMiB, kNcclPerComm = 902 * kMiB;
 /// Resident but neither heap nor arena on a CPU rank: code, stacks and
 /// Open MPI's shared-memory segments (12.4 MiB for a small GPT-2 and
 /// 14.7 MiB for GPT-2 124M at 2 ranks when first measured; 16.5 MiB for
@@ -247,27 +254,39 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
     return o;
   }
   // The arena is device memory: only what the libraries put there counts.
-  // Each NCCL communicator keeps, per ring channel, a buffer for what its
-  // predecessor sends and one for what it sends its successor. The backend
-  // has one for gathers and one for reduce-scatters over the shard group,
+  // The backend has an NCCL communicator for gathers and one for
+  // reduce-scatters over the shard group (the world's at one rank too),
   // and under a mesh with replicas a third over the replica group (the
-  // replica all-reduces); a one-rank group's has no peers and no buffers.
+  // replica all-reduces). Each keeps NCCL's state, and, per ring channel,
+  // a buffer for what its predecessor sends and one for what it sends its
+  // successor; a one-rank group's has no peers and no buffers.
   int64_t shards = getShardSize(module);
-  int64_t comms = (shards > 1 ? 2 : 0) + (getNumRanks(module) > shards);
+  bool replicas = getNumRanks(module) > shards;
+  int64_t comms = 2 + replicas;
+  int64_t buffered = (shards > 1 ? 2 : 0) + replicas;
   o.lines.push_back({"CUDA context", kCudaContext, true,
-                     "context and kernel modules, to be measured on a GPU",
+                     "context, streams and our kernels' modules, measured "
+                     "on an H200",
                      OverheadKind::Device});
+  o.lines.push_back({"cuBLAS handle", kCublasHandle, true,
+                     "measured on an H200", OverheadKind::Device});
   // The backend gives cuBLAS this workspace itself, after the arena in the
   // same allocation (NVIDIA's recommended size for Hopper).
   o.lines.push_back(
       {"cuBLAS workspace", int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
        "set by the backend, after the arena", OverheadKind::Device});
-  if (comms > 0) {
+  o.lines.push_back({"NCCL communicators",
+                     kNcclFirstInit + comms * kNcclPerComm, true,
+                     std::to_string(comms) +
+                         " communicators' own state, measured at one rank on "
+                         "an H200 (188 MiB once, 902 MiB each)",
+                     OverheadKind::Device});
+  if (buffered > 0) {
     NcclSettings nccl = ncclSettings();
     o.lines.push_back(
-        {"NCCL buffers", comms * nccl.channels * 2 * nccl.buffSize, true,
-         std::to_string(comms) +
-             (comms == 1 ? " communicator x " : " communicators x ") +
+        {"NCCL buffers", buffered * nccl.channels * 2 * nccl.buffSize, true,
+         std::to_string(buffered) +
+             (buffered == 1 ? " communicator x " : " communicators x ") +
              std::to_string(nccl.channels) + " channels x 2 x " + nccl.source,
          OverheadKind::Device});
   }
