@@ -144,20 +144,8 @@ __device__ float rowD(const E *__restrict__ dO, const E *__restrict__ o,
   return groupSum<L::kGroup>(acc);
 }
 
-/// Where query head h of batch b lives in the B x T x (C + 2 KV hs) and
-/// B x T x C layouts: q, its kv head's k (v is KV hs further on), the
-/// out/dout rows, the lse row; qkv rows are ld apart.
-struct HeadView {
-  int64_t q, k, bt, bh, ld;
-};
-
-__device__ __forceinline__ HeadView headView(int64_t b, int64_t h, int64_t T,
-                                             int64_t C, int64_t NH, int64_t KV,
-                                             int hs) {
-  const int64_t ld = C + 2 * KV * hs, row = b * T * ld;
-  return {row + h * hs, row + C + h / (NH / KV) * hs, b * T * C + h * hs,
-          b * NH + h, ld};
-}
+using detail::headView;
+using detail::HeadView;
 
 /// The query head of blockIdx.x = b NH + h.
 __device__ __forceinline__ HeadView queryHeadView(int64_t T, int64_t C,

@@ -56,6 +56,22 @@ __host__ __device__ __forceinline__ int64_t windowStart(int64_t i, int64_t W) {
   return W > 0 && i >= W ? i - W + 1 : 0;
 }
 
+/// Where query head h of batch b lives in attention's B x T x (C + 2 KV hs)
+/// and B x T x C layouts: q, its kv head's k (v is KV hs further on), the
+/// out/dout rows, the lse row; qkv rows are ld apart. (The blocked kernels,
+/// on FMAs and on tensor cores.)
+struct HeadView {
+  int64_t q, k, bt, bh, ld;
+};
+
+__device__ __forceinline__ HeadView headView(int64_t b, int64_t h, int64_t T,
+                                             int64_t C, int64_t NH, int64_t KV,
+                                             int hs) {
+  const int64_t ld = C + 2 * KV * hs, row = b * T * ld;
+  return {row + h * hs, row + C + h / (NH / KV) * hs, b * T * C + h * hs,
+          b * NH + h, ld};
+}
+
 //===----------------------------------------------------------------------===//
 // Element types: every kernel loads its T operands as float, computes and
 // accumulates in float, and rounds once where it stores a T

@@ -183,19 +183,6 @@ __device__ void tileD(float *Ds, const E *__restrict__ dO,
     Ds[r] = acc;
 }
 
-/// Where query head h of batch b lives (BlockedAttention.cu's HeadView).
-struct Head {
-  int64_t q, k, bt, bh, ld;
-};
-
-__device__ __forceinline__ Head headAt(int64_t b, int64_t h, int64_t T,
-                                       int64_t C, int64_t NH, int64_t KV,
-                                       int hs) {
-  const int64_t ld = C + 2 * KV * hs, row = b * T * ld;
-  return {row + h * hs, row + C + h / (NH / KV) * hs, b * T * C + h * hs,
-          b * NH + h, ld};
-}
-
 //===----------------------------------------------------------------------===//
 // Forward
 //===----------------------------------------------------------------------===//
@@ -263,7 +250,8 @@ __global__ void __launch_bounds__(TcShape<HS>::kThreads)
   __shared__ Shared shared[1];
   float *QO = shared->QO, *Ks = shared->Ks, *Vs = shared->Vs;
   float *Ss = shared->Ss;
-  const Head hv = headAt(blockIdx.x / NH, blockIdx.x % NH, T, C, NH, KV, hs);
+  const HeadView hv =
+      headView(blockIdx.x / NH, blockIdx.x % NH, T, C, NH, KV, hs);
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * S::kRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t w0 = i0 + 16 * warp, i = w0 + lane / 2;
@@ -349,10 +337,10 @@ __device__ void keySoftmax(float *St, float *dPt, const float *lseS,
 template <int HS, typename E>
 __device__ void keyPassHead(KeyPassShared<HS> &sh, const FragA (&kf)[HS / 8],
                             const FragA (&vf)[HS / 8], FragC (&dk)[HS / 16],
-                            FragC (&dv)[HS / 16], const Head &hv, const E *dout,
-                            const E *qkv, const E *out, const float *lse,
-                            int64_t j0, int64_t T, int64_t C, int hs,
-                            float scale, int64_t W) {
+                            FragC (&dv)[HS / 16], const HeadView &hv,
+                            const E *dout, const E *qkv, const E *out,
+                            const float *lse, int64_t j0, int64_t T, int64_t C,
+                            int hs, float scale, int64_t W) {
   using S = TcShape<HS>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t k0 = j0 + 16 * warp;
@@ -396,7 +384,7 @@ __global__ void __launch_bounds__(TcShape<HS>::kThreads)
   const int64_t b = blockIdx.x / KV, g = NH / KV, h0 = blockIdx.x % KV * g;
   const int64_t j0 = int64_t(blockIdx.y) * S::kRows;
   const int warp = threadIdx.x / 32;
-  const Head kv = headAt(b, h0, T, C, NH, KV, hs);
+  const HeadView kv = headView(b, h0, T, C, NH, KV, hs);
   float *Kst = sh.staged, *Vst = sh.staged + S::kRows * S::kLd;
   loadRows<HS, S::kRows>(Kst, qkv + kv.k, kv.ld, j0, T, hs);
   loadRows<HS, S::kRows>(Vst, qkv + kv.k + KV * hs, kv.ld, j0, T, hs);
@@ -411,7 +399,7 @@ __global__ void __launch_bounds__(TcShape<HS>::kThreads)
     wmma::fill_fragment(dv[n], 0.0f);
   }
   for (int64_t h = h0; h < h0 + g; ++h)
-    keyPassHead<HS>(sh, kf, vf, dk, dv, headAt(b, h, T, C, NH, KV, hs), dout,
+    keyPassHead<HS>(sh, kf, vf, dk, dv, headView(b, h, T, C, NH, KV, hs), dout,
                     qkv, out, lse, j0, T, C, hs, scale, W);
   __syncthreads(); // the staging area takes dk and dv
   putAccumulators<HS>(Kst + warp * 16 * S::kLd, dk, scale);
@@ -483,7 +471,8 @@ __global__ void __launch_bounds__(TcShape<HS>::kThreads)
   using Shared = QueryPassShared<HS>;
   __shared__ Shared shared[1];
   Shared &sh = shared[0];
-  const Head hv = headAt(blockIdx.x / NH, blockIdx.x % NH, T, C, NH, KV, hs);
+  const HeadView hv =
+      headView(blockIdx.x / NH, blockIdx.x % NH, T, C, NH, KV, hs);
   const int64_t i0 = (int64_t(gridDim.y) - 1 - blockIdx.y) * S::kRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t w0 = i0 + 16 * warp, i = w0 + lane / 2;
