@@ -21,7 +21,10 @@ they agree to well under 1e-3 relative for the steps checked; bf16: the
 CPU rounds as the GPU does, but a summation order that flips one bf16
 rounding moves the loss by more, hence a looser tolerance); and our bf16
 losses against our fp32 ones over the same steps (a sanity bound: mixed
-precision must train like fp32 over a few steps). Exits 1 when a check
+precision must train like fp32 over a few steps); and gpt2-124m's peak
+device memory (TF32, bf16) against the compiler's arena plus outside-the-
+arena figure, at most it and within MEMORY_TOL, with the bytes each setup
+stage took (the run report's device_stages). Exits 1 when a check
 fails, 0 otherwise; whether our step time beats PyTorch's is reported, not
 enforced.
 
@@ -109,6 +112,30 @@ def our_row(name, run, flops, peak):
     return (name, ms, run["tokens_per_s"], flops / (ms * 1e-3) / (peak * 1e12),
             f"{run['arena_bytes_measured'] / 2**30:.2f} GiB arena high-water",
             f"{run['arena_bytes_predicted'] / 2**30:.2f} GiB")
+
+
+MEMORY_TOL = 0.05  # the device's peak against the compiler's figure
+
+
+def device_memory(name, run):
+    """The device's peak (its total less its free bytes) against the
+    compiler's arena plus outside-the-arena prediction: at most the
+    prediction, and within MEMORY_TOL of it; with the setup stages."""
+    if not run or "device_bytes_peak" not in run:
+        return False, f"{name} device memory: not measured"
+    measured = run["device_bytes_peak"]
+    predicted = (run["arena_bytes_predicted"] +
+                 run["outside_arena_bytes_predicted"])
+    ok = measured <= predicted <= measured * (1 + MEMORY_TOL)
+    stages = run.get("device_stages", [])
+    grown = [(s["stage"], s["bytes_in_use"] - (stages[i - 1]["bytes_in_use"]
+                                               if i else 0))
+             for i, s in enumerate(stages)]
+    return ok, (f"{name} device memory: peak {measured / 2**20:,.1f} MiB, "
+                f"predicted {predicted / 2**20:,.1f} MiB (at most, within "
+                f"{MEMORY_TOL:.0%}); by stage: " +
+                (", ".join(f"{n} {b / 2**20:+,.1f}" for n, b in grown) or
+                 "none reported"))
 
 
 def torch_row(name, run, flops):
@@ -306,6 +333,7 @@ def row_lines(key, ref, out):
                 lines.append(check_line(*compare(
                     "gpt2-124m TF32", run, ref.get("gpt2-124m"),
                     what="GPU TF32 vs CPU fp32")))
+            lines.append(check_line(*device_memory(key, run)))
     elif key == "tiny-bf16":
         tiny_bf16 = load(path("tiny-bf16-cuda.json"))
         lines.append(check_line(*compare("tiny-bf16", tiny_bf16,
@@ -430,6 +458,8 @@ def main():
                           MIXED_TOL, "GPU bf16 vs GPU TF32"))
     checks.append(compare("gpt2-124m TF32", ours, ref.get("gpt2-124m"),
                           what="GPU TF32 vs CPU fp32"))
+    checks.append(device_memory("gpt2-124m-tf32", ours))
+    checks.append(device_memory("gpt2-124m-bf16", ours_bf16))
     llama_checks, llama_targets = llama_section(ref, out)
     print()
     for ok, text in checks + llama_checks:

@@ -255,18 +255,11 @@ bool CudaBackend::initialize(std::string &error) {
   meter.stage("cuBLAS handle");
   // Connect every channel now, at setup, not lazily inside the first
   // collective of a step (where a late peer would block the host outside
-  // the timeout, and the connection buffers would be allocated after the
-  // arena); keep two communicators' kernels in issue order on one GPU.
+  // the timeout, and the connection buffers would be allocated while the
+  // step runs); keep two communicators' kernels in issue order on one GPU.
   // The environment still decides where it says otherwise.
   setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
   setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", /*overwrite=*/0);
-  // Stream 0's collectives (plans without a schedule) share stream 1's
-  // communicator: they run on the compute stream, never concurrently.
-  // Stream 3 (replica all-reduces) gets its own only under hybrid
-  // sharding (prepare).
-  for (uint32_t s = 1; s < plan::kReplicaStream; ++s)
-    if (!(nccl[s] = meter.nccl(comm, "world", error)))
-      return false;
   int runtimeVersion = 0, driverVersion = 0, blasVersion = 0;
   cudaRuntimeGetVersion(&runtimeVersion);
   cudaDriverGetVersion(&driverVersion);
@@ -329,8 +322,17 @@ bool CudaBackend::splitExperts(const Plan &plan, std::string &error) {
 bool CudaBackend::prepare(const Plan &plan, std::string &error) {
   if (plan.expertSize > 1 && !splitExperts(plan, error))
     return false;
-  if (plan.replicas() == 1)
+  // Stream 0's collectives (plans without a schedule) share stream 1's
+  // communicator: they run on the compute stream, never concurrently.
+  // Stream 3 (replica all-reduces) gets its own only under hybrid
+  // sharding, whose shard group's take streams 1 and 2 (below): the
+  // world's are made only when they are used.
+  if (plan.replicas() == 1) {
+    for (uint32_t s = 1; s < plan::kReplicaStream; ++s)
+      if (!nccl[s] && !(nccl[s] = meter.nccl(comm, "world", error)))
+        return false;
     return true;
+  }
   int rank = comm.rank(), shards = int(plan.shardSize);
   std::string why;
   auto shardHost = comm.split(
@@ -344,8 +346,8 @@ bool CudaBackend::prepare(const Plan &plan, std::string &error) {
     error = "cannot split the mesh's groups: " + why;
     return false;
   }
-  // The world's communicators of streams 1 and 2 give way to the shard
-  // group's, in one order on every rank.
+  // The shard group's communicators on streams 1 and 2, in one order on
+  // every rank.
   for (uint32_t s = 1; s <= plan::kReplicaStream; ++s) {
     bool replica = s == plan::kReplicaStream;
     if (!(nccl[s] =

@@ -59,10 +59,9 @@ void MemoryMeter::stage(std::string name) {
 std::unique_ptr<Nccl> MemoryMeter::nccl(Communicator &host, const char *what,
                                         std::string &error) {
   std::unique_ptr<Nccl> made = Nccl::create(host, error);
-  if (made)
+  if (made && !made->local()) // a one-rank group allocates nothing
     stage("NCCL #" + std::to_string(++communicators) + " (" + what + ", " +
-          std::to_string(host.size()) +
-          (host.size() == 1 ? " rank)" : " ranks)"));
+          std::to_string(host.size()) + " ranks)");
   return made;
 }
 

@@ -46,7 +46,8 @@ public:
   /// the figure after setup).
   void stage(std::string name);
   /// A new NCCL communicator over `host` (null with `error`), a stage of
-  /// its own: "NCCL #n (`what`, k ranks)".
+  /// its own: "NCCL #n (`what`, k ranks)"; a one-rank group's is local
+  /// (Nccl.h) and no stage.
   std::unique_ptr<Nccl> nccl(Communicator &host, const char *what,
                              std::string &error);
   const Backend::DeviceMemory &memory() const { return measured; }

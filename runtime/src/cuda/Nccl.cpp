@@ -18,7 +18,24 @@ static bool ok(ncclResult_t result, const char *what, std::string &error) {
   return false;
 }
 
+bool Nccl::copy(const void *from, void *to, size_t bytes, cudaStream_t stream,
+                std::string &error) {
+  if (from == to || bytes == 0)
+    return true;
+  cudaError_t code =
+      cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream);
+  if (code == cudaSuccess)
+    return true;
+  error = std::string("cudaMemcpyAsync (a one-rank collective): ") +
+          cudaGetErrorString(code);
+  return false;
+}
+
 std::unique_ptr<Nccl> Nccl::create(Communicator &host, std::string &error) {
+  // Every rank of the group decides alike (its size), so no rank waits
+  // in a broadcast another skipped.
+  if (host.size() == 1)
+    return std::unique_ptr<Nccl>(new Nccl(nullptr, host.rank(), 1));
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   bool haveId =
@@ -36,7 +53,7 @@ std::unique_ptr<Nccl> Nccl::create(Communicator &host, std::string &error) {
 }
 
 Nccl::~Nccl() {
-  if (!aborted)
+  if (comm && !aborted)
     ncclCommDestroy(comm);
 }
 
@@ -44,6 +61,8 @@ bool Nccl::allGather(const void *shard, void *full, plan::DType dtype,
                      int64_t total, cudaStream_t stream, std::string &error) {
   const NcclType &type = ncclTypeOf(dtype);
   auto *base = static_cast<char *>(full);
+  if (!comm)
+    return copy(shard, full, size_t(total) * type.bytes, stream, error);
   if (total % size == 0)
     return ok(ncclAllGather(shard, full, total / size, type.nccl, comm, stream),
               "ncclAllGather", error);
@@ -76,6 +95,8 @@ bool Nccl::reduceScatterMean(const void *full, void *shard, plan::DType dtype,
                              std::string &error) {
   const NcclType &type = ncclTypeOf(dtype);
   const auto *base = static_cast<const char *>(full);
+  if (!comm) // the mean over one rank
+    return copy(full, shard, size_t(total) * type.bytes, stream, error);
   if (total % size == 0)
     return ok(ncclReduceScatter(full, shard, total / size, type.nccl, ncclAvg,
                                 comm, stream),
@@ -97,12 +118,16 @@ bool Nccl::reduceScatterMean(const void *full, void *shard, plan::DType dtype,
 
 bool Nccl::allReduceSum(const float *in, float *out, cudaStream_t stream,
                         std::string &error) {
+  if (!comm)
+    return copy(in, out, sizeof(float), stream, error);
   return ok(ncclAllReduce(in, out, 1, ncclFloat32, ncclSum, comm, stream),
             "ncclAllReduce", error);
 }
 
 bool Nccl::allReduceMean(void *data, plan::DType dtype, int64_t count,
                          cudaStream_t stream, std::string &error) {
+  if (!comm) // in place: the mean over one rank is the data
+    return true;
   return ok(ncclAllReduce(data, data, size_t(count), ncclTypeOf(dtype).nccl,
                           ncclAvg, comm, stream),
             "ncclAllReduce", error);
@@ -115,6 +140,8 @@ bool Nccl::allToAllCounts(const int64_t *send, int64_t *recv, int64_t perPeer,
       error = "an all-to-all of " + std::to_string(perPeer) + " counts";
     return perPeer == 0;
   }
+  if (!comm)
+    return copy(send, recv, size_t(perPeer) * sizeof(int64_t), stream, error);
   if (!ok(ncclGroupStart(), "ncclGroupStart", error))
     return false;
   for (int r = 0; r < size; ++r)
@@ -144,6 +171,15 @@ bool Nccl::allToAllV(const void *send, const int64_t *sendRows, void *recv,
       return false;
     }
   const size_t row = size_t(rowElements);
+  if (!comm) {
+    if (sendRows[0] != recvRows[0]) {
+      error = "a one-rank all-to-all sending " + std::to_string(sendRows[0]) +
+              " rows to itself and receiving " + std::to_string(recvRows[0]);
+      return false;
+    }
+    return copy(send, recv, size_t(sendRows[0]) * row * type.bytes, stream,
+                error);
+  }
   const auto *from = static_cast<const char *>(send);
   auto *to = static_cast<char *>(recv);
   if (!ok(ncclGroupStart(), "ncclGroupStart", error))
@@ -166,12 +202,14 @@ bool Nccl::allToAllV(const void *send, const int64_t *sendRows, void *recv,
 
 ncclResult_t Nccl::asyncError() {
   ncclResult_t state = ncclSuccess;
+  if (!comm)
+    return state;
   ncclResult_t result = ncclCommGetAsyncError(comm, &state);
   return result != ncclSuccess ? result : state;
 }
 
 void Nccl::abort() {
-  if (!aborted)
+  if (comm && !aborted)
     ncclCommAbort(comm);
   aborted = true;
 }

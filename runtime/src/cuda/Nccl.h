@@ -13,6 +13,11 @@
 // rooted at each rank over its range: the same bytes cross the wire, in one
 // fused launch.
 //
+// A group of one rank has nothing to exchange: no NCCL communicator is
+// created for it (NCCL's state costs about 1 GiB of device memory per
+// communicator even without peers, docs/cuda.md), and each collective is
+// the copy its semantics leave (none when in place) on the same stream.
+//
 // Expert parallelism's all-to-alls (counts, then rows of uneven counts) are
 // grouped point-to-point calls: NCCL has no all-to-all of its own.
 //
@@ -89,6 +94,8 @@ public:
                  const int64_t *recvRows, int64_t rowElements, plan::DType type,
                  cudaStream_t stream, std::string &error);
   int rankId() const { return rank; }
+  /// A one-rank group: collectives are local copies, NCCL is not used.
+  bool local() const { return comm == nullptr; }
   int worldSize() const { return size; }
   /// ncclSuccess, or the error NCCL found while collectives ran.
   ncclResult_t asyncError();
@@ -98,7 +105,11 @@ public:
 private:
   Nccl(ncclComm_t comm, int rank, int size)
       : comm(comm), rank(rank), size(size) {}
-  ncclComm_t comm;
+  /// `bytes` from `from` to `to` on `stream` (a one-rank collective);
+  /// nothing when they are the same.
+  static bool copy(const void *from, void *to, size_t bytes,
+                   cudaStream_t stream, std::string &error);
+  ncclComm_t comm; ///< null for a one-rank group
   int rank, size;
   bool aborted = false;
 };

@@ -161,15 +161,40 @@ static void writeExpertFields(std::ostream &out, const RunReport &r) {
   out << "]";
 }
 
+/// `text` as a JSON string (a newline as a space).
+static std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text)
+    out += c == '"' || c == '\\' ? std::string("\\") + c
+           : c == '\n'           ? std::string(" ")
+                                 : std::string(1, c);
+  return out + "\"";
+}
+
+/// The resident set, the device's memory (with its setup stages) and the
+/// heap, where each was measured.
+static void writeMemoryFields(std::ostream &out, const RunReport &r) {
+  if (r.rssMeasured)
+    out << ", \"rss_bytes_after_setup\": " << r.rssAfterSetup
+        << ", \"rss_bytes_peak\": " << r.rssPeak
+        << ", \"rss_bytes_predicted\": " << r.rssPredicted;
+  if (r.deviceMeasured)
+    out << ", \"device_bytes_after_setup\": " << r.deviceAfterSetup
+        << ", \"device_bytes_peak\": " << r.devicePeak;
+  if (!r.deviceStages.empty()) {
+    out << ", \"device_stages\": [";
+    for (size_t i = 0; i < r.deviceStages.size(); ++i)
+      out << (i ? ", " : "")
+          << "{\"stage\": " << quoted(r.deviceStages[i].first)
+          << ", \"bytes_in_use\": " << r.deviceStages[i].second << "}";
+    out << "]";
+  }
+  if (r.heapCounted)
+    out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
+        << ", \"heap_bytes_peak\": " << r.heapPeak;
+}
+
 bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
-  auto quoted = [](const std::string &text) {
-    std::string out = "\"";
-    for (char c : text)
-      out += c == '"' || c == '\\' ? std::string("\\") + c
-             : c == '\n'           ? std::string(" ")
-                                   : std::string(1, c);
-    return out + "\"";
-  };
   return output.write(
       [&](std::ostream &out) {
         char number[64];
@@ -219,16 +244,7 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
             << ", \"peak_bytes_predicted\": " << r.peakPredicted
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
-        if (r.rssMeasured)
-          out << ", \"rss_bytes_after_setup\": " << r.rssAfterSetup
-              << ", \"rss_bytes_peak\": " << r.rssPeak
-              << ", \"rss_bytes_predicted\": " << r.rssPredicted;
-        if (r.deviceMeasured)
-          out << ", \"device_bytes_after_setup\": " << r.deviceAfterSetup
-              << ", \"device_bytes_peak\": " << r.devicePeak;
-        if (r.heapCounted)
-          out << ", \"heap_bytes_after_setup\": " << r.heapAfterSetup
-              << ", \"heap_bytes_peak\": " << r.heapPeak;
+        writeMemoryFields(out, r);
         writeExpertFields(out, r);
         out << "}\n";
       },

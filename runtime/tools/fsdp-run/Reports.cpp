@@ -264,6 +264,8 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;
+    for (const Backend::DeviceMemory::Stage &stage : heap.device.stages)
+      report.deviceStages.emplace_back(stage.name, stage.used);
     if ((report.allToAllCounted = plan.hasExpertUnits()) &&
         !result.losses.empty()) {
       report.allToAllPerStep = result.allToAllBytes / result.losses.size();

@@ -255,15 +255,18 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   }
   // The arena is device memory: only what the libraries put there counts.
   // The backend has an NCCL communicator for gathers and one for
-  // reduce-scatters over the shard group (the world's at one rank too),
-  // and under a mesh with replicas a third over the replica group (the
-  // replica all-reduces). Each keeps NCCL's state, and, per ring channel,
-  // a buffer for what its predecessor sends and one for what it sends its
-  // successor; a one-rank group's has no peers and no buffers.
+  // reduce-scatters over the shard group, under a mesh with replicas one
+  // over the replica group (the replica all-reduces), and under expert
+  // parallelism one over the expert group (the all-to-alls) and two over
+  // the expert shard group. A group of one rank has none (its collectives
+  // are copies, runtime/src/cuda/Nccl.h). Each keeps NCCL's state, and,
+  // per ring channel, a buffer for what its predecessor sends and one for
+  // what it sends its successor.
   int64_t shards = getShardSize(module);
-  bool replicas = getNumRanks(module) > shards;
-  int64_t comms = 2 + replicas;
-  int64_t buffered = (shards > 1 ? 2 : 0) + replicas;
+  MeshAttr mesh = getMesh(module);
+  int64_t experts = mesh ? mesh.getExpertSize() : 1;
+  int64_t comms = (shards > 1 ? 2 : 0) + (getNumRanks(module) > shards) +
+                  (experts > 1 ? 1 + (shards / experts > 1 ? 2 : 0) : 0);
   o.lines.push_back({"CUDA context", kCudaContext, true,
                      "context, streams and our kernels' modules, measured "
                      "on an H200",
@@ -275,21 +278,21 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   o.lines.push_back(
       {"cuBLAS workspace", int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
        "set by the backend, after the arena", OverheadKind::Device});
+  if (comms == 0)
+    return o; // one rank: no NCCL at all
   o.lines.push_back({"NCCL communicators",
                      kNcclFirstInit + comms * kNcclPerComm, true,
                      std::to_string(comms) +
                          " communicators' own state, measured at one rank on "
                          "an H200 (188 MiB once, 902 MiB each)",
                      OverheadKind::Device});
-  if (buffered > 0) {
-    NcclSettings nccl = ncclSettings();
-    o.lines.push_back(
-        {"NCCL buffers", buffered * nccl.channels * 2 * nccl.buffSize, true,
-         std::to_string(buffered) +
-             (buffered == 1 ? " communicator x " : " communicators x ") +
-             std::to_string(nccl.channels) + " channels x 2 x " + nccl.source,
-         OverheadKind::Device});
-  }
+  NcclSettings nccl = ncclSettings();
+  o.lines.push_back(
+      {"NCCL buffers", comms * nccl.channels * 2 * nccl.buffSize, true,
+       std::to_string(comms) +
+           (comms == 1 ? " communicator x " : " communicators x ") +
+           std::to_string(nccl.channels) + " channels x 2 x " + nccl.source,
+       OverheadKind::Device});
   return o;
 }
 

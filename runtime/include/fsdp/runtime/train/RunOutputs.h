@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fsdp::rt {
@@ -69,6 +70,9 @@ struct RunReport {
   /// Device memory in use (Backend::DeviceMemory), where there is one.
   bool deviceMeasured = false;
   uint64_t deviceAfterSetup = 0, devicePeak = 0;
+  /// Rank 0's device memory in use after each setup stage and the first
+  /// step (Backend::DeviceMemory::stages): "device_stages".
+  std::vector<std::pair<std::string, uint64_t>> deviceStages;
   /// Expert parallelism's all_to_all bytes per training step (moved to and
   /// from other ranks: TrainResult::allToAllBytes over the steps run),
   /// rank 0's and the max over ranks; written only for a plan with
