@@ -52,7 +52,7 @@ def FsdpLowerToRuntimePass : Pass<"fsdp-lower-to-runtime", "::mlir::ModuleOp"> {
     ```
     After:
     ```mlir
-    func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = 3502208 : i64, cuda = 2819620864 : i64}, fsdprt.program} {
+    func.func @train_step() -> memref<f32> attributes {fsdprt.outside_arena = {cpu = 3502208 : i64, cuda = 2821718016 : i64}, fsdprt.program} {
       %0 = fsdprt.buffer <input> input 0 : memref<2x4xf32>
       %1 = fsdprt.buffer <input> input 1 : memref<2xi32>
       %2 = fsdprt.buffer <param> param @layers.0.w : memref<3x4xf32>

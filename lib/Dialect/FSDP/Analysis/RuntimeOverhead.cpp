@@ -48,6 +48,7 @@ constexpr int64_t kNcclBuffSize = 4 * kMiB, kNcclChannels = 4;
 /// rank (no peers: NCCL's own state, not its channel buffers).
 constexpr int64_t kCudaContext = 533 * kMiB;
 constexpr int64_t kCublasHandle = 68 * kMiB;
+constexpr int64_t kDevicePage = 2 * kMiB;
 constexpr int64_t kNcclFirstInit = 188 * kMiB, kNcclPerComm = 902 * kMiB;
 /// Resident but neither heap nor arena on a CPU rank: code, stacks and
 /// Open MPI's shared-memory segments (12.4 MiB for a small GPT-2 and
@@ -280,6 +281,13 @@ RuntimeOverhead mlir::fsdp::estimateRuntimeOverhead(ModuleOp module,
   o.lines.push_back(
       {"cuBLAS workspace", int64_t(::fsdp::plan::kCublasWorkspaceBytes), false,
        "set by the backend, after the arena", OverheadKind::Device});
+  // The driver hands out device memory in 2 MiB pages: the arena's one
+  // cudaMalloc (with the workspace) may take up to that much more (1.6
+  // MiB for GPT-2 6 x 256 on the H200, docs/cuda.md's third run).
+  o.lines.push_back({"allocation rounding", kDevicePage, true,
+                     "the arena's cudaMalloc rounded up to 2 MiB pages, at "
+                     "most",
+                     OverheadKind::Device});
   if (comms == 0)
     return o; // one rank: no NCCL at all
   o.lines.push_back({"NCCL communicators",
