@@ -116,21 +116,32 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
 // so its references do too; the materialized reference keeps its probs in
 // float (no T x T buffer here), a few bf16 units from the blocked kernels.
 // KV kv heads (0: NH) and the window W, as testAttention. With `tc` the
-// kernels on TF32 tensor cores (TensorCoreAttention.cu, Context::tf32),
-// to TF32's rounding on top (kTensorCoreTol of the largest value).
+// kernels on TF32 tensor cores (Context::tf32: the pipelined ones of
+// TensorCoreForward.cu and TensorCoreBackward.cu, or with
+// FSDP_CUDA_ATTENTION=wmma1 the first ones of TensorCoreAttention.cu), to
+// TF32's rounding on top (kTensorCoreTol of the largest value). `spread`
+// scales key j by 1 + spread j / T, so that a row's largest score keeps
+// growing along the keys (the pipelined forward's rescale).
 template <typename E>
 void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W,
-                 bool tc) {
+                 bool tc, float spread) {
   KV = KV ? KV : NH;
   const cu::Context c{ctx.stream, ctx.blas, tc};
   const double extra = tc ? kTensorCoreTol : 0.0;
-  char nm[128];
-  snprintf(nm, sizeof nm, "blocked%s%s B=%d T=%d C=%d NH=%d%s",
-           tc ? " tensor cores" : "", kIsBF16<E> ? " bf16" : "", B, T, C, NH,
-           kvName(NH, KV, W).c_str());
+  const char *variant = getenv("FSDP_CUDA_ATTENTION");
+  const bool first = variant && strcmp(variant, "wmma1") == 0;
+  char nm[160];
+  snprintf(nm, sizeof nm, "blocked%s%s%s B=%d T=%d C=%d NH=%d%s%s",
+           tc ? " tensor cores" : "", tc && first ? " wmma1" : "",
+           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV, W).c_str(),
+           spread ? " spread" : "");
   std::mt19937 rng(seed);
-  auto qkv = randv(size_t(B) * T * (C + 2 * KV * (C / NH)), rng, -2, 2),
+  const int ld = C + 2 * KV * (C / NH);
+  auto qkv = randv(size_t(B) * T * ld, rng, -2, 2),
        dout = randv(size_t(B) * T * C, rng);
+  for (size_t r = 0; spread && r < size_t(B) * T; ++r)
+    for (int d = C; d < C + KV * (C / NH); ++d)
+      qkv[r * ld + d] *= 1.0f + spread * float(r % T) / float(T);
   roundTo<E>(qkv), roundTo<E>(dout);
   const size_t PT = size_t(B) * NH * T * T, L = size_t(B) * NH * T;
   std::vector<float> rout(size_t(B) * T * C), rlse(L), rdqkv(qkv.size());
@@ -267,9 +278,14 @@ void groupAttention(unsigned &seed) {
 }
 
 // The kernels on TF32 tensor cores: each bucket (32, 64, 128), T off the
-// tiles (64 and 32 rows) and across several, padded head sizes, grouped
-// query heads, windows inside a tile and across tiles, bf16.
-void groupTensorCores(unsigned &seed) {
+// tiles (64 and 32 rows for the first kernels; 128 and 64 query rows and
+// 128 keys for the pipelined ones) and across several, padded head sizes,
+// grouped query heads, windows inside a tile and across tiles, bf16; then
+// shapes for the pipelined kernels' tiles: T below one tile, a multiple
+// of it and one past, and keys whose scale grows along T so that the
+// forward's rows outgrow their reference maximum (its rescale). Both sets
+// of kernels: the pipelined (the default) and FSDP_CUDA_ATTENTION=wmma1.
+static void tensorCoreShapes(unsigned &seed) {
   const bool tc = true;
   testBlocked(1, 1, 4, 1, seed++, 0, 0, tc);    // T = 1, hs = 4
   testBlocked(2, 37, 64, 2, seed++, 0, 0, tc);  // hs = 32
@@ -284,6 +300,33 @@ void groupTensorCores(unsigned &seed) {
   testBlocked(1, 130, 128, 1, 934u, 0, 17, tc); // the same at hs = 128
   testBlocked<BF16>(1, 130, 64, 1, 935u, 0, 0, tc);
   testBlocked<BF16>(1, 65, 512, 4, 936u, 2, 9, tc);
+}
+
+static void pipelinedShapes() {
+  const bool tc = true;
+  testBlocked(2, 5, 128, 2, 940u, 0, 0, tc);      // hs = 64, T < a tile
+  testBlocked(1, 128, 64, 2, 941u, 0, 0, tc);     // hs = 32, T = 128
+  testBlocked(1, 129, 128, 2, 942u, 0, 0, tc);    // hs = 64, one past
+  testBlocked(1, 257, 160, 2, 943u, 0, 0, tc);    // hs = 80: bucket 128
+  testBlocked(1, 64, 256, 2, 944u, 0, 0, tc);     // hs = 128, T = 64
+  testBlocked(3, 40, 96, 3, 945u, 0, 0, tc);      // batches, heads (hs = 32)
+  testBlocked(1, 260, 256, 4, 946u, 2, 0, tc);    // grouped across tiles
+  testBlocked(1, 260, 128, 2, 947u, 0, 130, tc);  // window of a tile
+  testBlocked(1, 260, 64, 1, 948u, 0, 0, tc, 8);  // growing maxima
+  testBlocked(1, 140, 128, 1, 949u, 0, 0, tc, 8); // the same at hs 128
+  testBlocked(1, 200, 64, 1, 950u, 0, 50, tc, 8); // and with a window
+  testBlocked<BF16>(2, 150, 128, 2, 951u, 0, 0, tc, 8);
+  testBlocked<BF16>(1, 129, 256, 2, 952u, 0, 0, tc);
+}
+
+void groupTensorCores(unsigned &seed) {
+  tensorCoreShapes(seed);
+  pipelinedShapes();
+  setenv("FSDP_CUDA_ATTENTION", "wmma1", 1);
+  unsigned again = seed - 6;
+  tensorCoreShapes(again);
+  pipelinedShapes();
+  unsetenv("FSDP_CUDA_ATTENTION");
 }
 
 void groupBlocked(unsigned &seed) {
@@ -340,5 +383,7 @@ void groupBlocked(unsigned &seed) {
 // The element types the other files call these with.
 template void testAttention<float>(int, int, int, int, unsigned, int, int);
 template void testAttention<BF16>(int, int, int, int, unsigned, int, int);
-template void testBlocked<float>(int, int, int, int, unsigned, int, int, bool);
-template void testBlocked<BF16>(int, int, int, int, unsigned, int, int, bool);
+template void testBlocked<float>(int, int, int, int, unsigned, int, int, bool,
+                                 float);
+template void testBlocked<BF16>(int, int, int, int, unsigned, int, int, bool,
+                                float);

@@ -273,7 +273,7 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV = 0,
                    int W = 0);
 template <typename E = float>
 void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV = 0,
-                 int W = 0, bool tc = false);
+                 int W = 0, bool tc = false, float spread = 0);
 void groupAttention(unsigned &seed);
 void groupBlocked(unsigned &seed);
 

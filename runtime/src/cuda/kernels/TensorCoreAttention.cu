@@ -38,6 +38,8 @@
 #include "TensorCoreAttention.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <mma.h>
 
 namespace fsdp::rt::cuda::detail {
@@ -535,24 +537,33 @@ void tcForward(const Context &ctx, E *out, float *lse, const E *qkv, int64_t B,
 template <int HS, typename E>
 void tcBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
                 const E *out, const float *lse, int64_t B, int64_t T, int64_t C,
-                int64_t NH, int64_t KV, int64_t W) {
+                int64_t NH, int64_t KV, int64_t W, bool keys, bool queries) {
   const int hs = int(C / NH);
   const float scale = 1.0f / std::sqrt(float(hs));
   constexpr int threads = TcShape<HS>::kThreads;
-  tcKeyPassKernel<HS, E><<<tcGrid<HS>(B, T, KV), threads, 0, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
-  checkLaunch("blockedAttentionBackward (tensor cores, dk, dv)");
-  tcQueryPassKernel<HS, E><<<tcGrid<HS>(B, T, NH), threads, 0, ctx.stream>>>(
-      dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
-  checkLaunch("blockedAttentionBackward (tensor cores, dq)");
+  if (keys) {
+    tcKeyPassKernel<HS, E><<<tcGrid<HS>(B, T, KV), threads, 0, ctx.stream>>>(
+        dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
+    checkLaunch("blockedAttentionBackward (tensor cores, dk, dv)");
+  }
+  if (queries) {
+    tcQueryPassKernel<HS, E><<<tcGrid<HS>(B, T, NH), threads, 0, ctx.stream>>>(
+        dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
+    checkLaunch("blockedAttentionBackward (tensor cores, dq)");
+  }
 }
 
 } // namespace
 
+bool firstTensorCoreKernels() {
+  const char *v = std::getenv("FSDP_CUDA_ATTENTION");
+  return v && std::strcmp(v, "wmma1") == 0;
+}
+
 template <typename E>
-void tensorCoreAttentionForward(const Context &ctx, int bucket, E *out,
-                                float *lse, const E *qkv, int64_t B, int64_t T,
-                                int64_t C, int64_t NH, int64_t KV, int64_t W) {
+void wmma1AttentionForward(const Context &ctx, int bucket, E *out, float *lse,
+                           const E *qkv, int64_t B, int64_t T, int64_t C,
+                           int64_t NH, int64_t KV, int64_t W) {
   switch (bucket) {
   case 32:
     return tcForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
@@ -564,21 +575,44 @@ void tensorCoreAttentionForward(const Context &ctx, int bucket, E *out,
 }
 
 template <typename E>
+void wmma1AttentionBackward(const Context &ctx, int bucket, E *dqkv,
+                            const E *dout, const E *qkv, const E *out,
+                            const float *lse, int64_t B, int64_t T, int64_t C,
+                            int64_t NH, int64_t KV, int64_t W, bool keys,
+                            bool queries) {
+  switch (bucket) {
+  case 32:
+    return tcBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV, W,
+                             keys, queries);
+  case 64:
+    return tcBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV, W,
+                             keys, queries);
+  default:
+    return tcBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV,
+                              W, keys, queries);
+  }
+}
+
+template <typename E>
+void tensorCoreAttentionForward(const Context &ctx, int bucket, E *out,
+                                float *lse, const E *qkv, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int64_t KV, int64_t W) {
+  if (firstTensorCoreKernels())
+    return wmma1AttentionForward(ctx, bucket, out, lse, qkv, B, T, C, NH, KV,
+                                 W);
+  pipelinedAttentionForward(ctx, bucket, out, lse, qkv, B, T, C, NH, KV, W);
+}
+
+template <typename E>
 void tensorCoreAttentionBackward(const Context &ctx, int bucket, E *dqkv,
                                  const E *dout, const E *qkv, const E *out,
                                  const float *lse, int64_t B, int64_t T,
                                  int64_t C, int64_t NH, int64_t KV, int64_t W) {
-  switch (bucket) {
-  case 32:
-    return tcBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV,
-                             W);
-  case 64:
-    return tcBackward<64, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV,
-                             W);
-  default:
-    return tcBackward<128, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV,
-                              W);
-  }
+  if (firstTensorCoreKernels())
+    return wmma1AttentionBackward(ctx, bucket, dqkv, dout, qkv, out, lse, B, T,
+                                  C, NH, KV, W, true, true);
+  pipelinedAttentionBackward(ctx, bucket, dqkv, dout, qkv, out, lse, B, T, C,
+                             NH, KV, W);
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
@@ -587,7 +621,14 @@ void tensorCoreAttentionBackward(const Context &ctx, int bucket, E *dqkv,
       int64_t, int64_t, int64_t, int64_t);                                     \
   template void tensorCoreAttentionBackward<E>(                                \
       const Context &, int, E *, const E *, const E *, const E *,              \
-      const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+      const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);    \
+  template void wmma1AttentionForward<E>(const Context &, int, E *, float *,   \
+                                         const E *, int64_t, int64_t, int64_t, \
+                                         int64_t, int64_t, int64_t);           \
+  template void wmma1AttentionBackward<E>(                                     \
+      const Context &, int, E *, const E *, const E *, const E *,              \
+      const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,     \
+      bool, bool);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
 #undef FSDP_INSTANTIATE
 

@@ -7,6 +7,12 @@
 // checked the shape); the contracts are blockedAttentionForward's and
 // blockedAttentionBackward's.
 //
+// Two sets of kernels implement them: the pipelined ones
+// (TensorCoreForward.cu, TensorCoreBackward.cu), the default, and the
+// first ones (TensorCoreAttention.cu, "wmma1"), kept so that one GPU run
+// can time both: the environment variable FSDP_CUDA_ATTENTION=wmma1,
+// read at every call, selects them.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_RUNTIME_CUDA_KERNELS_TENSORCOREATTENTION_H
@@ -28,6 +34,35 @@ void tensorCoreAttentionBackward(const Context &ctx, int bucket, E *dqkv,
                                  const E *dout, const E *qkv, const E *out,
                                  const float *lse, int64_t B, int64_t T,
                                  int64_t C, int64_t NH, int64_t KV, int64_t W);
+
+/// Whether FSDP_CUDA_ATTENTION=wmma1 asks for the first kernels.
+bool firstTensorCoreKernels();
+
+/// The first kernels; the backward runs the key pass (dk, dv) and the
+/// query pass (dq) as asked.
+template <typename E>
+void wmma1AttentionForward(const Context &ctx, int bucket, E *out, float *lse,
+                           const E *qkv, int64_t B, int64_t T, int64_t C,
+                           int64_t NH, int64_t KV, int64_t W);
+
+template <typename E>
+void wmma1AttentionBackward(const Context &ctx, int bucket, E *dqkv,
+                            const E *dout, const E *qkv, const E *out,
+                            const float *lse, int64_t B, int64_t T, int64_t C,
+                            int64_t NH, int64_t KV, int64_t W, bool keys,
+                            bool queries);
+
+/// The pipelined kernels.
+template <typename E>
+void pipelinedAttentionForward(const Context &ctx, int bucket, E *out,
+                               float *lse, const E *qkv, int64_t B, int64_t T,
+                               int64_t C, int64_t NH, int64_t KV, int64_t W);
+
+template <typename E>
+void pipelinedAttentionBackward(const Context &ctx, int bucket, E *dqkv,
+                                const E *dout, const E *qkv, const E *out,
+                                const float *lse, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int64_t KV, int64_t W);
 
 } // namespace fsdp::rt::cuda::detail
 
