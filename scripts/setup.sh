@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache git python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-openmp libblis-dev
+  libdnnl-dev
   libasan8 libubsan1 valgrind nlohmann-json3-dev python3-numpy
   librsvg2-bin python3-venv
 )

@@ -10,6 +10,8 @@ the rounds interleaved (so that a noisy neighbour hits all of them):
 
   fsdp-run f32      fsdp-opt --fsdp-train-pipeline, one rank
   fsdp-run bf16     the same with param-dtype=bf16 (f32 master weights)
+  fsdp-run f32, onednn / bf16, onednn   the same two plans with --blas onednn
+                    (oneDNN's matmul: AVX-512 whatever OPENBLAS_CORETYPE says)
   PyTorch eager     torch.optim.AdamW, F.scaled_dot_product_attention
   torch.compile     the same model and step under torch.compile
   PyTorch bf16      eager under torch.autocast("cpu", dtype=torch.bfloat16)
@@ -46,8 +48,11 @@ ROOT = os.path.join(HERE, "..", "..")
 VENV = os.path.expanduser("~/.cache/fsdp-mlir/bench-peers-venv")
 JAX = "jax[cpu]==0.10.2"
 B, T, VOCAB = 4, 64, 50257
-SYSTEMS = ["fsdp-f32", "fsdp-bf16", "eager", "compile", "eager-bf16", "jax"]
+SYSTEMS = ["fsdp-f32", "fsdp-bf16", "fsdp-f32-onednn", "fsdp-bf16-onednn",
+           "eager", "compile", "eager-bf16", "jax"]
 TITLES = {"fsdp-f32": "fsdp-run f32", "fsdp-bf16": "fsdp-run bf16",
+          "fsdp-f32-onednn": "fsdp-run f32, --blas onednn",
+          "fsdp-bf16-onednn": "fsdp-run bf16, --blas onednn",
           "eager": "PyTorch eager", "compile": "torch.compile",
           "eager-bf16": "PyTorch eager, autocast bf16", "jax": "JAX jit"}
 
@@ -117,14 +122,17 @@ def write_tokens(path, count):
 GEMM_LINE = []  # fsdp-run's first line, which names its GEMM kernel
 
 
-def run_fsdp(bin_dir, plan, tokens, args):
+def run_fsdp(bin_dir, plan, tokens, args, blas=None):
     report_path = plan + ".report.json"
     out = subprocess.run(
         [os.path.join(bin_dir, "fsdp-run"), plan, "--data", tokens,
          "--steps", str(args.warmup + args.steps), "--threads",
-         str(args.threads), "--report-json", report_path],
+         str(args.threads), "--report-json", report_path] +
+        (["--blas", blas] if blas else []),
         check=True, capture_output=True, text=True).stdout
-    GEMM_LINE[:] = [line for line in out.splitlines() if "GEMM" in line][:1]
+    if not blas:
+        GEMM_LINE[:] = [line for line in out.splitlines()
+                        if "GEMM" in line][:1]
     with open(report_path) as f:
         report = json.load(f)
     # fsdp-run's mean leaves out the first step; the warm-up's others are
@@ -166,15 +174,18 @@ def main():
         plans = {}
         for system, options in (("fsdp-f32", ""),
                                 ("fsdp-bf16", "param-dtype=bf16")):
-            if system in systems:
+            if system in systems or system + "-onednn" in systems:
                 plans[system] = os.path.join(work, system + ".plan")
                 subprocess.run([os.path.join(bin_dir, "fsdp-opt"), model,
                                 "--fsdp-train-pipeline=" + options, "-o",
                                 plans[system]], check=True)
         for r in range(args.rounds):
             for system in systems:
-                ms = (run_fsdp(bin_dir, plans[system], tokens, args)
-                      if system in plans else
+                base_plan = system.replace("-onednn", "")
+                ms = (run_fsdp(bin_dir, plans[base_plan], tokens, args,
+                               "onednn" if system.endswith("-onednn")
+                               else None)
+                      if base_plan in plans else
                       run_peer(python, system, tokens, args))
                 times[system].append(ms)
                 print("round %d: %-30s %9.1f ms/step" % (

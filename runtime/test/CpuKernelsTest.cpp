@@ -17,7 +17,7 @@
 //     kernels that reduce over rows give bit-identical results for one
 //     thread and for all threads.
 //
-// Usage: cpu-kernels-test [openblas|blis]. Prints one line per failed
+// Usage: cpu-kernels-test [openblas|blis|onednn]. Prints one line per failed
 // check (file:line, what, the worst mismatches), then
 // "cpu-kernels: N passed, M failed", and exits non-zero if any failed.
 //

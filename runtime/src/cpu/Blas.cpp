@@ -1,7 +1,9 @@
 //===- Blas.cpp - a CBLAS library loaded at run time ----------------------===//
 
 #include "Blas.h"
+#include "OneDnnGemm.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <vector>
@@ -25,6 +27,34 @@ bool cpuHasAvx512() {
 }
 } // namespace
 
+/// --blas onednn: oneDNN for the GEMMs of at least dnnlMinFlops_, OpenBLAS
+/// (opened as --blas openblas is) for the rest.
+std::unique_ptr<Blas> Blas::openOneDnn(int threads, std::string &error) {
+  std::unique_ptr<OneDnnGemm> dnnl = OneDnnGemm::open(error);
+  std::unique_ptr<Blas> blas =
+      dnnl ? open("openblas", threads, error) : nullptr;
+  if (!blas)
+    return nullptr;
+  blas->dnnlMinFlops_ = kOneDnnMinFlops;
+  if (const char *bound = std::getenv("FSDP_ONEDNN_MIN_FLOPS")) {
+    char *end = nullptr;
+    double value = std::strtod(bound, &end);
+    if (end == bound || *end || !(value >= 0.0)) {
+      error = std::string("FSDP_ONEDNN_MIN_FLOPS='") + bound +
+              "' is not a number of FLOPs >= 0";
+      return nullptr;
+    }
+    blas->dnnlMinFlops_ = value;
+  }
+  blas->library_ = "onednn";
+  char below[64];
+  std::snprintf(below, sizeof(below), "%g FLOPs", blas->dnnlMinFlops_);
+  blas->description_ =
+      dnnl->description() + ", below " + below + " " + blas->description_;
+  blas->dnnl_ = std::move(dnnl); // its threads: the OpenMP runtime's
+  return blas;
+}
+
 std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
                                  std::string &error) {
   // Candidates in order of preference. Debian's OpenMP build of OpenBLAS
@@ -32,6 +62,8 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
   // (the default libopenblas.so.0) keeps its own threads, which spin
   // against the OpenMP ones on a machine with as many cores as threads.
   std::vector<const char *> candidates;
+  if (library == "onednn")
+    return openOneDnn(threads, error);
   if (library == "openblas") {
     candidates = {"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
                   "libopenblas.so.0"};
@@ -44,7 +76,8 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
   } else if (library == "blis") {
     candidates = {"libblis.so.4"};
   } else {
-    error = "unknown BLAS library '" + library + "', expected openblas or blis";
+    error = "unknown BLAS library '" + library +
+            "', expected openblas, blis or onednn";
     return nullptr;
   }
   void *handle = nullptr;
@@ -97,6 +130,9 @@ Blas::~Blas() {
 void Blas::sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                  float alpha, const float *A, int64_t lda, const float *B,
                  int64_t ldb, float beta, float *C, int64_t ldc) const {
+  if (dnnl_ && 2.0 * double(M) * double(N) * double(K) >= dnnlMinFlops_)
+    return dnnl_->sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                        ldc);
   sgemm_(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans,
          int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
          int(ldc));

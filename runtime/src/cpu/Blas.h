@@ -4,7 +4,14 @@
 // dlopen, so that one binary can run OpenBLAS or BLIS (chosen by --blas, the
 // default picked by measurement, see docs/cpu-gemm.md) and so that the
 // runtime builds on machines that have neither. The library reports the
-// kernel it runs (OpenBLAS's core name, BLIS's architecture).
+// kernel it runs (OpenBLAS's core name, BLIS's architecture). `onednn` is
+// oneDNN's matmul primitive (OneDnnGemm.h) for every GEMM of at least
+// kOneDnnMinFlops, and OpenBLAS for the smaller ones: oneDNN runs even a
+// 64 x 64 x 16 product across the OpenMP team, whose parallel regions on
+// a busy 2-core machine cost milliseconds each (a tiny GPT-2's step took
+// 22 ms against OpenBLAS's 0.4, which keeps small GEMMs on one thread).
+// FSDP_ONEDNN_MIN_FLOPS overrides the bound (0: every GEMM, as the
+// tests run it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +24,16 @@
 
 namespace fsdp::rt::cpu {
 
+class OneDnnGemm;
+
 class Blas {
 public:
-  /// Opens `library`: "openblas" or "blis". For OpenBLAS on a CPU with
-  /// AVX-512, sets OPENBLAS_CORETYPE=SkylakeX first unless the environment
+  /// --blas onednn's default bound (2 M N K) below which OpenBLAS runs a
+  /// GEMM instead.
+  static constexpr double kOneDnnMinFlops = 4e6;
+
+  /// Opens `library`: "openblas", "blis" or "onednn". For OpenBLAS on a CPU
+  /// with AVX-512, sets OPENBLAS_CORETYPE=SkylakeX first unless the environment
   /// already sets it (Debian's OpenBLAS 0.3.21 does not recognise newer
   /// CPUs and would fall back to a generic kernel). On failure returns null
   /// and sets `error`.
@@ -41,6 +54,9 @@ public:
 
 private:
   Blas() = default;
+  static std::unique_ptr<Blas> openOneDnn(int threads, std::string &error);
+  std::unique_ptr<OneDnnGemm> dnnl_; ///< --blas onednn
+  double dnnlMinFlops_ = 0.0;        ///< smaller GEMMs go to OpenBLAS
   void *handle_ = nullptr;
   using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *,
                            int, const float *, int, float, float *, int);

@@ -1,0 +1,294 @@
+//===- OneDnnGemm.cpp - f32 GEMMs through oneDNN's matmul -----------------===//
+
+#include "OneDnnGemm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#if FSDP_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace fsdp::rt::cpu {
+
+#if FSDP_HAVE_ONEDNN
+namespace {
+
+/// One GEMM shape: what a primitive is made for.
+struct Shape {
+  bool transA, transB;
+  int64_t M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  bool operator<(const Shape &o) const {
+    return std::tie(transA, transB, M, N, K, lda, ldb, ldc, alpha, beta) <
+           std::tie(o.transA, o.transB, o.M, o.N, o.K, o.lda, o.ldb, o.ldc,
+                    o.alpha, o.beta);
+  }
+};
+
+/// A made primitive with its operands' descriptors.
+struct Made {
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t a, b, c;
+};
+
+/// The C API of oneDNN 2.x, resolved with dlsym (the header gives the
+/// types only: nothing links against the library).
+struct Api {
+#define FSDP_DNNL_FN(name) decltype(&::name) name = nullptr;
+  FSDP_DNNL_FN(dnnl_version)
+  FSDP_DNNL_FN(dnnl_get_effective_cpu_isa)
+  FSDP_DNNL_FN(dnnl_engine_create)
+  FSDP_DNNL_FN(dnnl_stream_create)
+  FSDP_DNNL_FN(dnnl_memory_desc_init_by_strides)
+  FSDP_DNNL_FN(dnnl_matmul_desc_init)
+  FSDP_DNNL_FN(dnnl_primitive_attr_create)
+  FSDP_DNNL_FN(dnnl_primitive_attr_destroy)
+  FSDP_DNNL_FN(dnnl_primitive_attr_set_output_scales)
+  FSDP_DNNL_FN(dnnl_primitive_attr_set_post_ops)
+  FSDP_DNNL_FN(dnnl_post_ops_create)
+  FSDP_DNNL_FN(dnnl_post_ops_destroy)
+  FSDP_DNNL_FN(dnnl_post_ops_append_sum)
+  FSDP_DNNL_FN(dnnl_primitive_desc_create)
+  FSDP_DNNL_FN(dnnl_primitive_desc_destroy)
+  FSDP_DNNL_FN(dnnl_primitive_create)
+  FSDP_DNNL_FN(dnnl_primitive_execute)
+  FSDP_DNNL_FN(dnnl_memory_create)
+  FSDP_DNNL_FN(dnnl_memory_destroy)
+  FSDP_DNNL_FN(dnnl_stream_wait)
+  FSDP_DNNL_FN(dnnl_primitive_destroy)
+  FSDP_DNNL_FN(dnnl_stream_destroy)
+  FSDP_DNNL_FN(dnnl_engine_destroy)
+#undef FSDP_DNNL_FN
+
+  /// Every entry point, or the name of the first missing one.
+  const char *resolve(void *handle) {
+#define FSDP_DNNL_FN(name)                                                     \
+  if (!(name = reinterpret_cast<decltype(name)>(dlsym(handle, #name))))        \
+    return #name;
+    FSDP_DNNL_FN(dnnl_version)
+    FSDP_DNNL_FN(dnnl_get_effective_cpu_isa)
+    FSDP_DNNL_FN(dnnl_engine_create)
+    FSDP_DNNL_FN(dnnl_stream_create)
+    FSDP_DNNL_FN(dnnl_memory_desc_init_by_strides)
+    FSDP_DNNL_FN(dnnl_matmul_desc_init)
+    FSDP_DNNL_FN(dnnl_primitive_attr_create)
+    FSDP_DNNL_FN(dnnl_primitive_attr_destroy)
+    FSDP_DNNL_FN(dnnl_primitive_attr_set_output_scales)
+    FSDP_DNNL_FN(dnnl_primitive_attr_set_post_ops)
+    FSDP_DNNL_FN(dnnl_post_ops_create)
+    FSDP_DNNL_FN(dnnl_post_ops_destroy)
+    FSDP_DNNL_FN(dnnl_post_ops_append_sum)
+    FSDP_DNNL_FN(dnnl_primitive_desc_create)
+    FSDP_DNNL_FN(dnnl_primitive_desc_destroy)
+    FSDP_DNNL_FN(dnnl_primitive_create)
+    FSDP_DNNL_FN(dnnl_primitive_execute)
+    FSDP_DNNL_FN(dnnl_memory_create)
+    FSDP_DNNL_FN(dnnl_memory_destroy)
+    FSDP_DNNL_FN(dnnl_stream_wait)
+    FSDP_DNNL_FN(dnnl_primitive_destroy)
+    FSDP_DNNL_FN(dnnl_stream_destroy)
+    FSDP_DNNL_FN(dnnl_engine_destroy)
+#undef FSDP_DNNL_FN
+    return nullptr;
+  }
+};
+
+const char *isaName(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+  case dnnl_cpu_isa_avx2:
+    return "avx2";
+  case dnnl_cpu_isa_avx512_core:
+    return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni:
+    return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16:
+    return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx:
+    return "avx512_core_amx";
+  default:
+    return "other";
+  }
+}
+
+[[noreturn]] void fatal(const Shape &s, const char *what, dnnl_status_t code) {
+  std::fprintf(stderr,
+               "fsdp-run: error: oneDNN %s failed (status %d) for a GEMM of "
+               "%lld x %lld x %lld\n",
+               what, int(code), (long long)s.M, (long long)s.N, (long long)s.K);
+  std::abort();
+}
+
+} // namespace
+
+struct OneDnnGemm::Impl {
+  Api api;
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::string description;
+  std::mutex mutex; ///< the cache, and one stream
+  std::map<Shape, Made> made;
+
+  ~Impl() {
+    for (auto &[shape, m] : made)
+      api.dnnl_primitive_destroy(m.primitive);
+    if (stream)
+      api.dnnl_stream_destroy(stream);
+    if (engine)
+      api.dnnl_engine_destroy(engine);
+  }
+
+  /// A strided f32 matrix of rows x cols, row stride ld, transposed in
+  /// memory when `trans` (then ld is the stride of its columns).
+  dnnl_memory_desc_t matrix(const Shape &s, int64_t rows, int64_t cols,
+                            int64_t ld, bool trans) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    if (dnnl_status_t code = api.dnnl_memory_desc_init_by_strides(
+            &md, 2, dims, dnnl_f32, strides))
+      fatal(s, "dnnl_memory_desc_init_by_strides", code);
+    return md;
+  }
+
+  const Made &primitiveFor(const Shape &s) {
+    auto it = made.find(s);
+    if (it != made.end())
+      return it->second;
+    Made m;
+    m.a = matrix(s, s.M, s.K, s.lda, s.transA);
+    m.b = matrix(s, s.K, s.N, s.ldb, s.transB);
+    m.c = matrix(s, s.M, s.N, s.ldc, /*trans=*/false);
+    dnnl_matmul_desc_t desc;
+    if (dnnl_status_t code =
+            api.dnnl_matmul_desc_init(&desc, &m.a, &m.b, nullptr, &m.c))
+      fatal(s, "dnnl_matmul_desc_init", code);
+    dnnl_primitive_attr_t attr = nullptr;
+    dnnl_post_ops_t ops = nullptr;
+    dnnl_status_t code = api.dnnl_primitive_attr_create(&attr);
+    if (!code && s.alpha != 1.0f)
+      code = api.dnnl_primitive_attr_set_output_scales(attr, 1, 0, &s.alpha);
+    if (!code && s.beta != 0.0f) {
+      code = api.dnnl_post_ops_create(&ops);
+      if (!code)
+        code = api.dnnl_post_ops_append_sum(ops, s.beta);
+      if (!code)
+        code = api.dnnl_primitive_attr_set_post_ops(attr, ops);
+    }
+    if (code)
+      fatal(s, "primitive attributes", code);
+    dnnl_primitive_desc_t pd = nullptr;
+    code = api.dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr);
+    if (!code)
+      code = api.dnnl_primitive_create(&m.primitive, pd);
+    if (pd)
+      api.dnnl_primitive_desc_destroy(pd);
+    if (ops)
+      api.dnnl_post_ops_destroy(ops);
+    api.dnnl_primitive_attr_destroy(attr);
+    if (code)
+      fatal(s, "matmul primitive", code);
+    return made.emplace(s, m).first->second;
+  }
+};
+
+std::unique_ptr<OneDnnGemm> OneDnnGemm::open(std::string &error) {
+  const char *soname = "libdnnl.so.2";
+  void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    error = std::string("cannot load ") + soname + ": " + dlerror() +
+            " (Debian's libdnnl2; scripts/setup.sh installs it)";
+    return nullptr;
+  }
+  auto impl = std::make_unique<Impl>();
+  if (const char *missing = impl->api.resolve(handle)) {
+    error = std::string(soname) + " has no " + missing +
+            " (oneDNN 2.x's C API is what --blas onednn binds)";
+    return nullptr;
+  }
+  const dnnl_version_t *v = impl->api.dnnl_version();
+  if (v->major != 2) {
+    error = std::string(soname) + " is oneDNN " + std::to_string(v->major) +
+            "." + std::to_string(v->minor) + ", not 2.x";
+    return nullptr;
+  }
+  if (impl->api.dnnl_engine_create(&impl->engine, dnnl_cpu, 0) ||
+      impl->api.dnnl_stream_create(&impl->stream, impl->engine,
+                                   dnnl_stream_default_flags)) {
+    error = "oneDNN could not make its CPU engine and stream";
+    return nullptr;
+  }
+  impl->description =
+      "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+      "." + std::to_string(v->patch) + " (isa " +
+      isaName(impl->api.dnnl_get_effective_cpu_isa()) + "; " + soname + ")";
+  return std::unique_ptr<OneDnnGemm>(new OneDnnGemm(std::move(impl)));
+}
+
+void OneDnnGemm::sgemm(bool transA, bool transB, int64_t M, int64_t N,
+                       int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C,
+                       int64_t ldc) const {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) { // C = beta C: no product (oneDNN has no empty dimension)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  const Shape s{transA, transB, M, N, K, lda, ldb, ldc, alpha, beta};
+  Impl &d = *impl;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  const Made &m = d.primitiveFor(s);
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_status_t code =
+      d.api.dnnl_memory_create(&a, &m.a, d.engine, const_cast<float *>(A));
+  if (!code)
+    code = d.api.dnnl_memory_create(&b, &m.b, d.engine, const_cast<float *>(B));
+  if (!code)
+    code = d.api.dnnl_memory_create(&c, &m.c, d.engine, C);
+  if (code)
+    fatal(s, "dnnl_memory_create", code);
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+  code = d.api.dnnl_primitive_execute(m.primitive, d.stream, 3, args);
+  if (!code)
+    code = d.api.dnnl_stream_wait(d.stream);
+  for (dnnl_memory_t mem : {a, b, c})
+    d.api.dnnl_memory_destroy(mem);
+  if (code)
+    fatal(s, "matmul", code);
+}
+
+#else // !FSDP_HAVE_ONEDNN
+
+struct OneDnnGemm::Impl {
+  std::string description;
+};
+
+std::unique_ptr<OneDnnGemm> OneDnnGemm::open(std::string &error) {
+  error = "this fsdp-run was built without oneDNN's headers (libdnnl-dev): "
+          "--blas onednn is not available";
+  return nullptr;
+}
+
+void OneDnnGemm::sgemm(bool, bool, int64_t, int64_t, int64_t, float,
+                       const float *, int64_t, const float *, int64_t, float,
+                       float *, int64_t) const {}
+
+#endif // FSDP_HAVE_ONEDNN
+
+OneDnnGemm::OneDnnGemm(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+
+// The library itself stays loaded until exit, like the CBLAS libraries
+// (its OpenMP threads are the process's).
+OneDnnGemm::~OneDnnGemm() = default;
+
+const std::string &OneDnnGemm::description() const { return impl->description; }
+
+} // namespace fsdp::rt::cpu
