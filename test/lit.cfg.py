@@ -31,7 +31,28 @@ def _test_python():
 
 
 config.fsdp_python = _test_python()
-config.substitutions.append(("%python", config.fsdp_python))
+
+
+# %python: the scripts that import torch, transformers or tokenizers run in
+# forks of a server that imported them once (Inputs/python_server.py,
+# started at the end of this file with the tests' environment), every other
+# script in a new interpreter as before; FSDP_TEST_PYTHON_SERVER=0 runs all
+# in new interpreters. The result never depends on the server; importing
+# torch and transformers (3-5 s of CPU) in each of about 70 processes did.
+def _python_substitution():
+    if os.environ.get("FSDP_TEST_PYTHON_SERVER") == "0":
+        return config.fsdp_python, None
+    import tempfile
+    sock_dir = tempfile.mkdtemp(prefix="fsdp-py-")
+    server = os.path.join(config.test_source_root, "Inputs", "python_server.py")
+    return ("%s -S %s run %s %s" % (config.fsdp_python, server, sock_dir,
+                                    config.fsdp_python), (server, sock_dir))
+
+
+_python_command, _python_server = _python_substitution()
+config.substitutions.append(("%python", _python_command))
+if _python_server:
+    config.available_features.add("python-server")
 config.substitutions.append(("%fsdp_tools_dir", config.fsdp_tools_dir))
 # The small English text that token models train on in the tests.
 config.substitutions.append(
@@ -182,3 +203,24 @@ if config.fsdp_have_mpi and shutil.which("mpirun"):
 # two cores (lit's workers, CTest's other entries), and a spinning thread
 # takes a core from a rank that has work. Results do not depend on it.
 config.environment["OMP_WAIT_POLICY"] = "passive"
+
+
+# The fork server of %python (above), with the environment the tests get.
+# It stops when lit exits (or, should lit be killed, by itself within a
+# second).
+if _python_server:
+    import atexit
+    _server = subprocess.Popen(
+        [config.fsdp_python, _python_server[0], "serve", _python_server[1]],
+        env=dict(config.environment), stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _stop_python_server():
+        _server.terminate()
+        try:
+            _server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _server.kill()
+        shutil.rmtree(_python_server[1], ignore_errors=True)
+
+    atexit.register(_stop_python_server)
