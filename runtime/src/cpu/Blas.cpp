@@ -139,3 +139,21 @@ void Blas::sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 }
 
 } // namespace fsdp::rt::cpu
+
+namespace fsdp::rt::cpu {
+
+bool Blas::takesBF16(int64_t M, int64_t N, int64_t K) const {
+  return dnnl_ && dnnl_->hasBF16() && M > 0 && N > 0 && K > 0 &&
+         2.0 * double(M) * double(N) * double(K) >= dnnlMinFlops_;
+}
+
+bool Blas::gemmBF16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                    const uint16_t *A, int64_t lda, const uint16_t *B,
+                    int64_t ldb, float beta, uint16_t *C, int64_t ldc) const {
+  if (!takesBF16(M, N, K))
+    return false;
+  dnnl_->gemmBF16(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  return true;
+}
+
+} // namespace fsdp::rt::cpu

@@ -48,6 +48,16 @@ public:
              float alpha, const float *A, int64_t lda, const float *B,
              int64_t ldb, float beta, float *C, int64_t ldc) const;
 
+  /// sgemm with bf16 operands and result (bf16 bits, alpha 1; Linear's
+  /// bf16 kernels, BF16Linear.cpp) on the library's bf16 GEMM: only
+  /// --blas onednn has one, and only for GEMMs of at least the oneDNN
+  /// bound. False (nothing done) otherwise: the caller widens.
+  bool gemmBF16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                float beta, uint16_t *C, int64_t ldc) const;
+  /// Whether gemmBF16 takes an M x N x K GEMM.
+  bool takesBF16(int64_t M, int64_t N, int64_t K) const;
+
   /// "openblas 0.3.21 (core SkylakeX)", "blis 0.9.0 (arch zen3)", ...
   const std::string &description() const { return description_; }
   const std::string &library() const { return library_; }

@@ -4,6 +4,7 @@
 #include "fsdp/runtime/comm/FlightRecorder.h"
 #include "fsdp/runtime/exec/Backend.h"
 
+#include "BF16Linear.h"
 #include "Blas.h"
 #include "Kernels.h"
 #include "cpu/CollectiveStreams.h"
@@ -412,6 +413,12 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
     return;
   }
   // Collectives and waits move their buffers as they are.
+  // A bf16 linear kernel on the library's bf16 GEMM where it has one;
+  // every other bf16 kernel on widened copies.
+  if (inst.elementType == plan::DType::BF16 &&
+      runBF16Linear(*blas, plan, inst,
+                    [&](uint32_t id) { return address(plan, id); }))
+    return;
   if (inst.elementType == plan::DType::BF16 && isComputeKernel(opcode) &&
       runWidened(kernels, plan, inst, params, step))
     return;

@@ -23,10 +23,11 @@ struct Shape {
   bool transA, transB;
   int64_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
+  bool bf16; ///< every operand bf16 (the products accumulate in f32)
   bool operator<(const Shape &o) const {
-    return std::tie(transA, transB, M, N, K, lda, ldb, ldc, alpha, beta) <
+    return std::tie(transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, bf16) <
            std::tie(o.transA, o.transB, o.M, o.N, o.K, o.lda, o.ldb, o.ldc,
-                    o.alpha, o.beta);
+                    o.alpha, o.beta, o.bf16);
   }
 };
 
@@ -63,6 +64,7 @@ struct Api {
   FSDP_DNNL_FN(dnnl_primitive_destroy)
   FSDP_DNNL_FN(dnnl_stream_destroy)
   FSDP_DNNL_FN(dnnl_engine_destroy)
+  FSDP_DNNL_FN(dnnl_primitive_desc_query)
 #undef FSDP_DNNL_FN
 
   /// Every entry point, or the name of the first missing one.
@@ -93,6 +95,7 @@ struct Api {
     FSDP_DNNL_FN(dnnl_primitive_destroy)
     FSDP_DNNL_FN(dnnl_stream_destroy)
     FSDP_DNNL_FN(dnnl_engine_destroy)
+    FSDP_DNNL_FN(dnnl_primitive_desc_query)
 #undef FSDP_DNNL_FN
     return nullptr;
   }
@@ -142,18 +145,44 @@ struct OneDnnGemm::Impl {
       api.dnnl_engine_destroy(engine);
   }
 
-  /// A strided f32 matrix of rows x cols, row stride ld, transposed in
-  /// memory when `trans` (then ld is the stride of its columns).
+  /// A strided matrix of rows x cols (f32, or bf16 for a bf16 shape), row
+  /// stride ld, transposed in memory when `trans` (then ld is the stride
+  /// of its columns).
   dnnl_memory_desc_t matrix(const Shape &s, int64_t rows, int64_t cols,
                             int64_t ld, bool trans) {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
     if (dnnl_status_t code = api.dnnl_memory_desc_init_by_strides(
-            &md, 2, dims, dnnl_f32, strides))
+            &md, 2, dims, s.bf16 ? dnnl_bf16 : dnnl_f32, strides))
       fatal(s, "dnnl_memory_desc_init_by_strides", code);
     return md;
   }
+
+  /// The implementation oneDNN picks for a bf16 matmul on this CPU, or
+  /// empty when it has none but its reference kernel (a CPU without
+  /// AVX-512: far slower than widening to the f32 GEMM).
+  std::string bf16Impl;
+  void probeBF16() {
+    const Shape s{false, true, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f, true};
+    dnnl_memory_desc_t a = matrix(s, 64, 64, 64, false),
+                       b = matrix(s, 64, 64, 64, true),
+                       c = matrix(s, 64, 64, 64, false);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = nullptr;
+    const char *name = nullptr;
+    if (!api.dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) &&
+        !api.dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) &&
+        !api.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
+                                       &name) &&
+        name && std::string(name).rfind("ref", 0) != 0)
+      bf16Impl = name;
+    if (pd)
+      api.dnnl_primitive_desc_destroy(pd);
+  }
+
+  /// Runs shape `s` on these operands (A M x K, B K x N, C M x N).
+  void run(const Shape &s, const void *A, const void *B, void *C);
 
   const Made &primitiveFor(const Shape &s) {
     auto it = made.find(s);
@@ -222,10 +251,14 @@ std::unique_ptr<OneDnnGemm> OneDnnGemm::open(std::string &error) {
     error = "oneDNN could not make its CPU engine and stream";
     return nullptr;
   }
+  impl->probeBF16();
   impl->description =
       "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) +
       "." + std::to_string(v->patch) + " (isa " +
-      isaName(impl->api.dnnl_get_effective_cpu_isa()) + "; " + soname + ")";
+      isaName(impl->api.dnnl_get_effective_cpu_isa()) + "; bf16 GEMMs " +
+      (impl->bf16Impl.empty() ? std::string("widened to f32")
+                              : "on " + impl->bf16Impl) +
+      "; " + soname + ")";
   return std::unique_ptr<OneDnnGemm>(new OneDnnGemm(std::move(impl)));
 }
 
@@ -241,26 +274,40 @@ void OneDnnGemm::sgemm(bool transA, bool transB, int64_t M, int64_t N,
         C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  const Shape s{transA, transB, M, N, K, lda, ldb, ldc, alpha, beta};
-  Impl &d = *impl;
-  std::lock_guard<std::mutex> lock(d.mutex);
-  const Made &m = d.primitiveFor(s);
+  impl->run({transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, false}, A, B,
+            C);
+}
+
+void OneDnnGemm::gemmBF16(bool transA, bool transB, int64_t M, int64_t N,
+                          int64_t K, const uint16_t *A, int64_t lda,
+                          const uint16_t *B, int64_t ldb, float beta,
+                          uint16_t *C, int64_t ldc) const {
+  if (M == 0 || N == 0 || K == 0)
+    return; // Blas::gemmBF16 never sends these
+  impl->run({transA, transB, M, N, K, lda, ldb, ldc, 1.0f, beta, true}, A, B,
+            C);
+}
+
+void OneDnnGemm::Impl::run(const Shape &s, const void *A, const void *B,
+                           void *C) {
+  std::lock_guard<std::mutex> lock(mutex);
+  const Made &m = primitiveFor(s);
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
   dnnl_status_t code =
-      d.api.dnnl_memory_create(&a, &m.a, d.engine, const_cast<float *>(A));
+      api.dnnl_memory_create(&a, &m.a, engine, const_cast<void *>(A));
   if (!code)
-    code = d.api.dnnl_memory_create(&b, &m.b, d.engine, const_cast<float *>(B));
+    code = api.dnnl_memory_create(&b, &m.b, engine, const_cast<void *>(B));
   if (!code)
-    code = d.api.dnnl_memory_create(&c, &m.c, d.engine, C);
+    code = api.dnnl_memory_create(&c, &m.c, engine, C);
   if (code)
     fatal(s, "dnnl_memory_create", code);
   const dnnl_exec_arg_t args[] = {
       {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-  code = d.api.dnnl_primitive_execute(m.primitive, d.stream, 3, args);
+  code = api.dnnl_primitive_execute(m.primitive, stream, 3, args);
   if (!code)
-    code = d.api.dnnl_stream_wait(d.stream);
+    code = api.dnnl_stream_wait(stream);
   for (dnnl_memory_t mem : {a, b, c})
-    d.api.dnnl_memory_destroy(mem);
+    api.dnnl_memory_destroy(mem);
   if (code)
     fatal(s, "matmul", code);
 }
@@ -281,6 +328,10 @@ void OneDnnGemm::sgemm(bool, bool, int64_t, int64_t, int64_t, float,
                        const float *, int64_t, const float *, int64_t, float,
                        float *, int64_t) const {}
 
+void OneDnnGemm::gemmBF16(bool, bool, int64_t, int64_t, int64_t,
+                          const uint16_t *, int64_t, const uint16_t *, int64_t,
+                          float, uint16_t *, int64_t) const {}
+
 #endif // FSDP_HAVE_ONEDNN
 
 OneDnnGemm::OneDnnGemm(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -288,6 +339,14 @@ OneDnnGemm::OneDnnGemm(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 // The library itself stays loaded until exit, like the CBLAS libraries
 // (its OpenMP threads are the process's).
 OneDnnGemm::~OneDnnGemm() = default;
+
+bool OneDnnGemm::hasBF16() const {
+#if FSDP_HAVE_ONEDNN
+  return !impl->bf16Impl.empty();
+#else
+  return false;
+#endif
+}
 
 const std::string &OneDnnGemm::description() const { return impl->description; }
 

@@ -42,7 +42,20 @@ public:
              float alpha, const float *A, int64_t lda, const float *B,
              int64_t ldb, float beta, float *C, int64_t ldc) const;
 
-  /// "onednn 2.6.3 (isa avx512_core_bf16; libdnnl.so.2)".
+  /// The same with bf16 operands and result (bf16 bits), alpha 1: the
+  /// products accumulate in f32 (onto beta C, widened) and the sum is
+  /// rounded to bf16 once, as the widened f32 GEMM's is (up to summation
+  /// order). On AVX512-BF16 oneDNN runs it on the bf16 dot products.
+  void gemmBF16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
+                float beta, uint16_t *C, int64_t ldc) const;
+
+  /// Whether gemmBF16 runs on a bf16 kernel of this CPU (not oneDNN's
+  /// reference one, which a CPU without AVX-512 gets).
+  bool hasBF16() const;
+
+  /// "onednn 2.6.3 (isa avx512_core_bf16; bf16 GEMMs on
+  /// brg:avx512_core_bf16; libdnnl.so.2)".
   const std::string &description() const;
 
   struct Impl;
