@@ -190,10 +190,8 @@ void testBF16Attention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   std::vector<float> out(B * T * C), side(materialized ? TT : B * NH * T),
       dqkv(qkv.size()), scratch(materialized ? TT : 0);
   const char *form = materialized ? "bf16 attention"
-                     : !g.tf32    ? "bf16 blocked attention"
-                     : firstTensorCoreKernels()
-                         ? "bf16 blocked attention on tensor cores (wmma1)"
-                         : "bf16 blocked attention on tensor cores";
+                     : g.tf32     ? "bf16 blocked attention on tensor cores"
+                                  : "bf16 blocked attention";
   DevB dQkv(toBF16(qkv)), dDout(toBF16(dout)), dOut(B * T * C),
       dDqkv(qkv.size());
   if (materialized) {

@@ -233,9 +233,7 @@ void testBlockedAttention(Gpu &g, const cpu::Blas &blas, const Shape &s,
   const int64_t B = s.B, T = s.T, C = s.C, NH = s.NH, KV = s.kv();
   const int64_t W = s.window;
   const double tol = g.tf32 ? kTolTf32 : kTolFp32;
-  const char *mode = !g.tf32                    ? "fp32"
-                     : firstTensorCoreKernels() ? "tf32 tensor cores wmma1"
-                                                : "tf32 tensor cores";
+  const char *mode = g.tf32 ? "tf32 tensor cores" : "fp32";
   Rng rng(seed);
   auto qkv = randomVector(rng, B * T * s.qkvWidth(), 1.5f);
   auto dout = randomVector(rng, B * T * C);

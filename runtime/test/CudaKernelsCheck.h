@@ -193,13 +193,6 @@ private:
 using DevF = Dev<float>;
 using DevI = Dev<int32_t>;
 
-/// Whether FSDP_CUDA_ATTENTION=wmma1 selects the first tensor-core
-/// attention kernels (TensorCoreAttention.h) over the pipelined ones.
-inline bool firstTensorCoreKernels() {
-  const char *v = std::getenv("FSDP_CUDA_ATTENTION");
-  return v && std::string(v) == "wmma1";
-}
-
 struct Gpu {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;

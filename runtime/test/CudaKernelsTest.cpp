@@ -132,28 +132,17 @@ void checkAttentionShapes(Gpu &g, const cpu::Blas &blas, uint64_t &seed) {
 }
 
 /// The blocked attention on tensor cores (TF32 math), fp32 and bf16, on
-/// every shape above: the pipelined kernels (the default), then the first
-/// ones (FSDP_CUDA_ATTENTION=wmma1, TensorCoreAttention.h) on the same
-/// inputs.
+/// every shape above.
 void checkTensorCoreAttention(Gpu &g, const cpu::Blas &blas) {
-  const char *old = std::getenv("FSDP_CUDA_ATTENTION");
-  const std::string saved = old ? old : "";
-  for (const char *kernels : {"", "wmma1"}) {
-    setenv("FSDP_CUDA_ATTENTION", kernels, 1);
-    uint64_t seed = 740;
-    for (const Shape &s : kGroupedShapes) {
-      testBlockedAttention(g, blas, s, seed++);
-      testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
-    }
-    for (const Shape &s : kBlockedShapes) {
-      testBlockedAttention(g, blas, s, seed++);
-      testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
-    }
+  uint64_t seed = 740;
+  for (const Shape &s : kGroupedShapes) {
+    testBlockedAttention(g, blas, s, seed++);
+    testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
   }
-  if (old)
-    setenv("FSDP_CUDA_ATTENTION", saved.c_str(), 1);
-  else
-    unsetenv("FSDP_CUDA_ATTENTION");
+  for (const Shape &s : kBlockedShapes) {
+    testBlockedAttention(g, blas, s, seed++);
+    testBF16Attention(g, blas, s, seed++, /*materialized=*/false);
+  }
 }
 
 /// The fp32 checks on every shape, attention's edge shapes and the

@@ -58,43 +58,6 @@ template <typename F> void timeIt(Gpu &g, const char *what, F &&f) {
   std::fflush(stdout);
 }
 
-/// The blocked attention's kernels on tensor cores, timed side by side:
-/// the pipelined ones (the default) and the first ones
-/// (FSDP_CUDA_ATTENTION=wmma1, TensorCoreAttention.h).
-struct TensorCoreKernels {
-  std::string name;
-  const char *env; // FSDP_CUDA_ATTENTION's value, null: unset
-};
-const TensorCoreKernels kTensorCoreKernels[] = {
-    {"tensor cores, pipelined", nullptr}, {"tensor cores, wmma1", "wmma1"}};
-
-/// Sets FSDP_CUDA_ATTENTION for its lifetime, then restores it.
-class KernelChoice {
-public:
-  explicit KernelChoice(const char *value) {
-    const char *old = std::getenv("FSDP_CUDA_ATTENTION");
-    had_ = old != nullptr;
-    if (had_)
-      old_ = old;
-    if (value)
-      setenv("FSDP_CUDA_ATTENTION", value, 1);
-    else
-      unsetenv("FSDP_CUDA_ATTENTION");
-  }
-  ~KernelChoice() {
-    if (had_)
-      setenv("FSDP_CUDA_ATTENTION", old_.c_str(), 1);
-    else
-      unsetenv("FSDP_CUDA_ATTENTION");
-  }
-  KernelChoice(const KernelChoice &) = delete;
-  KernelChoice &operator=(const KernelChoice &) = delete;
-
-private:
-  bool had_ = false;
-  std::string old_;
-};
-
 /// A bf16 device array from a random pattern (through the cast kernel).
 void randomFill(DevB &d, Rng &rng, float scale = 1.0f) {
   DevF wide(d.size());
@@ -154,19 +117,13 @@ void timeGpt2BF16(Gpu &g, int64_t B, int64_t T, int64_t C, int64_t NH,
                                           C, NH, NH, 0);
     });
     const gpu::Context tc{ctx.stream, ctx.blas, /*tf32=*/true};
-    for (const TensorCoreKernels &k : kTensorCoreKernels) {
-      const KernelChoice choice(k.env);
-      timeIt(g, ("blockedAttentionForward (bf16, " + k.name + ")").c_str(),
-             [&] {
-               gpu::blockedAttentionForward<BF16>(tc, out, lse, qkv, B, T, C,
-                                                  NH, NH, 0);
-             });
-      timeIt(g, ("blockedAttentionBackward (bf16, " + k.name + ")").c_str(),
-             [&] {
-               gpu::blockedAttentionBackward<BF16>(tc, dqkv, out, qkv, out, lse,
-                                                   B, T, C, NH, NH, 0);
-             });
-    }
+    timeIt(g, "blockedAttentionForward (bf16, tensor cores)", [&] {
+      gpu::blockedAttentionForward<BF16>(tc, out, lse, qkv, B, T, C, NH, NH, 0);
+    });
+    timeIt(g, "blockedAttentionBackward (bf16, tensor cores)", [&] {
+      gpu::blockedAttentionBackward<BF16>(tc, dqkv, out, qkv, out, lse, B, T, C,
+                                          NH, NH, 0);
+    });
   }
   g.mathMode(CUBLAS_PEDANTIC_MATH);
 }
@@ -298,22 +255,16 @@ void timeGpt2Tail(Gpu &g, const Gpt2Shape &shape, Rng &rng) {
       gpu::blockedAttentionBackward<float>(ctx, dqkv, out, qkv, out, lse, B, T,
                                            C, NH, NH, 0);
     });
-    // On TF32 tensor cores (Context::tf32, fsdp-run's --tf32 on), the
-    // pipelined kernels and the first ones side by side.
+    // On TF32 tensor cores (Context::tf32, fsdp-run's --tf32 on).
     const gpu::Context tc{ctx.stream, ctx.blas, /*tf32=*/true};
-    for (const TensorCoreKernels &k : kTensorCoreKernels) {
-      const KernelChoice choice(k.env);
-      timeIt(g, ("blockedAttentionForward (tf32, " + k.name + ")").c_str(),
-             [&] {
-               gpu::blockedAttentionForward<float>(tc, out, lse, qkv, B, T, C,
-                                                   NH, NH, 0);
-             });
-      timeIt(g, ("blockedAttentionBackward (tf32, " + k.name + ")").c_str(),
-             [&] {
-               gpu::blockedAttentionBackward<float>(tc, dqkv, out, qkv, out,
-                                                    lse, B, T, C, NH, NH, 0);
-             });
-    }
+    timeIt(g, "blockedAttentionForward (tf32 tensor cores)", [&] {
+      gpu::blockedAttentionForward<float>(tc, out, lse, qkv, B, T, C, NH, NH,
+                                          0);
+    });
+    timeIt(g, "blockedAttentionBackward (tf32 tensor cores)", [&] {
+      gpu::blockedAttentionBackward<float>(tc, dqkv, out, qkv, out, lse, B, T,
+                                           C, NH, NH, 0);
+    });
   }
   {
     DevF logits(N * V), dlogits(N * V), loss(1), scratch(N),

@@ -116,25 +116,21 @@ void testAttention(int B, int T, int C, int NH, unsigned seed, int KV, int W) {
 // so its references do too; the materialized reference keeps its probs in
 // float (no T x T buffer here), a few bf16 units from the blocked kernels.
 // KV kv heads (0: NH) and the window W, as testAttention. With `tc` the
-// kernels on TF32 tensor cores (Context::tf32: the pipelined ones of
-// TensorCoreForward.cu and TensorCoreBackward.cu, or with
-// FSDP_CUDA_ATTENTION=wmma1 the first ones of TensorCoreAttention.cu), to
-// TF32's rounding on top (kTensorCoreTol of the largest value). `spread`
-// scales key j by 1 + spread j / T, so that a row's largest score keeps
-// growing along the keys (the pipelined forward's rescale).
+// kernels on TF32 tensor cores (Context::tf32: TensorCoreForward.cu and
+// TensorCoreBackward.cu), to TF32's rounding on top (kTensorCoreTol of the
+// largest value). `spread` scales key j by 1 + spread j / T, so that a
+// row's largest score keeps growing along the keys (the forward's lazy
+// rescale).
 template <typename E>
 void testBlocked(int B, int T, int C, int NH, unsigned seed, int KV, int W,
                  bool tc, float spread) {
   KV = KV ? KV : NH;
   const cu::Context c{ctx.stream, ctx.blas, tc};
   const double extra = tc ? kTensorCoreTol : 0.0;
-  const char *variant = getenv("FSDP_CUDA_ATTENTION");
-  const bool first = variant && strcmp(variant, "wmma1") == 0;
   char nm[160];
-  snprintf(nm, sizeof nm, "blocked%s%s%s B=%d T=%d C=%d NH=%d%s%s",
-           tc ? " tensor cores" : "", tc && first ? " wmma1" : "",
-           kIsBF16<E> ? " bf16" : "", B, T, C, NH, kvName(NH, KV, W).c_str(),
-           spread ? " spread" : "");
+  snprintf(nm, sizeof nm, "blocked%s%s B=%d T=%d C=%d NH=%d%s%s",
+           tc ? " tensor cores" : "", kIsBF16<E> ? " bf16" : "", B, T, C, NH,
+           kvName(NH, KV, W).c_str(), spread ? " spread" : "");
   std::mt19937 rng(seed);
   const int ld = C + 2 * KV * (C / NH);
   auto qkv = randv(size_t(B) * T * ld, rng, -2, 2),
@@ -278,19 +274,18 @@ void groupAttention(unsigned &seed) {
 }
 
 // The kernels on TF32 tensor cores: each bucket (32, 64, 128), T off the
-// tiles (64 and 32 rows for the first kernels; 128 and 64 query rows and
-// 128 keys for the pipelined ones) and across several, padded head sizes,
-// grouped query heads, windows inside a tile and across tiles, bf16; then
-// shapes for the pipelined kernels' tiles: T below one tile, a multiple
-// of it and one past, and keys whose scale grows along T so that the
-// forward's rows outgrow their reference maximum (its rescale). Both sets
-// of kernels: the pipelined (the default) and FSDP_CUDA_ATTENTION=wmma1.
-static void tensorCoreShapes(unsigned &seed) {
+// tiles and across several (blocks of 128 query rows at head size <= 64,
+// 64 at 128; 128 keys in the key pass, 32 at 128), padded head sizes,
+// grouped query heads, windows inside a tile and across tiles, bf16; T
+// below one tile, a multiple of it and one past; and keys whose scale
+// grows along T so that the forward's rows outgrow their reference
+// maximum (its rescale).
+void groupTensorCores(unsigned &seed) {
   const bool tc = true;
   testBlocked(1, 1, 4, 1, seed++, 0, 0, tc);    // T = 1, hs = 4
   testBlocked(2, 37, 64, 2, seed++, 0, 0, tc);  // hs = 32
   testBlocked(1, 130, 64, 1, seed++, 0, 0, tc); // GPT-2's head size
-  testBlocked(1, 70, 128, 1, seed++, 0, 0, tc); // Llama's, tiles of 32
+  testBlocked(1, 70, 128, 1, seed++, 0, 0, tc); // Llama's head size
   testBlocked(2, 33, 66, 2, seed++, 0, 0, tc);  // hs = 33: bucket 64
   testBlocked(1, 40, 130, 2, seed++, 0, 0, tc); // hs = 65: bucket 128
   testBlocked(1, 130, 384, 6, 930u, 2, 0, tc);  // grouped, hs = 64
@@ -300,10 +295,6 @@ static void tensorCoreShapes(unsigned &seed) {
   testBlocked(1, 130, 128, 1, 934u, 0, 17, tc); // the same at hs = 128
   testBlocked<BF16>(1, 130, 64, 1, 935u, 0, 0, tc);
   testBlocked<BF16>(1, 65, 512, 4, 936u, 2, 9, tc);
-}
-
-static void pipelinedShapes() {
-  const bool tc = true;
   testBlocked(2, 5, 128, 2, 940u, 0, 0, tc);      // hs = 64, T < a tile
   testBlocked(1, 128, 64, 2, 941u, 0, 0, tc);     // hs = 32, T = 128
   testBlocked(1, 129, 128, 2, 942u, 0, 0, tc);    // hs = 64, one past
@@ -317,16 +308,6 @@ static void pipelinedShapes() {
   testBlocked(1, 200, 64, 1, 950u, 0, 50, tc, 8); // and with a window
   testBlocked<BF16>(2, 150, 128, 2, 951u, 0, 0, tc, 8);
   testBlocked<BF16>(1, 129, 256, 2, 952u, 0, 0, tc);
-}
-
-void groupTensorCores(unsigned &seed) {
-  tensorCoreShapes(seed);
-  pipelinedShapes();
-  setenv("FSDP_CUDA_ATTENTION", "wmma1", 1);
-  unsigned again = seed - 6;
-  tensorCoreShapes(again);
-  pipelinedShapes();
-  unsetenv("FSDP_CUDA_ATTENTION");
 }
 
 void groupBlocked(unsigned &seed) {

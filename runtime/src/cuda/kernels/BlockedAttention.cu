@@ -543,7 +543,7 @@ void launchBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
 /// recorded and nothing runs). Deterministic. In bf16 the tiles are
 /// widened into shared memory and everything is float until out is stored.
 /// With ctx.tf32 the products run on TF32 tensor cores
-/// (TensorCoreAttention.cu), fp32 and bf16 alike; otherwise in fp32 FMAs.
+/// (TensorCoreAttention.h), fp32 and bf16 alike; otherwise in fp32 FMAs.
 template <typename E>
 void blockedAttentionForward(const Context &ctx, E *out, float *lse,
                              const E *qkv, int64_t B, int64_t T, int64_t C,

@@ -1,19 +1,26 @@
-//===- TensorCoreBackward.cu - pipelined attention backward, tensor cores -===//
+//===- TensorCoreBackward.cu - attention backward on tensor cores ---------===//
 //
-// The blocked attention's backward on TF32 tensor cores, pipelined
-// (TensorCoreTiles.cuh says why): TensorCoreAttention.cu's two
-// deterministic passes with its numerics, dk and dv per key tile over the
-// query tiles, then dq per query tile over the key tiles, each tile's
-// global loads issued before the previous tile's MMAs. The default since
-// the second GPU run; FSDP_CUDA_ATTENTION=wmma1 selects the first kernels.
+// The blocked attention's backward (BlockedAttention.cu's two deterministic
+// passes: dk and dv per key tile over the query tiles, then dq per query
+// tile over the key tiles) with its products on TF32 tensor cores,
+// pipelined (TensorCoreTiles.cuh): each tile's global loads are issued
+// before the previous tile's MMAs. Numerics as TensorCoreForward.cu's:
+// every value an MMA reads (q, k, v, dO, P, dS) rounded to TF32 once, where
+// it is written to shared memory; scores, D, lse and the accumulators
+// fp32; dq, dk, dv rounded to E once, when stored.
 //
 // Blocks of 8 warps (128 rows) up to head size 64 against tiles of 16: a
 // tile loaded (q, dO, their D and lse in the key pass; k and v in the
-// query pass) serves twice the rows it did, and the per-warp scores stay
-// small enough for 48 KiB. The key pass keeps k, v, dk and dv of its 16
-// keys in fragments (128 registers a thread at head size 64, which is
-// why a block is one per SM); at head size 128 that would be 256, so the
-// key pass there is still the first kernels' (2 warps, a few spills).
+// query pass) serves 8 warps, and the per-warp scores stay small enough
+// for 48 KiB. The key pass keeps k, v, dk and dv of its 16 keys in
+// fragments (128 registers a thread at head size 64, which is why a block
+// is one per SM); at head size 128 that would be 256, so the key pass
+// there is the first tensor-core kernels' (wideKeyPass below: 2 warps, no
+// prefetch, some spills), the dq pass the pipelined one.
+//
+// Determinism: every output row has one owner and every sum a fixed order
+// (tiles ascending, the MMA's own order within a tile): the same bits on
+// every run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -220,6 +227,175 @@ __global__ void __launch_bounds__(KeyShape<HS>::kThreads, 1)
 }
 
 //===----------------------------------------------------------------------===//
+// Pass 1 at head size 128: dk and dv of one key tile, unpipelined
+//===----------------------------------------------------------------------===//
+
+/// 2 warps (32 keys) against query tiles of 16: k, v, dk and dv of a
+/// warp's 16 keys in fragments already take most of a thread's registers,
+/// nothing is staged. Tile rows HS + 8 floats apart.
+struct WideKeyShape {
+  static constexpr int HS = 128;
+  static constexpr int kWarps = 2;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 16 * kWarps;
+  static constexpr int kStep = 16;
+  static constexpr int kLd = HS + 8;
+  static constexpr int kSld = kStep + 8;
+  static constexpr int kKs = HS / 8;
+  static constexpr int kNs = HS / 16;
+  static constexpr int kPer = kStep / 2;
+};
+
+/// Rows row0 .. row0 + Rows of an hs-wide slice (row stride ld) into a
+/// tile of row stride kLd, TF32-rounded, zeros past T and past hs.
+template <int Rows, typename E>
+__device__ void loadRows(float *tile, const E *__restrict__ src, int64_t ld,
+                         int64_t row0, int64_t T, int hs) {
+  using S = WideKeyShape;
+  for (int idx = threadIdx.x; idx < Rows * S::HS; idx += blockDim.x) {
+    const int r = idx / S::HS, d = idx % S::HS;
+    tile[r * S::kLd + d] =
+        row0 + r < T && d < hs ? tf32(toFloat(src[(row0 + r) * ld + d])) : 0.0f;
+  }
+}
+
+/// The tile's rows below T, first hs columns, out to dst (row stride ld).
+template <int Rows, typename E>
+__device__ void storeRows(E *__restrict__ dst, int64_t ld, const float *tile,
+                          int64_t row0, int64_t T, int hs) {
+  using S = WideKeyShape;
+  for (int idx = threadIdx.x; idx < Rows * S::HS; idx += blockDim.x) {
+    const int r = idx / S::HS, d = idx % S::HS;
+    if (row0 + r < T && d < hs)
+      dst[(row0 + r) * ld + d] = fromFloat<E>(tile[r * S::kLd + d]);
+  }
+}
+
+/// D_i = dO_i . O_i for each row of a tile of `rows`, by groups of
+/// blockDim.x / rows consecutive lanes, into Ds (zero past T).
+template <typename E>
+__device__ void tileD(float *Ds, const E *__restrict__ dO,
+                      const E *__restrict__ o, int64_t row0, int rows,
+                      int64_t T, int64_t C, int hs) {
+  const int group = blockDim.x / rows;
+  const int r = threadIdx.x / group, part = threadIdx.x % group;
+  float acc = 0.0f;
+  if (row0 + r < T)
+    for (int d = part; d < hs; d += group)
+      acc += toFloat(dO[(row0 + r) * C + d]) * toFloat(o[(row0 + r) * C + d]);
+  for (int offset = group / 2; offset > 0; offset >>= 1)
+    acc += __shfl_xor_sync(kFullMask, acc, offset);
+  if (part == 0)
+    Ds[r] = acc;
+}
+
+/// K and V of the block's keys staged once (then dk and dv on the way
+/// out), or the query side's tiles.
+struct alignas(128) WideKeyShared {
+  using S = WideKeyShape;
+  struct Query {
+    float Qs[S::kStep * S::kLd], dOs[S::kStep * S::kLd];
+    float St[S::kWarps * 16 * S::kSld], dPt[S::kWarps * 16 * S::kSld];
+  };
+  union {
+    float staged[2 * S::kRows * S::kLd];
+    Query query;
+  };
+  float lseS[S::kStep], Ds[S::kStep];
+};
+
+/// P^T and dS^T of the warp's keys against query tile i0 (S^T in St, dP^T
+/// in dPt), in place; lane: key row lane / 2, query columns lane % 2 + 2 t.
+__device__ void wideKeySoftmax(float *St, float *dPt, const float *lseS,
+                               const float *Ds, int64_t j, int64_t i0,
+                               int64_t T, float scale, int64_t W) {
+  using S = WideKeyShape;
+  const int lane = threadIdx.x % 32, rr = lane / 2, half = lane % 2;
+  for (int t = 0; t < S::kPer; ++t) {
+    const int c = half + 2 * t;
+    const int64_t i = i0 + c;
+    const bool visible = j <= i && i < T && j >= windowStart(i, W);
+    const float p =
+        visible ? __expf(scale * St[rr * S::kSld + c] - lseS[c]) : 0.0f;
+    St[rr * S::kSld + c] = tf32(p);
+    dPt[rr * S::kSld + c] = tf32(p * (dPt[rr * S::kSld + c] - Ds[c]));
+  }
+}
+
+/// Query head hv's contribution to the dk and dv of the warp's keys.
+template <typename E>
+__device__ void
+wideKeyHead(WideKeyShared &sh, const FragA (&kf)[WideKeyShape::kKs],
+            const FragA (&vf)[WideKeyShape::kKs],
+            FragC (&dk)[WideKeyShape::kNs], FragC (&dv)[WideKeyShape::kNs],
+            const HeadView &hv, const E *dout, const E *qkv, const E *out,
+            const float *lse, int64_t j0, int64_t T, int64_t C, int hs,
+            float scale, int64_t W) {
+  using S = WideKeyShape;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t k0 = j0 + 16 * warp;
+  float *St = sh.query.St + warp * 16 * S::kSld;
+  float *dPt = sh.query.dPt + warp * 16 * S::kSld;
+  // The last query that sees key j0 + kRows - 1 is j0 + kRows - 2 + W.
+  const int64_t iEnd =
+      W > 0 && j0 + S::kRows - 1 + W < T ? j0 + S::kRows - 1 + W : T;
+  for (int64_t i0 = j0; i0 < iEnd; i0 += S::kStep) {
+    __syncthreads(); // the previous tile is done with the query side
+    loadRows<S::kStep>(sh.query.Qs, qkv + hv.q, hv.ld, i0, T, hs);
+    loadRows<S::kStep>(sh.query.dOs, dout + hv.bt, C, i0, T, hs);
+    tileD(sh.Ds, dout + hv.bt, out + hv.bt, i0, S::kStep, T, C, hs);
+    for (int r = threadIdx.x; r < S::kStep; r += blockDim.x)
+      sh.lseS[r] = i0 + r < T ? lse[hv.bh * T + i0 + r] : 0.0f;
+    __syncthreads();
+    if (disjoint(i0, S::kStep, k0, 16, W))
+      continue;
+    timesTransposed<S>(St, kf, sh.query.Qs);
+    timesTransposed<S>(dPt, vf, sh.query.dOs);
+    __syncwarp();
+    wideKeySoftmax(St, dPt, sh.lseS, sh.Ds, k0 + lane / 2, i0, T, scale, W);
+    __syncwarp();
+    accumulateProduct<S>(dv, St, sh.query.dOs);
+    accumulateProduct<S>(dk, dPt, sh.query.Qs);
+  }
+}
+
+/// One (b, kv head) per blockIdx.x, one tile of kRows keys per blockIdx.y,
+/// over the kv head's query heads in order and their query tiles i0 >= j0.
+template <typename E>
+__global__ void __launch_bounds__(WideKeyShape::kThreads)
+    tcWideKeyKernel(E *__restrict__ dqkv, const E *__restrict__ dout,
+                    const E *__restrict__ qkv, const E *__restrict__ out,
+                    const float *__restrict__ lse, int64_t T, int64_t C,
+                    int64_t NH, int64_t KV, int hs, float scale, int64_t W) {
+  using S = WideKeyShape;
+  __shared__ WideKeyShared shared[1];
+  WideKeyShared &sh = shared[0];
+  const int64_t b = blockIdx.x / KV, g = NH / KV, h0 = blockIdx.x % KV * g;
+  const int64_t j0 = int64_t(blockIdx.y) * S::kRows;
+  const int warp = threadIdx.x / 32;
+  const HeadView kv = headView(b, h0, T, C, NH, KV, hs);
+  float *Kst = sh.staged, *Vst = sh.staged + S::kRows * S::kLd;
+  loadRows<S::kRows>(Kst, qkv + kv.k, kv.ld, j0, T, hs);
+  loadRows<S::kRows>(Vst, qkv + kv.k + KV * hs, kv.ld, j0, T, hs);
+  __syncthreads();
+  FragA kf[S::kKs], vf[S::kKs];
+  loadRowsA<S>(kf, Kst + warp * 16 * S::kLd);
+  loadRowsA<S>(vf, Vst + warp * 16 * S::kLd);
+  FragC dk[S::kNs], dv[S::kNs];
+  zero<S>(dk);
+  zero<S>(dv);
+  for (int64_t h = h0; h < h0 + g; ++h)
+    wideKeyHead(sh, kf, vf, dk, dv, headView(b, h, T, C, NH, KV, hs), dout, qkv,
+                out, lse, j0, T, C, hs, scale, W);
+  __syncthreads(); // the staging area takes dk and dv
+  putAccumulators<S>(Kst + warp * 16 * S::kLd, dk, scale);
+  putAccumulators<S>(Vst + warp * 16 * S::kLd, dv, 1.0f);
+  __syncthreads();
+  storeRows<S::kRows>(dqkv + kv.k, kv.ld, Kst, j0, T, hs);
+  storeRows<S::kRows>(dqkv + kv.k + KV * hs, kv.ld, Vst, j0, T, hs);
+}
+
+//===----------------------------------------------------------------------===//
 // Pass 2: dq of one query tile
 //===----------------------------------------------------------------------===//
 
@@ -351,25 +527,27 @@ void flashBackward(const Context &ctx, E *dqkv, const E *dout, const E *qkv,
     tcFlashKeyKernel<HS, E>
         <<<rowGrid<S>(B, T, KV), S::kThreads, 0, ctx.stream>>>(
             dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
-    checkLaunch("blockedAttentionBackward (tensor cores, pipelined, dk, dv)");
+    checkLaunch("blockedAttentionBackward (tensor cores, dk, dv)");
   } else {
-    wmma1AttentionBackward<E>(ctx, HS, dqkv, dout, qkv, out, lse, B, T, C, NH,
-                              KV, W, /*keys=*/true, /*queries=*/false);
+    using S = WideKeyShape;
+    tcWideKeyKernel<E><<<rowGrid<S>(B, T, KV), S::kThreads, 0, ctx.stream>>>(
+        dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
+    checkLaunch("blockedAttentionBackward (tensor cores, dk, dv, wide)");
   }
   using S = QueryShape<HS>;
   tcFlashQueryKernel<HS, E>
       <<<rowGrid<S>(B, T, NH), S::kThreads, 0, ctx.stream>>>(
           dqkv, dout, qkv, out, lse, T, C, NH, KV, hs, scale, W);
-  checkLaunch("blockedAttentionBackward (tensor cores, pipelined, dq)");
+  checkLaunch("blockedAttentionBackward (tensor cores, dq)");
 }
 
 } // namespace
 
 template <typename E>
-void pipelinedAttentionBackward(const Context &ctx, int bucket, E *dqkv,
-                                const E *dout, const E *qkv, const E *out,
-                                const float *lse, int64_t B, int64_t T,
-                                int64_t C, int64_t NH, int64_t KV, int64_t W) {
+void tensorCoreAttentionBackward(const Context &ctx, int bucket, E *dqkv,
+                                 const E *dout, const E *qkv, const E *out,
+                                 const float *lse, int64_t B, int64_t T,
+                                 int64_t C, int64_t NH, int64_t KV, int64_t W) {
   switch (bucket) {
   case 32:
     return flashBackward<32, E>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, KV,
@@ -384,7 +562,7 @@ void pipelinedAttentionBackward(const Context &ctx, int bucket, E *dqkv,
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
-  template void pipelinedAttentionBackward<E>(                                 \
+  template void tensorCoreAttentionBackward<E>(                                \
       const Context &, int, E *, const E *, const E *, const E *,              \
       const float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)

@@ -1,17 +1,24 @@
-//===- TensorCoreForward.cu - pipelined attention forward, tensor cores ---===//
+//===- TensorCoreForward.cu - attention forward on tensor cores -----------===//
 //
-// The blocked attention's forward on TF32 tensor cores, pipelined
-// (TensorCoreTiles.cuh says why): the contract and the numerics of
-// TensorCoreAttention.cu's forward (every value an MMA reads rounded to
-// TF32 once, where it is written to shared memory; scores, softmax, lse
-// and accumulators fp32; out rounded to E once), the default since the
-// second GPU run; FSDP_CUDA_ATTENTION=wmma1 selects the first kernels.
+// The blocked attention's forward (BlockedAttention.cu's: FlashAttention-2's
+// online softmax over key tiles) with its products on tensor cores, through
+// the WMMA API in TF32 (m16n16k8, fp32 accumulators), pipelined
+// (TensorCoreTiles.cuh): the next key tile's loads are in flight while the
+// current one's MMAs run. The backend takes this path when its GEMMs may
+// use TF32 (Context::tf32, fsdp-run's --tf32 on, the default), for fp32
+// and bf16 alike; pedantic fp32 keeps the SIMT kernels.
+//
+// Numerics. Every value an MMA reads (q, k, v, the probabilities) is
+// rounded to TF32 once, where it is written to shared memory; scores, the
+// softmax, lse and the accumulators are fp32, and out is rounded to E once,
+// when stored: the precision of the TF32 GEMMs of the materialized form.
 //
 // Output in fragments. The online softmax rescales each output row when
 // its running maximum moves, which an accumulator fragment cannot do row
-// by row (which lane holds which element is unspecified), so the first
-// kernels sent every tile's P V through shared memory. Here a row keeps a
-// reference maximum m and exponentiates against it while the tile's
+// by row (which lane holds which element is unspecified); the first
+// tensor-core kernels sent every tile's P V through shared memory for it.
+// Here a row keeps a reference maximum m and exponentiates against it
+// while the tile's
 // maximum stays within kSlack of it: P = exp(s - m) is then at most
 // e^kSlack, far from overflow, and P V adds straight into the fragments.
 // Only when a row's maximum grows past m + kSlack does the warp rescale:
@@ -198,15 +205,15 @@ void flashForward(const Context &ctx, E *out, float *lse, const E *qkv,
   const dim3 grid(unsigned(B * NH), unsigned((T + S::kRows - 1) / S::kRows));
   tcFlashForwardKernel<HS, E><<<grid, S::kThreads, 0, ctx.stream>>>(
       out, lse, qkv, T, C, NH, KV, hs, 1.0f / std::sqrt(float(hs)), W);
-  checkLaunch("blockedAttentionForward (tensor cores, pipelined)");
+  checkLaunch("blockedAttentionForward (tensor cores)");
 }
 
 } // namespace
 
 template <typename E>
-void pipelinedAttentionForward(const Context &ctx, int bucket, E *out,
-                               float *lse, const E *qkv, int64_t B, int64_t T,
-                               int64_t C, int64_t NH, int64_t KV, int64_t W) {
+void tensorCoreAttentionForward(const Context &ctx, int bucket, E *out,
+                                float *lse, const E *qkv, int64_t B, int64_t T,
+                                int64_t C, int64_t NH, int64_t KV, int64_t W) {
   switch (bucket) {
   case 32:
     return flashForward<32, E>(ctx, out, lse, qkv, B, T, C, NH, KV, W);
@@ -218,7 +225,7 @@ void pipelinedAttentionForward(const Context &ctx, int bucket, E *out,
 }
 
 #define FSDP_INSTANTIATE(E)                                                    \
-  template void pipelinedAttentionForward<E>(                                  \
+  template void tensorCoreAttentionForward<E>(                                 \
       const Context &, int, E *, float *, const E *, int64_t, int64_t,         \
       int64_t, int64_t, int64_t, int64_t);
 FSDP_CUDA_ELEMENT_TYPES(FSDP_INSTANTIATE)
