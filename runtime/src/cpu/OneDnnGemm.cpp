@@ -37,66 +37,47 @@ struct Made {
   dnnl_memory_desc_t a, b, c;
 };
 
-/// The C API of oneDNN 2.x, resolved with dlsym (the header gives the
-/// types only: nothing links against the library).
+/// The C API of oneDNN 2.x that --blas onednn calls, each name once.
+#define FSDP_DNNL_FUNCTIONS(X)                                                 \
+  X(dnnl_version)                                                              \
+  X(dnnl_get_effective_cpu_isa)                                                \
+  X(dnnl_engine_create)                                                        \
+  X(dnnl_stream_create)                                                        \
+  X(dnnl_memory_desc_init_by_strides)                                          \
+  X(dnnl_matmul_desc_init)                                                     \
+  X(dnnl_primitive_attr_create)                                                \
+  X(dnnl_primitive_attr_destroy)                                               \
+  X(dnnl_primitive_attr_set_output_scales)                                     \
+  X(dnnl_primitive_attr_set_post_ops)                                          \
+  X(dnnl_post_ops_create)                                                      \
+  X(dnnl_post_ops_destroy)                                                     \
+  X(dnnl_post_ops_append_sum)                                                  \
+  X(dnnl_primitive_desc_create)                                                \
+  X(dnnl_primitive_desc_destroy)                                               \
+  X(dnnl_primitive_desc_query)                                                 \
+  X(dnnl_primitive_create)                                                     \
+  X(dnnl_primitive_execute)                                                    \
+  X(dnnl_primitive_destroy)                                                    \
+  X(dnnl_memory_create)                                                        \
+  X(dnnl_memory_destroy)                                                       \
+  X(dnnl_stream_wait)                                                          \
+  X(dnnl_stream_destroy)                                                       \
+  X(dnnl_engine_destroy)
+
+/// Those functions, resolved with dlsym (the header gives the types only:
+/// nothing links against the library).
 struct Api {
-#define FSDP_DNNL_FN(name) decltype(&::name) name = nullptr;
-  FSDP_DNNL_FN(dnnl_version)
-  FSDP_DNNL_FN(dnnl_get_effective_cpu_isa)
-  FSDP_DNNL_FN(dnnl_engine_create)
-  FSDP_DNNL_FN(dnnl_stream_create)
-  FSDP_DNNL_FN(dnnl_memory_desc_init_by_strides)
-  FSDP_DNNL_FN(dnnl_matmul_desc_init)
-  FSDP_DNNL_FN(dnnl_primitive_attr_create)
-  FSDP_DNNL_FN(dnnl_primitive_attr_destroy)
-  FSDP_DNNL_FN(dnnl_primitive_attr_set_output_scales)
-  FSDP_DNNL_FN(dnnl_primitive_attr_set_post_ops)
-  FSDP_DNNL_FN(dnnl_post_ops_create)
-  FSDP_DNNL_FN(dnnl_post_ops_destroy)
-  FSDP_DNNL_FN(dnnl_post_ops_append_sum)
-  FSDP_DNNL_FN(dnnl_primitive_desc_create)
-  FSDP_DNNL_FN(dnnl_primitive_desc_destroy)
-  FSDP_DNNL_FN(dnnl_primitive_create)
-  FSDP_DNNL_FN(dnnl_primitive_execute)
-  FSDP_DNNL_FN(dnnl_memory_create)
-  FSDP_DNNL_FN(dnnl_memory_destroy)
-  FSDP_DNNL_FN(dnnl_stream_wait)
-  FSDP_DNNL_FN(dnnl_primitive_destroy)
-  FSDP_DNNL_FN(dnnl_stream_destroy)
-  FSDP_DNNL_FN(dnnl_engine_destroy)
-  FSDP_DNNL_FN(dnnl_primitive_desc_query)
-#undef FSDP_DNNL_FN
+#define FSDP_DNNL_MEMBER(name) decltype(&::name) name = nullptr;
+  FSDP_DNNL_FUNCTIONS(FSDP_DNNL_MEMBER)
+#undef FSDP_DNNL_MEMBER
 
   /// Every entry point, or the name of the first missing one.
   const char *resolve(void *handle) {
-#define FSDP_DNNL_FN(name)                                                     \
+#define FSDP_DNNL_RESOLVE(name)                                                \
   if (!(name = reinterpret_cast<decltype(name)>(dlsym(handle, #name))))        \
     return #name;
-    FSDP_DNNL_FN(dnnl_version)
-    FSDP_DNNL_FN(dnnl_get_effective_cpu_isa)
-    FSDP_DNNL_FN(dnnl_engine_create)
-    FSDP_DNNL_FN(dnnl_stream_create)
-    FSDP_DNNL_FN(dnnl_memory_desc_init_by_strides)
-    FSDP_DNNL_FN(dnnl_matmul_desc_init)
-    FSDP_DNNL_FN(dnnl_primitive_attr_create)
-    FSDP_DNNL_FN(dnnl_primitive_attr_destroy)
-    FSDP_DNNL_FN(dnnl_primitive_attr_set_output_scales)
-    FSDP_DNNL_FN(dnnl_primitive_attr_set_post_ops)
-    FSDP_DNNL_FN(dnnl_post_ops_create)
-    FSDP_DNNL_FN(dnnl_post_ops_destroy)
-    FSDP_DNNL_FN(dnnl_post_ops_append_sum)
-    FSDP_DNNL_FN(dnnl_primitive_desc_create)
-    FSDP_DNNL_FN(dnnl_primitive_desc_destroy)
-    FSDP_DNNL_FN(dnnl_primitive_create)
-    FSDP_DNNL_FN(dnnl_primitive_execute)
-    FSDP_DNNL_FN(dnnl_memory_create)
-    FSDP_DNNL_FN(dnnl_memory_destroy)
-    FSDP_DNNL_FN(dnnl_stream_wait)
-    FSDP_DNNL_FN(dnnl_primitive_destroy)
-    FSDP_DNNL_FN(dnnl_stream_destroy)
-    FSDP_DNNL_FN(dnnl_engine_destroy)
-    FSDP_DNNL_FN(dnnl_primitive_desc_query)
-#undef FSDP_DNNL_FN
+    FSDP_DNNL_FUNCTIONS(FSDP_DNNL_RESOLVE)
+#undef FSDP_DNNL_RESOLVE
     return nullptr;
   }
 };
