@@ -205,6 +205,9 @@ void testGradClip();
 void testMoeRouting(const Blas &blas);
 void testMoeDispatch();
 
+// CpuBF16Test.cpp
+void testBF16Direct();
+
 } // namespace cpukernels
 
 #endif // FSDP_RUNTIME_TEST_CPUKERNELSCHECK_H

@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
     testMoeRouting(*blas);
   testMoeDispatch();
   testDeterminism();
+  testBF16Direct();
 
   std::printf("cpu-kernels: %d passed, %d failed\n", gPassed, gFailed);
   return gFailed == 0 ? 0 : 1;

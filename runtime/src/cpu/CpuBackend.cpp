@@ -4,6 +4,8 @@
 #include "fsdp/runtime/comm/FlightRecorder.h"
 #include "fsdp/runtime/exec/Backend.h"
 
+#include "BF16Convert.h"
+#include "BF16Kernels.h"
 #include "BF16Linear.h"
 #include "Blas.h"
 #include "Kernels.h"
@@ -81,17 +83,19 @@ void scaleShard(void *x, plan::DType type, int64_t n, float scale) {
     f[i] *= scale;
 }
 
-/// Converts n elements between f32 and bf16 (either way, or a copy).
+/// Converts n elements between f32 and bf16 (either way, or a copy),
+/// over the OpenMP team: call it on the main thread.
 void castElements(void *out, plan::DType to, const void *in, plan::DType from,
                   int64_t n) {
   using plan::DType;
   if (from == to) {
     std::memmove(out, in, uint64_t(n) * plan::dtypeSize(to));
   } else if (from == DType::F32) {
-    roundToBF16(static_cast<uint16_t *>(out), static_cast<const float *>(in),
-                n);
+    cpu::roundToBF16Team(static_cast<uint16_t *>(out),
+                         static_cast<const float *>(in), n);
   } else {
-    widenBF16(static_cast<float *>(out), static_cast<const uint16_t *>(in), n);
+    cpu::widenBF16Team(static_cast<float *>(out),
+                       static_cast<const uint16_t *>(in), n);
   }
 }
 
@@ -309,8 +313,17 @@ private:
     }
     if (inst.kernel->opcode == plan::Opcode::AllGather) {
       int64_t total = plan.buffers[inst.outs[0]].numElements();
-      return
-          [=](Communicator &c) { c.allGatherFrom(in, from, out, to, total); };
+      if (from == to || streams)
+        return
+            [=](Communicator &c) { c.allGatherFrom(in, from, out, to, total); };
+      // In place on the main thread: the conversion into this rank's slot
+      // over the OpenMP team (at one rank it is the whole gather).
+      return [=](Communicator &c) {
+        plan::ShardRange mine = plan::shardRange(total, c.rank(), c.size());
+        castElements(out + mine.begin * plan::dtypeSize(to), to, in, from,
+                     mine.end - mine.begin);
+        c.allGather(out, total, to);
+      };
     }
     // Both sides have the kernel's element type (the loader checks it).
     int64_t total = plan.buffers[inst.ins[0]].numElements();
@@ -413,11 +426,14 @@ void CpuBackend::run(const Plan &plan, const Instruction &inst,
     return;
   }
   // Collectives and waits move their buffers as they are.
-  // A bf16 linear kernel on the library's bf16 GEMM where it has one;
+  // A bf16 linear kernel on the library's bf16 GEMM where it has one, an
+  // add or an embedding directly on its bf16 operands (BF16Kernels.h);
   // every other bf16 kernel on widened copies.
+  auto inArenaBytes = [&](uint32_t id) { return address(plan, id); };
   if (inst.elementType == plan::DType::BF16 &&
-      runBF16Linear(*blas, plan, inst,
-                    [&](uint32_t id) { return address(plan, id); }))
+      (runBF16Linear(*blas, plan, inst, inArenaBytes) ||
+       cpu::runBF16Direct(plan, inst, inArenaBytes, widened.data(),
+                          widened.size())))
     return;
   if (inst.elementType == plan::DType::BF16 && isComputeKernel(opcode) &&
       runWidened(kernels, plan, inst, params, step))
@@ -569,8 +585,9 @@ bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
     float *copy = widened.data() + used / 4;
     used += plan::cpuWideningBytes(plan.buffers[id].numElements());
     // Results too: a kernel that accumulates into its result reads it.
-    widenBF16(copy, reinterpret_cast<const uint16_t *>(address(plan, id)),
-              plan.buffers[id].numElements());
+    cpu::widenBF16Team(copy,
+                       reinterpret_cast<const uint16_t *>(address(plan, id)),
+                       plan.buffers[id].numElements());
     copies[count++] = {id, copy, isResult};
   });
   auto resolve = [&](uint32_t id) -> unsigned char * {
@@ -585,8 +602,9 @@ bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
     return false;
   for (size_t k = 0; k < count; ++k)
     if (copies[k].isResult)
-      roundToBF16(reinterpret_cast<uint16_t *>(address(plan, copies[k].id)),
-                  copies[k].at, plan.buffers[copies[k].id].numElements());
+      cpu::roundToBF16Team(
+          reinterpret_cast<uint16_t *>(address(plan, copies[k].id)),
+          copies[k].at, plan.buffers[copies[k].id].numElements());
   return true;
 }
 } // namespace

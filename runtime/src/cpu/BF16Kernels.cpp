@@ -1,0 +1,161 @@
+//===- BF16Kernels.cpp - bf16 kernels that need no widened copies ---------===//
+//
+// Each computes what the f32 kernel computes on widened operands (exact),
+// in the same order, and rounds each result element once to nearest even:
+// the bits of the widened path (fsdp-cpu-kernels-test compares them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "BF16Kernels.h"
+
+#include "Kernels.h"
+
+#include "fsdp/runtime/support/BFloat16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <omp.h>
+
+namespace fsdp::rt::cpu {
+namespace {
+
+/// Below this many elements an add stays on the calling thread.
+constexpr int64_t kParallelMin = 1 << 15;
+
+} // namespace
+
+FSDP_CPU_KERNEL void addBF16(uint16_t *out, const uint16_t *a,
+                             const uint16_t *b, int64_t n) {
+  // out may alias a or b: each element is read before it is written.
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = roundToBF16(widenBF16(a[i]) + widenBF16(b[i]));
+}
+
+FSDP_CPU_KERNEL void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
+                                          const uint16_t *wte,
+                                          const uint16_t *wpe, int64_t B,
+                                          int64_t T, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const uint16_t *tok = wte + int64_t(tokens[bt]) * C;
+    uint16_t *o = out + bt * C;
+    if (!wpe) { // widening and rounding a bf16 value gives it back
+      std::memcpy(o, tok, sizeof(uint16_t) * C);
+      continue;
+    }
+    const uint16_t *pos = wpe + (bt % T) * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      o[c] = roundToBF16(widenBF16(tok[c]) + widenBF16(pos[c]));
+  }
+}
+
+FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
+                                           const uint16_t *dout,
+                                           const int32_t *tokens, int64_t B,
+                                           int64_t T, int64_t C, int64_t V,
+                                           int64_t Tmax, float *rows) {
+  // dwpe[t] = sum over b of dout[b, t], in row t + V of `rows`.
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < (dwpe ? Tmax : 0); ++t) {
+    uint16_t *out = dwpe + t * C;
+    if (t >= T || B == 0) {
+      std::memset(out, 0, sizeof(uint16_t) * C);
+      continue;
+    }
+    float *row = rows + (V + t) * C;
+    for (int64_t c = 0; c < C; ++c)
+      row[c] = widenBF16(dout[t * C + c]);
+    for (int64_t b = 1; b < B; ++b) {
+      const uint16_t *d = dout + (b * T + t) * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        row[c] += widenBF16(d[c]);
+    }
+    for (int64_t c = 0; c < C; ++c)
+      out[c] = roundToBF16(row[c]);
+  }
+
+  // dwte: each thread owns a slice of the vocabulary (as the f32 kernel:
+  // every row summed by one thread in (b, t) order). A named row's sum is
+  // zeroed, accumulated and rounded once for each of its tokens: the
+  // repeats redo the same work, and no set of named rows is needed.
+  const int64_t ranges = std::min<int64_t>(omp_get_max_threads(), V);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < ranges; ++r) {
+    const int64_t v0 = V * r / ranges, v1 = V * (r + 1) / ranges;
+    std::memset(dwte + v0 * C, 0, sizeof(uint16_t) * (v1 - v0) * C);
+    auto mine = [&](int64_t bt) { return tokens[bt] >= v0 && tokens[bt] < v1; };
+    for (int64_t bt = 0; bt < B * T; ++bt)
+      if (mine(bt))
+        std::memset(rows + tokens[bt] * C, 0, sizeof(float) * C);
+    for (int64_t bt = 0; bt < B * T; ++bt) {
+      if (!mine(bt))
+        continue;
+      float *row = rows + tokens[bt] * C;
+      const uint16_t *d = dout + bt * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        row[c] += widenBF16(d[c]);
+    }
+    for (int64_t bt = 0; bt < B * T; ++bt) {
+      if (!mine(bt))
+        continue;
+      const float *row = rows + tokens[bt] * C;
+      uint16_t *out = dwte + tokens[bt] * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        out[c] = roundToBF16(row[c]);
+    }
+  }
+}
+
+bool runBF16Direct(const Plan &plan, const Instruction &inst,
+                   const std::function<unsigned char *(uint32_t)> &address,
+                   float *scratch, uint64_t scratchFloats) {
+  using plan::Opcode;
+  if (inst.elementType != plan::DType::BF16)
+    return false;
+  auto bits = [&](uint32_t id) {
+    return reinterpret_cast<uint16_t *>(address(id));
+  };
+  // The shapes the loader checked (the kernel table's rules).
+  switch (inst.kernel->opcode) {
+  case Opcode::Add:
+    addBF16(bits(inst.outs[0]), bits(inst.ins[0]), bits(inst.ins[1]),
+            plan.buffers[inst.outs[0]].numElements());
+    return true;
+  case Opcode::Embedding: { // tokens [B, T], wte [V, C], wpe [P, C]
+    const BufferDesc &tokens = plan.buffers[inst.ins[0]];
+    const int64_t T = tokens.shape.back();
+    const int64_t B = tokens.numElements() / T;
+    const int64_t C = plan.buffers[inst.ins[1]].shape.back();
+    embeddingForwardBF16(
+        bits(inst.outs[0]),
+        reinterpret_cast<const int32_t *>(address(inst.ins[0])),
+        bits(inst.ins[1]), inst.ins.size() > 2 ? bits(inst.ins[2]) : nullptr, B,
+        T, C);
+    return true;
+  }
+  case Opcode::EmbeddingBackward: { // grad [B, T, C], wte_grad [V, C]
+    const BufferDesc &tokens = plan.buffers[inst.ins[1]];
+    const int64_t T = tokens.shape.back();
+    const int64_t B = tokens.numElements() / T;
+    const BufferDesc &wte = plan.buffers[inst.outs[0]];
+    const int64_t V = wte.shape[0], C = wte.shape[1];
+    const int64_t P = plan.buffers[inst.outs[1]].shape[0];
+    if (uint64_t(V + P) * uint64_t(C) > scratchFloats)
+      return false; // the widened path, whose copies fit by construction
+    embeddingBackwardBF16(
+        bits(inst.outs[0]), bits(inst.outs[1]), bits(inst.ins[0]),
+        reinterpret_cast<const int32_t *>(address(inst.ins[1])), B, T, C, V, P,
+        scratch);
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+} // namespace fsdp::rt::cpu

@@ -1,0 +1,145 @@
+//===- CpuBF16Test.cpp - the CPU's bf16 passes against the widened path ---===//
+//
+// BF16Convert's team conversions and BF16Kernels' direct kernels promise
+// the bits of the plain path: support/BFloat16.h's scalar loops, and the
+// f32 kernel on widened operands with its results rounded. Checked here
+// bit for bit, at sizes on both sides of the team bound, on values that
+// exercise the rounding (ties, NaN, infinities, subnormals), with repeated
+// tokens and stale scratch, at one thread and at all.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernelsCheck.h"
+
+#include "cpu/BF16Convert.h"
+#include "cpu/BF16Kernels.h"
+#include "fsdp/runtime/support/BFloat16.h"
+
+namespace cpukernels {
+namespace {
+
+using cpukernels::sameBits; // the float one, beside the bf16 one below
+using fsdp::rt::roundToBF16;
+using fsdp::rt::widenBF16;
+
+std::vector<uint16_t> toBF16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  roundToBF16(out.data(), v.data(), int64_t(v.size()));
+  return out;
+}
+
+std::vector<float> widened(const std::vector<uint16_t> &v) {
+  std::vector<float> out(v.size());
+  widenBF16(out.data(), v.data(), int64_t(v.size()));
+  return out;
+}
+
+bool sameBits(const std::vector<uint16_t> &a, const std::vector<uint16_t> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), sizeof(uint16_t) * a.size()) == 0;
+}
+
+/// Random floats with the rounding's hard cases planted: halfway ties
+/// (both parities), NaNs, infinities, the largest finite float (rounds to
+/// infinity), subnormals and signed zeros.
+std::vector<float> hardFloats(Rng &rng, int64_t n) {
+  std::vector<float> v = randomVector(rng, n, 3.0f);
+  const uint32_t planted[] = {0x3F808000u, 0x3F818000u, 0x7FC00001u,
+                              0xFF800001u, 0x7F800000u, 0xFF800000u,
+                              0x7F7FFFFFu, 0x00000001u, 0x80008000u,
+                              0x00000000u, 0x80000000u, 0x3F80FFFFu};
+  for (int64_t i = 0; i < n; i += 97) {
+    uint32_t bits = planted[(i / 97) % (sizeof planted / sizeof *planted)];
+    std::memcpy(&v[i], &bits, sizeof bits);
+  }
+  return v;
+}
+
+void testTeamConversions() {
+  Rng rng(41);
+  // Below the team bound, at it, and past it by a ragged block.
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(37), int64_t(1) << 16,
+                    (int64_t(1) << 16) + 16387}) {
+    const std::vector<float> x = hardFloats(rng, n);
+    std::vector<uint16_t> want = toBF16(x), got(n, 0xDEAD);
+    roundToBF16Team(got.data(), x.data(), n);
+    CHECK_MSG(sameBits(got, want),
+              "roundToBF16Team differs from the scalar rounding at n = " +
+                  std::to_string(n));
+    std::vector<float> back(n, 1.0f);
+    widenBF16Team(back.data(), want.data(), n);
+    CHECK_MSG(sameBits(back, widened(want)),
+              "widenBF16Team differs from the scalar widening at n = " +
+                  std::to_string(n));
+  }
+}
+
+void testAddBF16() {
+  Rng rng(42);
+  for (int64_t n : {int64_t(5), int64_t(1) << 15, int64_t(100003)}) {
+    const auto a = toBF16(hardFloats(rng, n)), b = toBF16(randomVector(rng, n));
+    std::vector<float> sum(n);
+    add(sum.data(), widened(a).data(), widened(b).data(), n);
+    const std::vector<uint16_t> want = toBF16(sum);
+    std::vector<uint16_t> got(n);
+    addBF16(got.data(), a.data(), b.data(), n);
+    CHECK_MSG(sameBits(got, want), "addBF16 differs from the widened add at "
+                                   "n = " +
+                                       std::to_string(n));
+    std::vector<uint16_t> aliased = a; // out aliases a, as the plans do
+    addBF16(aliased.data(), aliased.data(), b.data(), n);
+    CHECK_MSG(sameBits(aliased, want), "addBF16 in place differs");
+  }
+}
+
+void testEmbeddingBF16() {
+  const int64_t B = 3, T = 7, C = 40, V = 23, Tmax = 9;
+  Rng rng(43);
+  auto tokens = randomTokens(rng, B * T, V);
+  tokens[4] = tokens[0]; // repeated tokens: rows summed more than once
+  tokens[11] = tokens[0];
+  tokens[B * T - 1] = tokens[1];
+  const auto wte = toBF16(randomVector(rng, V * C)),
+             wpe = toBF16(randomVector(rng, Tmax * C));
+  for (bool withWpe : {true, false}) {
+    std::vector<float> out(B * T * C);
+    embeddingForward(out.data(), tokens.data(), widened(wte).data(),
+                     withWpe ? widened(wpe).data() : nullptr, B, T, C);
+    std::vector<uint16_t> got(B * T * C, 0xBEEF);
+    embeddingForwardBF16(got.data(), tokens.data(), wte.data(),
+                         withWpe ? wpe.data() : nullptr, B, T, C);
+    CHECK_MSG(sameBits(got, toBF16(out)),
+              std::string("embeddingForwardBF16 differs from the widened "
+                          "kernel ") +
+                  (withWpe ? "with wpe" : "without wpe"));
+  }
+
+  const auto dout = toBF16(randomVector(rng, B * T * C));
+  std::vector<float> dwte(V * C), dwpe(Tmax * C);
+  embeddingBackward(dwte.data(), dwpe.data(), widened(dout).data(),
+                    tokens.data(), B, T, C, V, Tmax);
+  auto run = [&] {
+    // The scratch holds what the last kernel left there: NaNs here.
+    std::vector<float> rows = nans((V + Tmax) * C);
+    std::vector<uint16_t> gotWte(V * C, 0xBEEF), gotWpe(Tmax * C, 0xBEEF);
+    embeddingBackwardBF16(gotWte.data(), gotWpe.data(), dout.data(),
+                          tokens.data(), B, T, C, V, Tmax, rows.data());
+    CHECK_MSG(sameBits(gotWte, toBF16(dwte)),
+              "embeddingBackwardBF16's dwte differs from the widened kernel");
+    CHECK_MSG(sameBits(gotWpe, toBF16(dwpe)),
+              "embeddingBackwardBF16's dwpe differs from the widened kernel");
+  };
+  run();
+  withOneThread(run);
+}
+
+} // namespace
+
+void testBF16Direct() {
+  testTeamConversions();
+  withOneThread(testTeamConversions);
+  testAddBF16();
+  testEmbeddingBF16();
+}
+
+} // namespace cpukernels
