@@ -133,6 +133,28 @@ void testEmbeddingBF16() {
   withOneThread(run);
 }
 
+/// AdamW from a bf16 gradient against AdamW from its widened copy: the
+/// same bits, with and without clipping's scale, past the team bound.
+void testAdamWBF16Grad() {
+  Rng rng(44);
+  const int64_t n = (int64_t(1) << 15) + 301;
+  const auto grad = toBF16(hardFloats(rng, n));
+  const auto param = randomVector(rng, n), m = randomVector(rng, n, 0.1f),
+             v = randomVector(rng, n, 0.01f, 0.02f);
+  const float scale = 0.75f;
+  for (const float *gradScale : {static_cast<const float *>(nullptr), &scale}) {
+    std::vector<float> p1 = param, m1 = m, v1 = v, p2 = param, m2 = m, v2 = v;
+    adamw(p1.data(), m1.data(), v1.data(), widened(grad).data(), n, 1e-3f, 0.9f,
+          0.95f, 1e-8f, 0.1f, 3, gradScale);
+    adamw(p2.data(), m2.data(), v2.data(), grad.data(), n, 1e-3f, 0.9f, 0.95f,
+          1e-8f, 0.1f, 3, gradScale);
+    CHECK_MSG(sameBits(p1, p2) && sameBits(m1, m2) && sameBits(v1, v2),
+              std::string("AdamW from a bf16 gradient differs from AdamW "
+                          "from its widened copy ") +
+                  (gradScale ? "with a scale" : "without a scale"));
+  }
+}
+
 } // namespace
 
 void testBF16Direct() {
@@ -140,6 +162,7 @@ void testBF16Direct() {
   withOneThread(testTeamConversions);
   testAddBF16();
   testEmbeddingBF16();
+  testAdamWBF16Grad();
 }
 
 } // namespace cpukernels

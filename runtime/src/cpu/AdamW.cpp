@@ -11,9 +11,15 @@
 // in L1: vectorised loops before and after, and the square roots between
 // them with the CPU's vector sqrt, which is IEEE-exact like sqrtf.
 //
+// The gradient is f32, or bf16 (mixed precision's reduced shard, which
+// the compiler leaves uncast): widened as it is read, exactly, so the two
+// give the same bits for the same values.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -44,37 +50,80 @@ inline void sqrtInPlace(float *x, int64_t n) {
     x[i] = std::sqrt(x[i]);
 }
 
+/// The gradient's element j as a float: itself, or a bf16 widened.
+inline float gradAt(const float *g, int64_t j) { return g[j]; }
+inline float gradAt(const uint16_t *g, int64_t j) { return widenBF16(g[j]); }
+
+struct Hyper {
+  float lr, beta1, beta2, eps, weightDecay, scale, corr1, corr2;
+};
+
+Hyper hyper(float lr, float beta1, float beta2, float eps, float weightDecay,
+            int64_t step, const float *gradScale) {
+  return {lr,
+          beta1,
+          beta2,
+          eps,
+          weightDecay,
+          gradScale ? *gradScale : 1.0f,
+          float(1.0 - std::pow(double(beta1), double(step))),
+          float(1.0 - std::pow(double(beta2), double(step)))};
+}
+
+/// The update of one chunk (len <= kChunk), the gradient read through
+/// gradAt. Always inlined into each kernel's parallel loop, so that it is
+/// compiled for the kernel's clone: the ISA, hence the contractions into
+/// fused multiply-adds, that the f32 AdamW has always had (out of line,
+/// it would be compiled for the baseline x86-64, and round differently).
+template <typename G>
+__attribute__((always_inline)) inline void
+adamwChunk(float *p, float *mc, float *vc, const G *g, int64_t len,
+           const Hyper &h) {
+  float root[kChunk]; // sqrt(vhat)
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const float gj = gradAt(g, j) * h.scale;
+    const float mj = h.beta1 * mc[j] + (1.0f - h.beta1) * gj;
+    const float vj = h.beta2 * vc[j] + (1.0f - h.beta2) * gj * gj;
+    mc[j] = mj;
+    vc[j] = vj;
+    root[j] = vj / h.corr2;
+  }
+  sqrtInPlace(root, len);
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const float mhat = mc[j] / h.corr1;
+    p[j] -= h.lr * (mhat / (root[j] + h.eps) + h.weightDecay * p[j]);
+  }
+}
+
 } // namespace
 
 FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
                            int64_t n, float lr, float beta1, float beta2,
                            float eps, float weightDecay, int64_t step,
                            const float *gradScale) {
-  const float scale = gradScale ? *gradScale : 1.0f;
-  const float corr1 = float(1.0 - std::pow(double(beta1), double(step)));
-  const float corr2 = float(1.0 - std::pow(double(beta2), double(step)));
+  const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t i0 = ch * kChunk, len = std::min(kChunk, n - i0);
-    float *p = param + i0, *mc = m + i0, *vc = v + i0;
-    const float *g = grad + i0;
-    float root[kChunk]; // sqrt(vhat)
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) {
-      const float gj = g[j] * scale;
-      const float mj = beta1 * mc[j] + (1.0f - beta1) * gj;
-      const float vj = beta2 * vc[j] + (1.0f - beta2) * gj * gj;
-      mc[j] = mj;
-      vc[j] = vj;
-      root[j] = vj / corr2;
-    }
-    sqrtInPlace(root, len);
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) {
-      const float mhat = mc[j] / corr1;
-      p[j] -= lr * (mhat / (root[j] + eps) + weightDecay * p[j]);
-    }
+    adamwChunk(param + i0, m + i0, v + i0, grad + i0, len, h);
+  }
+}
+
+FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v,
+                           const uint16_t *grad, int64_t n, float lr,
+                           float beta1, float beta2, float eps,
+                           float weightDecay, int64_t step,
+                           const float *gradScale) {
+  const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t i0 = ch * kChunk;
+    adamwChunk(param + i0, m + i0, v + i0, grad + i0, std::min(kChunk, n - i0),
+               h);
   }
 }
 

@@ -80,6 +80,11 @@ void crossEntropyForward(float *loss, const float *logits,
 void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
            int64_t step, const float *gradScale = nullptr);
+/// The same update from a bf16 gradient, widened as it is read (exactly:
+/// the bits of adamw on the widened gradient).
+void adamw(float *param, float *m, float *v, const uint16_t *grad, int64_t n,
+           float lr, float beta1, float beta2, float eps, float weightDecay,
+           int64_t step, const float *gradScale = nullptr);
 
 /// A mixture of experts' selection bias after a step (docs/moe.md): each
 /// element moves by `rate` against the sign of its rank-averaged load

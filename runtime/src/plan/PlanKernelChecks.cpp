@@ -173,6 +173,14 @@ static bool checkShardUpdate(const KernelCheck &k, const plan::shapes::Dims &,
           plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
                              plan.unitShards(uint32_t(k.out(0).unit))))
     return k.bad("does not update a unit's shard and its moments");
+  // A bf16 gradient is widened as AdamW reads it; a selection bias's
+  // update reads its load signal in f32.
+  if (k.in(0).dtype == plan::DType::BF16)
+    for (const ParamDesc &param : plan.params)
+      if (param.isSelectionBias() && param.unit == uint32_t(k.out(0).unit))
+        return k.bad("updates unit '" + plan.units[param.unit].name +
+                     "', which holds a selection bias, from a bf16 gradient "
+                     "(its load signal must be f32)");
   return true;
 }
 

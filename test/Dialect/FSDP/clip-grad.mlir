@@ -20,9 +20,8 @@
 // CHECK-NEXT: fsdp.adamw_shard @unused, %[[SU]], %{{.*}} scale %[[C]] {{{.*}}} : tensor<3xf32>
 // CHECK-NEXT: return
 
-// Shards reduced in bf16: the sums read the bf16 shards (the kernel widens
-// them, exactly), and each cast to the f32 master type moves with its
-// AdamW, so that no cast shard lives longer than before.
+// Shards reduced in bf16: the sums and the AdamWs read the bf16 shards
+// (both kernels widen them, exactly): no cast, no f32 copy of a shard.
 // RUN: fsdp-opt %s --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" --fsdp-clip-grad --fsdp-verify | FileCheck %s --check-prefix=BF16
 // BF16:      %[[S1:.*]] = fsdp.reduce_scatter %{{.*}} @l1 : tensor<27xbf16> -> tensor<14xbf16>
 // BF16:      %[[S0:.*]] = fsdp.reduce_scatter %{{.*}} @l0 : tensor<40xbf16> -> tensor<20xbf16>
@@ -31,11 +30,8 @@
 // BF16-NEXT: %[[QU:.*]] = fsdp.grad_sq_sum @unused, %{{.*}}, %[[Q0]] : tensor<3xbf16>
 // BF16-NEXT: %[[SUM:.*]] = fsdp.all_reduce_sum %[[QU]] : tensor<f32>
 // BF16-NEXT: %[[C:.*]] = fsdp.clip_coefficient %[[SUM]] {max_norm = 1.000000e+00 : f32}
-// BF16-NEXT: %[[G0:.*]] = fsdp.cast %[[S0]] : tensor<20xbf16> -> tensor<20xf32>
-// BF16-NEXT: fsdp.adamw_shard @l0, %[[G0]], %{{.*}} scale %[[C]] {{{.*}}} : tensor<20xf32>
-// BF16-NEXT: %[[G1:.*]] = fsdp.cast %[[S1]] : tensor<14xbf16> -> tensor<14xf32>
-// BF16-NEXT: fsdp.adamw_shard @l1, %[[G1]], %{{.*}} scale %[[C]] {{{.*}}} : tensor<14xf32>
-// BF16-NEXT: fsdp.cast
+// BF16-NEXT: fsdp.adamw_shard @l0, %[[S0]], %{{.*}} scale %[[C]] {{{.*}}} : tensor<20xbf16>
+// BF16-NEXT: fsdp.adamw_shard @l1, %[[S1]], %{{.*}} scale %[[C]] {{{.*}}} : tensor<14xbf16>
 // BF16-NEXT: fsdp.adamw_shard @unused
 
 // The schedule keeps each reduce-scatter's wait as late as without

@@ -2,6 +2,8 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" | FileCheck %s --check-prefix=BF16RS
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=f32 | FileCheck %s --check-prefix=NOOP
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" --fsdp-schedule="forward-prefetch=1 backward-prefetch=1" --fsdp-verify | FileCheck %s --check-prefix=SCHED
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=ONE
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=mesh=2x1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=REPL
 // RUN: fsdp-gen gpt2 --layers 1 --dim 8 --heads 2 --vocab 16 --seq 4 --batch 2 | fsdp-opt --fsdp-mesh=shard=2 --fsdp-attention=impl=blocked --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=GPT
 // RUN: fsdp-gen gpt2 --layers 1 --dim 8 --heads 2 --vocab 16 --seq 4 --batch 2 | fsdp-opt --fsdp-mesh=shard=2 --fsdp-attention=impl=materialized --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=PROBS
 
@@ -60,26 +62,41 @@ fsdp.unit @l1 params [@l1.w, @l1.b]
 // CHECK:      fsdp.adamw_shard @l0, %[[S0]], %{{.*}} : tensor<20xf32>
 // CHECK-NEXT: fsdp.adamw_shard @l1, %[[S1]], %{{.*}} : tensor<14xf32>
 
-// reduce-dtype=bf16: the bf16 gradient is reduced as it is, and the shard
-// cast to f32 where AdamW reads it.
+// reduce-dtype=bf16: the bf16 gradient is reduced as it is, and AdamW
+// reads the bf16 shard itself (it widens it exactly: no cast, no f32 copy).
 // BF16RS:      %[[F1:.*]] = fsdp.pack %{{.*}} -> tensor<27xbf16>
 // BF16RS-NEXT: %[[S1:.*]] = fsdp.reduce_scatter %[[F1]] @l1 : tensor<27xbf16> -> tensor<14xbf16>
 // BF16RS-NEXT: fsdp.free %[[F1]] : tensor<27xbf16>
-// BF16RS:      %[[M1:.*]] = fsdp.cast %[[S1]] : tensor<14xbf16> -> tensor<14xf32>
-// BF16RS-NEXT: fsdp.adamw_shard @l1, %[[M1]], %{{.*}} : tensor<14xf32>
+// BF16RS-NOT:  fsdp.cast %[[S1]]
+// BF16RS:      fsdp.adamw_shard @l1, %[[S1]], %{{.*}} : tensor<14xbf16>
+
+// A shard group of one reduces nothing: the bf16 gradient is not widened
+// before its local copy (widening is exact before or after it), and AdamW
+// reads it as it is.
+// ONE:      %[[F1:.*]] = fsdp.pack %{{.*}} -> tensor<27xbf16>
+// ONE-NOT:  fsdp.cast %[[F1]]
+// ONE:      %[[S1:.*]] = fsdp.reduce_scatter %[[F1]] @l1 : tensor<27xbf16> -> tensor<27xbf16>
+// ONE-NOT:  fsdp.cast %[[S1]]
+// ONE:      fsdp.adamw_shard @l1, %[[S1]], %{{.*}} : tensor<27xbf16>
+
+// Replicas of a shard group of one still reduce, over the replicate axis:
+// in reduce-dtype (f32), the cast before the local copy.
+// REPL:      %[[F1:.*]] = fsdp.pack %{{.*}} -> tensor<27xbf16>
+// REPL-NEXT: %[[C1:.*]] = fsdp.cast %[[F1]] : tensor<27xbf16> -> tensor<27xf32>
+// REPL:      %[[S1:.*]] = fsdp.reduce_scatter %[[C1]] @l1 over "shard" : tensor<27xf32> -> tensor<27xf32>
+// REPL:      fsdp.all_reduce_mean %[[S1]] @l1 over "replicate" : tensor<27xf32>
 
 // f32: nothing changes.
 // NOOP-NOT: bf16
 // NOOP-NOT: fsdp.cast
 
 // Scheduled: the bf16 reduce-scatter overlaps the rest of the backward
-// (the shard's cast to f32 waits until AdamW reads it).
+// (its wait comes just before AdamW reads the shard).
 // SCHED:      %[[T:.*]], %[[S:.*]] = fsdp.reduce_scatter_start %{{.*}} @l1 stream 2 : tensor<27xbf16> -> tensor<14xbf16>
 // SCHED-NOT:  fsdp.wait %[[T]]
 // SCHED:      fsdp.compute @l0 backward
 // SCHED:      fsdp.wait %[[T]]
-// SCHED:      %[[M:.*]] = fsdp.cast %[[S]] : tensor<14xbf16> -> tensor<14xf32>
-// SCHED-NEXT: fsdp.adamw_shard @l1, %[[M]]
+// SCHED:      fsdp.adamw_shard @l1, %[[S]]
 func.func @forward(%x: tensor<2x4xf32>, %t: tensor<2xi32>) -> tensor<f32> attributes {fsdp.forward} {
   %0 = fsdp.compute @l0 forward ins(%x : tensor<2x4xf32>) -> tensor<2x8xf32> {
   ^bb0(%a: tensor<2x4xf32>):

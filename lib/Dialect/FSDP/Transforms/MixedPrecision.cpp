@@ -13,8 +13,14 @@
 //     it too, except what the kernel table says is F32 (layer norm's
 //     statistics, attention's log-sum-exp, the loss);
 //   * a unit's full-size gradient is cast to `reduce-dtype` before its
-//     reduce-scatter, and a reduced shard not in the master type is cast
-//     back to it before AdamW.
+//     reduce-scatter; a reduced shard not in the master type is cast back
+//     to it where anything but AdamW reads it, and AdamW reads it as it is
+//     (fsdp.adamw_shard widens a bf16 gradient itself, exactly: the cast's
+//     numbers without its pass and its f32 buffer);
+//   * at a shard group of one, where nothing is reduced, a gradient in a
+//     narrower type than `reduce-dtype` is not widened before its local
+//     copy either (before or after it, widening is exact): AdamW reads the
+//     bf16 gradient directly.
 //
 // The pass rewrites types in program order (every definition before its
 // uses, a region's arguments before its body, its results after), so each
@@ -153,16 +159,49 @@ void Converter::convertPack(PackOp pack) {
   pack.getResult().setType(withElement(pack.getType(), param));
 }
 
+/// Whether `scatter`'s unit is no expert-parallel unit, has a shard group
+/// of one and no replica all-reduce: its reduce-scatter is a local copy
+/// that reduces nothing.
+static bool reducesNothing(ReduceScatterOp scatter) {
+  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(
+      scatter, scatter.getUnitAttr());
+  if (!unit || unit.getExpertParallel() || unit.getShardGroupSize() != 1)
+    return false;
+  return llvm::none_of(scatter.getResult().getUsers(), [](Operation *user) {
+    return llvm::isa<AllReduceMeanOp>(user);
+  });
+}
+
+/// Whether `unit` holds a mixture of experts' selection bias, whose
+/// gradient slot carries a load signal that AdamW's f32 path reads.
+static bool holdsSelectionBias(UnitOp unit) {
+  return llvm::any_of(unit.getParams(), [&](Attribute ref) {
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+        unit, llvm::cast<FlatSymbolRefAttr>(ref));
+    return param && param.getSelectionBias();
+  });
+}
+
 void Converter::convertScatter(ReduceScatterOp scatter) {
   Value full = scatter.getSource();
   Type master = elementOf(scatter.getResult());
-  if (elementOf(full) != reduce) {
+  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(
+      scatter, scatter.getUnitAttr());
+  // Widening is exact: where nothing is reduced, the gradient keeps its
+  // narrower type through the local copy, and the widening goes into
+  // AdamW below.
+  Type reduceAs = reduce;
+  if (elementOf(full).getIntOrFloatBitWidth() <
+          reduce.getIntOrFloatBitWidth() &&
+      reducesNothing(scatter) && !holdsSelectionBias(unit))
+    reduceAs = elementOf(full);
+  if (elementOf(full) != reduceAs) {
     // FSDP2's reduce_dtype: the full-size gradient is cast, then reduced.
     // The uncast one is freed right after the cast, the cast one where
     // the uncast one was freed.
     builder.setInsertionPoint(scatter);
     Value cast = CastOp::create(builder, scatter.getLoc(),
-                                withElement(full.getType(), reduce), full);
+                                withElement(full.getType(), reduceAs), full);
     scatter.getSourceMutable().assign(cast);
     for (Operation *user : llvm::make_early_inc_range(full.getUsers()))
       if (auto free = llvm::dyn_cast<FreeOp>(user)) {
@@ -172,7 +211,7 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
       }
   }
   Value shard = scatter.getResult();
-  shard.setType(withElement(shard.getType(), reduce));
+  shard.setType(withElement(shard.getType(), reduceAs));
   // Hybrid sharding: the replica all-reduce averages the shard in the
   // reduce type too, and the cast follows it.
   if (shard.hasOneUse())
@@ -181,13 +220,17 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
       mean.getResult().setType(llvm::cast<RankedTensorType>(shard.getType()));
       shard = mean.getResult();
     }
-  if (reduce == master)
+  if (reduceAs == master)
     return;
-  // The shard AdamW updates from is in the master type: cast where it is
-  // used, so that the reduce-scatter's wait, which the schedule puts
-  // before the first use, stays late and the reduction overlaps the rest
-  // of the backward.
+  // AdamW reads the reduced shard in its own type, except a selection
+  // bias's unit (its update reads an f32 load signal). Anything else
+  // reads it in the master type: cast where it is used, so that the
+  // reduce-scatter's wait, which the schedule puts before the first use,
+  // stays late and the reduction overlaps the rest of the backward.
+  bool adamwWidens = !unit || !holdsSelectionBias(unit);
   for (OpOperand &use : llvm::make_early_inc_range(shard.getUses())) {
+    if (adamwWidens && llvm::isa<AdamWShardOp>(use.getOwner()))
+      continue;
     builder.setInsertionPoint(use.getOwner());
     use.set(CastOp::create(builder, scatter.getLoc(),
                            withElement(shard.getType(), master), shard));

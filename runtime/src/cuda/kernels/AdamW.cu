@@ -1,10 +1,12 @@
 //===- AdamW.cu - the AdamW optimiser step --------------------------------===//
 //
-// One streaming pass over param, m, v and grad (float4 when all four are
-// 16-byte aligned), the update of cpu::adamw (up to the fused multiply-adds
-// nvcc contracts by default): the bias corrections
+// One streaming pass over param, m, v and grad (four elements at a time
+// when all four are aligned for it), the update of cpu::adamw (up to the
+// fused multiply-adds nvcc contracts by default): the bias corrections
 // 1 - beta^t are computed on the host in double, as there, and divided (not
-// folded into lr); sqrtf and the divisions are IEEE (no fast math).
+// folded into lr); sqrtf and the divisions are IEEE (no fast math). The
+// gradient is f32, or bf16 (mixed precision's reduced shard, which the
+// compiler leaves uncast), widened as it is read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,10 +32,12 @@ __device__ __forceinline__ void adamwOne(float &p, float &m, float &v, float g,
   p -= a.lr * (mhat / (root + a.eps) + a.weightDecay * p);
 }
 
+/// G: float, or __nv_bfloat16 (mixed precision's reduced shard, read
+/// without a cast; widened as it is read, exactly).
+template <typename G>
 __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
-                            float *__restrict__ v,
-                            const float *__restrict__ grad, int64_t n,
-                            AdamWParams a, bool vec,
+                            float *__restrict__ v, const G *__restrict__ grad,
+                            int64_t n, AdamWParams a, bool vec,
                             const float *__restrict__ gradScale) {
   // x * 1 is x: without a scale, the same operations as with one of 1.
   const float s = gradScale ? *gradScale : 1.0f;
@@ -45,14 +49,14 @@ __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
     float4 *p4 = reinterpret_cast<float4 *>(param);
     float4 *m4 = reinterpret_cast<float4 *>(m);
     float4 *v4 = reinterpret_cast<float4 *>(v);
-    const float4 *g4 = reinterpret_cast<const float4 *>(grad);
+    const auto *g4 = reinterpret_cast<const detail::Quad<G> *>(grad);
     for (int64_t i = tid; i < n4; i += stride) {
       float4 p = p4[i], mm = m4[i], vv = v4[i];
-      const float4 g = g4[i];
-      adamwOne(p.x, mm.x, vv.x, g.x * s, a);
-      adamwOne(p.y, mm.y, vv.y, g.y * s, a);
-      adamwOne(p.z, mm.z, vv.z, g.z * s, a);
-      adamwOne(p.w, mm.w, vv.w, g.w * s, a);
+      const detail::Quad<G> g = g4[i];
+      adamwOne(p.x, mm.x, vv.x, detail::toFloat(g.v[0]) * s, a);
+      adamwOne(p.y, mm.y, vv.y, detail::toFloat(g.v[1]) * s, a);
+      adamwOne(p.z, mm.z, vv.z, detail::toFloat(g.v[2]) * s, a);
+      adamwOne(p.w, mm.w, vv.w, detail::toFloat(g.v[3]) * s, a);
       p4[i] = p;
       m4[i] = mm;
       v4[i] = vv;
@@ -60,14 +64,14 @@ __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
     done = n4 * 4;
   }
   for (int64_t i = done + tid; i < n; i += stride)
-    adamwOne(param[i], m[i], v[i], grad[i] * s, a);
+    adamwOne(param[i], m[i], v[i], detail::toFloat(grad[i]) * s, a);
 }
 
-} // namespace
-
-void adamw(const Context &ctx, float *param, float *m, float *v,
-           const float *grad, int64_t n, float lr, float beta1, float beta2,
-           float eps, float weightDecay, int64_t step, const float *gradScale) {
+template <typename G>
+void launchAdamW(const Context &ctx, float *param, float *m, float *v,
+                 const G *grad, int64_t n, float lr, float beta1, float beta2,
+                 float eps, float weightDecay, int64_t step,
+                 const float *gradScale) {
   if (n <= 0)
     return;
   AdamWParams a;
@@ -79,12 +83,28 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
   a.corr1 = float(1.0 - std::pow(double(beta1), double(step)));
   a.corr2 = float(1.0 - std::pow(double(beta2), double(step)));
   const bool vec = detail::aligned16(param) && detail::aligned16(m) &&
-                   detail::aligned16(v) && detail::aligned16(grad);
+                   detail::aligned16(v) && detail::quadAligned(grad);
   const int threads = 256;
   const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
-  adamwKernel<<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a, vec,
-                                                  gradScale);
+  adamwKernel<G><<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a,
+                                                     vec, gradScale);
   detail::checkLaunch("adamw");
+}
+
+} // namespace
+
+void adamw(const Context &ctx, float *param, float *m, float *v,
+           const float *grad, int64_t n, float lr, float beta1, float beta2,
+           float eps, float weightDecay, int64_t step, const float *gradScale) {
+  launchAdamW(ctx, param, m, v, grad, n, lr, beta1, beta2, eps, weightDecay,
+              step, gradScale);
+}
+
+void adamw(const Context &ctx, float *param, float *m, float *v,
+           const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
+           float eps, float weightDecay, int64_t step, const float *gradScale) {
+  launchAdamW(ctx, param, m, v, reinterpret_cast<const __nv_bfloat16 *>(grad),
+              n, lr, beta1, beta2, eps, weightDecay, step, gradScale);
 }
 
 } // namespace fsdp::rt::cuda

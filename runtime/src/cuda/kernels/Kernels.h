@@ -91,11 +91,16 @@ void crossEntropyForward(const Context &ctx, float *loss, const E *logits,
                          float *rowScratch = nullptr);
 
 /// AdamW step t >= 1, the update of cpu::adamw up to fused multiply-adds
-/// (bias corrections computed on the host from `step`). fp32 only: the
-/// master weights, their gradient shard and the moments. With `gradScale`
-/// (a device scalar, gradient clipping's coefficient) on grad x scale.
+/// (bias corrections computed on the host from `step`). fp32 master
+/// weights and moments. With `gradScale` (a device scalar, gradient
+/// clipping's coefficient) on grad x scale.
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
+           float eps, float weightDecay, int64_t step,
+           const float *gradScale = nullptr);
+/// The same from a bf16 gradient (its bits), widened as it is read.
+void adamw(const Context &ctx, float *param, float *m, float *v,
+           const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step,
            const float *gradScale = nullptr);
 

@@ -325,11 +325,12 @@ def : FSDP_Kernel<22, "ReduceScatter", "reduce_scatter", (ins KFloats:$grad),
   let extraCheck = "checkSharded";
 }
 def : FSDP_Kernel<23, "AdamWShard", "adamw_shard",
-    (ins KStat:$grad, KOptStat:$scale),
+    (ins KAnyFloats:$grad, KOptStat:$scale),
     (outs KUpdated:$param, KUpdated:$m, KUpdated:$v), KAdamW> {
   let byHand = 1;
   let notes = "scale (since version 9): a scalar, gradient clipping's "
-              "coefficient; AdamW on grad x scale";
+              "coefficient; AdamW on grad x scale. grad: f32, or bf16 "
+              "(widened as it is read; not for a selection bias's unit)";
   let shapes = ["grad: [*S]", "param: [*S]", "m: [*S]", "v: [*S]", "scale: #1"];
   let extraCheck = "checkShardUpdate";
 }

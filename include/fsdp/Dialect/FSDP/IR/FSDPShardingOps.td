@@ -129,7 +129,9 @@ def FSDP_AdamWShardOp : FSDP_Op<"adamw_shard", [
     `no_weight_decay` parameter get no decay, including where such a
     parameter's range is split across ranks. With `scale` (a scalar, the
     coefficient of `fsdp.clip_coefficient`), the update is AdamW's on the
-    gradient times `scale`: the moments see the clipped gradient.
+    gradient times `scale`: the moments see the clipped gradient. The
+    gradient is f32, or bf16 (mixed precision's reduced shard: the op
+    widens it as it reads it, exactly, instead of a cast before it).
 
     ```mlir
     fsdp.adamw_shard @h.0, %g, %step {lr = 3.0e-4 : f32, beta1 = 0.9 : f32,

@@ -282,7 +282,16 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
       `reduce-dtype` before its reduce-scatter (f32 by default, as
       FSDP2's): the cast copy is the one reduced, the bf16 one is freed
       right after the cast. A reduced shard not in f32 is cast to f32
-      before AdamW.
+      where anything but AdamW reads it; `fsdp.adamw_shard` reads it as
+      it is and widens it itself (exactly: the cast's numbers, without
+      its pass over the shard and its f32 copy). A selection bias's unit
+      (mixture of experts) keeps the cast.
+    * At a shard group of one (world size 1, no replicas, no expert
+      parallelism) nothing is reduced: the reduce-scatter is a local copy
+      that the lowering elides, and a bf16 gradient is not widened to an
+      f32 `reduce-dtype` before it (before or after the copy, widening is
+      exact), so AdamW reads the bf16 gradient itself. Replicas of a shard
+      group of one still average it, in `reduce-dtype`.
 
     `param-dtype` not given is what the module asks for in its
     `fsdp.param_dtype` attribute (`fsdp-gen --dtype bf16` sets it), else
@@ -314,6 +323,15 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
     %s = fsdp.reduce_scatter %f32 @l0 : tensor<40xf32> -> tensor<20xf32>
     fsdp.free %f32 : tensor<40xf32>
     fsdp.adamw_shard @l0, %s, %step {...} : tensor<20xf32>
+    ```
+    After, at a shard group of one (`--fsdp-mesh=shard=1`; or at 2 ranks
+    with `reduce-dtype=bf16`, where the reduce-scatter moves bf16 and
+    gives a `tensor<20xbf16>` shard):
+    ```mlir
+    %f = fsdp.pack %dw, %db : (tensor<8x4xbf16>, tensor<8xbf16>) -> tensor<40xbf16>
+    %s = fsdp.reduce_scatter %f @l0 : tensor<40xbf16> -> tensor<40xbf16>
+    fsdp.free %f : tensor<40xbf16>
+    fsdp.adamw_shard @l0, %s, %step {...} : tensor<40xbf16>
     ```
   }];
   let options = [

@@ -77,6 +77,12 @@ template <typename T, typename Address> struct KernelArgs {
   int32_t *idxOut(size_t j) const {
     return reinterpret_cast<int32_t *>(address(inst.outs[j]));
   }
+  /// Input i's element type, and its elements as bf16 bits (an AnyFloat
+  /// operand that holds bf16).
+  plan::DType inType(size_t i) const { return plan.buffers[inst.ins[i]].dtype; }
+  const uint16_t *bf16I(size_t i) const {
+    return reinterpret_cast<const uint16_t *>(address(inst.ins[i]));
+  }
   /// An optional input: nullptr when the instruction leaves it out.
   T *optI(size_t i) const { return i < inst.ins.size() ? I(i) : nullptr; }
   float *optSI(size_t i) const { return i < inst.ins.size() ? SI(i) : nullptr; }
@@ -128,13 +134,11 @@ inline int32_t unitNamed(const Plan &plan, const std::string &name) {
   return -1;
 }
 
-/// The kernels runCompute runs by hand: AdamW (its step, its decay by
-/// parameter segment in a shard, its optional scale), the sum of squares
-/// over this rank's part of a shard, and copies (in bytes, whatever the
-/// type). False for any other.
-template <typename T, typename Kernels, typename Args>
-bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
-               int worldSize) {
+/// adamw and adamw_shard: AdamW over the parameter(s) the instruction
+/// updates (its step, its decay by parameter segment in a shard, its
+/// optional scale).
+template <typename Kernels, typename Args>
+void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
   using plan::Opcode;
   const Instruction &inst = a.inst;
   const BufferDesc &out0 = a.plan.buffers[inst.outs[0]];
@@ -142,33 +146,54 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
   // (gradient clipping's coefficient, a scalar where the kernel runs).
   const float *scale =
       inst.kernel->opcode == Opcode::AdamWShard ? a.optSI(1) : nullptr;
-  auto adamw = [&](float *p, float *m, float *v, const float *g, int64_t n,
-                   bool decay) {
-    k.adamw(p, m, v, g, n, float(a.param("lr")), float(a.param("beta1")),
-            float(a.param("beta2")), float(a.param("eps")),
-            decay ? float(a.param("weight_decay")) : 0.0f, step, scale);
+  // Its gradient may be bf16 (mixed precision's reduced shard, read
+  // without a cast): the kernel widens it as it reads it.
+  const bool bf16Grad = inst.kernel->opcode == Opcode::AdamWShard &&
+                        a.inType(0) == plan::DType::BF16;
+  // AdamW over elements [at, at + n) of the parameter, moments and grad.
+  auto adamw = [&](int64_t at, int64_t n, bool decay) {
+    const float lr = float(a.param("lr")), beta1 = float(a.param("beta1")),
+                beta2 = float(a.param("beta2")), eps = float(a.param("eps")),
+                wd = decay ? float(a.param("weight_decay")) : 0.0f;
+    if (bf16Grad)
+      k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.bf16I(0) + at, n, lr,
+              beta1, beta2, eps, wd, step, scale);
+    else
+      k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at,
+              static_cast<const float *>(a.SI(0) + at), n, lr, beta1, beta2,
+              eps, wd, step, scale);
   };
+  if (inst.kernel->opcode == Opcode::AdamW)
+    return adamw(0, out0.numElements(), /*decay=*/true);
+  // Segment by parameter: a no_weight_decay parameter gets no decay, also
+  // where its range straddles two ranks; a shorter shard's padding is left
+  // alone. A mixture of experts' selection bias moves by its rate against
+  // the sign of its load signal instead (docs/moe.md; the loader refuses
+  // a bf16 gradient there).
+  forEachShardSegment(
+      a.plan, uint32_t(out0.unit), rank,
+      [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
+        if (param.isSelectionBias())
+          k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
+                                   param.selectionBiasRate);
+        else
+          adamw(at, count, !param.noWeightDecay);
+      });
+}
+
+/// The kernels runCompute runs by hand: AdamW (runAdamW), the sum of
+/// squares over this rank's part of a shard, and copies (in bytes,
+/// whatever the type). False for any other.
+template <typename T, typename Kernels, typename Args>
+bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
+               int worldSize) {
+  using plan::Opcode;
+  const Instruction &inst = a.inst;
+  const BufferDesc &out0 = a.plan.buffers[inst.outs[0]];
   switch (inst.kernel->opcode) {
   case Opcode::AdamW:
-    adamw(a.SO(0), a.SO(1), a.SO(2), a.SI(0), out0.numElements(),
-          /*decay=*/true);
-    return true;
   case Opcode::AdamWShard:
-    // Segment by parameter: a no_weight_decay parameter gets no decay,
-    // also where its range straddles two ranks; a shorter shard's padding
-    // is left alone.
-    // A mixture of experts' selection bias moves by its rate against the
-    // sign of its load signal instead (docs/moe.md).
-    forEachShardSegment(
-        a.plan, uint32_t(out0.unit), rank,
-        [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
-          if (param.isSelectionBias())
-            k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
-                                     param.selectionBiasRate);
-          else
-            adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.SI(0) + at, count,
-                  !param.noWeightDecay);
-        });
+    runAdamW(k, a, step, rank);
     return true;
   case Opcode::Copy:
     k.copy(a.O(0), a.I(0), uint64_t(out0.numElements()) * sizeof(T));
