@@ -2,6 +2,7 @@
 
 #include "fsdp/runtime/exec/Session.h"
 #include "fsdp/runtime/exec/MeshGroup.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <chrono>
@@ -422,7 +423,14 @@ float Session::forwardBackward() {
 std::vector<float> Session::readBuffer(uint32_t id) {
   const BufferDesc &buffer = plan.buffers[id];
   std::vector<float> values(buffer.numElements());
-  backend.read(buffer.offset, values.data(), buffer.size);
+  if (buffer.dtype != plan::DType::BF16) {
+    backend.read(buffer.offset, values.data(), buffer.size);
+    return values;
+  }
+  // bf16 (a gradient shard AdamW reads as it is): widened, exactly.
+  std::vector<uint16_t> bits(values.size());
+  backend.read(buffer.offset, bits.data(), buffer.size);
+  widenBF16(values.data(), bits.data(), int64_t(bits.size()));
   return values;
 }
 

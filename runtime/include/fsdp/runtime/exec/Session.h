@@ -93,6 +93,7 @@ public:
   /// them: read before any evaluation.
   std::optional<int64_t> droppedPairs();
 
+  /// A buffer's elements as floats (a bf16 one widened).
   std::vector<float> readBuffer(uint32_t buffer);
   /// Elements [first, first + count) of an f32 buffer, into `out` (what
   /// lies past the buffer's end is not read).
