@@ -40,8 +40,10 @@ FSDP_CPU_KERNEL void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const uint16_t *tok = wte + int64_t(tokens[bt]) * C;
     uint16_t *o = out + bt * C;
-    if (!wpe) { // widening and rounding a bf16 value gives it back
-      std::memcpy(o, tok, sizeof(uint16_t) * C);
+    if (!wpe) { // the row itself, but a signalling NaN comes back quiet
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        o[c] = roundToBF16(widenBF16(tok[c]));
       continue;
     }
     const uint16_t *pos = wpe + (bt % T) * C;

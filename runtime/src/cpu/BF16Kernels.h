@@ -32,7 +32,7 @@ namespace fsdp::rt::cpu {
 void addBF16(uint16_t *out, const uint16_t *a, const uint16_t *b, int64_t n);
 
 /// out[b,t,:] = round(widen(wte[tokens[b,t],:]) + widen(wpe[t,:])); without
-/// wpe, the token's row as it is.
+/// wpe, round(widen(the token's row)): the row, signalling NaNs quieted.
 void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
                           const uint16_t *wte, const uint16_t *wpe, int64_t B,
                           int64_t T, int64_t C);
