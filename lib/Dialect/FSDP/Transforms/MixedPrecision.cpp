@@ -159,12 +159,10 @@ void Converter::convertPack(PackOp pack) {
   pack.getResult().setType(withElement(pack.getType(), param));
 }
 
-/// Whether `scatter`'s unit is no expert-parallel unit, has a shard group
-/// of one and no replica all-reduce: its reduce-scatter is a local copy
-/// that reduces nothing.
-static bool reducesNothing(ReduceScatterOp scatter) {
-  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(
-      scatter, scatter.getUnitAttr());
+/// Whether `scatter` of `unit` (its unit) is no expert-parallel unit's,
+/// has a shard group of one and no replica all-reduce: a local copy that
+/// reduces nothing.
+static bool reducesNothing(ReduceScatterOp scatter, UnitOp unit) {
   if (!unit || unit.getExpertParallel() || unit.getShardGroupSize() != 1)
     return false;
   return llvm::none_of(scatter.getResult().getUsers(), [](Operation *user) {
@@ -193,7 +191,7 @@ void Converter::convertScatter(ReduceScatterOp scatter) {
   Type reduceAs = reduce;
   if (elementOf(full).getIntOrFloatBitWidth() <
           reduce.getIntOrFloatBitWidth() &&
-      reducesNothing(scatter) && !holdsSelectionBias(unit))
+      reducesNothing(scatter, unit) && !holdsSelectionBias(unit))
     reduceAs = elementOf(full);
   if (elementOf(full) != reduceAs) {
     // FSDP2's reduce_dtype: the full-size gradient is cast, then reduced.
