@@ -93,9 +93,11 @@ void testAddBF16() {
   }
 }
 
-void testEmbeddingBF16() {
-  const int64_t B = 3, T = 7, C = 40, V = 23, Tmax = 9;
-  Rng rng(43);
+/// The direct embedding kernels at vocabulary V: 23 (most tokens once)
+/// and 5 (every token many times, fewer rows than positions).
+void testEmbeddingBF16At(int64_t V) {
+  const int64_t B = 3, T = 7, C = 40, Tmax = 9;
+  Rng rng(43 + uint64_t(V));
   auto tokens = randomTokens(rng, B * T, V);
   tokens[4] = tokens[0]; // repeated tokens: rows summed more than once
   tokens[11] = tokens[0];
@@ -125,8 +127,11 @@ void testEmbeddingBF16() {
   embeddingBackward(dwte.data(), dwpe.data(), widened(dout).data(),
                     tokens.data(), B, T, C, V, Tmax);
   auto run = [&] {
-    // The scratch holds what the last kernel left there: NaNs here.
-    std::vector<float> rows = nans((V + Tmax) * C);
+    // The scratch holds what the last kernel left there: NaNs here. Its
+    // size is the shared rule's, exactly (the sanitizer build catches a
+    // write past it).
+    std::vector<float> rows = nans(int64_t(fsdp::plan::cpuDirectBF16ScratchFloats(
+        fsdp::plan::Opcode::EmbeddingBackward, B * T, Tmax, C, V)));
     std::vector<uint16_t> gotWte(V * C, 0xBEEF), gotWpe(Tmax * C, 0xBEEF);
     embeddingBackwardBF16(gotWte.data(), gotWpe.data(), dout.data(),
                           tokens.data(), B, T, C, V, Tmax, rows.data());
@@ -137,6 +142,11 @@ void testEmbeddingBF16() {
   };
   run();
   withOneThread(run);
+}
+
+void testEmbeddingBF16() {
+  testEmbeddingBF16At(23);
+  testEmbeddingBF16At(5);
 }
 
 /// AdamW from a bf16 gradient against AdamW from its widened copy: the

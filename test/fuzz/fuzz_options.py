@@ -73,7 +73,7 @@ OPTIONS = {
     "--checkpoint-every": ["1", "1000000000000000"],
     "--keep-last": ["1", "2", "1000000", "1000001"],
     "--export-names": ["hf", "ours"],
-    "--blas": ["openblas"],
+    "--blas": ["auto", "openblas"],
     "--collective-threads": ["auto", "on", "off"],
     "--device": ["0", "65535"],
     "--debug-stall": ["0:0", "0:0.5:1"],

@@ -58,7 +58,8 @@ FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
                                            const int32_t *tokens, int64_t B,
                                            int64_t T, int64_t C, int64_t V,
                                            int64_t Tmax, float *rows) {
-  // dwpe[t] = sum over b of dout[b, t], in row t + V of `rows`.
+  const int64_t BT = B * T;
+  // dwpe[t] = sum over b of dout[b, t], in row BT + t of `rows`.
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < (dwpe ? Tmax : 0); ++t) {
     uint16_t *out = dwpe + t * C;
@@ -66,7 +67,7 @@ FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
       std::memset(out, 0, sizeof(uint16_t) * C);
       continue;
     }
-    float *row = rows + (V + t) * C;
+    float *row = rows + (BT + t) * C;
     for (int64_t c = 0; c < C; ++c)
       row[c] = widenBF16(dout[t * C + c]);
     for (int64_t b = 1; b < B; ++b) {
@@ -80,37 +81,54 @@ FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
   }
 
   // dwte: each thread owns a slice of the vocabulary (as the f32 kernel:
-  // every row summed by one thread in (b, t) order). A named row's sum is
-  // zeroed, accumulated and rounded once for each of its tokens: the
-  // repeats redo the same work, and no set of named rows is needed.
+  // every row summed by one thread in (b, t) order). A named token's sum
+  // lives in the row of its first position (`slot`, V entries after the
+  // rows, each written only by the thread owning that token), so the
+  // scratch is B x T rows, not V.
+  int32_t *slot = reinterpret_cast<int32_t *>(rows + (BT + Tmax) * C);
   const int64_t ranges = std::min<int64_t>(omp_get_max_threads(), V);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < ranges; ++r) {
     const int64_t v0 = V * r / ranges, v1 = V * (r + 1) / ranges;
     std::memset(dwte + v0 * C, 0, sizeof(uint16_t) * (v1 - v0) * C);
     auto mine = [&](int64_t bt) { return tokens[bt] >= v0 && tokens[bt] < v1; };
-    for (int64_t bt = 0; bt < B * T; ++bt)
+    for (int64_t bt = 0; bt < BT; ++bt)
       if (mine(bt))
-        std::memset(rows + tokens[bt] * C, 0, sizeof(float) * C);
-    for (int64_t bt = 0; bt < B * T; ++bt) {
+        slot[tokens[bt]] = -1;
+    for (int64_t bt = 0; bt < BT; ++bt) {
       if (!mine(bt))
         continue;
-      float *row = rows + tokens[bt] * C;
+      int32_t &at = slot[tokens[bt]];
+      if (at < 0) {
+        at = int32_t(bt);
+        std::memset(rows + bt * C, 0, sizeof(float) * C);
+      }
+      float *row = rows + int64_t(at) * C;
       const uint16_t *d = dout + bt * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c)
         row[c] += widenBF16(d[c]);
     }
-    for (int64_t bt = 0; bt < B * T; ++bt) {
-      if (!mine(bt))
+    for (int64_t bt = 0; bt < BT; ++bt) {
+      if (!mine(bt) || slot[tokens[bt]] != bt)
         continue;
-      const float *row = rows + tokens[bt] * C;
+      const float *row = rows + bt * C;
       uint16_t *out = dwte + tokens[bt] * C;
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c)
         out[c] = roundToBF16(row[c]);
     }
   }
+}
+
+uint64_t bf16DirectScratchFloats(const Plan &plan, const Instruction &inst) {
+  const plan::Opcode opcode = inst.kernel->opcode;
+  if (opcode != plan::Opcode::EmbeddingBackward)
+    return 0;
+  const BufferDesc &wte = plan.buffers[inst.outs[0]];
+  return plan::cpuDirectBF16ScratchFloats(
+      opcode, plan.buffers[inst.ins[1]].numElements(),
+      plan.buffers[inst.outs[1]].shape[0], wte.shape[1], wte.shape[0]);
 }
 
 bool runBF16Direct(const Plan &plan, const Instruction &inst,
@@ -147,8 +165,8 @@ bool runBF16Direct(const Plan &plan, const Instruction &inst,
     const BufferDesc &wte = plan.buffers[inst.outs[0]];
     const int64_t V = wte.shape[0], C = wte.shape[1];
     const int64_t P = plan.buffers[inst.outs[1]].shape[0];
-    if (uint64_t(V + P) * uint64_t(C) > scratchFloats)
-      return false; // the widened path, whose copies fit by construction
+    if (bf16DirectScratchFloats(plan, inst) > scratchFloats)
+      return false; // a caller that sized no scratch: the widened path
     embeddingBackwardBF16(
         bits(inst.outs[0]), bits(inst.outs[1]), bits(inst.ins[0]),
         reinterpret_cast<const int32_t *>(address(inst.ins[1])), B, T, C, V, P,

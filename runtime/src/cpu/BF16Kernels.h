@@ -11,9 +11,9 @@
 //   rows of it (GPT-2 124M at B 4 x T 64: 38.6M elements for 256 rows);
 // * `embedding_backward`: widening, zeroing and rounding the whole table's
 //   gradient, of which B x T rows at most are not zero. The direct kernel
-//   zeroes the bf16 table and sums only the rows the tokens name, in f32
-//   rows of the widening buffer (which the plan sized for this kernel's
-//   widened operands, more than it needs here).
+//   zeroes the bf16 table and sums only the rows the tokens name, in
+//   B x T f32 rows of the widening buffer (bf16DirectScratchFloats, which
+//   the compiler's prediction of the buffer counts the same way).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,10 +39,15 @@ void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
 
 /// embedding_backward on bf16: dwte and dwpe as the f32 kernel gives them
 /// on widened operands (each row summed in f32 in (b, t) order, then
-/// rounded), with `rows` (at least (V + Tmax) x C floats) for the sums.
+/// rounded), with `rows` (at least (B x T + Tmax) x C floats, then V
+/// int32 slots) for the sums.
 void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe, const uint16_t *dout,
                            const int32_t *tokens, int64_t B, int64_t T,
                            int64_t C, int64_t V, int64_t Tmax, float *rows);
+
+/// The f32 scratch `inst` takes when it runs here (in floats;
+/// plan::cpuDirectBF16ScratchFloats): 0 for add and embedding.
+uint64_t bf16DirectScratchFloats(const Plan &plan, const Instruction &inst);
 
 /// Runs `inst` directly on its bf16 operands when it is a bf16 kernel
 /// listed above; false (nothing written) otherwise. `address` gives a

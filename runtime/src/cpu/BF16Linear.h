@@ -12,13 +12,28 @@
 #ifndef FSDP_RUNTIME_CPU_BF16LINEAR_H
 #define FSDP_RUNTIME_CPU_BF16LINEAR_H
 
+#include "Blas.h"
 #include "fsdp/runtime/plan/Plan.h"
 
 #include <functional>
+#include <optional>
 
 namespace fsdp::rt::cpu {
 
-class Blas;
+/// The one GEMM a bf16 linear kernel runs (linear, linear_grad_input,
+/// linear_grad_weight with bf16 operands); none for any other kernel.
+std::optional<GemmShape> bf16LinearGemm(const Plan &plan,
+                                        const Instruction &inst);
+
+/// Whether `blas` takes that GEMM on its bf16 GEMM (then the kernel
+/// widens nothing).
+bool takesBF16Linear(const Blas &blas, const Plan &plan,
+                     const Instruction &inst);
+
+/// Makes, before the first step, what `blas` needs for each bf16 GEMM of
+/// the plan that it takes (oneDNN's primitives and their scratchpad), so
+/// that a step allocates nothing.
+void prepareBF16Linears(Blas &blas, const Plan &plan);
 
 /// Runs `inst` on `blas`'s bf16 GEMM when it is one of the three linear
 /// kernels with bf16 operands and the library takes its GEMM; false

@@ -27,32 +27,76 @@ bool cpuHasAvx512() {
 }
 } // namespace
 
+/// FSDP_ONEDNN_MIN_FLOPS, or kOneDnnMinFlops without it; false with
+/// `error` when it is not a number of FLOPs.
+static bool oneDnnBound(double &bound, std::string &error) {
+  bound = Blas::kOneDnnMinFlops;
+  const char *text = std::getenv("FSDP_ONEDNN_MIN_FLOPS");
+  if (!text)
+    return true;
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || *end || !(value >= 0.0)) {
+    error = std::string("FSDP_ONEDNN_MIN_FLOPS='") + text +
+            "' is not a number of FLOPs >= 0";
+    return false;
+  }
+  bound = value;
+  return true;
+}
+
 /// --blas onednn: oneDNN for the GEMMs of at least dnnlMinFlops_, OpenBLAS
 /// (opened as --blas openblas is) for the rest.
 std::unique_ptr<Blas> Blas::openOneDnn(int threads, std::string &error) {
   std::unique_ptr<OneDnnGemm> dnnl = OneDnnGemm::open(error);
+  double bound = 0.0;
   std::unique_ptr<Blas> blas =
       dnnl ? open("openblas", threads, error) : nullptr;
-  if (!blas)
+  if (!blas || !oneDnnBound(bound, error))
     return nullptr;
-  blas->dnnlMinFlops_ = kOneDnnMinFlops;
-  if (const char *bound = std::getenv("FSDP_ONEDNN_MIN_FLOPS")) {
-    char *end = nullptr;
-    double value = std::strtod(bound, &end);
-    if (end == bound || *end || !(value >= 0.0)) {
-      error = std::string("FSDP_ONEDNN_MIN_FLOPS='") + bound +
-              "' is not a number of FLOPs >= 0";
-      return nullptr;
-    }
-    blas->dnnlMinFlops_ = value;
-  }
-  blas->library_ = "onednn";
   char below[64];
-  std::snprintf(below, sizeof(below), "%g FLOPs", blas->dnnlMinFlops_);
+  std::snprintf(below, sizeof(below), "%g FLOPs", bound);
+  blas->library_ = "onednn";
   blas->description_ =
       dnnl->description() + ", below " + below + " " + blas->description_;
+  blas->dnnlF32_ = true;
+  blas->dnnlMinFlops_ = bound;
   blas->dnnl_ = std::move(dnnl); // its threads: the OpenMP runtime's
   return blas;
+}
+
+/// --blas auto: OpenBLAS now; oneDNN for the bf16 GEMMs once a plan has
+/// one of at least the bound (openAutoBF16), so that an f32 run never
+/// loads it.
+std::unique_ptr<Blas> Blas::openAuto(int threads, std::string &error) {
+  double bound = 0.0;
+  std::unique_ptr<Blas> blas = open("openblas", threads, error);
+  if (!blas || !oneDnnBound(bound, error))
+    return nullptr;
+  blas->library_ = "auto";
+  blas->autoBF16Pending_ = true;
+  blas->dnnlMinFlops_ = bound;
+  return blas;
+}
+
+/// Opens oneDNN for --blas auto's bf16 GEMMs, where the CPU has bf16 units
+/// (AVX512-BF16 or AMX); otherwise they stay widened to OpenBLAS's f32
+/// GEMM, and the description says why.
+void Blas::openAutoBF16() {
+  autoBF16Pending_ = false;
+  std::string error;
+  std::unique_ptr<OneDnnGemm> dnnl = OneDnnGemm::open(error);
+  if (!dnnl || !dnnl->hasBF16Units()) {
+    description_ += "; bf16 GEMMs widened to f32 (" +
+                    (dnnl ? "no bf16 units: " + dnnl->description() : error) +
+                    ")";
+    return;
+  }
+  char from[64];
+  std::snprintf(from, sizeof(from), "%g FLOPs", dnnlMinFlops_);
+  description_ += "; bf16 GEMMs from " + std::string(from) + " on " +
+                  dnnl->description();
+  dnnl_ = std::move(dnnl);
 }
 
 std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
@@ -64,6 +108,8 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
   std::vector<const char *> candidates;
   if (library == "onednn")
     return openOneDnn(threads, error);
+  if (library == "auto")
+    return openAuto(threads, error);
   if (library == "openblas") {
     candidates = {"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
                   "libopenblas.so.0"};
@@ -77,7 +123,7 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
     candidates = {"libblis.so.4"};
   } else {
     error = "unknown BLAS library '" + library +
-            "', expected openblas, blis or onednn";
+            "', expected auto, openblas, blis or onednn";
     return nullptr;
   }
   void *handle = nullptr;
@@ -130,7 +176,7 @@ Blas::~Blas() {
 void Blas::sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                  float alpha, const float *A, int64_t lda, const float *B,
                  int64_t ldb, float beta, float *C, int64_t ldc) const {
-  if (dnnl_ && 2.0 * double(M) * double(N) * double(K) >= dnnlMinFlops_)
+  if (dnnlF32_ && 2.0 * double(M) * double(N) * double(K) >= dnnlMinFlops_)
     return dnnl_->sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
                         ldc);
   sgemm_(kRowMajor, transA ? kTrans : kNoTrans, transB ? kTrans : kNoTrans,
@@ -154,6 +200,23 @@ bool Blas::gemmBF16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return false;
   dnnl_->gemmBF16(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
   return true;
+}
+
+void Blas::prepareBF16(const GemmShape &g) {
+  if (autoBF16Pending_ &&
+      2.0 * double(g.M) * double(g.N) * double(g.K) >= dnnlMinFlops_)
+    openAutoBF16();
+  if (takesBF16(g.M, g.N, g.K))
+    dnnl_->prepareBF16(g.transA, g.transB, g.M, g.N, g.K, g.lda, g.ldb, g.ldc,
+                       g.beta);
+}
+
+uint64_t Blas::mappedBytes() const {
+  return dnnl_ ? kOneDnnMappedBytes : 0;
+}
+
+uint64_t Blas::heapBytes() const {
+  return dnnl_ ? dnnl_->scratchpadBytes() : 0;
 }
 
 } // namespace fsdp::rt::cpu

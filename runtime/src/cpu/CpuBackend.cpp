@@ -206,6 +206,7 @@ public:
   }
 
   bool prepare(const Plan &plan, std::string &error) override;
+  HostBeyondPlan hostBeyondPlan() const override;
 
   void write(uint64_t offset, const void *data, uint64_t bytes) override {
     std::memcpy(arena + offset, data, bytes);
@@ -381,8 +382,13 @@ private:
   expertCounts(const Plan &plan, const Instruction &inst, uint32_t countsAt);
   [[noreturn]] void fail(const std::string &message);
 
-  /// The widened copies' space, sized once for the plan's widest kernel.
+  /// The widened copies' space, sized once for the plan's widest kernel
+  /// that widens with this run's GEMM library; the compiler's figure for
+  /// it (every bf16 GEMM widened), and how many bf16 GEMMs the library
+  /// takes instead.
   std::vector<float> widened;
+  uint64_t plannedWidening = 0;
+  size_t bf16Gemms = 0;
 
   std::unique_ptr<cpu::Blas> blas;
   int threads;
@@ -395,17 +401,24 @@ private:
   std::string mode;
 };
 
-/// The float space the widest bf16 kernel of `plan` needs widened.
-static uint64_t wideningBytes(const Plan &plan) {
+/// The float space the widest bf16 kernel of `plan` needs widened (or,
+/// run directly on bf16, as scratch), with `blas` taking the bf16 GEMMs
+/// it has a bf16 GEMM for (none: every one widened, the compiler's figure,
+/// RuntimeOverhead.cpp's cpuWideningBytes).
+static uint64_t wideningBytes(const Plan &plan, const cpu::Blas *blas) {
   uint64_t most = 0;
   for (const Instruction &inst : plan.program) {
-    if (inst.elementType != plan::DType::BF16 ||
-        !isComputeKernel(inst.kernel->opcode))
+    const plan::Opcode opcode = inst.kernel->opcode;
+    if (inst.elementType != plan::DType::BF16 || !isComputeKernel(opcode) ||
+        (blas && cpu::takesBF16Linear(*blas, plan, inst)))
       continue;
     uint64_t bytes = 0;
-    forEachWidened(plan, inst, [&](uint32_t id, bool) {
-      bytes += plan::cpuWideningBytes(plan.buffers[id].numElements());
-    });
+    if (plan::cpuRunsDirectOnBF16(opcode))
+      bytes = plan::cpuWideningBytes(cpu::bf16DirectScratchFloats(plan, inst));
+    else
+      forEachWidened(plan, inst, [&](uint32_t id, bool) {
+        bytes += plan::cpuWideningBytes(plan.buffers[id].numElements());
+      });
     most = std::max(most, bytes);
   }
   return most;
@@ -558,7 +571,13 @@ bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
 bool CpuBackend::prepare(const Plan &plan, std::string &error) {
   if (!splitGroups(plan, error))
     return false;
-  uint64_t bytes = wideningBytes(plan);
+  cpu::prepareBF16Linears(*blas, plan);
+  bf16Gemms = size_t(std::count_if(
+      plan.program.begin(), plan.program.end(), [&](const Instruction &inst) {
+        return cpu::takesBF16Linear(*blas, plan, inst);
+      }));
+  plannedWidening = wideningBytes(plan, nullptr);
+  uint64_t bytes = wideningBytes(plan, blas.get());
   if (bytes / 4 > widened.max_size()) {
     error = "cannot allocate the " + std::to_string(bytes) +
             "-byte buffer the bf16 kernels are widened into";
@@ -568,11 +587,32 @@ bool CpuBackend::prepare(const Plan &plan, std::string &error) {
   return true;
 }
 
+Backend::HostBeyondPlan CpuBackend::hostBeyondPlan() const {
+  HostBeyondPlan beyond;
+  beyond.heap = int64_t(widened.size() * sizeof(float) + blas->heapBytes()) -
+                int64_t(plannedWidening);
+  beyond.mapped = blas->mappedBytes();
+  if (!beyond.heap && !beyond.mapped)
+    return beyond;
+  auto mib = [](uint64_t b) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f MiB", double(b) / (1 << 20));
+    return std::string(text);
+  };
+  beyond.reason = "bf16 widening buffer " +
+                  mib(widened.size() * sizeof(float)) + " (the compiler's " +
+                  mib(plannedWidening) + ": " + std::to_string(bf16Gemms) +
+                  " bf16 GEMMs run unwidened on the library's bf16 GEMM), "
+                  "its scratchpad " +
+                  mib(blas->heapBytes()) + " and code " + mib(beyond.mapped);
+  return beyond;
+}
+
 bool CpuBackend::runWidened(CpuKernels &kernels, const Plan &plan,
                             const Instruction &inst, const double *params,
                             int64_t step) {
   if (widened.empty()) // a caller that skipped prepare(): take it now
-    widened.resize(std::max<uint64_t>(wideningBytes(plan), 4) / 4);
+    widened.resize(std::max<uint64_t>(wideningBytes(plan, blas.get()), 4) / 4);
   struct Copy {
     uint32_t id;
     float *at;

@@ -31,10 +31,12 @@ struct Shape {
   }
 };
 
-/// A made primitive with its operands' descriptors.
+/// A made primitive with its operands' descriptors and its scratchpad's
+/// (bytes 0: it needs none).
 struct Made {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_desc_t a, b, c;
+  dnnl_memory_desc_t a, b, c, scratchpad;
+  size_t scratchpadBytes = 0;
 };
 
 /// The C API of oneDNN 2.x that --blas onednn calls, each name once.
@@ -49,12 +51,15 @@ struct Made {
   X(dnnl_primitive_attr_destroy)                                               \
   X(dnnl_primitive_attr_set_output_scales)                                     \
   X(dnnl_primitive_attr_set_post_ops)                                          \
+  X(dnnl_primitive_attr_set_scratchpad_mode)                                   \
   X(dnnl_post_ops_create)                                                      \
   X(dnnl_post_ops_destroy)                                                     \
   X(dnnl_post_ops_append_sum)                                                  \
   X(dnnl_primitive_desc_create)                                                \
   X(dnnl_primitive_desc_destroy)                                               \
   X(dnnl_primitive_desc_query)                                                 \
+  X(dnnl_primitive_desc_query_md)                                              \
+  X(dnnl_memory_desc_get_size)                                                 \
   X(dnnl_primitive_create)                                                     \
   X(dnnl_primitive_execute)                                                    \
   X(dnnl_primitive_destroy)                                                    \
@@ -116,8 +121,31 @@ struct OneDnnGemm::Impl {
   std::string description;
   std::mutex mutex; ///< the cache, and one stream
   std::map<Shape, Made> made;
+  /// One scratchpad that every primitive shares (they run one at a time,
+  /// under the mutex): the user-managed mode, so that it is allocated
+  /// where fsdp-run can count it (prepareBF16, before the first step), not
+  /// inside the library at its first use.
+  void *scratchpad = nullptr;
+  size_t scratchpadBytes = 0;
+
+  void reserveScratchpad(size_t bytes) {
+    if (bytes <= scratchpadBytes)
+      return;
+    std::free(scratchpad);
+    size_t rounded = (bytes + 63) / 64 * 64;
+    scratchpad = std::aligned_alloc(64, rounded);
+    if (!scratchpad) {
+      std::fprintf(stderr,
+                   "fsdp-run: error: cannot allocate oneDNN's %zu-byte "
+                   "scratchpad\n",
+                   rounded);
+      std::abort();
+    }
+    scratchpadBytes = rounded;
+  }
 
   ~Impl() {
+    std::free(scratchpad);
     for (auto &[shape, m] : made)
       api.dnnl_primitive_destroy(m.primitive);
     if (stream)
@@ -180,6 +208,9 @@ struct OneDnnGemm::Impl {
     dnnl_primitive_attr_t attr = nullptr;
     dnnl_post_ops_t ops = nullptr;
     dnnl_status_t code = api.dnnl_primitive_attr_create(&attr);
+    if (!code)
+      code = api.dnnl_primitive_attr_set_scratchpad_mode(
+          attr, dnnl_scratchpad_mode_user);
     if (!code && s.alpha != 1.0f)
       code = api.dnnl_primitive_attr_set_output_scales(attr, 1, 0, &s.alpha);
     if (!code && s.beta != 0.0f) {
@@ -195,6 +226,12 @@ struct OneDnnGemm::Impl {
     code = api.dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr);
     if (!code)
       code = api.dnnl_primitive_create(&m.primitive, pd);
+    if (!code) {
+      const dnnl_memory_desc_t *scratch =
+          api.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      if (scratch && (m.scratchpadBytes = api.dnnl_memory_desc_get_size(scratch)))
+        m.scratchpad = *scratch;
+    }
     if (pd)
       api.dnnl_primitive_desc_destroy(pd);
     if (ops)
@@ -202,6 +239,7 @@ struct OneDnnGemm::Impl {
     api.dnnl_primitive_attr_destroy(attr);
     if (code)
       fatal(s, "matmul primitive", code);
+    reserveScratchpad(m.scratchpadBytes);
     return made.emplace(s, m).first->second;
   }
 };
@@ -273,22 +311,27 @@ void OneDnnGemm::Impl::run(const Shape &s, const void *A, const void *B,
                            void *C) {
   std::lock_guard<std::mutex> lock(mutex);
   const Made &m = primitiveFor(s);
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, pad = nullptr;
   dnnl_status_t code =
       api.dnnl_memory_create(&a, &m.a, engine, const_cast<void *>(A));
   if (!code)
     code = api.dnnl_memory_create(&b, &m.b, engine, const_cast<void *>(B));
   if (!code)
     code = api.dnnl_memory_create(&c, &m.c, engine, C);
+  if (!code && m.scratchpadBytes)
+    code = api.dnnl_memory_create(&pad, &m.scratchpad, engine, scratchpad);
   if (code)
     fatal(s, "dnnl_memory_create", code);
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-  code = api.dnnl_primitive_execute(m.primitive, stream, 3, args);
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a},
+                                  {DNNL_ARG_WEIGHTS, b},
+                                  {DNNL_ARG_DST, c},
+                                  {DNNL_ARG_SCRATCHPAD, pad}};
+  code = api.dnnl_primitive_execute(m.primitive, stream, pad ? 4 : 3, args);
   if (!code)
     code = api.dnnl_stream_wait(stream);
-  for (dnnl_memory_t mem : {a, b, c})
-    api.dnnl_memory_destroy(mem);
+  for (dnnl_memory_t mem : {a, b, c, pad})
+    if (mem)
+      api.dnnl_memory_destroy(mem);
   if (code)
     fatal(s, "matmul", code);
 }
@@ -324,6 +367,38 @@ OneDnnGemm::~OneDnnGemm() = default;
 bool OneDnnGemm::hasBF16() const {
 #if FSDP_HAVE_ONEDNN
   return !impl->bf16Impl.empty();
+#else
+  return false;
+#endif
+}
+
+void OneDnnGemm::prepareBF16(bool transA, bool transB, int64_t M, int64_t N,
+                             int64_t K, int64_t lda, int64_t ldb, int64_t ldc,
+                             float beta) {
+#if FSDP_HAVE_ONEDNN
+  if (M == 0 || N == 0 || K == 0)
+    return;
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  impl->primitiveFor({transA, transB, M, N, K, lda, ldb, ldc, 1.0f, beta, true});
+#endif
+}
+
+uint64_t OneDnnGemm::scratchpadBytes() const {
+#if FSDP_HAVE_ONEDNN
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  return impl->scratchpadBytes;
+#else
+  return 0;
+#endif
+}
+
+bool OneDnnGemm::hasBF16Units() const {
+#if FSDP_HAVE_ONEDNN
+  // The ISA values are bit sets, each holding the ones below it: AMX's
+  // holds AVX512-BF16's.
+  auto isa = unsigned(impl->api.dnnl_get_effective_cpu_isa());
+  return hasBF16() && (isa & dnnl_cpu_isa_avx512_core_bf16) ==
+                          unsigned(dnnl_cpu_isa_avx512_core_bf16);
 #else
   return false;
 #endif

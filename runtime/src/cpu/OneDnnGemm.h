@@ -50,9 +50,21 @@ public:
                 const uint16_t *A, int64_t lda, const uint16_t *B, int64_t ldb,
                 float beta, uint16_t *C, int64_t ldc) const;
 
+  /// Makes gemmBF16's primitive for this shape now (with its share of the
+  /// scratchpad) rather than at its first call, inside a step.
+  void prepareBF16(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                   int64_t lda, int64_t ldb, int64_t ldc, float beta);
+  /// The scratchpad the primitives made so far share (oneDNN's
+  /// user-managed mode: allocated here, on the heap fsdp-run counts).
+  uint64_t scratchpadBytes() const;
+
   /// Whether gemmBF16 runs on a bf16 kernel of this CPU (not oneDNN's
   /// reference one, which a CPU without AVX-512 gets).
   bool hasBF16() const;
+  /// Whether that kernel runs on the CPU's bf16 units (AVX512-BF16's dot
+  /// products or AMX's tiles), not on a conversion to f32 FMAs: what
+  /// --blas auto asks before it sends bf16 GEMMs here.
+  bool hasBF16Units() const;
 
   /// "onednn 2.6.3 (isa avx512_core_bf16; bf16 GEMMs on
   /// brg:avx512_core_bf16; libdnnl.so.2)".

@@ -1,6 +1,6 @@
 //===- fsdp-gemm-bench.cpp - bare sgemm rate on a plan's GEMM shapes ------===//
 //
-//   fsdp-gemm-bench model.plan [--blas openblas|blis|onednn] [--threads N]
+//   fsdp-gemm-bench model.plan [--blas openblas|blis|onednn|auto] [--threads N]
 //                   [--seconds S]
 //
 // For every distinct GEMM the plan's linear kernels run (forward, grad
@@ -32,7 +32,7 @@ using namespace fsdp::rt;
 
 namespace {
 const char *const kUsage =
-    "usage: fsdp-gemm-bench PLAN [--blas openblas|blis|onednn] [--threads N]\n"
+    "usage: fsdp-gemm-bench PLAN [--blas openblas|blis|onednn|auto] [--threads N]\n"
     "                       [--seconds S]\n";
 
 [[noreturn]] void die(const std::string &message, int code = 1) {

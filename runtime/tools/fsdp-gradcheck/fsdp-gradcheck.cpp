@@ -1,6 +1,6 @@
 //===- fsdp-gradcheck.cpp - finite-difference check of a plan's gradients -===//
 //
-//   fsdp-gradcheck model.plan [--seed N] [--blas openblas|blis|onednn]
+//   fsdp-gradcheck model.plan [--seed N] [--blas openblas|blis|onednn|auto]
 //                  [--epsilon E] [--tolerance T]
 //
 // Runs the plan's forward and backward (every kernel but AdamW) on random
@@ -32,7 +32,7 @@ using namespace fsdp::rt;
 
 namespace {
 const char *const kUsage =
-    "usage: fsdp-gradcheck PLAN [--seed N] [--blas openblas|blis|onednn]\n"
+    "usage: fsdp-gradcheck PLAN [--seed N] [--blas openblas|blis|onednn|auto]\n"
     "                      [--epsilon E] [--tolerance T]\n";
 
 [[noreturn]] void die(const std::string &message, int code = 1) {

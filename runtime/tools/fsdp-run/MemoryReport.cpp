@@ -86,10 +86,11 @@ void printResident(const Plan &plan, const Options &o, const HeapFigures &h,
       ranks, bytes(h.rssAfterSetup.now).c_str(), bytes(h.rss.peak).c_str(),
       h.rssPeakRestarted ? "while training" : "since the process started");
   if (o.backend == "cpu")
-    std::printf("summary: resident memory predicted by the compiler: %s at "
+    std::printf("summary: resident memory predicted %s: %s at "
                 "%d BLAS threads (an estimate: the arena, the heap beyond "
                 "it, %s of code and stacks, %s of BLAS panels per thread)\n",
-                bytes(plan.predictedResident(runThreads(o))).c_str(),
+                h.beyondPlan.reason.empty() ? "by the compiler" : "at setup",
+                bytes(h.predictedResident(plan, runThreads(o))).c_str(),
                 runThreads(o), bytes(plan.outsideArenaCpuMapped).c_str(),
                 bytes(plan.blasBytesPerThread).c_str());
 }
@@ -137,6 +138,7 @@ HeapFigures measureHeap(Communicator &comm, const Backend &backend,
   heap.afterSetup = comm.allReduceMax(heap.afterSetup);
   heap.peak = comm.allReduceMax(heapPeak);
   heap.device = backend.deviceMemory();
+  heap.beyondPlan = backend.hostBeyondPlan();
   heap.device.afterSetup = comm.allReduceMax(heap.device.afterSetup);
   heap.device.peak = comm.allReduceMax(heap.device.peak);
   return heap;
@@ -159,7 +161,13 @@ void printHeap(const Plan &plan, const Options &o, const HeapFigures &h,
                              : 0.0);
   // The compiler's prediction of the same (the memory report's "outside
   // the arena" lines); on CUDA the arena and that share are device memory.
-  if (o.backend == "cpu")
+  if (o.backend == "cpu" && !h.beyondPlan.reason.empty())
+    std::printf("summary: outside the arena per rank: %s measured, %s "
+                "predicted at setup (the compiler's %s; %s)\n",
+                bytes(above).c_str(), bytes(h.outsideArenaCpu(plan)).c_str(),
+                bytes(plan.outsideArenaCpu).c_str(),
+                h.beyondPlan.reason.c_str());
+  else if (o.backend == "cpu")
     std::printf("summary: outside the arena per rank: %s measured, %s "
                 "predicted by the compiler\n",
                 bytes(above).c_str(), bytes(plan.outsideArenaCpu).c_str());

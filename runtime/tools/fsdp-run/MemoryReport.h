@@ -46,6 +46,17 @@ struct HeapFigures {
   /// process started where the peak could not be restarted).
   ResidentMemory rssAfterSetup, rss;
   bool rssPeakRestarted = false;
+  /// The host memory outside the arena this run's backend holds beyond
+  /// the compiler's figure, and why (Backend::hostBytesBeyondPlan): the
+  /// prediction the measured figures are held to is the sum.
+  Backend::HostBeyondPlan beyondPlan;
+  uint64_t outsideArenaCpu(const Plan &plan) const {
+    return uint64_t(int64_t(plan.outsideArenaCpu) + beyondPlan.heap);
+  }
+  uint64_t predictedResident(const Plan &plan, int threads) const {
+    return uint64_t(int64_t(plan.predictedResident(threads)) +
+                    beyondPlan.heap + int64_t(beyondPlan.mapped));
+  }
 };
 
 /// This rank's figures once setup is over; restarts the heap's and the

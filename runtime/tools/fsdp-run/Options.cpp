@@ -29,7 +29,7 @@ const char *const kUsage =
     "                [--data-format auto|bytes|tokens]\n"
     "                [--val-data FILE] [--val-every K] [--val-steps S]\n"
     "                [--log-every N] [--backend cpu|cuda]\n"
-    "                [--threads N] [--blas openblas|blis|onednn] (cpu)\n"
+    "                [--threads N] [--blas auto|openblas|blis|onednn] (cpu)\n"
     "                [--collective-threads auto|on|off]        (cpu)\n"
     "                [--device N] [--tf32 on|off]              (cuda)\n"
     "                [--print-ranks]\n"

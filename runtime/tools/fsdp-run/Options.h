@@ -25,7 +25,7 @@ using namespace fsdp::rt;
 struct Options {
   std::string planPath, dataPath, tracePath, reportPath, initFromPath,
       exportPath, exportNames, flightRecorderDir, checkpointDir, resumeDir,
-      blas = "openblas", backend = "cpu", collectiveThreads = "auto",
+      blas = "auto", backend = "cpu", collectiveThreads = "auto",
       dataFormatName = "auto";
   DataFormat dataFormat = DataFormat::Auto;
   /// --export-dtype (f32 or bf16) and --export-shard-size (a directory's

@@ -254,13 +254,13 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapCounted = heap.counted;
     report.heapAfterSetup = heap.afterSetup;
     report.heapPeak = heap.peak;
-    report.outsidePredicted =
-        o.backend == "cpu" ? plan.outsideArenaCpu : plan.outsideArenaCuda;
+    report.outsidePredicted = o.backend == "cpu" ? heap.outsideArenaCpu(plan)
+                                                 : plan.outsideArenaCuda;
     report.rssMeasured = heap.rss.measured;
     report.rssAfterSetup = heap.rssAfterSetup.now;
     report.rssPeak = heap.rss.peak;
     if (o.backend == "cpu")
-      report.rssPredicted = plan.predictedResident(runThreads(o));
+      report.rssPredicted = heap.predictedResident(plan, runThreads(o));
     report.deviceMeasured = heap.device.measured;
     report.deviceAfterSetup = heap.device.afterSetup;
     report.devicePeak = heap.device.peak;

@@ -158,10 +158,33 @@ int64_t blasBytesPerThread(func::FuncOp step) {
   return std::min(bytes, kBlasBufferBytes);
 }
 
+/// What a bf16 kernel the CPU runs directly on bf16 takes of the widening
+/// buffer (embedding_backward's row sums; plan::cpuDirectBF16ScratchFloats).
+static int64_t directScratchBytes(Operation *op, ::fsdp::plan::Opcode opcode) {
+  namespace plan = ::fsdp::plan;
+  if (opcode != plan::Opcode::EmbeddingBackward)
+    return 0;
+  auto shape = [&](Value v) {
+    return llvm::cast<ShapedType>(v.getType()).getShape();
+  };
+  ArrayRef<int64_t> wte = shape(op->getResult(0));
+  uint64_t V = wte[0], C = wte[1], P = shape(op->getResult(1))[0];
+  if (C == 0)
+    return 0;
+  uint64_t BT = llvm::cast<ShapedType>(op->getOperand(0).getType())
+                    .getNumElements() /
+                C;
+  return int64_t(plan::cpuWideningBytes(
+      plan::cpuDirectBF16ScratchFloats(opcode, BT, P, C, V)));
+}
+
 /// The float copies the CPU backend runs a bf16 kernel on (its bf16
 /// operands widened, CpuBackend::runWidened): one buffer, sized for the
 /// step's widest kernel, each distinct operand 64-byte aligned. A splat
-/// constant is a fill kernel with one bf16 result.
+/// constant is a fill kernel with one bf16 result. The kernels the CPU runs
+/// directly on bf16 take their scratch instead. A bf16 linear whose GEMM
+/// the run's library takes on bf16 units (--blas auto or onednn) widens
+/// nothing: fsdp-run shrinks the buffer then, and says so.
 int64_t cpuWideningBytes(func::FuncOp step) {
   namespace plan = ::fsdp::plan;
   auto isBF16 = [](Type type) {
@@ -185,6 +208,11 @@ int64_t cpuWideningBytes(func::FuncOp step) {
     if (!kernel)
       return;
     const plan::KernelInfo &info = *plan::findKernel(kernel.getKernelOpcode());
+    if (plan::cpuRunsDirectOnBF16(info.opcode) && op->getNumResults() &&
+        isBF16(op->getResult(0).getType())) {
+      most = std::max(most, directScratchBytes(op, info.opcode));
+      return;
+    }
     auto floats = [&](const plan::OperandInfo &rule, Type type) {
       return rule.rule == plan::ElementRule::Float && isBF16(type);
     };

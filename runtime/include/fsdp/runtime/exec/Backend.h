@@ -118,6 +118,18 @@ public:
     std::vector<Stage> stages;
   };
   virtual DeviceMemory deviceMemory() const { return {}; }
+  /// What this backend holds on the host outside the arena beyond (or,
+  /// negative, short of) the compiler's figures, known once prepare() is
+  /// done: on the CPU, the widening buffer sized for the kernels that
+  /// widen with this run's GEMM library (the compiler sizes it for every
+  /// bf16 GEMM widened), that library's scratchpad (heap) and its code
+  /// and generated kernels (mapped, resident only).
+  struct HostBeyondPlan {
+    int64_t heap = 0;
+    uint64_t mapped = 0;
+    std::string reason; ///< empty when both are 0
+  };
+  virtual HostBeyondPlan hostBeyondPlan() const { return {}; }
   /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as
   /// the backend runs them), 0 when unknown (PeakFlops.h).
   virtual double peakFlops(bool bf16) const { return 0.0; }
