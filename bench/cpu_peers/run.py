@@ -8,10 +8,16 @@ on the matrices), random token ids of a fixed seed, on one process with
 `--threads` threads. The systems, each started afresh in every round and
 the rounds interleaved (so that a noisy neighbour hits all of them):
 
-  fsdp-run f32      fsdp-opt --fsdp-train-pipeline, one rank
-  fsdp-run bf16     the same with param-dtype=bf16 (f32 master weights)
-  fsdp-run f32, onednn / bf16, onednn   the same two plans with --blas onednn
-                    (oneDNN's matmul: AVX-512 whatever OPENBLAS_CORETYPE says)
+  fsdp-run f32      fsdp-opt --fsdp-train-pipeline, one rank, the default
+                    --blas auto (f32 GEMMs on OpenBLAS)
+  fsdp-run bf16     the same with param-dtype=bf16 (f32 master weights):
+                    --blas auto runs its GEMMs on oneDNN's bf16 matmul
+                    where the CPU has bf16 units (AVX512-BF16, AMX)
+  fsdp-run bf16, openblas   the bf16 plan with --blas openblas: every bf16
+                    GEMM widened to f32, a CPU without bf16 units' path
+  fsdp-run f32, onednn / bf16, onednn   the two plans with --blas onednn
+                    (oneDNN's matmul for f32 too: AVX-512 whatever
+                    OPENBLAS_CORETYPE says)
   PyTorch eager     torch.optim.AdamW, F.scaled_dot_product_attention
   torch.compile     the same model and step under torch.compile
   PyTorch bf16      eager under torch.autocast("cpu", dtype=torch.bfloat16)
@@ -48,9 +54,11 @@ ROOT = os.path.join(HERE, "..", "..")
 VENV = os.path.expanduser("~/.cache/fsdp-mlir/bench-peers-venv")
 JAX = "jax[cpu]==0.10.2"
 B, T, VOCAB = 4, 64, 50257
-SYSTEMS = ["fsdp-f32", "fsdp-bf16", "fsdp-f32-onednn", "fsdp-bf16-onednn",
+SYSTEMS = ["fsdp-f32", "fsdp-bf16", "fsdp-bf16-openblas", "fsdp-f32-onednn",
            "eager", "compile", "eager-bf16", "jax"]
+LIBRARIES = ("-onednn", "-openblas")  # a suffix: that --blas, else auto
 TITLES = {"fsdp-f32": "fsdp-run f32", "fsdp-bf16": "fsdp-run bf16",
+          "fsdp-bf16-openblas": "fsdp-run bf16, --blas openblas",
           "fsdp-f32-onednn": "fsdp-run f32, --blas onednn",
           "fsdp-bf16-onednn": "fsdp-run bf16, --blas onednn",
           "eager": "PyTorch eager", "compile": "torch.compile",
@@ -119,7 +127,9 @@ def write_tokens(path, count):
                             *(rng.randrange(VOCAB) for _ in range(count))))
 
 
-GEMM_LINE = []  # fsdp-run's first line, which names its GEMM kernel
+# fsdp-run's first line under --blas auto, by plan: it names the GEMM
+# kernels (and, for bf16, where its bf16 GEMMs run and why).
+GEMM_LINES = {}
 
 
 def run_fsdp(bin_dir, plan, tokens, args, blas=None):
@@ -131,8 +141,8 @@ def run_fsdp(bin_dir, plan, tokens, args, blas=None):
         (["--blas", blas] if blas else []),
         check=True, capture_output=True, text=True).stdout
     if not blas:
-        GEMM_LINE[:] = [line for line in out.splitlines()
-                        if "GEMM" in line][:1]
+        GEMM_LINES[os.path.basename(plan)] = next(
+            (line for line in out.splitlines() if "GEMM" in line), "")
     with open(report_path) as f:
         report = json.load(f)
     # fsdp-run's mean leaves out the first step; the warm-up's others are
@@ -174,30 +184,34 @@ def main():
         plans = {}
         for system, options in (("fsdp-f32", ""),
                                 ("fsdp-bf16", "param-dtype=bf16")):
-            if system in systems or system + "-onednn" in systems:
+            if any(system + s in systems for s in ("",) + LIBRARIES):
                 plans[system] = os.path.join(work, system + ".plan")
                 subprocess.run([os.path.join(bin_dir, "fsdp-opt"), model,
                                 "--fsdp-train-pipeline=" + options, "-o",
                                 plans[system]], check=True)
         for r in range(args.rounds):
             for system in systems:
-                base_plan = system.replace("-onednn", "")
+                library = next((s[1:] for s in LIBRARIES
+                                if system.endswith(s)), None)
+                base_plan = system[:-len(library) - 1] if library else system
                 ms = (run_fsdp(bin_dir, plans[base_plan], tokens, args,
-                               "onednn" if system.endswith("-onednn")
-                               else None)
+                               library)
                       if base_plan in plans else
                       run_peer(python, system, tokens, args))
                 times[system].append(ms)
                 print("round %d: %-30s %9.1f ms/step" % (
                     r + 1, TITLES[system], ms), file=sys.stderr, flush=True)
-    gemm = re.search(r"GEMM (\S+ \([^;)]*)", "".join(GEMM_LINE))
     print("GPT-2 124M, batch %d x seq %d, f32 AdamW, %d threads, %d rounds "
           "of %d steps after %d warm-up" % (B, T, args.threads, args.rounds,
                                             args.steps, args.warmup))
     print("CPU: " + cpu_description() + "; OPENBLAS_CORETYPE=" +
           os.environ.get("OPENBLAS_CORETYPE", "(unset)"))
-    if gemm:
-        print("fsdp-run's GEMM: " + gemm.group(1) + ")")
+    for plan, line in sorted(GEMM_LINES.items()):
+        gemm = re.search(r"GEMM (\S+ \([^;)]*)", line)
+        bf16 = re.search(r"(bf16 GEMMs (from|widened)[^;]*(;[^;)]*)?)", line)
+        if gemm:
+            print("fsdp-run's GEMM (%s): %s)%s" % (
+                plan, gemm.group(1), "; " + bf16.group(1) if bf16 else ""))
     base = statistics.median(times["fsdp-f32"]) if "fsdp-f32" in times \
         else None
     print("| system | ms/step (median) | rounds | vs fsdp-run f32 |")
