@@ -208,7 +208,7 @@ def main():
           os.environ.get("OPENBLAS_CORETYPE", "(unset)"))
     for plan, line in sorted(GEMM_LINES.items()):
         gemm = re.search(r"GEMM (\S+ \([^;)]*)", line)
-        bf16 = re.search(r"(bf16 GEMMs (from|widened)[^;]*(;[^;)]*)?)", line)
+        bf16 = re.search(r"(bf16 GEMMs (?:from|widened)[^)]*\))", line)
         if gemm:
             print("fsdp-run's GEMM (%s): %s)%s" % (
                 plan, gemm.group(1), "; " + bf16.group(1) if bf16 else ""))
