@@ -130,8 +130,9 @@ void testEmbeddingBF16At(int64_t V) {
     // The scratch holds what the last kernel left there: NaNs here. Its
     // size is the shared rule's, exactly (the sanitizer build catches a
     // write past it).
-    std::vector<float> rows = nans(int64_t(fsdp::plan::cpuDirectBF16ScratchFloats(
-        fsdp::plan::Opcode::EmbeddingBackward, B * T, Tmax, C, V)));
+    std::vector<float> rows =
+        nans(int64_t(fsdp::plan::cpuDirectBF16ScratchFloats(
+            fsdp::plan::Opcode::EmbeddingBackward, B * T, Tmax, C, V)));
     std::vector<uint16_t> gotWte(V * C, 0xBEEF), gotWpe(Tmax * C, 0xBEEF);
     embeddingBackwardBF16(gotWte.data(), gotWpe.data(), dout.data(),
                           tokens.data(), B, T, C, V, Tmax, rows.data());

@@ -22,8 +22,8 @@ std::optional<GemmShape> bf16LinearGemm(const Plan &plan,
   if (opcode == Opcode::Linear) { // out = x w^T (+ bias onto it), x N x IC
     const int64_t OC = second.shape[0], IC = second.shape[1];
     const int64_t N = out.numElements() / OC;
-    return GemmShape{false, true, N,  OC, IC,
-                     IC,    IC,   OC, inst.ins.size() > 2 ? 1.0f : 0.0f};
+    return GemmShape{
+        false, true, N, OC, IC, IC, IC, OC, inst.ins.size() > 2 ? 1.0f : 0.0f};
   }
   if (opcode == Opcode::LinearGradInput) { // dx = dout w
     const int64_t OC = second.shape[0], IC = second.shape[1];
@@ -46,7 +46,6 @@ void prepareBF16Linears(Blas &blas, const Plan &plan) {
   for (const Instruction &inst : plan.program)
     if (std::optional<GemmShape> g = bf16LinearGemm(plan, inst))
       blas.prepareBF16(*g); // takes only what it runs
-
 }
 
 bool runBF16Linear(const Blas &blas, const Plan &plan, const Instruction &inst,

@@ -94,8 +94,8 @@ void Blas::openAutoBF16() {
   }
   char from[64];
   std::snprintf(from, sizeof(from), "%g FLOPs", dnnlMinFlops_);
-  description_ += "; bf16 GEMMs from " + std::string(from) + " on " +
-                  dnnl->description();
+  description_ +=
+      "; bf16 GEMMs from " + std::string(from) + " on " + dnnl->description();
   dnnl_ = std::move(dnnl);
 }
 
@@ -211,9 +211,7 @@ void Blas::prepareBF16(const GemmShape &g) {
                        g.beta);
 }
 
-uint64_t Blas::mappedBytes() const {
-  return dnnl_ ? kOneDnnMappedBytes : 0;
-}
+uint64_t Blas::mappedBytes() const { return dnnl_ ? kOneDnnMappedBytes : 0; }
 
 uint64_t Blas::heapBytes() const {
   return dnnl_ ? dnnl_->scratchpadBytes() : 0;

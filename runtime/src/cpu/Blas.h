@@ -47,11 +47,11 @@ public:
   /// GEMM instead.
   static constexpr double kOneDnnMinFlops = 4e6;
 
-  /// Opens `library`: "auto", "openblas", "blis" or "onednn". For OpenBLAS on a CPU
-  /// with AVX-512, sets OPENBLAS_CORETYPE=SkylakeX first unless the environment
-  /// already sets it (Debian's OpenBLAS 0.3.21 does not recognise newer
-  /// CPUs and would fall back to a generic kernel). On failure returns null
-  /// and sets `error`.
+  /// Opens `library`: "auto", "openblas", "blis" or "onednn". For OpenBLAS on a
+  /// CPU with AVX-512, sets OPENBLAS_CORETYPE=SkylakeX first unless the
+  /// environment already sets it (Debian's OpenBLAS 0.3.21 does not recognise
+  /// newer CPUs and would fall back to a generic kernel). On failure returns
+  /// null and sets `error`.
   static std::unique_ptr<Blas> open(const std::string &library, int threads,
                                     std::string &error);
   ~Blas();

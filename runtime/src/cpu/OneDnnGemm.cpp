@@ -229,7 +229,8 @@ struct OneDnnGemm::Impl {
     if (!code) {
       const dnnl_memory_desc_t *scratch =
           api.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-      if (scratch && (m.scratchpadBytes = api.dnnl_memory_desc_get_size(scratch)))
+      if (scratch &&
+          (m.scratchpadBytes = api.dnnl_memory_desc_get_size(scratch)))
         m.scratchpad = *scratch;
     }
     if (pd)
@@ -379,7 +380,8 @@ void OneDnnGemm::prepareBF16(bool transA, bool transB, int64_t M, int64_t N,
   if (M == 0 || N == 0 || K == 0)
     return;
   std::lock_guard<std::mutex> lock(impl->mutex);
-  impl->primitiveFor({transA, transB, M, N, K, lda, ldb, ldc, 1.0f, beta, true});
+  impl->primitiveFor(
+      {transA, transB, M, N, K, lda, ldb, ldc, 1.0f, beta, true});
 #endif
 }
 

@@ -32,8 +32,8 @@ using namespace fsdp::rt;
 
 namespace {
 const char *const kUsage =
-    "usage: fsdp-gemm-bench PLAN [--blas openblas|blis|onednn|auto] [--threads N]\n"
-    "                       [--seconds S]\n";
+    "usage: fsdp-gemm-bench PLAN [--blas openblas|blis|onednn|auto]\n"
+    "                       [--threads N] [--seconds S]\n";
 
 [[noreturn]] void die(const std::string &message, int code = 1) {
   std::fprintf(stderr, "fsdp-gemm-bench: error: %s\n", message.c_str());

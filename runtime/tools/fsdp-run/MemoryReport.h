@@ -54,8 +54,8 @@ struct HeapFigures {
     return uint64_t(int64_t(plan.outsideArenaCpu) + beyondPlan.heap);
   }
   uint64_t predictedResident(const Plan &plan, int threads) const {
-    return uint64_t(int64_t(plan.predictedResident(threads)) +
-                    beyondPlan.heap + int64_t(beyondPlan.mapped));
+    return uint64_t(int64_t(plan.predictedResident(threads)) + beyondPlan.heap +
+                    int64_t(beyondPlan.mapped));
   }
 };
 

@@ -254,8 +254,8 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapCounted = heap.counted;
     report.heapAfterSetup = heap.afterSetup;
     report.heapPeak = heap.peak;
-    report.outsidePredicted = o.backend == "cpu" ? heap.outsideArenaCpu(plan)
-                                                 : plan.outsideArenaCuda;
+    report.outsidePredicted =
+        o.backend == "cpu" ? heap.outsideArenaCpu(plan) : plan.outsideArenaCuda;
     report.rssMeasured = heap.rss.measured;
     report.rssAfterSetup = heap.rssAfterSetup.now;
     report.rssPeak = heap.rss.peak;

@@ -2,7 +2,8 @@
 //
 //   fsdp-run model.plan [--steps N] [--data FILE] [--seed N] [--lr X]
 //            [--log-every N] [--backend cpu|cuda] [--threads N]
-//            [--blas auto|openblas|blis|onednn] [--collective-threads auto|on|off]
+//            [--blas auto|openblas|blis|onednn]
+//            [--collective-threads auto|on|off]
 //            [--device N] [--tf32 on|off] [--print-ranks]
 //            [--init-from FILE|DIR|INDEX] [--export FILE|DIR]
 //            [--export-names hf|ours] [--export-dtype f32|bf16]

@@ -171,9 +171,8 @@ static int64_t directScratchBytes(Operation *op, ::fsdp::plan::Opcode opcode) {
   uint64_t V = wte[0], C = wte[1], P = shape(op->getResult(1))[0];
   if (C == 0)
     return 0;
-  uint64_t BT = llvm::cast<ShapedType>(op->getOperand(0).getType())
-                    .getNumElements() /
-                C;
+  uint64_t BT =
+      llvm::cast<ShapedType>(op->getOperand(0).getType()).getNumElements() / C;
   return int64_t(plan::cpuWideningBytes(
       plan::cpuDirectBF16ScratchFloats(opcode, BT, P, C, V)));
 }
