@@ -143,6 +143,20 @@ void testEmbeddingBF16At(int64_t V) {
   };
   run();
   withOneThread(run);
+
+  // Without positions (token_embedding_backward, Llama's): no dwpe, and
+  // the scratch has no rows for it.
+  std::vector<float> tokenOnly(V * C);
+  embeddingBackward(tokenOnly.data(), nullptr, widened(dout).data(),
+                    tokens.data(), B, T, C, V, 0);
+  std::vector<float> rows = nans(int64_t(fsdp::plan::cpuDirectBF16ScratchFloats(
+      fsdp::plan::Opcode::TokenEmbeddingBackward, B * T, 0, C, V)));
+  std::vector<uint16_t> gotTokens(V * C, 0xBEEF);
+  embeddingBackwardBF16(gotTokens.data(), nullptr, dout.data(), tokens.data(),
+                        B, T, C, V, 0, rows.data());
+  CHECK_MSG(sameBits(gotTokens, toBF16(tokenOnly)),
+            "embeddingBackwardBF16 without positions differs from the "
+            "widened token embedding backward");
 }
 
 void testEmbeddingBF16() {

@@ -123,12 +123,15 @@ FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
 
 uint64_t bf16DirectScratchFloats(const Plan &plan, const Instruction &inst) {
   const plan::Opcode opcode = inst.kernel->opcode;
-  if (opcode != plan::Opcode::EmbeddingBackward)
+  if (opcode != plan::Opcode::EmbeddingBackward &&
+      opcode != plan::Opcode::TokenEmbeddingBackward)
     return 0;
   const BufferDesc &wte = plan.buffers[inst.outs[0]];
+  const int64_t P =
+      inst.outs.size() > 1 ? plan.buffers[inst.outs[1]].shape[0] : 0;
   return plan::cpuDirectBF16ScratchFloats(
-      opcode, plan.buffers[inst.ins[1]].numElements(),
-      plan.buffers[inst.outs[1]].shape[0], wte.shape[1], wte.shape[0]);
+      opcode, plan.buffers[inst.ins[1]].numElements(), P, wte.shape[1],
+      wte.shape[0]);
 }
 
 bool runBF16Direct(const Plan &plan, const Instruction &inst,
@@ -158,17 +161,20 @@ bool runBF16Direct(const Plan &plan, const Instruction &inst,
         T, C);
     return true;
   }
-  case Opcode::EmbeddingBackward: { // grad [B, T, C], wte_grad [V, C]
+  case Opcode::EmbeddingBackward:        // grad [B, T, C], tokens [B, T]:
+  case Opcode::TokenEmbeddingBackward: { // wte_grad [V, C] (, wpe_grad [P, C])
     const BufferDesc &tokens = plan.buffers[inst.ins[1]];
     const int64_t T = tokens.shape.back();
     const int64_t B = tokens.numElements() / T;
     const BufferDesc &wte = plan.buffers[inst.outs[0]];
     const int64_t V = wte.shape[0], C = wte.shape[1];
-    const int64_t P = plan.buffers[inst.outs[1]].shape[0];
+    const bool positions = inst.outs.size() > 1;
+    const int64_t P = positions ? plan.buffers[inst.outs[1]].shape[0] : 0;
     if (bf16DirectScratchFloats(plan, inst) > scratchFloats)
       return false; // a caller that sized no scratch: the widened path
     embeddingBackwardBF16(
-        bits(inst.outs[0]), bits(inst.outs[1]), bits(inst.ins[0]),
+        bits(inst.outs[0]), positions ? bits(inst.outs[1]) : nullptr,
+        bits(inst.ins[0]),
         reinterpret_cast<const int32_t *>(address(inst.ins[1])), B, T, C, V, P,
         scratch);
     return true;

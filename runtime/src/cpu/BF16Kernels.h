@@ -9,7 +9,8 @@
 // * `add`: three passes (two widenings and a rounding) around one;
 // * `embedding`: the widened copy of the whole V x C table, to read B x T
 //   rows of it (GPT-2 124M at B 4 x T 64: 38.6M elements for 256 rows);
-// * `embedding_backward`: widening, zeroing and rounding the whole table's
+// * `embedding_backward` and `token_embedding_backward` (Llama's, without
+//   positions): widening, zeroing and rounding the whole table's
 //   gradient, of which B x T rows at most are not zero. The direct kernel
 //   zeroes the bf16 table and sums only the rows the tokens name, in
 //   B x T f32 rows of the widening buffer (bf16DirectScratchFloats, which

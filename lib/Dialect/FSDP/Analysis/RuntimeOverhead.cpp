@@ -162,13 +162,15 @@ int64_t blasBytesPerThread(func::FuncOp step) {
 /// buffer (embedding_backward's row sums; plan::cpuDirectBF16ScratchFloats).
 static int64_t directScratchBytes(Operation *op, ::fsdp::plan::Opcode opcode) {
   namespace plan = ::fsdp::plan;
-  if (opcode != plan::Opcode::EmbeddingBackward)
+  if (opcode != plan::Opcode::EmbeddingBackward &&
+      opcode != plan::Opcode::TokenEmbeddingBackward)
     return 0;
   auto shape = [&](Value v) {
     return llvm::cast<ShapedType>(v.getType()).getShape();
   };
   ArrayRef<int64_t> wte = shape(op->getResult(0));
-  uint64_t V = wte[0], C = wte[1], P = shape(op->getResult(1))[0];
+  uint64_t V = wte[0], C = wte[1];
+  uint64_t P = op->getNumResults() > 1 ? shape(op->getResult(1))[0] : 0;
   if (C == 0)
     return 0;
   uint64_t BT =

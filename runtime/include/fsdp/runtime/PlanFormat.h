@@ -240,17 +240,21 @@ constexpr uint64_t cpuWideningBytes(uint64_t elements) {
 /// the widening buffer is cpuDirectBF16ScratchFloats, not their operands.
 constexpr bool cpuRunsDirectOnBF16(Opcode opcode) {
   return opcode == Opcode::Add || opcode == Opcode::Embedding ||
-         opcode == Opcode::EmbeddingBackward;
+         opcode == Opcode::EmbeddingBackward ||
+         opcode == Opcode::TokenEmbeddingBackward;
 }
 
 /// The f32 scratch, in floats, that a kernel cpuRunsDirectOnBF16 names
-/// takes: embedding_backward's row sums (one row per position of the
-/// batch, B x T, and of the position table, P, each C wide) and one slot
-/// per vocabulary entry (V); nothing for the others.
+/// takes: (token_)embedding_backward's row sums (one row per position of
+/// the batch, B x T, and of the position table, P, 0 without one, each C
+/// wide) and one slot per vocabulary entry (V); nothing for the others.
 constexpr uint64_t cpuDirectBF16ScratchFloats(Opcode opcode, uint64_t BT,
                                               uint64_t P, uint64_t C,
                                               uint64_t V) {
-  return opcode == Opcode::EmbeddingBackward ? (BT + P) * C + V : 0;
+  return opcode == Opcode::EmbeddingBackward ||
+                 opcode == Opcode::TokenEmbeddingBackward
+             ? (BT + P) * C + V
+             : 0;
 }
 
 /// What a kernel does with an operand.
