@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <string>
+#include <strings.h>
 #include <vector>
 
 namespace fsdp::rt::cpu {
@@ -24,6 +26,21 @@ bool cpuHasAvx512() {
 #else
   return false;
 #endif
+}
+
+/// A note for the start-up line when the environment holds OpenBLAS to a
+/// kernel without AVX-512 on a CPU that has it (OPENBLAS_CORETYPE, which
+/// the project never overrides): there `--blas onednn`'s f32 GEMMs ran
+/// 1.7x as fast (docs/cpu-step.md, the Zen 5 with Haswell's kernel).
+std::string belowTheCpu(const std::string &core) {
+  const char *forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!forced || !cpuHasAvx512())
+    return "";
+  for (const char *avx512 : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (strcasecmp(core.c_str(), avx512) == 0)
+      return "";
+  return "; note: OPENBLAS_CORETYPE=" + std::string(forced) +
+         " holds OpenBLAS below this CPU's AVX-512 (--blas onednn is not)";
 }
 } // namespace
 
@@ -151,9 +168,10 @@ std::unique_ptr<Blas> Blas::open(const std::string &library, int threads,
       setThreads(threads);
     auto corename = lookup<const char *(*)()>(handle, "openblas_get_corename");
     auto config = lookup<const char *(*)()>(handle, "openblas_get_config");
+    const std::string core = corename ? corename() : "?";
     blas->description_ = std::string("openblas (") + (config ? config() : "?") +
-                         "; core " + (corename ? corename() : "?") + "; " +
-                         soname + ")";
+                         "; core " + core + "; " + soname + ")" +
+                         belowTheCpu(core);
   } else {
     if (auto setThreads =
             lookup<void (*)(long)>(handle, "bli_thread_set_num_threads"))
