@@ -49,9 +49,12 @@ for ta, tb, M, N, K in shapes:
         torch.matmul(a, b, out=c)
         runs += 1
     out.append((time.perf_counter() - start) / runs * 1e3)
-blas = [l.strip() for l in torch.__config__.show().splitlines()
-        if "BLAS_INFO" in l or "MKL" in l][:1]
-print(json.dumps({"ms": out, "blas": blas[0] if blas else "?"}))
+import re
+config = torch.__config__.show()
+info = re.search(r"BLAS_INFO=(\w+)", config)
+mkl = re.search(r"Intel\(R\) (?:oneAPI )?Math Kernel Library[^\n]*", config)
+print(json.dumps({"ms": out, "blas": (info.group(1) if info else "?") +
+                  (" (" + mkl.group(0).strip() + ")" if mkl else "")}))
 """
 
 
