@@ -164,6 +164,42 @@ void testEmbeddingBF16() {
   testEmbeddingBF16At(5);
 }
 
+/// cross_entropy and its backward on bf16 logits against the f32 kernels
+/// on the widened logits: the same bits, on more rows than there are row
+/// slots (N = 37 against 16), with NaN-filled scratch of the rule's size
+/// exactly, on one thread and all.
+void testCrossEntropyBF16() {
+  namespace plan = fsdp::plan;
+  const int64_t N = 37, V = 301;
+  Rng rng(45);
+  const auto logits = toBF16(randomVector(rng, N * V, 4.0f));
+  const auto targets = randomTokens(rng, N, V);
+  const float dloss = 0.8125f;
+  float wantLoss = 0.0f;
+  crossEntropyForward(&wantLoss, widened(logits).data(), targets.data(), N, V);
+  std::vector<float> wantGrad(N * V);
+  crossEntropyBackward(wantGrad.data(), &dloss, widened(logits).data(),
+                       targets.data(), N, V);
+  auto run = [&] {
+    std::vector<float> rows = nans(int64_t(plan::cpuDirectBF16ScratchFloats(
+        plan::Opcode::CrossEntropy, 0, 0, 0, V)));
+    float loss = -1.0f;
+    crossEntropyForwardBF16(&loss, logits.data(), targets.data(), N, V,
+                            rows.data());
+    CHECK_MSG(std::memcmp(&loss, &wantLoss, sizeof loss) == 0,
+              "crossEntropyForwardBF16 differs from the widened kernel");
+    rows = nans(int64_t(plan::cpuDirectBF16ScratchFloats(
+        plan::Opcode::CrossEntropyBackward, 0, 0, 0, V)));
+    std::vector<uint16_t> grad(N * V, 0xBEEF);
+    crossEntropyBackwardBF16(grad.data(), &dloss, logits.data(), targets.data(),
+                             N, V, rows.data());
+    CHECK_MSG(sameBits(grad, toBF16(wantGrad)),
+              "crossEntropyBackwardBF16 differs from the widened kernel");
+  };
+  run();
+  withOneThread(run);
+}
+
 /// AdamW from a bf16 gradient against AdamW from its widened copy: the
 /// same bits, with and without clipping's scale, past the team bound.
 void testAdamWBF16Grad() {
@@ -193,6 +229,7 @@ void testBF16Direct() {
   withOneThread(testTeamConversions);
   testAddBF16();
   testEmbeddingBF16();
+  testCrossEntropyBF16();
   testAdamWBF16Grad();
 }
 

@@ -121,10 +121,20 @@ FSDP_CPU_KERNEL void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe,
   }
 }
 
+/// Which input of cross_entropy (or its backward) is the logits.
+static size_t crossEntropyLogits(plan::Opcode opcode) {
+  return opcode == plan::Opcode::CrossEntropyBackward ? 1 : 0;
+}
+
 uint64_t bf16DirectScratchFloats(const Plan &plan, const Instruction &inst) {
-  const plan::Opcode opcode = inst.kernel->opcode;
-  if (opcode != plan::Opcode::EmbeddingBackward &&
-      opcode != plan::Opcode::TokenEmbeddingBackward)
+  using plan::Opcode;
+  const Opcode opcode = inst.kernel->opcode;
+  if (opcode == Opcode::CrossEntropy || opcode == Opcode::CrossEntropyBackward)
+    return plan::cpuDirectBF16ScratchFloats(
+        opcode, 0, 0, 0,
+        plan.buffers[inst.ins[crossEntropyLogits(opcode)]].shape.back());
+  if (opcode != Opcode::EmbeddingBackward &&
+      opcode != Opcode::TokenEmbeddingBackward)
     return 0;
   const BufferDesc &wte = plan.buffers[inst.outs[0]];
   const int64_t P =
@@ -177,6 +187,26 @@ bool runBF16Direct(const Plan &plan, const Instruction &inst,
         bits(inst.ins[0]),
         reinterpret_cast<const int32_t *>(address(inst.ins[1])), B, T, C, V, P,
         scratch);
+    return true;
+  }
+  case Opcode::CrossEntropy:           // logits [*N, V], targets [N]: loss
+  case Opcode::CrossEntropyBackward: { // dloss, logits, targets: dlogits
+    const size_t at = crossEntropyLogits(inst.kernel->opcode);
+    const BufferDesc &logits = plan.buffers[inst.ins[at]];
+    const int64_t V = logits.shape.back(), N = logits.numElements() / V;
+    const auto *targets =
+        reinterpret_cast<const int32_t *>(address(inst.ins[at + 1]));
+    if (bf16DirectScratchFloats(plan, inst) > scratchFloats)
+      return false; // a caller that sized no scratch: the widened path
+    auto f32 = [&](uint32_t id) {
+      return reinterpret_cast<float *>(address(id));
+    };
+    if (at == 0)
+      crossEntropyForwardBF16(f32(inst.outs[0]), bits(inst.ins[0]), targets, N,
+                              V, scratch);
+    else
+      crossEntropyBackwardBF16(bits(inst.outs[0]), f32(inst.ins[0]),
+                               bits(inst.ins[1]), targets, N, V, scratch);
     return true;
   }
   default:

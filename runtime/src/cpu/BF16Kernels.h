@@ -9,6 +9,9 @@
 // * `add`: three passes (two widenings and a rounding) around one;
 // * `embedding`: the widened copy of the whole V x C table, to read B x T
 //   rows of it (GPT-2 124M at B 4 x T 64: 38.6M elements for 256 rows);
+// * `cross_entropy` and its backward: the widened copies of all N x V
+//   logits and their gradient (at Llama 3's vocabulary and 8192 tokens,
+//   8.4 GB of widening buffer), where a row at a time suffices;
 // * `embedding_backward` and `token_embedding_backward` (Llama's, without
 //   positions): widening, zeroing and rounding the whole table's
 //   gradient, of which B x T rows at most are not zero. The direct kernel
@@ -45,6 +48,16 @@ void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
 void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe, const uint16_t *dout,
                            const int32_t *tokens, int64_t B, int64_t T,
                            int64_t C, int64_t V, int64_t Tmax, float *rows);
+
+/// cross_entropy (and its backward) on bf16 logits: the f32 kernels' bits,
+/// widening each row into `rows`, plan::kCpuRowSlots slots of V floats
+/// (2 V for the backward, whose gradient row is rounded from the second).
+void crossEntropyForwardBF16(float *loss, const uint16_t *logits,
+                             const int32_t *targets, int64_t N, int64_t V,
+                             float *rows);
+void crossEntropyBackwardBF16(uint16_t *dlogits, const float *dloss,
+                              const uint16_t *logits, const int32_t *targets,
+                              int64_t N, int64_t V, float *rows);
 
 /// The f32 scratch `inst` takes when it runs here (in floats;
 /// plan::cpuDirectBF16ScratchFloats): 0 for add and embedding.

@@ -159,22 +159,29 @@ int64_t blasBytesPerThread(func::FuncOp step) {
 }
 
 /// What a bf16 kernel the CPU runs directly on bf16 takes of the widening
-/// buffer (embedding_backward's row sums; plan::cpuDirectBF16ScratchFloats).
+/// buffer (plan::cpuDirectBF16ScratchFloats): embedding_backward's row
+/// sums, cross_entropy's row slots.
 static int64_t directScratchBytes(Operation *op, ::fsdp::plan::Opcode opcode) {
   namespace plan = ::fsdp::plan;
-  if (opcode != plan::Opcode::EmbeddingBackward &&
-      opcode != plan::Opcode::TokenEmbeddingBackward)
-    return 0;
   auto shape = [&](Value v) {
     return llvm::cast<ShapedType>(v.getType()).getShape();
   };
-  ArrayRef<int64_t> wte = shape(op->getResult(0));
-  uint64_t V = wte[0], C = wte[1];
-  uint64_t P = op->getNumResults() > 1 ? shape(op->getResult(1))[0] : 0;
-  if (C == 0)
-    return 0;
-  uint64_t BT =
-      llvm::cast<ShapedType>(op->getOperand(0).getType()).getNumElements() / C;
+  uint64_t BT = 0, P = 0, C = 0, V = 0;
+  if (opcode == plan::Opcode::CrossEntropy ||
+      opcode == plan::Opcode::CrossEntropyBackward) {
+    V = shape(op->getOperand(opcode == plan::Opcode::CrossEntropyBackward ? 1
+                                                                          : 0))
+            .back();
+  } else if (opcode == plan::Opcode::EmbeddingBackward ||
+             opcode == plan::Opcode::TokenEmbeddingBackward) {
+    ArrayRef<int64_t> wte = shape(op->getResult(0));
+    V = wte[0], C = wte[1];
+    P = op->getNumResults() > 1 ? shape(op->getResult(1))[0] : 0;
+    if (C == 0)
+      return 0;
+    BT = llvm::cast<ShapedType>(op->getOperand(0).getType()).getNumElements() /
+         C;
+  }
   return int64_t(plan::cpuWideningBytes(
       plan::cpuDirectBF16ScratchFloats(opcode, BT, P, C, V)));
 }
@@ -209,14 +216,20 @@ int64_t cpuWideningBytes(func::FuncOp step) {
     if (!kernel)
       return;
     const plan::KernelInfo &info = *plan::findKernel(kernel.getKernelOpcode());
-    if (plan::cpuRunsDirectOnBF16(info.opcode) && op->getNumResults() &&
-        isBF16(op->getResult(0).getType())) {
-      most = std::max(most, directScratchBytes(op, info.opcode));
-      return;
-    }
     auto floats = [&](const plan::OperandInfo &rule, Type type) {
       return rule.rule == plan::ElementRule::Float && isBF16(type);
     };
+    // A bf16 kernel (its float operands bf16, as the plan's element type
+    // says) that the CPU runs directly on bf16 takes its scratch only.
+    bool bf16Kernel = false;
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      bf16Kernel |= floats(info.ins[i], v.getType());
+    for (auto [i, v] : llvm::enumerate(op->getResults()))
+      bf16Kernel |= floats(info.outs[i], v.getType());
+    if (bf16Kernel && plan::cpuRunsDirectOnBF16(info.opcode)) {
+      most = std::max(most, directScratchBytes(op, info.opcode));
+      return;
+    }
     llvm::SmallPtrSet<void *, 8> seen; // an operand read twice: one copy
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       if (floats(info.ins[i], v.getType()) &&

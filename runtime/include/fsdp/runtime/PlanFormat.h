@@ -241,20 +241,37 @@ constexpr uint64_t cpuWideningBytes(uint64_t elements) {
 constexpr bool cpuRunsDirectOnBF16(Opcode opcode) {
   return opcode == Opcode::Add || opcode == Opcode::Embedding ||
          opcode == Opcode::EmbeddingBackward ||
-         opcode == Opcode::TokenEmbeddingBackward;
+         opcode == Opcode::TokenEmbeddingBackward ||
+         opcode == Opcode::CrossEntropy ||
+         opcode == Opcode::CrossEntropyBackward;
 }
+
+/// The rows of f32 a CPU kernel that works on bf16 row by row widens at a
+/// time (cross_entropy and its backward): one slot per thread, and such a
+/// kernel runs on at most this many threads, so that its scratch does not
+/// depend on --threads.
+inline constexpr uint64_t kCpuRowSlots = 16;
 
 /// The f32 scratch, in floats, that a kernel cpuRunsDirectOnBF16 names
 /// takes: (token_)embedding_backward's row sums (one row per position of
 /// the batch, B x T, and of the position table, P, 0 without one, each C
-/// wide) and one slot per vocabulary entry (V); nothing for the others.
+/// wide) and one slot per vocabulary entry (V); cross_entropy's widened
+/// logits row (V) per row slot, and its backward's gradient row besides;
+/// nothing for the others.
 constexpr uint64_t cpuDirectBF16ScratchFloats(Opcode opcode, uint64_t BT,
                                               uint64_t P, uint64_t C,
                                               uint64_t V) {
-  return opcode == Opcode::EmbeddingBackward ||
-                 opcode == Opcode::TokenEmbeddingBackward
-             ? (BT + P) * C + V
-             : 0;
+  switch (opcode) {
+  case Opcode::EmbeddingBackward:
+  case Opcode::TokenEmbeddingBackward:
+    return (BT + P) * C + V;
+  case Opcode::CrossEntropy:
+    return kCpuRowSlots * V;
+  case Opcode::CrossEntropyBackward:
+    return 2 * kCpuRowSlots * V;
+  default:
+    return 0;
+  }
 }
 
 /// What a kernel does with an operand.
