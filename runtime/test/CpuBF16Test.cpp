@@ -164,6 +164,33 @@ void testEmbeddingBF16() {
   testEmbeddingBF16At(5);
 }
 
+/// GELU and its backward on bf16 against the f32 kernels on widened
+/// operands, rounded: the same bits on the rounding's hard cases, below
+/// and past the kernels' parallel bound, on one thread and all.
+void testGeluBF16() {
+  Rng rng(46);
+  for (int64_t n : {int64_t(1000), (int64_t(1) << 15) + 77}) {
+    const auto x = toBF16(hardFloats(rng, n)),
+               dout = toBF16(hardFloats(rng, n));
+    std::vector<float> y(n), dx(n);
+    geluForward(y.data(), widened(x).data(), n);
+    geluBackward(dx.data(), widened(dout).data(), widened(x).data(), n);
+    auto run = [&] {
+      std::vector<uint16_t> gotY(n, 0xBEEF), gotDx(n, 0xBEEF);
+      geluForwardBF16(gotY.data(), x.data(), n);
+      geluBackwardBF16(gotDx.data(), dout.data(), x.data(), n);
+      CHECK_MSG(sameBits(gotY, toBF16(y)),
+                "geluForwardBF16 differs from the widened kernel at n = " +
+                    std::to_string(n));
+      CHECK_MSG(sameBits(gotDx, toBF16(dx)),
+                "geluBackwardBF16 differs from the widened kernel at n = " +
+                    std::to_string(n));
+    };
+    run();
+    withOneThread(run);
+  }
+}
+
 /// cross_entropy and its backward on bf16 logits against the f32 kernels
 /// on the widened logits: the same bits, on more rows than there are row
 /// slots (N = 37 against 16), with NaN-filled scratch of the rule's size
@@ -230,6 +257,7 @@ void testBF16Direct() {
   testAddBF16();
   testEmbeddingBF16();
   testCrossEntropyBF16();
+  testGeluBF16();
   testAdamWBF16Grad();
 }
 

@@ -189,6 +189,14 @@ bool runBF16Direct(const Plan &plan, const Instruction &inst,
         scratch);
     return true;
   }
+  case Opcode::Gelu:
+    geluForwardBF16(bits(inst.outs[0]), bits(inst.ins[0]),
+                    plan.buffers[inst.outs[0]].numElements());
+    return true;
+  case Opcode::GeluBackward: // grad, input: input_grad
+    geluBackwardBF16(bits(inst.outs[0]), bits(inst.ins[0]), bits(inst.ins[1]),
+                     plan.buffers[inst.outs[0]].numElements());
+    return true;
   case Opcode::CrossEntropy:           // logits [*N, V], targets [N]: loss
   case Opcode::CrossEntropyBackward: { // dloss, logits, targets: dlogits
     const size_t at = crossEntropyLogits(inst.kernel->opcode);

@@ -9,6 +9,8 @@
 // * `add`: three passes (two widenings and a rounding) around one;
 // * `embedding`: the widened copy of the whole V x C table, to read B x T
 //   rows of it (GPT-2 124M at B 4 x T 64: 38.6M elements for 256 rows);
+// * `gelu` and its backward: elementwise, so an element can be widened as
+//   it is read and rounded as it is written;
 // * `cross_entropy` and its backward: the widened copies of all N x V
 //   logits and their gradient (at Llama 3's vocabulary and 8192 tokens,
 //   8.4 GB of widening buffer), where a row at a time suffices;
@@ -48,6 +50,13 @@ void embeddingForwardBF16(uint16_t *out, const int32_t *tokens,
 void embeddingBackwardBF16(uint16_t *dwte, uint16_t *dwpe, const uint16_t *dout,
                            const int32_t *tokens, int64_t B, int64_t T,
                            int64_t C, int64_t V, int64_t Tmax, float *rows);
+
+/// GELU and its backward on bf16 (Elementwise.cpp): each element widened
+/// as it is read and rounded as it is written, the f32 kernels' formulas
+/// in between.
+void geluForwardBF16(uint16_t *out, const uint16_t *x, int64_t n);
+void geluBackwardBF16(uint16_t *dx, const uint16_t *dout, const uint16_t *x,
+                      int64_t n);
 
 /// cross_entropy (and its backward) on bf16 logits: the f32 kernels' bits,
 /// widening each row into `rows`, plan::kCpuRowSlots slots of V floats

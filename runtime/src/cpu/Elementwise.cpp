@@ -9,6 +9,7 @@
 // library is built without it), so it is written as a sigmoid,
 // 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), over a polynomial exp that the
 // compiler vectorises. SwiGLU's sigmoid is written over the same exp.
+// GELU's bf16 kernels widen and round each element in the same loop.
 //
 // Rotary embeddings work per row (one position): the pair (i, i + hs/2)
 // of every q and k head turns by the same angle, so each row computes its
@@ -16,10 +17,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BF16Kernels.h"
 #include "Kernels.h"
 #include "VectorMath.h"
 
 #include "fsdp/runtime/RopeScaling.h"
+#include "fsdp/runtime/support/BFloat16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,6 +37,30 @@ constexpr int64_t kParallelMin = 1 << 15;
 constexpr float kGeluK = 0.7978845608028654f; // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
 
+// GELU's element formulas, shared by the f32 kernels and the bf16 ones
+// (which widen each element as they read it and round it as they write
+// it): the same operations, hence the widened path's bits. Always inlined,
+// so that each clone compiles them for its own ISA.
+
+/// GELU, tanh approximation (GPT-2):
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+__attribute__((always_inline)) inline float geluAt(float xi) {
+  float u = kGeluK * (xi + kGeluC * xi * xi * xi);
+  return xi / (1.0f + expApprox(-2.0f * u));
+}
+
+/// With s = sigmoid(2u): gelu = x s and gelu' = s + 2 x u' s (1 - s).
+/// 1 - s is computed as s e (e = exp(-2u)), which does not cancel.
+__attribute__((always_inline)) inline float geluGradAt(float dout, float xi) {
+  float x2 = xi * xi;
+  float u = kGeluK * (xi + kGeluC * x2 * xi);
+  float du = kGeluK * (1.0f + 3.0f * kGeluC * x2);
+  float e = expApprox(-2.0f * u);
+  float s = 1.0f / (1.0f + e);
+  float grad = s + 2.0f * xi * du * s * (s * e);
+  return dout * grad;
+}
+
 } // namespace
 
 /// out = a + b over n elements (out may alias a or b).
@@ -46,32 +73,31 @@ FSDP_CPU_KERNEL void add(float *out, const float *a, const float *b,
     out[i] = a[i] + b[i];
 }
 
-/// GELU, tanh approximation (GPT-2):
-/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 FSDP_CPU_KERNEL void geluForward(float *out, const float *x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float xi = x[i];
-    float u = kGeluK * (xi + kGeluC * xi * xi * xi);
-    out[i] = xi / (1.0f + expApprox(-2.0f * u));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = geluAt(x[i]);
 }
 
 FSDP_CPU_KERNEL void geluBackward(float *dx, const float *dout, const float *x,
                                   int64_t n) {
-  // With s = sigmoid(2u): gelu = x s and gelu' = s + 2 x u' s (1 - s).
-  // 1 - s is computed as s e (e = exp(-2u)), which does not cancel.
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float xi = x[i];
-    float x2 = xi * xi;
-    float u = kGeluK * (xi + kGeluC * x2 * xi);
-    float du = kGeluK * (1.0f + 3.0f * kGeluC * x2);
-    float e = expApprox(-2.0f * u);
-    float s = 1.0f / (1.0f + e);
-    float grad = s + 2.0f * xi * du * s * (s * e);
-    dx[i] = dout[i] * grad;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = geluGradAt(dout[i], x[i]);
+}
+
+FSDP_CPU_KERNEL void geluForwardBF16(uint16_t *out, const uint16_t *x,
+                                     int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = roundToBF16(geluAt(widenBF16(x[i])));
+}
+
+FSDP_CPU_KERNEL void geluBackwardBF16(uint16_t *dx, const uint16_t *dout,
+                                      const uint16_t *x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = roundToBF16(geluGradAt(widenBF16(dout[i]), widenBF16(x[i])));
 }
 
 FSDP_CPU_KERNEL void reluForward(float *out, const float *x, int64_t n) {

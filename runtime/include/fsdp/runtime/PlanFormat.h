@@ -243,7 +243,8 @@ constexpr bool cpuRunsDirectOnBF16(Opcode opcode) {
          opcode == Opcode::EmbeddingBackward ||
          opcode == Opcode::TokenEmbeddingBackward ||
          opcode == Opcode::CrossEntropy ||
-         opcode == Opcode::CrossEntropyBackward;
+         opcode == Opcode::CrossEntropyBackward || opcode == Opcode::Gelu ||
+         opcode == Opcode::GeluBackward;
 }
 
 /// The rows of f32 a CPU kernel that works on bf16 row by row widens at a
