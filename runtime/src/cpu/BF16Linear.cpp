@@ -42,10 +42,14 @@ bool takesBF16Linear(const Blas &blas, const Plan &plan,
   return g && blas.takesBF16(g->M, g->N, g->K);
 }
 
-void prepareBF16Linears(Blas &blas, const Plan &plan) {
+size_t prepareBF16Linears(Blas &blas, const Plan &plan) {
+  size_t taken = 0;
   for (const Instruction &inst : plan.program)
-    if (std::optional<GemmShape> g = bf16LinearGemm(plan, inst))
+    if (std::optional<GemmShape> g = bf16LinearGemm(plan, inst)) {
       blas.prepareBF16(*g); // takes only what it runs
+      taken += blas.takesBF16(g->M, g->N, g->K);
+    }
+  return taken;
 }
 
 bool runBF16Linear(const Blas &blas, const Plan &plan, const Instruction &inst,

@@ -32,8 +32,8 @@ bool takesBF16Linear(const Blas &blas, const Plan &plan,
 
 /// Makes, before the first step, what `blas` needs for each bf16 GEMM of
 /// the plan that it takes (oneDNN's primitives and their scratchpad), so
-/// that a step allocates nothing.
-void prepareBF16Linears(Blas &blas, const Plan &plan);
+/// that a step allocates nothing. Returns how many GEMMs it takes.
+size_t prepareBF16Linears(Blas &blas, const Plan &plan);
 
 /// Runs `inst` on `blas`'s bf16 GEMM when it is one of the three linear
 /// kernels with bf16 operands and the library takes its GEMM; false

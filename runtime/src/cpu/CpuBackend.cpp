@@ -571,11 +571,7 @@ bool CpuBackend::splitGroups(const Plan &plan, std::string &error) {
 bool CpuBackend::prepare(const Plan &plan, std::string &error) {
   if (!splitGroups(plan, error))
     return false;
-  cpu::prepareBF16Linears(*blas, plan);
-  bf16Gemms = size_t(std::count_if(
-      plan.program.begin(), plan.program.end(), [&](const Instruction &inst) {
-        return cpu::takesBF16Linear(*blas, plan, inst);
-      }));
+  bf16Gemms = cpu::prepareBF16Linears(*blas, plan);
   plannedWidening = wideningBytes(plan, nullptr);
   uint64_t bytes = wideningBytes(plan, blas.get());
   if (bytes / 4 > widened.max_size()) {
