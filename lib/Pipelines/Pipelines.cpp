@@ -65,6 +65,7 @@ fitOptions(const TrainPipelineOptions &options) {
   fit.attention = options.attention;
   fit.paramDtype = options.paramDtype;
   fit.reduceDtype = options.reduceDtype;
+  fit.shardCopy = options.shardCopy;
   fit.gradClip = options.gradClip;
   if (options.mesh == "auto")
     fit.mesh = "auto";
@@ -122,6 +123,7 @@ void mlir::fsdp::buildTrainPipeline(OpPassManager &pm,
   FsdpMixedPrecisionPassOptions precision;
   precision.paramDtype = options.paramDtype;
   precision.reduceDtype = options.reduceDtype;
+  precision.shardCopy = options.shardCopy;
   pm.addPass(createFsdpMixedPrecisionPass(precision));
 
   // 0 is off; a negative norm reaches the pass, which rejects it.

@@ -249,6 +249,47 @@ void testAdamWBF16Grad() {
   }
 }
 
+/// AdamW that writes a unit's shard copy: the update's bits unchanged, and
+/// the copy the updated shard rounded (what a gather rounding the shard
+/// gives), from either gradient type, over chunk tails and the team. The
+/// selection bias's update writes its copy the same way.
+void testAdamWShardCopy() {
+  Rng rng(45);
+  const int64_t n = (int64_t(1) << 15) + 301;
+  const auto grad = hardFloats(rng, n);
+  const auto gradBF16 = toBF16(grad);
+  const auto param = hardFloats(rng, n), m = randomVector(rng, n, 0.1f),
+             v = randomVector(rng, n, 0.01f, 0.02f);
+  for (bool bf16Grad : {false, true}) {
+    std::vector<float> p1 = param, m1 = m, v1 = v, p2 = param, m2 = m, v2 = v;
+    std::vector<uint16_t> copy(n, 0xBEEF);
+    if (bf16Grad) {
+      adamw(p1.data(), m1.data(), v1.data(), gradBF16.data(), n, 1e-3f, 0.9f,
+            0.95f, 1e-8f, 0.1f, 2);
+      adamw(p2.data(), m2.data(), v2.data(), gradBF16.data(), n, 1e-3f, 0.9f,
+            0.95f, 1e-8f, 0.1f, 2, nullptr, copy.data());
+    } else {
+      adamw(p1.data(), m1.data(), v1.data(), grad.data(), n, 1e-3f, 0.9f, 0.95f,
+            1e-8f, 0.1f, 2);
+      adamw(p2.data(), m2.data(), v2.data(), grad.data(), n, 1e-3f, 0.9f, 0.95f,
+            1e-8f, 0.1f, 2, nullptr, copy.data());
+    }
+    const char *from = bf16Grad ? " (bf16 gradient)" : " (f32 gradient)";
+    CHECK_MSG(sameBits(p1, p2) && sameBits(m1, m2) && sameBits(v1, v2),
+              std::string("AdamW writing a shard copy updates differently") +
+                  from);
+    CHECK_MSG(sameBits(copy, toBF16(p2)),
+              std::string("AdamW's shard copy is not the updated shard "
+                          "rounded") +
+                  from);
+  }
+  std::vector<float> bias = param, signal = hardFloats(rng, n);
+  std::vector<uint16_t> copy(n, 0xBEEF);
+  moeSelectionBiasUpdate(bias.data(), signal.data(), n, 1e-3, copy.data());
+  CHECK_MSG(sameBits(copy, toBF16(bias)),
+            "the selection bias's shard copy is not the updated bias rounded");
+}
+
 } // namespace
 
 void testBF16Direct() {
@@ -259,6 +300,8 @@ void testBF16Direct() {
   testCrossEntropyBF16();
   testGeluBF16();
   testAdamWBF16Grad();
+  testAdamWShardCopy();
+  withOneThread(testAdamWShardCopy);
 }
 
 } // namespace cpukernels

@@ -341,6 +341,23 @@ void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
               kTolFp32);
     CHECK_REL(label("adamw m", s, what), dM.download(), mm, kTolFp32);
     CHECK_REL(label("adamw v", s, what), dV.download(), vv, kTolFp32);
+    // A unit's shard copy: the device's updated shard rounded, bit for bit.
+    DevB dC(n, offset);
+    auto grad = randomVector(grng, n);
+    dG.upload(grad);
+    gpu::adamw(g.ctx(), dP, dM, dV, dG, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4,
+               nullptr, reinterpret_cast<uint16_t *>(dC.get()));
+    std::vector<float> updated = dP.download();
+    std::vector<BF16> copy = dC.download();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, &copy[i], sizeof(bits));
+      wrong += bits != fsdp::rt::roundToBF16(updated[i]);
+    }
+    CHECK_MSG(wrong == 0, label("adamw shard copy", s, what) + ": " +
+                              std::to_string(wrong) +
+                              " elements are not the updated shard rounded");
   }
   CHECK_NO_ERROR(label("adamw", s));
 }

@@ -145,9 +145,13 @@ void checkKernel(const Kernel &k, size_t index) {
     optional |= in.optional;
   }
   bool scratch = false;
+  optional = false;
   for (const Operand &out : k.outs) {
-    if (out.role == "Input" || out.optional || out.rule == "TokenIds")
+    if (out.role == "Input" || out.rule == "TokenIds")
       PrintFatalError(k.def, "output '" + out.name + "' is not written");
+    if (optional && !out.optional)
+      PrintFatalError(k.def, "optional outputs come last");
+    optional |= out.optional;
     if (out.rule == "Indices" && out.role != "Result")
       PrintFatalError(k.def, "output '" + out.name +
                                  "' holds indices but is no result");
@@ -493,13 +497,21 @@ std::vector<Kernel> readKernels(const RecordKeeper &records) {
 /// PlanFormat.h's spelling of an operand (namespace plan::table).
 std::string operandSpelling(const Operand &o) {
   static const std::map<std::string, std::string> helpers = {
-      {"Float/Input", "floats"},         {"Float/Input/opt", "optionalFloats"},
-      {"TokenIds/Input", "tokenIds"},    {"F32/Input", "stat"},
-      {"Indices/Input", "indices"},      {"Indices/Result", "indexResult"},
-      {"F32/Input/opt", "optionalStat"}, {"AnyFloat/Input", "anyFloats"},
-      {"Float/Result", "result"},        {"F32/Result", "statResult"},
-      {"AnyFloat/Result", "anyResult"},  {"Float/Scratch", "scratch"},
-      {"F32/Scratch", "statScratch"},    {"F32/Updated", "updated"}};
+      {"Float/Input", "floats"},
+      {"Float/Input/opt", "optionalFloats"},
+      {"TokenIds/Input", "tokenIds"},
+      {"F32/Input", "stat"},
+      {"Indices/Input", "indices"},
+      {"Indices/Result", "indexResult"},
+      {"F32/Input/opt", "optionalStat"},
+      {"AnyFloat/Input", "anyFloats"},
+      {"Float/Result", "result"},
+      {"F32/Result", "statResult"},
+      {"AnyFloat/Result", "anyResult"},
+      {"Float/Scratch", "scratch"},
+      {"F32/Scratch", "statScratch"},
+      {"F32/Updated", "updated"},
+      {"AnyFloat/Updated/opt", "optionalAnyUpdated"}};
   std::string key = o.rule + "/" + o.role + (o.optional ? "/opt" : "");
   auto it = helpers.find(key);
   if (it == helpers.end())

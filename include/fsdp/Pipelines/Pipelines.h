@@ -126,6 +126,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Reduce-scatters of full-size gradients: f32 or bf16 "
                      "(see --fsdp-mixed-precision)"),
       llvm::cl::init(FsdpMixedPrecisionPassOptions().reduceDtype)};
+  Option<bool> shardCopy{
+      *this, "shard-copy",
+      llvm::cl::desc("At a shard group of one, keep each unit's shard in "
+                     "param-dtype too, written by AdamW and read in place of "
+                     "the gathers (see --fsdp-mixed-precision)"),
+      llvm::cl::init(FsdpMixedPrecisionPassOptions().shardCopy)};
   Option<double> gradClip{
       *this, "grad-clip",
       llvm::cl::desc("Clip the gradients to this global norm (0: no "

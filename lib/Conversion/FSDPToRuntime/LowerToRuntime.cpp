@@ -126,16 +126,30 @@ public:
   }
 
   /// The local shard buffers of a sharded unit of `flatSize` elements:
-  /// parameter, AdamW moments.
+  /// parameter, AdamW moments, and the shard's copy where it keeps one.
   void bindUnit(UnitOp unit, int64_t flatSize, int64_t shardSize,
                 Type elementType) {
     auto ref = FlatSymbolRefAttr::get(unit.getSymNameAttr());
     auto type = MemRefType::get({shardSize}, elementType);
     flatSizes[ref] = flatSize;
     Location loc = unit.getLoc();
-    unitBuffers[ref] = {buffer(loc, BufferKind::Param, type, ref),
-                        buffer(loc, BufferKind::AdamM, type, ref),
-                        buffer(loc, BufferKind::AdamV, type, ref)};
+    auto &shards = unitBuffers[ref];
+    shards = {buffer(loc, BufferKind::Param, type, ref),
+              buffer(loc, BufferKind::AdamM, type, ref),
+              buffer(loc, BufferKind::AdamV, type, ref), Value()};
+    if (std::optional<Type> copyType = unit.getShardCopy())
+      shards[3] = buffer(loc, BufferKind::ShardCopy,
+                         MemRefType::get({shardSize}, *copyType), ref);
+  }
+  /// What a gather of `unit` into `gathered` reads: the unit's shard copy
+  /// where it is in the gathered type, else its shard.
+  Value gatherSource(Attribute unit, Value gathered) {
+    auto &shards = unitBuffers[unit];
+    Type element = llvm::cast<ShapedType>(gathered.getType()).getElementType();
+    if (shards[3] &&
+        llvm::cast<MemRefType>(shards[3].getType()).getElementType() == element)
+      return shards[3];
+    return shards[0];
   }
 
   void kernel(Operation *op, Opcode opcode, ValueRange ins, ValueRange outs,
@@ -274,7 +288,8 @@ private:
   llvm::DenseMap<Attribute, Value> paramBuffers;
   llvm::DenseMap<Attribute, std::pair<Value, Value>> moments;
   llvm::DenseMap<Value, std::pair<PackOp, int64_t>> packSlots;
-  llvm::DenseMap<Attribute, std::array<Value, 3>> unitBuffers;
+  /// A unit's shard, its moments and its shard copy (null: none).
+  llvm::DenseMap<Attribute, std::array<Value, 4>> unitBuffers;
   llvm::DenseMap<Attribute, int64_t> flatSizes; ///< unit -> elements
   /// Started collectives by token value: their plan token and buffers.
   struct Started {
@@ -305,8 +320,9 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
   // copies: the parameters are read from the shard in place, and the
   // full-size gradient is the gradient shard (its wait is elided too).
   if (isLocalCopy(op)) {
-    Value in = getGatheredTensor(op) ? unitBuffers[getCollectiveUnit(op)][0]
-                                     : of(op->getOperand(0));
+    Value gathered = getGatheredTensor(op);
+    Value in = gathered ? gatherSource(getCollectiveUnit(op), gathered)
+                        : of(op->getOperand(0));
     bind(op->getResults().back(), in);
     if (op->getNumResults() == 2)
       elided.insert(op->getResult(0));
@@ -316,7 +332,7 @@ LogicalResult ProgramBuilder::lower(Operation *op) {
     Value out = buffer(loc, BufferKind::Gathered, toMemRef(gathered.getType()));
     bind(gathered, out);
     return collective(op, Opcode::AllGather,
-                      unitBuffers[getCollectiveUnit(op)][0], out);
+                      gatherSource(getCollectiveUnit(op), gathered), out);
   }
   if (auto wait = llvm::dyn_cast<WaitOp>(op))
     return lowerWait(wait);
@@ -392,8 +408,10 @@ LogicalResult ProgramBuilder::lowerAdamWShard(AdamWShardOp adamw) {
       paramsOf(op, plan::kernelInfo(Opcode::AdamWShard));
   if (failed(params))
     return failure();
-  kernel(op, Opcode::AdamWShard, ins, {shards[0], shards[1], shards[2]},
-         *params);
+  SmallVector<Value, 4> outs = {shards[0], shards[1], shards[2]};
+  if (shards[3])
+    outs.push_back(shards[3]); // rounded into as the shard is updated
+  kernel(op, Opcode::AdamWShard, ins, outs, *params);
   return success();
 }
 

@@ -15,6 +15,11 @@
 // the compiler leaves uncast): widened as it is read, exactly, so the two
 // give the same bits for the same values.
 //
+// A unit's shard copy (mixed precision at a shard group of one), when
+// given, takes each updated element rounded to bf16 while the chunk is in
+// L1: the regions read it in place of a gather that would round the whole
+// shard again, twice a step.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
@@ -78,7 +83,7 @@ Hyper hyper(float lr, float beta1, float beta2, float eps, float weightDecay,
 template <typename G>
 __attribute__((always_inline)) inline void
 adamwChunk(float *p, float *mc, float *vc, const G *g, int64_t len,
-           const Hyper &h) {
+           const Hyper &h, uint16_t *copy) {
   float root[kChunk]; // sqrt(vhat)
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
@@ -95,6 +100,11 @@ adamwChunk(float *p, float *mc, float *vc, const G *g, int64_t len,
     const float mhat = mc[j] / h.corr1;
     p[j] -= h.lr * (mhat / (root[j] + h.eps) + h.weightDecay * p[j]);
   }
+  if (copy) {
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j)
+      copy[j] = roundToBF16(p[j]);
+  }
 }
 
 } // namespace
@@ -102,13 +112,14 @@ adamwChunk(float *p, float *mc, float *vc, const G *g, int64_t len,
 FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
                            int64_t n, float lr, float beta1, float beta2,
                            float eps, float weightDecay, int64_t step,
-                           const float *gradScale) {
+                           const float *gradScale, uint16_t *copy) {
   const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t i0 = ch * kChunk, len = std::min(kChunk, n - i0);
-    adamwChunk(param + i0, m + i0, v + i0, grad + i0, len, h);
+    adamwChunk(param + i0, m + i0, v + i0, grad + i0, len, h,
+               copy ? copy + i0 : nullptr);
   }
 }
 
@@ -116,14 +127,14 @@ FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v,
                            const uint16_t *grad, int64_t n, float lr,
                            float beta1, float beta2, float eps,
                            float weightDecay, int64_t step,
-                           const float *gradScale) {
+                           const float *gradScale, uint16_t *copy) {
   const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t i0 = ch * kChunk;
     adamwChunk(param + i0, m + i0, v + i0, grad + i0, std::min(kChunk, n - i0),
-               h);
+               h, copy ? copy + i0 : nullptr);
   }
 }
 

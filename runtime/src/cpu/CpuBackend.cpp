@@ -123,8 +123,8 @@ struct CpuKernels {
     std::memmove(out, in, bytes);
   }
   void moeSelectionBiasUpdate(float *bias, const float *signal, int64_t n,
-                              double rate) {
-    cpu::moeSelectionBiasUpdate(bias, signal, n, rate);
+                              double rate, uint16_t *copy) {
+    cpu::moeSelectionBiasUpdate(bias, signal, n, rate, copy);
   }
   /// Summed in the kernel in a fixed order; no per-block partials.
   void gradSqSum(float *out, const float *grad, const float *acc, int64_t n,

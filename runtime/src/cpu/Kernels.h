@@ -76,21 +76,26 @@ void crossEntropyForward(float *loss, const float *logits,
 ///   p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
 /// with g = grad[i] * *gradScale where gradScale is given (gradient
 /// clipping's coefficient), grad[i] otherwise (the same operations with a
-/// scale of 1: x * 1 is x, bit for bit).
+/// scale of 1: x * 1 is x, bit for bit). Where `copy` is given (a unit's
+/// shard copy), copy[i] = the updated param[i] rounded to bf16, as it is
+/// written: what rounding the shard afterwards gives, without the pass.
 void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
-           int64_t step, const float *gradScale = nullptr);
+           int64_t step, const float *gradScale = nullptr,
+           uint16_t *copy = nullptr);
 /// The same update from a bf16 gradient, widened as it is read (exactly:
 /// the bits of adamw on the widened gradient).
 void adamw(float *param, float *m, float *v, const uint16_t *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
-           int64_t step, const float *gradScale = nullptr);
+           int64_t step, const float *gradScale = nullptr,
+           uint16_t *copy = nullptr);
 
 /// A mixture of experts' selection bias after a step (docs/moe.md): each
 /// element moves by `rate` against the sign of its rank-averaged load
-/// signal, none where it is 0 (moe::selectionBiasStep).
+/// signal, none where it is 0 (moe::selectionBiasStep); rounded into
+/// `copy` too where it is given (the unit's shard copy).
 void moeSelectionBiasUpdate(float *bias, const float *signal, int64_t n,
-                            double rate);
+                            double rate, uint16_t *copy = nullptr);
 
 /// Gradient clipping's sum of squares: *out = acc + sum over i < n of
 /// grad[i]^2 (acc = *acc, or 0 without one), in double, rounded to f32

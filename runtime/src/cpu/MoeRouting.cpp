@@ -13,6 +13,8 @@
 
 #include "Kernels.h"
 
+#include "fsdp/runtime/support/BFloat16.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -209,9 +211,13 @@ FSDP_CPU_KERNEL void moeBiasSignal(float *result, const int32_t *experts,
 }
 
 FSDP_CPU_KERNEL void moeSelectionBiasUpdate(float *bias, const float *signal,
-                                            int64_t n, double rate) {
-  for (int64_t i = 0; i < n; ++i)
+                                            int64_t n, double rate,
+                                            uint16_t *copy) {
+  for (int64_t i = 0; i < n; ++i) {
     bias[i] = moe::selectionBiasStep(bias[i], signal[i], rate);
+    if (copy)
+      copy[i] = roundToBF16(bias[i]);
+  }
 }
 
 } // namespace fsdp::rt::cpu

@@ -75,6 +75,7 @@ bool Session::initialize(uint64_t seed, std::string &error,
                                  count, host.data() + at, error);
         });
     backend.write(buffer.offset, host.data(), buffer.size);
+    writeShardCopy(unit, host.data(), host.size());
   }
   if (!read)
     return false;
@@ -446,6 +447,19 @@ void Session::writeBuffer(uint32_t id, const std::vector<float> &values) {
   const BufferDesc &buffer = plan.buffers[id];
   backend.write(buffer.offset, values.data(),
                 std::min<uint64_t>(buffer.size, values.size() * sizeof(float)));
+  if (buffer.kind == plan::BufferKind::Param && buffer.unit >= 0 &&
+      plan.units[buffer.unit].shardBuffer == id)
+    writeShardCopy(plan.units[buffer.unit], values.data(), values.size());
+}
+
+void Session::writeShardCopy(const UnitDesc &unit, const float *shard,
+                             size_t n) {
+  if (unit.copyBuffer == plan::kNone)
+    return;
+  const BufferDesc &copy = plan.buffers[unit.copyBuffer];
+  std::vector<uint16_t> bits(std::min<size_t>(n, copy.numElements()));
+  roundToBF16(bits.data(), shard, int64_t(bits.size()));
+  backend.write(copy.offset, bits.data(), bits.size() * sizeof(uint16_t));
 }
 
 std::optional<uint32_t> Session::gradientShard(uint32_t unit) const {

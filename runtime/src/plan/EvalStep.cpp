@@ -15,8 +15,7 @@ namespace fsdp::rt {
 
 /// A buffer that outlives a step: what evaluation must not write.
 static bool isTrainingState(plan::BufferKind kind) {
-  return kind == plan::BufferKind::Param || kind == plan::BufferKind::AdamM ||
-         kind == plan::BufferKind::AdamV;
+  return plan::isUnitState(kind);
 }
 
 /// A collective that may be started (and bucketed) on a stream.

@@ -444,9 +444,7 @@ static bool checkBuffers(Plan &plan, std::string &why) {
       return bad(" is not aligned to its element size");
     if (b.offset > plan.arenaSize || b.size > plan.arenaSize - b.offset)
       return bad(" lies outside the arena");
-    bool owned = b.kind == plan::BufferKind::Param ||
-                 b.kind == plan::BufferKind::AdamM ||
-                 b.kind == plan::BufferKind::AdamV;
+    bool owned = plan::isUnitState(b.kind);
     if (owned != (b.unit >= 0) || b.unit >= int32_t(plan.units.size()))
       return bad(" has an invalid owning unit");
     if ((b.kind == plan::BufferKind::Input) != (b.input >= 0) || b.input > 64)
@@ -487,6 +485,21 @@ static bool resolveNames(Plan &plan, const StringIds &ids,
         plan.buffers[u.shardBuffer].numElements() !=
             plan::maxShardSize(u.flatSize, plan.unitShards(uint32_t(i))))
       return fail("unit '" + u.name + "' has no valid shard buffer");
+  }
+  // A unit's shard copy: one at most, bf16, the shard's size (views of
+  // it, the regions' parameters, are its kind too).
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const BufferDesc &copy = plan.buffers[b];
+    if (copy.kind != plan::BufferKind::ShardCopy || copy.base >= 0)
+      continue;
+    UnitDesc &u = plan.units[copy.unit];
+    if (u.copyBuffer != plan::kNone)
+      return fail("unit '" + u.name + "' has two shard copies");
+    if (copy.dtype != plan::DType::BF16 ||
+        copy.numElements() != plan.buffers[u.shardBuffer].numElements())
+      return fail("unit '" + u.name +
+                  "' has a shard copy that is not its shard's size in bf16");
+    u.copyBuffer = uint32_t(b);
   }
   for (size_t i = 0; i < plan.params.size(); ++i) {
     ParamDesc &p = plan.params[i];

@@ -40,7 +40,7 @@ static bool checkOperandCounts(const KernelCheck &k) {
   const plan::KernelInfo &info = k.info();
   const Instruction &inst = k.inst;
   if (inst.ins.size() < info.minInputs || inst.ins.size() > info.maxInputs ||
-      inst.outs.size() != info.outputs)
+      inst.outs.size() < info.minOutputs || inst.outs.size() > info.outputs)
     return k.bad("wrong number of operands");
   if (inst.params.size() != plan::numParams(info))
     return k.bad("wrong number of parameters");
@@ -173,6 +173,14 @@ static bool checkShardUpdate(const KernelCheck &k, const plan::shapes::Dims &,
           plan::maxShardSize(plan.units[k.out(0).unit].flatSize,
                              plan.unitShards(uint32_t(k.out(0).unit))))
     return k.bad("does not update a unit's shard and its moments");
+  // The shard's copy is written here and nowhere else: where the unit has
+  // one, each update writes it (a stale copy would be read as the weights).
+  uint32_t copy = plan.units[k.out(0).unit].copyBuffer;
+  if (k.inst.outs.size() > 3 ? k.inst.outs[3] != copy : copy != plan::kNone)
+    return k.bad(copy == plan::kNone
+                     ? "writes a shard copy that is not its unit's"
+                     : "does not write the shard copy of unit '" +
+                           plan.units[k.out(0).unit].name + "'");
   // A bf16 gradient is widened as AdamW reads it; a selection bias's
   // update reads its load signal in f32.
   if (k.in(0).dtype == plan::DType::BF16)
@@ -195,7 +203,9 @@ static bool checkSharded(const KernelCheck &k, const plan::shapes::Dims &,
       isExpertCollective(k) ? plan.shardSize / plan.expertSize : plan.shardSize;
   switch (k.info().opcode) {
   case plan::Opcode::AllGather:
-    if (k.in(0).kind != plan::BufferKind::Param || k.in(0).unit < 0 ||
+    if ((k.in(0).kind != plan::BufferKind::Param &&
+         k.in(0).kind != plan::BufferKind::ShardCopy) ||
+        k.in(0).unit < 0 ||
         k.out(0).numElements() != plan.units[k.in(0).unit].flatSize ||
         k.in(0).numElements() !=
             plan::maxShardSize(k.out(0).numElements(), shards))

@@ -60,7 +60,10 @@ static void writeMemoryCounters(std::ostream &out, const Plan &plan,
         << ", \"ts\": " << ts << ", \"args\": {";
   };
   counter("memory by kind");
-  out << "\"parameters\": " << kind(BufferKind::Param)
+  // A shard's copy in the compute type counts as parameters, as in the
+  // compiler's peak rows.
+  out << "\"parameters\": "
+      << kind(BufferKind::Param) + kind(BufferKind::ShardCopy)
       << ", \"gradients\": " << kind(BufferKind::Grad) << ", \"optimizer\": "
       << kind(BufferKind::AdamM) + kind(BufferKind::AdamV)
       << ", \"gathered\": " << kind(BufferKind::Gathered)

@@ -17,6 +17,16 @@
 // ASYNC: fsdprt.kernel "reduce_scatter" ins(%[[FULL:.*]] : memref<15xf32>) outs(%[[GS:.*]] : memref<8xf32>) params {axis = 0 : i64, group = 0 : i64, stream = 2 : i64, token = 3 : i64} unit "layers.0"
 // ASYNC-NEXT: fsdprt.kernel "wait" ins(%[[FULL]], %[[GS]] : memref<15xf32>, memref<8xf32>) params {token = 3 : i64} unit "layers.0"
 // ASYNC: fsdprt.kernel "adamw_shard" ins(%[[GS]] : memref<8xf32>)
+// Mixed precision at a shard group of one: the unit's bf16 shard copy is
+// a buffer of its own, which the regions read in place (no gather) and
+// AdamW writes as its fourth output.
+// RUN: fsdp-opt %t.mlp.mlir --fsdp-mesh=shard=1 --fsdp-wrap --fsdp-data-parallel --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 --fsdp-schedule --fsdp-lower-to-runtime | FileCheck %s --check-prefix=COPY
+// COPY: %[[SHARD:.*]] = fsdprt.buffer <param> param @layers.0 : memref<15xf32>
+// COPY: %[[COPY:.*]] = fsdprt.buffer <shard_copy> param @layers.0 : memref<15xbf16>
+// COPY-NOT: "all_gather"
+// COPY: %[[W:.*]] = fsdprt.view %[[COPY]][0] : memref<15xbf16> -> memref<3x4xbf16>
+// COPY: fsdprt.kernel "linear" ins(%{{.*}}, %[[W]], %{{.*}} : memref<2x4xbf16>, memref<3x4xbf16>, memref<3xbf16>)
+// COPY: fsdprt.kernel "adamw_shard" ins(%{{.*}} : memref<15xbf16>) outs(%[[SHARD]], %{{.*}}, %{{.*}}, %[[COPY]] : memref<15xf32>, memref<15xf32>, memref<15xf32>, memref<15xbf16>)
 
 // A one-layer classifier's training step, as --fsdp-autodiff builds it.
 fsdp.param @w : tensor<3x4xf32> init <normal, std = 0.5>

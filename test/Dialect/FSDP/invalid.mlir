@@ -55,6 +55,18 @@ fsdp.unit @u params [@w, @w]
 
 // -----
 
+fsdp.param @w : tensor<4xf32> init <zeros>
+// expected-error @+1 {{keeps a shard copy in 'f16'; only bf16 copies are supported}}
+fsdp.unit @u params [@w] {shard_copy = f16}
+
+// -----
+
+fsdp.param @w : tensor<4xf32> init <zeros>
+// expected-error @+1 {{is expert-parallel and keeps a shard copy}}
+fsdp.unit @u params [@w] {expert_parallel, shard_copy = bf16}
+
+// -----
+
 // expected-error @+1 {{refers to unknown parameter @missing}}
 fsdp.unit @u params [@missing]
 

@@ -4,6 +4,8 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=2 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" --fsdp-schedule="forward-prefetch=1 backward-prefetch=1" --fsdp-verify | FileCheck %s --check-prefix=SCHED
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s -split-input-file --fsdp-mesh=mesh=2x1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=REPL
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision="param-dtype=bf16 shard-copy=false" | FileCheck %s --check-prefix=NOCOPY
+// RUN: fsdp-opt %s -split-input-file --fsdp-mesh=shard=1 --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=f32 | FileCheck %s --check-prefix=NOCOPY
 // RUN: fsdp-gen gpt2 --layers 1 --dim 8 --heads 2 --vocab 16 --seq 4 --batch 2 | fsdp-opt --fsdp-mesh=shard=2 --fsdp-attention=impl=blocked --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=GPT
 // RUN: fsdp-gen gpt2 --layers 1 --dim 8 --heads 2 --vocab 16 --seq 4 --batch 2 | fsdp-opt --fsdp-mesh=shard=2 --fsdp-attention=impl=materialized --fsdp-autodiff --fsdp-shard --fsdp-mixed-precision=param-dtype=bf16 | FileCheck %s --check-prefix=PROBS
 
@@ -33,6 +35,16 @@ fsdp.param @l1.w : tensor<3x8xf32> init <normal, std = 0.5>
 fsdp.param @l1.b : tensor<3xf32> init <zeros> no_weight_decay
 fsdp.unit @l0 params [@l0.w, @l0.b]
 fsdp.unit @l1 params [@l1.w, @l1.b]
+
+// Over two ranks the gathers round the shards: no unit keeps a copy.
+// CHECK-NOT:  shard_copy
+// At a shard group of one (replicas or not) each unit keeps its shard in
+// bf16 too, which AdamW writes, and its gathers in bf16 are local copies
+// of it; without shard-copy (or in f32) none does.
+// ONE:        fsdp.unit @l0 params [@l0.w, @l0.b] {shard_copy = bf16}
+// ONE-NEXT:   fsdp.unit @l1 params [@l1.w, @l1.b] {shard_copy = bf16}
+// REPL:       fsdp.unit @l1 params [@l1.w, @l1.b] {shard_copy = bf16}
+// NOCOPY-NOT: shard_copy
 
 // CHECK-LABEL: func.func @train_step(
 // CHECK:      %[[G0:.*]] = fsdp.all_gather @l0 : tensor<40xbf16>

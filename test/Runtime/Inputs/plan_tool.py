@@ -62,7 +62,7 @@ SUMMARY_FIELDS = ["world_size", "shard_size", "expert_size", "arena_size", "peak
 # Since version 16: expert_size (G) after shard_size.
 SUMMARY = struct.Struct("<IIIQQQ11QdQ")
 KINDS = ["input", "param", "grad", "adam_m", "adam_v", "activation",
-         "scratch", "gathered"]
+         "scratch", "gathered", "shard_copy"]
 DTYPES = ["f32", "i32", "bf16"]
 # The kernels by opcode: generated from FSDPKernels.td (plan_opcodes.py).
 from plan_opcodes import OPCODES  # noqa: E402

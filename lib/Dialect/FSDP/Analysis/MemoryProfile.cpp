@@ -68,7 +68,7 @@ private:
   // Sums and products of sizes, checked: the first overflow is reported,
   // naming what was being computed, and the profile fails.
   bool overflowed = false;
-  int64_t P = 0, units = 0, shardBytes = 0, elementBytes = 0;
+  int64_t P = 0, units = 0, shardBytes = 0, elementBytes = 0, copyBytes = 0;
   int64_t gatheredBytes = 0;
   int64_t largestUnit = 0, smallestUnit = INT64_MAX;
   StringRef largestName;
@@ -117,6 +117,10 @@ void ProfileBuilder::sumShards() {
     ++units;
     add(shardBytes, getMaxShardSize(size, group) * elementBytes,
         "a rank's parameter shards");
+    if (std::optional<Type> copy = unit.getShardCopy())
+      add(copyBytes,
+          getMaxShardSize(size, group) * getElementSizeInBytes(*copy),
+          "a rank's shard copies");
     if (size > largestUnit) {
       largestUnit = size;
       largestName = unit.getSymName();
@@ -129,8 +133,10 @@ void ProfileBuilder::checkSteadyState() {
   // Parameters, gradients and two AdamW moments per rank; the report also
   // prints them over all ranks and the DDP baseline, all of it on every
   // rank.
-  steady =
-      fits(llvm::checkedMul(int64_t(4), shardBytes), "a rank's training state");
+  steady = fits(llvm::checkedAdd(fits(llvm::checkedMul(int64_t(4), shardBytes),
+                                      "a rank's training state"),
+                                 copyBytes),
+                "a rank's training state");
   fits(llvm::checkedMul(steady, N), "the training state over all ranks");
   fits(llvm::checkedMul(P, 4 * elementBytes),
        "the training state of one rank holding everything (DDP)");
@@ -269,6 +275,7 @@ MemoryProfile ProfileBuilder::finish() {
   profile.elementBytes = elementBytes;
   profile.gatheredBytes = gatheredBytes;
   profile.shardBytes = shardBytes;
+  profile.copyBytes = copyBytes;
   profile.steady = steady;
   profile.largestUnit = largestUnit;
   profile.smallestUnit = smallestUnit;

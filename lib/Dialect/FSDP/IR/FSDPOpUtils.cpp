@@ -52,8 +52,11 @@ bool mlir::fsdp::isLocalCopy(Operation *op) {
   };
   if (shard) // mixed precision may reduce in bf16 into an f32 shard
     return elementOf(shard.getType()) == elementOf(op->getOperand(0).getType());
-  // The shard holds the parameters' type; mixed precision gathers bf16.
+  // The shard holds the parameters' type; mixed precision gathers bf16,
+  // from the unit's copy of its shard in that type where it keeps one.
   Type element = elementOf(gathered.getType());
+  if (unit.getShardCopy() == element)
+    return true;
   return llvm::all_of(unit.getParams(), [&](Attribute ref) {
     auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
         unit, llvm::cast<FlatSymbolRefAttr>(ref));

@@ -68,6 +68,15 @@ LogicalResult UnitOp::verify() {
       return emitOpError() << "lists parameter "
                            << llvm::cast<FlatSymbolRefAttr>(param)
                            << " more than once";
+  // The runtime keeps shard copies in bf16 only (the master shard is
+  // f32), and an expert slice's gather is never a local copy.
+  if (std::optional<Type> copy = getShardCopy()) {
+    if (!copy->isBF16())
+      return emitOpError() << "keeps a shard copy in " << *copy
+                           << "; only bf16 copies are supported";
+    if (getExpertParallel())
+      return emitOpError() << "is expert-parallel and keeps a shard copy";
+  }
   return success();
 }
 

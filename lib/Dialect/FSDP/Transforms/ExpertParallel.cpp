@@ -192,9 +192,9 @@ static StringAttr splitUnit(ModuleOp module, StringAttr unitName,
   auto name = builder.getStringAttr(unitName.getValue() + ".experts");
   for (int k = 1; module.lookupSymbol(name); ++k)
     name = builder.getStringAttr(unitName.getValue() + ".experts." + Twine(k));
-  auto experts = UnitOp::create(builder, unit.getLoc(), name,
-                                builder.getArrayAttr(moved.getArrayRef()),
-                                builder.getUnitAttr());
+  auto experts = UnitOp::create(
+      builder, unit.getLoc(), name, builder.getArrayAttr(moved.getArrayRef()),
+      /*expert_parallel=*/true, /*shard_copy=*/nullptr);
   // The budget search's recomputation choice covers the layer's experts.
   if (Attribute remat = unit->getAttr(kRematAttrName))
     experts->setAttr(kRematAttrName, remat);

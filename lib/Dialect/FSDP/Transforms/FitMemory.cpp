@@ -231,6 +231,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   FsdpMixedPrecisionPassOptions precision;
   precision.paramDtype = paramDtype;
   precision.reduceDtype = reduceDtype;
+  precision.shardCopy = shardCopy;
   pm.addPass(createFsdpMixedPrecisionPass(precision));
   if (gradClip != 0.0) {
     FsdpClipGradPassOptions clip;

@@ -46,12 +46,13 @@ public:
   explicit ReportPrinter(const MemoryProfile &profile)
       : N(profile.worldSize), P(profile.params), units(profile.units),
         elementBytes(profile.elementBytes), shardBytes(profile.shardBytes),
-        steady(profile.steady), largestUnit(profile.largestUnit),
-        smallestUnit(profile.smallestUnit), forwardPeak(profile.forwardPeak),
-        backwardPeak(profile.backwardPeak), overall(profile.overall),
-        largestName(profile.largestName), order(profile.order),
-        live(profile.live), eb(double(profile.elementBytes)),
-        gatheredBytes(profile.gatheredBytes) {}
+        copyBytes(profile.copyBytes), steady(profile.steady),
+        largestUnit(profile.largestUnit), smallestUnit(profile.smallestUnit),
+        forwardPeak(profile.forwardPeak), backwardPeak(profile.backwardPeak),
+        overall(profile.overall), largestName(profile.largestName),
+        order(profile.order), live(profile.live),
+        eb(double(profile.elementBytes)), gatheredBytes(profile.gatheredBytes) {
+  }
 
   /// Replicas of every shard (hybrid sharding): the formulas divide by
   /// the shard group's S ranks ("N" names S when R = 1, as before meshes
@@ -80,13 +81,14 @@ private:
 
   /// "N", or "S" on a mesh with replicas.
   StringRef n() const { return R > 1 ? "S" : "N"; }
-  /// A shard group of one gathers nothing in the parameters' type: its
-  /// regions read their shards in place (isLocalCopy).
+  /// A shard group of one gathers nothing in the parameters' type, nor
+  /// in its shard copies' type: its regions read their shards (or the
+  /// copies) in place (isLocalCopy).
   bool readsShardsInPlace() const {
-    return N == 1 && gatheredBytes == elementBytes;
+    return N == 1 && (gatheredBytes == elementBytes || copyBytes > 0);
   }
 
-  int64_t N, P, units, elementBytes, shardBytes, steady, largestUnit,
+  int64_t N, P, units, elementBytes, shardBytes, copyBytes, steady, largestUnit,
       smallestUnit, forwardPeak, backwardPeak, overall;
   StringRef largestName;
   const SmallVector<Operation *> &order;
@@ -144,10 +146,21 @@ void ReportPrinter::printPerRank() {
       formula(("4P/" + n()).str(), eb * P / N));
   row("optimizer states", 2 * shardBytes,
       formula(("8P/" + n()).str(), 2 * eb * P / N));
-  row("steady state", steady, formula(("16P/" + n()).str(), 4 * eb * P / N));
+  std::string copies = std::to_string(gatheredBytes) + "P";
+  if (copyBytes > 0)
+    row("shard copies", copyBytes,
+        formula(copies, double(gatheredBytes) * double(P)) +
+            ", in the compute type: AdamW writes them, the regions read "
+            "them");
+  row("steady state", steady,
+      formula(("16P/" + n() + (copyBytes > 0 ? " + " + copies : "")).str(),
+              4 * eb * P / N +
+                  (copyBytes > 0 ? gatheredBytes * double(P) : 0)));
   if (readsShardsInPlace()) {
     row("largest gathered unit", 0,
-        "none: a shard group of one reads its shards in place");
+        copyBytes > 0
+            ? "none: a shard group of one reads its shard copies in place"
+            : "none: a shard group of one reads its shards in place");
     return;
   }
   std::string perUnit = ", " + std::to_string(gatheredBytes) + "P/M";
@@ -162,12 +175,13 @@ void ReportPrinter::printPeaks() {
     // M equal units: the seed's forward-peak formula, checked; a shard
     // group of one gathers nothing (its 4P/M term is zero).
     bool inPlace = readsShardsInPlace();
-    double seed = 4 * eb * P / N +
+    double seed = 4 * eb * P / N + double(copyBytes) +
                   (inPlace ? 0.0 : double(gatheredBytes) * P / units) +
                   double(live[forwardPeak].bytes[Activation]);
     bool matches = std::abs(seed - double(steady + live[forwardPeak].total())) <
                    4 * eb * units;
     os << "    seed: 16P/" << n()
+       << (copyBytes > 0 ? " + " + std::to_string(gatheredBytes) + "P" : "")
        << (inPlace ? " + activations (nothing gathered)"
                    : " + 4P/M + activations")
        << llvm::format(" = %.0f bytes (%s)\n", seed,
@@ -195,8 +209,12 @@ void ReportPrinter::printOverhead(const RuntimeOverhead &overhead) {
 
 void ReportPrinter::printTotals() {
   os << "total over " << R * N << " ranks:\n";
+  std::string copies =
+      copyBytes > 0 ? " + " + std::to_string(gatheredBytes) + "P" : "";
   row("steady state", R * N * steady,
-      formula(R > 1 ? "16P x R" : "16P", 4 * eb * P * R));
+      formula(R > 1 ? (copies.empty() ? "16P x R" : "(16P" + copies + ") x R")
+                    : "16P" + copies,
+              4 * eb * P * R + double(R * N * copyBytes)));
   row("peak", R * N * (steady + live[overall].total()), "");
   ShardRange first = getShardRange(largestUnit, 0, N),
              lastRank = getShardRange(largestUnit, N - 1, N);

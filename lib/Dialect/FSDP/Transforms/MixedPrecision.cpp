@@ -20,7 +20,11 @@
 //   * at a shard group of one, where nothing is reduced, a gradient in a
 //     narrower type than `reduce-dtype` is not widened before its local
 //     copy either (before or after it, widening is exact): AdamW reads the
-//     bf16 gradient directly.
+//     bf16 gradient directly;
+//   * at a shard group of one, each unit keeps a copy of its shard in the
+//     compute type (`shard_copy`), which AdamW writes as it updates the
+//     shard: its gathers become local copies, and the regions read the
+//     copy in place instead of rounding the shard twice a step.
 //
 // The pass rewrites types in program order (every definition before its
 // uses, a region's arguments before its body, its results after), so each
@@ -289,6 +293,15 @@ LogicalResult Converter::convertBlock(Block &block) {
   return success();
 }
 
+/// Marks every unit over a shard group of one (no expert slice) to keep
+/// its shard in `compute` too: then its gathers in that type are local
+/// copies (isLocalCopy), which the lowering elides, reading the copy.
+static void keepShardCopies(ModuleOp module, Type compute) {
+  for (UnitOp unit : module.getOps<UnitOp>())
+    if (!unit.getExpertParallel() && unit.getShardGroupSize() == 1)
+      unit.setShardCopy(compute);
+}
+
 namespace {
 struct FsdpMixedPrecisionPass
     : public mlir::fsdp::impl::FsdpMixedPrecisionPassBase<
@@ -332,4 +345,6 @@ void FsdpMixedPrecisionPass::runOnOperation() {
   Converter converter(context, *paramType, *reduceType);
   if (failed(converter.convertBlock(step.getBody().front())))
     return signalPassFailure();
+  if (shardCopy && !paramType->isF32())
+    keepShardCopies(module, *paramType);
 }

@@ -311,7 +311,9 @@ FsdpWrapPass::createUnits(ModuleOp module, ParamOp lastParam,
     for (ParamOp param : members)
       refs.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
     auto unit = UnitOp::create(builder, module.getLoc(), unique,
-                               builder.getArrayAttr(refs));
+                               builder.getArrayAttr(refs),
+                               /*expert_parallel=*/false,
+                               /*shard_copy=*/nullptr);
     symbols.insert(unit);
     for (ParamOp param : members)
       unitOfParam[param.getSymNameAttr()] = unit.getSymNameAttr();

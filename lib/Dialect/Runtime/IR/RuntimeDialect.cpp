@@ -46,6 +46,7 @@ FSDPRT_SAME_KIND(AdamV)
 FSDPRT_SAME_KIND(Activation)
 FSDPRT_SAME_KIND(Scratch)
 FSDPRT_SAME_KIND(Gathered)
+FSDPRT_SAME_KIND(ShardCopy)
 #undef FSDPRT_SAME_KIND
 
 bool mlir::fsdprt::isPersistent(BufferKind kind) {

@@ -30,8 +30,7 @@ int64_t BufferOp::getSizeInBytes() {
 
 LogicalResult BufferOp::verify() {
   BufferKind kind = getKind();
-  bool ownsParam = kind == BufferKind::Param || kind == BufferKind::AdamM ||
-                   kind == BufferKind::AdamV;
+  bool ownsParam = plan::isUnitState(toPlanBufferKind(kind));
   if (ownsParam != bool(getParam()))
     return emitOpError() << "a " << stringifyBufferKind(kind) << " buffer "
                          << (ownsParam ? "must" : "must not")
@@ -92,10 +91,13 @@ LogicalResult KernelOp::verify() {
                                  ? ""
                                  : " to " + std::to_string(info->maxInputs))
                          << " inputs, got " << getIns().size();
-  if (getOuts().size() != info->outputs)
+  if (getOuts().size() < info->minOutputs || getOuts().size() > info->outputs)
     return emitOpError() << "kernel '" << getName() << "' writes "
-                         << info->outputs << " outputs, got "
-                         << getOuts().size();
+                         << info->minOutputs
+                         << (info->minOutputs == info->outputs
+                                 ? ""
+                                 : " to " + std::to_string(info->outputs))
+                         << " outputs, got " << getOuts().size();
   size_t expected = plan::numParams(*info);
   size_t given = getParams() ? getParams()->size() : 0;
   for (size_t i = 0; i < expected; ++i) {
@@ -161,8 +163,7 @@ LogicalResult EvalEndOp::verify() {
     for (Value out : kernel.getOuts()) {
       BufferOp buffer = bufferOf(out);
       BufferKind kind = buffer ? buffer.getKind() : BufferKind::Activation;
-      if (kind == BufferKind::Param || kind == BufferKind::AdamM ||
-          kind == BufferKind::AdamV)
+      if (plan::isUnitState(toPlanBufferKind(kind)))
         return emitOpError()
                << "ends an evaluation step that changes the training state: "
                   "kernel '"

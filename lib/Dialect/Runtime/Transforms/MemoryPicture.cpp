@@ -36,7 +36,7 @@ struct Layer {
 };
 
 const Layer kLayers[] = {
-    {"parameters", "#4e79a7", {BufferKind::Param}},
+    {"parameters", "#4e79a7", {BufferKind::Param, BufferKind::ShardCopy}},
     {"optimizer", "#76b7b2", {BufferKind::AdamM, BufferKind::AdamV}},
     {"gradients", "#f28e2b", {BufferKind::Grad}},
     {"inputs", "#9c755f", {BufferKind::Input}},

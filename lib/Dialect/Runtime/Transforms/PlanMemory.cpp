@@ -343,7 +343,8 @@ static Peak findPeak(MutableArrayRef<Slot> used, int64_t end,
     return sum;
   };
   peak.rows = {
-      {"params", kindBytes({BufferKind::Param})},
+      // A shard's copy in the compute type is parameters too.
+      {"params", kindBytes({BufferKind::Param, BufferKind::ShardCopy})},
       {"grads", kindBytes({BufferKind::Grad})},
       {"optimizer", kindBytes({BufferKind::AdamM, BufferKind::AdamV})},
       {"activations", kindBytes({BufferKind::Activation})},

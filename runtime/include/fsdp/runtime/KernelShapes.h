@@ -117,7 +117,7 @@ constexpr std::array<std::string_view, 4> derivedDims(Derive derive) {
 
 inline constexpr int64_t kIntLimit = 2147483647; ///< INT in a dim check
 inline constexpr size_t kMaxDims = 12, kMaxRank = 16, kMaxRules = 8,
-                        kMaxChecks = 6, kMaxInputs = 5, kMaxOperands = 8;
+                        kMaxChecks = 6, kMaxInputs = 5, kMaxOperands = 9;
 
 /// An operand's shape as the caller holds it (a std::vector, an
 /// llvm::ArrayRef): no copy.

@@ -27,7 +27,7 @@
 namespace fsdp::plan {
 
 inline constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanVersion = 17;
+inline constexpr uint32_t kPlanVersion = 18;
 /// magic, version, flags, payload size, CRC-32, reserved.
 inline constexpr size_t kHeaderSize = 48;
 /// Where the header's CRC-32 field lies (the checksum covers the header
@@ -56,8 +56,12 @@ enum class BufferKind : uint32_t {
   Activation = 5, ///< anything else a kernel produces
   Scratch = 6,    ///< temporary space of one kernel
   Gathered = 7,   ///< a unit's all-gathered flat parameter
+  /// A unit's shard rounded to its compute type (since version 18): AdamW
+  /// writes it as it updates the shard, and over a shard group of one the
+  /// regions read it in place of a gather (docs/mixed-precision.md).
+  ShardCopy = 8,
 };
-inline constexpr uint32_t kNumBufferKinds = uint32_t(BufferKind::Gathered) + 1;
+inline constexpr uint32_t kNumBufferKinds = uint32_t(BufferKind::ShardCopy) + 1;
 
 /// Live bytes by buffer kind (BufferKind order), as the compiler's memory
 /// planner and the runtime's memory timeline both count them; `Int` is
@@ -73,12 +77,21 @@ template <typename Int> struct LiveBytesByKind {
 };
 
 inline constexpr std::array<std::string_view, kNumBufferKinds>
-    kBufferKindNames = {"input",  "param",      "grad",    "adam_m",
-                        "adam_v", "activation", "scratch", "gathered"};
+    kBufferKindNames = {"input",   "param",    "grad",
+                        "adam_m",  "adam_v",   "activation",
+                        "scratch", "gathered", "shard_copy"};
 
 inline bool isPersistent(BufferKind kind) {
   return kind == BufferKind::Input || kind == BufferKind::Param ||
-         kind == BufferKind::AdamM || kind == BufferKind::AdamV;
+         kind == BufferKind::AdamM || kind == BufferKind::AdamV ||
+         kind == BufferKind::ShardCopy;
+}
+
+/// A unit's state, which outlives a step and belongs to its unit: the
+/// shard, AdamW's moments and the shard's copy.
+inline bool isUnitState(BufferKind kind) {
+  return kind == BufferKind::Param || kind == BufferKind::AdamM ||
+         kind == BufferKind::AdamV || kind == BufferKind::ShardCopy;
 }
 
 /// Element types of buffers and parameters. Which one a kernel operand may
@@ -287,10 +300,12 @@ struct OperandInfo {
   std::string_view name; ///< empty: no operand (ends the list)
   ElementRule rule = ElementRule::Float;
   OperandRole role = OperandRole::Input;
-  bool optional = false; ///< an input that may be left out (the last ones)
+  /// An operand that may be left out (the last inputs, or the last
+  /// outputs).
+  bool optional = false;
 };
 
-inline constexpr size_t kMaxKernelInputs = 5, kMaxKernelOutputs = 3,
+inline constexpr size_t kMaxKernelInputs = 5, kMaxKernelOutputs = 4,
                         kMaxKernelParams = 11;
 
 /// A numeric parameter of a kernel (stored as a double in the plan), and
@@ -313,7 +328,7 @@ struct ParamInfo {
 struct KernelInfo {
   Opcode opcode;
   std::string_view name;
-  uint32_t minInputs, maxInputs, outputs;
+  uint32_t minInputs, maxInputs, minOutputs, outputs;
   std::array<ParamInfo, kMaxKernelParams> params; ///< unnamed ends it
   std::array<OperandInfo, kMaxKernelInputs> ins;
   std::array<OperandInfo, kMaxKernelOutputs> outs;
@@ -344,6 +359,9 @@ constexpr OperandInfo scratch(std::string_view name) {
 }
 constexpr OperandInfo updated(std::string_view name) {
   return {name, ElementRule::F32, OperandRole::Updated, false};
+}
+constexpr OperandInfo optionalAnyUpdated(std::string_view name) {
+  return {name, ElementRule::AnyFloat, OperandRole::Updated, true};
 }
 constexpr OperandInfo stat(std::string_view name) {
   return {name, ElementRule::F32, OperandRole::Input, false};
@@ -389,14 +407,17 @@ kernel(Opcode opcode, std::string_view name,
        std::array<OperandInfo, kMaxKernelInputs> ins,
        std::array<OperandInfo, kMaxKernelOutputs> outs,
        std::array<ParamInfo, kMaxKernelParams> params = {}) {
-  KernelInfo info{opcode, name, 0, 0, 0, params, ins, outs};
+  KernelInfo info{opcode, name, 0, 0, 0, 0, params, ins, outs};
   for (const OperandInfo &operand : ins)
     if (!operand.name.empty()) {
       ++info.maxInputs;
       info.minInputs += !operand.optional;
     }
   for (const OperandInfo &operand : outs)
-    info.outputs += !operand.name.empty();
+    if (!operand.name.empty()) {
+      ++info.outputs;
+      info.minOutputs += !operand.optional;
+    }
   return info;
 }
 } // namespace table
@@ -414,8 +435,8 @@ inline constexpr std::array<KernelInfo, kNumOpcodes> kKernels = [] {
 
 /// Whether the table is what its readers assume: entry k has opcode k, the
 /// names are unique, operands and parameters are contiguous (optional
-/// inputs last), inputs are read and outputs written (results before
-/// scratch), only inputs hold token ids, indices are results (never
+/// inputs and outputs last), inputs are read and outputs written (results
+/// before scratch), only inputs hold token ids, indices are results (never
 /// scratch or updated), and a parameter's default names
 /// another parameter of the kernel. (fsdp-tblgen checks the same before
 /// writing the table; this keeps a hand edit of KernelTable.inc honest.)
@@ -436,7 +457,8 @@ constexpr bool isWellFormed(const std::array<KernelInfo, kNumOpcodes> &t) {
     }
     for (size_t i = 0; i < kMaxKernelOutputs; ++i) {
       const OperandInfo &out = info.outs[i];
-      if (out.name.empty() != (i >= info.outputs) || out.optional ||
+      if (out.name.empty() != (i >= info.outputs) ||
+          (!out.name.empty() && out.optional != (i >= info.minOutputs)) ||
           (!out.name.empty() && (out.role == OperandRole::Input ||
                                  out.rule == ElementRule::TokenIds)) ||
           (out.rule == ElementRule::Indices &&

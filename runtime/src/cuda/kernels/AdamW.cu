@@ -6,7 +6,9 @@
 // 1 - beta^t are computed on the host in double, as there, and divided (not
 // folded into lr); sqrtf and the divisions are IEEE (no fast math). The
 // gradient is f32, or bf16 (mixed precision's reduced shard, which the
-// compiler leaves uncast), widened as it is read.
+// compiler leaves uncast), widened as it is read. A unit's shard copy,
+// when given, takes each updated element rounded to bf16 (detail::toBF16,
+// the CPU's bits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +40,8 @@ template <typename G>
 __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
                             float *__restrict__ v, const G *__restrict__ grad,
                             int64_t n, AdamWParams a, bool vec,
-                            const float *__restrict__ gradScale) {
+                            const float *__restrict__ gradScale,
+                            __nv_bfloat16 *__restrict__ copy) {
   // x * 1 is x: without a scale, the same operations as with one of 1.
   const float s = gradScale ? *gradScale : 1.0f;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -60,18 +63,27 @@ __global__ void adamwKernel(float *__restrict__ param, float *__restrict__ m,
       p4[i] = p;
       m4[i] = mm;
       v4[i] = vv;
+      if (copy) {
+        copy[4 * i] = detail::toBF16(p.x);
+        copy[4 * i + 1] = detail::toBF16(p.y);
+        copy[4 * i + 2] = detail::toBF16(p.z);
+        copy[4 * i + 3] = detail::toBF16(p.w);
+      }
     }
     done = n4 * 4;
   }
-  for (int64_t i = done + tid; i < n; i += stride)
+  for (int64_t i = done + tid; i < n; i += stride) {
     adamwOne(param[i], m[i], v[i], detail::toFloat(grad[i]) * s, a);
+    if (copy)
+      copy[i] = detail::toBF16(param[i]);
+  }
 }
 
 template <typename G>
 void launchAdamW(const Context &ctx, float *param, float *m, float *v,
                  const G *grad, int64_t n, float lr, float beta1, float beta2,
                  float eps, float weightDecay, int64_t step,
-                 const float *gradScale) {
+                 const float *gradScale, uint16_t *copy) {
   if (n <= 0)
     return;
   AdamWParams a;
@@ -86,8 +98,9 @@ void launchAdamW(const Context &ctx, float *param, float *m, float *v,
                    detail::aligned16(v) && detail::quadAligned(grad);
   const int threads = 256;
   const unsigned blocks = detail::blocksFor(vec ? (n + 3) / 4 : n, threads);
-  adamwKernel<G><<<blocks, threads, 0, ctx.stream>>>(param, m, v, grad, n, a,
-                                                     vec, gradScale);
+  adamwKernel<G><<<blocks, threads, 0, ctx.stream>>>(
+      param, m, v, grad, n, a, vec, gradScale,
+      reinterpret_cast<__nv_bfloat16 *>(copy));
   detail::checkLaunch("adamw");
 }
 
@@ -95,16 +108,18 @@ void launchAdamW(const Context &ctx, float *param, float *m, float *v,
 
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
-           float eps, float weightDecay, int64_t step, const float *gradScale) {
+           float eps, float weightDecay, int64_t step, const float *gradScale,
+           uint16_t *copy) {
   launchAdamW(ctx, param, m, v, grad, n, lr, beta1, beta2, eps, weightDecay,
-              step, gradScale);
+              step, gradScale, copy);
 }
 
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
-           float eps, float weightDecay, int64_t step, const float *gradScale) {
+           float eps, float weightDecay, int64_t step, const float *gradScale,
+           uint16_t *copy) {
   launchAdamW(ctx, param, m, v, reinterpret_cast<const __nv_bfloat16 *>(grad),
-              n, lr, beta1, beta2, eps, weightDecay, step, gradScale);
+              n, lr, beta1, beta2, eps, weightDecay, step, gradScale, copy);
 }
 
 } // namespace fsdp::rt::cuda

@@ -93,21 +93,24 @@ void crossEntropyForward(const Context &ctx, float *loss, const E *logits,
 /// AdamW step t >= 1, the update of cpu::adamw up to fused multiply-adds
 /// (bias corrections computed on the host from `step`). fp32 master
 /// weights and moments. With `gradScale` (a device scalar, gradient
-/// clipping's coefficient) on grad x scale.
+/// clipping's coefficient) on grad x scale. With `copy` (a unit's shard
+/// copy, bf16 bits), each updated element rounded into it too, as
+/// cpu::adamw does.
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step,
-           const float *gradScale = nullptr);
+           const float *gradScale = nullptr, uint16_t *copy = nullptr);
 /// The same from a bf16 gradient (its bits), widened as it is read.
 void adamw(const Context &ctx, float *param, float *m, float *v,
            const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step,
-           const float *gradScale = nullptr);
+           const float *gradScale = nullptr, uint16_t *copy = nullptr);
 
 /// As cpu::moeSelectionBiasUpdate (f32: the bias and its reduced signal
-/// are master-precision shards).
+/// are master-precision shards; `copy`, where given, bf16 bits).
 void moeSelectionBiasUpdate(const Context &ctx, float *bias,
-                            const float *signal, int64_t n, double rate);
+                            const float *signal, int64_t n, double rate,
+                            uint16_t *copy = nullptr);
 
 /// Gradient clipping, as cpu::gradSqSum and cpu::clipCoefficient. The sum
 /// of squares is in double and in an order fixed by n alone: up to

@@ -326,10 +326,14 @@ __global__ void moeBiasSignalKernel(E *__restrict__ result,
 
 __global__ void moeSelectionBiasKernel(float *__restrict__ bias,
                                        const float *__restrict__ signal,
-                                       int64_t n, double rate) {
+                                       int64_t n, double rate,
+                                       __nv_bfloat16 *__restrict__ copy) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n)
+  if (i < n) {
     bias[i] = moe::selectionBiasStep(bias[i], signal[i], rate);
+    if (copy)
+      copy[i] = detail::toBF16(bias[i]);
+  }
 }
 
 unsigned rows(int64_t n) { return unsigned(n); }
@@ -522,11 +526,13 @@ void moeBiasSignal(const Context &ctx, E *result, const int32_t *experts,
 }
 
 void moeSelectionBiasUpdate(const Context &ctx, float *bias,
-                            const float *signal, int64_t n, double rate) {
+                            const float *signal, int64_t n, double rate,
+                            uint16_t *copy) {
   if (n <= 0)
     return;
   moeSelectionBiasKernel<<<detail::blocksFor(n, kRouterThreads), kRouterThreads,
-                           0, ctx.stream>>>(bias, signal, n, rate);
+                           0, ctx.stream>>>(
+      bias, signal, n, rate, reinterpret_cast<__nv_bfloat16 *>(copy));
   detail::checkLaunch("moeSelectionBiasUpdate");
 }
 

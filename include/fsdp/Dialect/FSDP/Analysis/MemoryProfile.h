@@ -31,6 +31,9 @@ struct MemoryProfile {
   /// under mixed precision (2 for bf16 gathers over f32 shards).
   int64_t gatheredBytes = 0;
   int64_t shardBytes = 0, steady = 0, largestUnit = 0, smallestUnit = 0;
+  /// The units' shard copies (fsdp.unit's shard_copy, mixed precision at
+  /// a shard group of one): part of the steady state, beside 4 shardBytes.
+  int64_t copyBytes = 0;
   std::string largestName;
   SmallVector<Operation *> order; ///< ops of the step, pre-order
   SmallVector<MemoryPoint> live;  ///< transient bytes at each op

@@ -109,7 +109,8 @@ Value getScatteredShard(Operation *op);
 
 /// A gather or reduce-scatter (in place or started) that exchanges nothing:
 /// over a shard group of one rank (world size 1, or a mesh R x 1), in the
-/// parameters' element type, of a unit that is not expert-parallel (whose
+/// parameters' element type (or a gather in the type of the unit's shard
+/// copy), of a unit that is not expert-parallel (whose
 /// reduce-scatter scales by 1 / G). It is a copy the lowering elides: the
 /// gathered parameters are the shard itself, the gradient shard is the
 /// full-size gradient; the memory profile and the simulator count

@@ -41,6 +41,7 @@ def KAnyResult : FSDP_KernelOperand<"AnyFloat", "Result">;
 def KScratch : FSDP_KernelOperand<"Float", "Scratch">;
 def KStatScratch : FSDP_KernelOperand<"F32", "Scratch">;
 def KUpdated : FSDP_KernelOperand<"F32", "Updated">;
+def KOptCopy : FSDP_KernelOperand<"AnyFloat", "Updated", 1>;
 
 /// A numeric parameter (stored as a double). `type` is the attribute the
 /// lowering builds for a default (f32, f64 or i64; an i64 one may be held
@@ -326,12 +327,16 @@ def : FSDP_Kernel<22, "ReduceScatter", "reduce_scatter", (ins KFloats:$grad),
 }
 def : FSDP_Kernel<23, "AdamWShard", "adamw_shard",
     (ins KAnyFloats:$grad, KOptStat:$scale),
-    (outs KUpdated:$param, KUpdated:$m, KUpdated:$v), KAdamW> {
+    (outs KUpdated:$param, KUpdated:$m, KUpdated:$v, KOptCopy:$copy),
+    KAdamW> {
   let byHand = 1;
   let notes = "scale (since version 9): a scalar, gradient clipping's "
               "coefficient; AdamW on grad x scale. grad: f32, or bf16 "
-              "(widened as it is read; not for a selection bias's unit)";
-  let shapes = ["grad: [*S]", "param: [*S]", "m: [*S]", "v: [*S]", "scale: #1"];
+              "(widened as it is read; not for a selection bias's unit). "
+              "copy (since version 18): the unit's shard_copy buffer, bf16, "
+              "which it rounds the updated shard into";
+  let shapes = ["grad: [*S]", "param: [*S]", "m: [*S]", "v: [*S]",
+                "copy: [*S]", "scale: #1"];
   let extraCheck = "checkShardUpdate";
 }
 def : FSDP_Kernel<24, "Copy", "copy", (ins KFloats:$source),

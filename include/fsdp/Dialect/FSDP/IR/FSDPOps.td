@@ -120,16 +120,18 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
     with an `expert` axis of G ranks) holds stacked expert weights split G
     ways: its parameters' types are one slice's (`E / G` experts of each),
     and it is sharded over the `S / G` ranks of a shard group that hold the
-    same slice (the collectives' group `"expert_shard"`).
+    same slice (the collectives' group `"expert_shard"`). A `shard_copy`
+    type (bf16, which `--fsdp-mixed-precision` sets at a shard group of
+    one) keeps a copy of the shard: AdamW writes it, gathers read it.
 
     ```mlir
-    fsdp.unit @h.0 params [@h.0.ln_1.w, @h.0.ln_1.b, @h.0.attn.qkv.w]
+    fsdp.unit @h.0 params [@h.0.ln_1.w, @h.0.ln_1.b] {shard_copy = bf16}
     fsdp.unit @h.0.experts params [@h.0.mlp.experts.w1.w] {expert_parallel}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        FlatSymbolRefArrayAttr:$params,
-                       UnitAttr:$expert_parallel);
+                       UnitAttr:$expert_parallel, OptionalAttr<TypeAttr>:$shard_copy);
   let assemblyFormat = "$sym_name `params` $params attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -146,11 +148,8 @@ def FSDP_LoadOp : FSDP_Op<"load", [
   let description = [{
     Reads the full value of a parameter. Inside an `fsdp.compute` region the
     parameter must belong to that region's unit: this is the point where,
-    after sharding, the gathered flat parameter is viewed.
-
-    ```mlir
-    %w = fsdp.load @h.0.attn.qkv.w : tensor<2304x768xf32>
-    ```
+    after sharding, the gathered flat parameter is viewed. Example:
+    `%w = fsdp.load @h.0.attn.qkv.w : tensor<2304x768xf32>`.
   }];
   let arguments = (ins FlatSymbolRefAttr:$param);
   let results = (outs FSDP_FloatTensor:$result);

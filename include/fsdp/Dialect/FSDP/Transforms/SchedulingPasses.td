@@ -117,6 +117,8 @@ def FsdpFitMemoryPass : Pass<"fsdp-fit-memory", "::mlir::ModuleOp"> {
            "As --fsdp-mixed-precision's">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"f32\"", "As --fsdp-mixed-precision's">,
+    Option<"shardCopy", "shard-copy", "bool", /*default=*/"true",
+           "As --fsdp-mixed-precision's">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"0",
            "As --fsdp-clip-grad's max-norm (0: no clipping)">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"0",

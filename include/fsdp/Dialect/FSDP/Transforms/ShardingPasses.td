@@ -292,6 +292,13 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
       f32 `reduce-dtype` before it (before or after the copy, widening is
       exact), so AdamW reads the bf16 gradient itself. Replicas of a shard
       group of one still average it, in `reduce-dtype`.
+    * At a shard group of one, with `shard-copy` (the default), each unit
+      keeps its shard in `param-dtype` too (`fsdp.unit ... {shard_copy =
+      bf16}`, 2P bytes more at rest): AdamW rounds every element into it
+      as it updates the shard, and the gathers, now in the copy's type,
+      are local copies the lowering elides. The regions read the copy in
+      place: no gathered buffer and no rounding pass in the step (two a
+      step before, the forward's and the backward's), for the same bits.
 
     `param-dtype` not given is what the module asks for in its
     `fsdp.param_dtype` attribute (`fsdp-gen --dtype bf16` sets it), else
@@ -340,7 +347,10 @@ def FsdpMixedPrecisionPass : Pass<"fsdp-mixed-precision", "::mlir::ModuleOp"> {
            "(default: the module's fsdp.param_dtype, else f32)">,
     Option<"reduceDtype", "reduce-dtype", "std::string",
            /*default=*/"\"f32\"",
-           "Reduce-scatters of the full-size gradients: f32 or bf16">
+           "Reduce-scatters of the full-size gradients: f32 or bf16">,
+    Option<"shardCopy", "shard-copy", "bool", /*default=*/"true",
+           "At a shard group of one, keep each unit's shard in param-dtype "
+           "too, written by AdamW and read in place of the gathers">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

@@ -15,7 +15,8 @@ def Runtime_BufferKind : I32EnumAttr<"BufferKind", "what a buffer holds", [
   I32EnumAttrCase<"AdamV", 4, "adam_v">,
   I32EnumAttrCase<"Activation", 5, "activation">,
   I32EnumAttrCase<"Scratch", 6, "scratch">,
-  I32EnumAttrCase<"Gathered", 7, "gathered">
+  I32EnumAttrCase<"Gathered", 7, "gathered">,
+  I32EnumAttrCase<"ShardCopy", 8, "shard_copy">
 ]> {
   let cppNamespace = "::mlir::fsdprt";
   let genSpecializedAttr = 0;

@@ -13,9 +13,10 @@ def Runtime_BufferOp : Runtime_Op<"buffer", [
   let summary = "a buffer of the step program";
   let description = [{
     Declares one buffer. A `<param>` buffer (and its `<adam_m>` and
-    `<adam_v>` moments) names either an `fsdp.param` or, after sharding,
-    the `fsdp.unit` whose local shard it holds. Its kind decides its lifetime (inputs, parameters
-    and optimizer moments live for the whole run; everything else lives from
+    `<adam_v>` moments, and a `<shard_copy>`: the shard rounded to the
+    compute type) names either an `fsdp.param` or, after sharding,
+    the `fsdp.unit` whose local shard it holds. Its kind decides its lifetime (inputs, parameters,
+    shard copies and optimizer moments live for the whole run; everything else lives from
     the first to the last kernel that touches it) and its row in the memory
     report. A parameter buffer, and the moments of a parameter, name the
     `fsdp.param` they belong to; an input names the position of the step

@@ -85,6 +85,13 @@ template <typename T, typename Address> struct KernelArgs {
   }
   /// An optional input: nullptr when the instruction leaves it out.
   T *optI(size_t i) const { return i < inst.ins.size() ? I(i) : nullptr; }
+  /// An optional output of bf16 bits (AdamW's shard copy): nullptr when
+  /// the instruction leaves it out.
+  uint16_t *optBF16O(size_t j) const {
+    return j < inst.outs.size()
+               ? reinterpret_cast<uint16_t *>(address(inst.outs[j]))
+               : nullptr;
+  }
   float *optSI(size_t i) const { return i < inst.ins.size() ? SI(i) : nullptr; }
   int64_t dim(std::string_view name) const { return dims[name]; }
   /// Parameters by the kernel table's names, never by position. (A name
@@ -150,6 +157,11 @@ void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
   // without a cast): the kernel widens it as it reads it.
   const bool bf16Grad = inst.kernel->opcode == Opcode::AdamWShard &&
                         a.inType(0) == plan::DType::BF16;
+  // Its optional fourth output, the unit's shard copy (bf16, the loader
+  // checked): each updated element is rounded into it as it is written.
+  uint16_t *copy =
+      inst.kernel->opcode == Opcode::AdamWShard ? a.optBF16O(3) : nullptr;
+  auto copyAt = [&](int64_t at) { return copy ? copy + at : nullptr; };
   // AdamW over elements [at, at + n) of the parameter, moments and grad.
   auto adamw = [&](int64_t at, int64_t n, bool decay) {
     const float lr = float(a.param("lr")), beta1 = float(a.param("beta1")),
@@ -157,11 +169,11 @@ void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
                 wd = decay ? float(a.param("weight_decay")) : 0.0f;
     if (bf16Grad)
       k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.bf16I(0) + at, n, lr,
-              beta1, beta2, eps, wd, step, scale);
+              beta1, beta2, eps, wd, step, scale, copyAt(at));
     else
       k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at,
               static_cast<const float *>(a.SI(0) + at), n, lr, beta1, beta2,
-              eps, wd, step, scale);
+              eps, wd, step, scale, copyAt(at));
   };
   if (inst.kernel->opcode == Opcode::AdamW)
     return adamw(0, out0.numElements(), /*decay=*/true);
@@ -175,7 +187,7 @@ void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
       [&](const ParamDesc &param, int64_t at, int64_t, int64_t count) {
         if (param.isSelectionBias())
           k.moeSelectionBiasUpdate(a.SO(0) + at, a.SI(0) + at, count,
-                                   param.selectionBiasRate);
+                                   param.selectionBiasRate, copyAt(at));
         else
           adamw(at, count, !param.noWeightDecay);
       });

@@ -99,6 +99,10 @@ public:
   /// lies past the buffer's end is not read).
   void readBufferRange(uint32_t buffer, int64_t first, int64_t count,
                        float *out);
+  /// Writes an f32 buffer; a unit's shard also refreshes its shard copy
+  /// (which only AdamW writes after this), so that every way weights come
+  /// in (initialisation, a weights file, a resumed checkpoint) leaves the
+  /// copy the shard rounded.
   void writeBuffer(uint32_t buffer, const std::vector<float> &values);
   /// The buffer the AdamW of unit `unit` reads its gradient shard from.
   std::optional<uint32_t> gradientShard(uint32_t unit) const;
@@ -168,6 +172,9 @@ public:
   uint64_t measureHighWaterMark() { return backend.measureHighWaterMark(); }
 
 private:
+  /// Writes the first `n` elements of unit `unit`'s shard copy, if it has
+  /// one, from its shard's values.
+  void writeShardCopy(const UnitDesc &unit, const float *shard, size_t n);
   /// Runs kernels [0, end) of the program; collectives still in flight at
   /// `end` are waited for there.
   float run(int64_t step, bool optimizer, size_t end);

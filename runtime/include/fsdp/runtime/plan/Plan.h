@@ -41,6 +41,9 @@ struct UnitDesc {
   std::string name;
   int64_t flatSize = 0;
   uint32_t shardBuffer = 0;
+  /// Its shard_copy buffer (plan version 18: the shard rounded to the
+  /// compute type, which its adamw_shard writes), or kNone.
+  uint32_t copyBuffer = plan::kNone;
   /// Plan version 16's unit flag bit 0: the unit holds stacked expert
   /// parameters, each of its parameters this rank's expert slice (L rows of
   /// the full G L), and is sharded over the S / G ranks with that slice
