@@ -54,10 +54,11 @@ ROOT = os.path.join(HERE, "..", "..")
 VENV = os.path.expanduser("~/.cache/fsdp-mlir/bench-peers-venv")
 JAX = "jax[cpu]==0.10.2"
 B, T, VOCAB = 4, 64, 50257
-SYSTEMS = ["fsdp-f32", "fsdp-bf16", "fsdp-bf16-openblas", "fsdp-f32-onednn",
-           "eager", "compile", "eager-bf16", "jax"]
+SYSTEMS = ["fsdp-f32", "fsdp-bf16", "fsdp-bf16-gathers", "fsdp-bf16-openblas",
+           "fsdp-f32-onednn", "eager", "compile", "eager-bf16", "jax"]
 LIBRARIES = ("-onednn", "-openblas")  # a suffix: that --blas, else auto
 TITLES = {"fsdp-f32": "fsdp-run f32", "fsdp-bf16": "fsdp-run bf16",
+          "fsdp-bf16-gathers": "fsdp-run bf16, shard-copy=false",
           "fsdp-bf16-openblas": "fsdp-run bf16, --blas openblas",
           "fsdp-f32-onednn": "fsdp-run f32, --blas onednn",
           "fsdp-bf16-onednn": "fsdp-run bf16, --blas onednn",
@@ -182,8 +183,12 @@ def main():
                         "gpt2-124m", "--batch", str(B), "--seq", str(T),
                         "-o", model], check=True)
         plans = {}
+        # fsdp-bf16-gathers: the bf16 step without its shard copies, each
+        # region rounding the f32 shard into a gathered buffer instead.
         for system, options in (("fsdp-f32", ""),
-                                ("fsdp-bf16", "param-dtype=bf16")):
+                                ("fsdp-bf16", "param-dtype=bf16"),
+                                ("fsdp-bf16-gathers",
+                                 "param-dtype=bf16 shard-copy=false")):
             if any(system + s in systems for s in ("",) + LIBRARIES):
                 plans[system] = os.path.join(work, system + ".plan")
                 subprocess.run([os.path.join(bin_dir, "fsdp-opt"), model,

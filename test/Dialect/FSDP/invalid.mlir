@@ -1134,8 +1134,22 @@ fsdp.unit @u params [@w] {fsdp.remat = "most"}
 
 // -----
 
-// expected-error @+1 {{'fsdp.schedule_choice' must be a module's {forward_prefetch, backward_prefetch, bucket_bytes (counts), reshard_after_forward (bool)}}}
-module attributes {fsdp.schedule_choice = {forward_prefetch = -1 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true}} {
+// expected-error @+1 {{'fsdp.schedule_choice' must be a module's {forward_prefetch, backward_prefetch, bucket_bytes (counts), reshard_after_forward, overlap_all_to_all, optional shard_copy (bools)}}}
+module attributes {fsdp.schedule_choice = {forward_prefetch = -1 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true, overlap_all_to_all = true}} {
+}
+
+// -----
+
+// A choice without overlap_all_to_all crashed --fsdp-schedule, which
+// reads it: the verifier refuses it first.
+// expected-error @+1 {{'fsdp.schedule_choice' must be a module's}}
+module attributes {fsdp.schedule_choice = {forward_prefetch = 0 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true}} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.schedule_choice' must be a module's}}
+module attributes {fsdp.schedule_choice = {forward_prefetch = 0 : i64, backward_prefetch = 0 : i64, bucket_bytes = 0 : i64, reshard_after_forward = true, overlap_all_to_all = true, shard_copy = 1 : i64}} {
 }
 
 // -----

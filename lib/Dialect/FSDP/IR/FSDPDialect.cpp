@@ -42,13 +42,19 @@ static LogicalResult verifyScheduleChoice(Operation *op, NamedAttribute attr) {
     auto v = dict ? dict.getAs<IntegerAttr>(key) : IntegerAttr();
     return v && v.getInt() >= 0;
   };
+  // shard_copy is optional (mixed precision's copies at a shard group of
+  // one; absent where the choice leaves them to the pass's option).
+  Attribute copy = dict ? dict.get("shard_copy") : Attribute();
   if (!llvm::isa<ModuleOp>(op) || !isCount("forward_prefetch") ||
       !isCount("backward_prefetch") || !isCount("bucket_bytes") ||
-      !dict.getAs<BoolAttr>("reshard_after_forward"))
+      !dict.getAs<BoolAttr>("reshard_after_forward") ||
+      !dict.getAs<BoolAttr>("overlap_all_to_all") ||
+      (copy && !llvm::isa<BoolAttr>(copy)))
     return emitError(op->getLoc())
            << "'" << name
            << "' must be a module's {forward_prefetch, backward_prefetch, "
-              "bucket_bytes (counts), reshard_after_forward (bool)}";
+              "bucket_bytes (counts), reshard_after_forward, "
+              "overlap_all_to_all, optional shard_copy (bools)}";
   return success();
 }
 

@@ -38,9 +38,12 @@ struct Knobs {
   /// Expert parallelism's exchanges started beside the compute (which
   /// holds the split regions' values longer) or in place.
   bool overlapAllToAll = false;
+  /// Mixed precision's shard copies at a shard group of one (2P bytes
+  /// that spare the step its rounding gathers).
+  bool shardCopy = true;
   auto key() const {
     return std::make_tuple(forwardPrefetch, backwardPrefetch, bucketBytes,
-                           reshardAfterForward, overlapAllToAll);
+                           reshardAfterForward, overlapAllToAll, shardCopy);
   }
 };
 
@@ -132,15 +135,17 @@ void setScheduleChoice(ModuleOp module, const Knobs &k) {
            b.getNamedAttr("reshard_after_forward",
                           b.getBoolAttr(k.reshardAfterForward)),
            b.getNamedAttr("overlap_all_to_all",
-                          b.getBoolAttr(k.overlapAllToAll))}));
+                          b.getBoolAttr(k.overlapAllToAll)),
+           b.getNamedAttr("shard_copy", b.getBoolAttr(k.shardCopy))}));
 }
 
 std::string describe(const Knobs &k) {
   return llvm::formatv("forward-prefetch={0} backward-prefetch={1} "
-                       "bucket-bytes={2} reshard-after-forward={3}{4}",
+                       "bucket-bytes={2} reshard-after-forward={3}{4}{5}",
                        k.forwardPrefetch, k.backwardPrefetch, k.bucketBytes,
                        k.reshardAfterForward ? "true" : "false",
-                       k.overlapAllToAll ? "" : " overlap-all-to-all=false")
+                       k.overlapAllToAll ? "" : " overlap-all-to-all=false",
+                       k.shardCopy ? "" : " shard-copy=false")
       .str();
 }
 
@@ -231,7 +236,7 @@ FailureOr<Trial> FsdpFitMemoryPass::compile(const Rung &rung) {
   FsdpMixedPrecisionPassOptions precision;
   precision.paramDtype = paramDtype;
   precision.reduceDtype = reduceDtype;
-  precision.shardCopy = shardCopy;
+  precision.shardCopy = rung.knobs.shardCopy;
   pm.addPass(createFsdpMixedPrecisionPass(precision));
   if (gradClip != 0.0) {
     FsdpClipGradPassOptions clip;
@@ -483,14 +488,20 @@ void FsdpFitMemoryPass::reportSmallest(const Rung &rung, const Trial &t) {
 FailureOr<std::optional<Choice>> FsdpFitMemoryPass::search(Rung &smallestRung,
                                                            Trial &smallest) {
   int64_t last = 1 + 2 * int64_t(units.size());
-  Knobs given{forwardPrefetch, backwardPrefetch, bucketBytes,
-              reshardAfterForward, overlapAllToAll};
+  Knobs given{forwardPrefetch,     backwardPrefetch, bucketBytes,
+              reshardAfterForward, overlapAllToAll,  shardCopy};
   // The leanest schedule: no prefetch, no buckets, parameters freed after
-  // each forward region, expert parallelism's exchanges in place.
+  // each forward region, expert parallelism's exchanges in place, and no
+  // shard copies under mixed precision (the simulator does not price the
+  // gathers they spare, so they stay as given unless nothing else fits).
   MeshAttr mesh = getMesh(getOperation());
   Knobs lean;
   lean.overlapAllToAll =
       mesh && mesh.getExpertSize() > 1 ? false : overlapAllToAll;
+  Type requested = getRequestedParamDtype(getOperation());
+  bool narrower = paramDtype.empty() ? requested && !requested.isF32()
+                                     : paramDtype != "f32";
+  lean.shardCopy = shardCopy && !narrower;
   Knobs knobs = given;
   FailureOr<Trial *> baseline = trialAt(0, given), least = trialAt(last, given);
   if (failed(baseline) || failed(least))

@@ -345,6 +345,12 @@ void FsdpMixedPrecisionPass::runOnOperation() {
   Converter converter(context, *paramType, *reduceType);
   if (failed(converter.convertBlock(step.getBody().front())))
     return signalPassFailure();
-  if (shardCopy && !paramType->isF32())
+  // --fsdp-fit-memory's choice, where it made one, over the option.
+  bool copies = shardCopy;
+  if (auto choice =
+          module->getAttrOfType<DictionaryAttr>(kScheduleChoiceAttrName))
+    if (auto chosen = choice.getAs<BoolAttr>("shard_copy"))
+      copies = chosen.getValue();
+  if (copies && !paramType->isF32())
     keepShardCopies(module, *paramType);
 }
