@@ -136,22 +136,17 @@ void checkKernel(const Kernel &k, size_t index) {
     PrintFatalError(k.def, "kernel '" + k.name + "' has opcode " +
                                Twine(k.opcode) + ", expected " + Twine(index) +
                                " (opcodes are 0..N-1)");
-  bool optional = false;
-  for (const Operand &in : k.ins) {
+  for (const auto *list : {&k.ins, &k.outs}) // optional ones last in each
+    for (size_t i = 1; i < list->size(); ++i)
+      if ((*list)[i - 1].optional && !(*list)[i].optional)
+        PrintFatalError(k.def, "optional operands come last");
+  for (const Operand &in : k.ins)
     if (in.role != "Input")
       PrintFatalError(k.def, "input '" + in.name + "' is not read");
-    if (optional && !in.optional)
-      PrintFatalError(k.def, "optional inputs come last");
-    optional |= in.optional;
-  }
   bool scratch = false;
-  optional = false;
   for (const Operand &out : k.outs) {
     if (out.role == "Input" || out.rule == "TokenIds")
       PrintFatalError(k.def, "output '" + out.name + "' is not written");
-    if (optional && !out.optional)
-      PrintFatalError(k.def, "optional outputs come last");
-    optional |= out.optional;
     if (out.rule == "Indices" && out.role != "Result")
       PrintFatalError(k.def, "output '" + out.name +
                                  "' holds indices but is no result");
