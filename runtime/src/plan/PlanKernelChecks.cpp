@@ -50,6 +50,13 @@ static bool checkOperandCounts(const KernelCheck &k) {
   for (uint32_t id : inst.outs)
     if (id >= k.plan.buffers.size())
       return k.bad("writes an unknown buffer");
+  // A unit's shard copy is its adamw_shard's to write (the fourth output):
+  // any other writer would leave it other than the shard rounded.
+  for (size_t j = 0; j < inst.outs.size(); ++j)
+    if (k.plan.buffers[inst.outs[j]].kind == plan::BufferKind::ShardCopy &&
+        !(info.opcode == plan::Opcode::AdamWShard && j == 3))
+      return k.bad("writes a unit's shard copy, which only the unit's "
+                   "adamw_shard writes");
   return true;
 }
 

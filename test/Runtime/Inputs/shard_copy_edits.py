@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes three broken variants of a plan whose units keep shard copies.
 
-  shard_copy_edits.py PLAN UNWRITTEN FOREIGN WIDE
+  shard_copy_edits.py PLAN UNWRITTEN FOREIGN WIDE OVERWRITE
   shard_copy_edits.py --stray PLAN STRAY
 
 UNWRITTEN: the first adamw_shard no longer writes its unit's copy (its
@@ -9,6 +9,7 @@ fourth output dropped), which would leave the copy the regions read stale.
 FOREIGN: the first adamw_shard writes the last adamw_shard's unit's copy
 instead of its own.
 WIDE: the first adamw_shard's copy holds f32 (its size in bytes to match).
+OVERWRITE: the first linear writes its result into a unit's copy.
 STRAY (of a plan without copies): the first adamw_shard writes a fourth
 output, a bf16 buffer of its shard's size that is no unit's copy.
 """
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plan_tool import DTYPES, OPCODES, parse, serialise  # noqa: E402
 
 
-def main(path, unwritten, foreign, wide):
+def main(path, unwritten, foreign, wide, overwrite):
     data = open(path, "rb").read()
     adamw = OPCODES.index("adamw_shard")
 
@@ -43,6 +44,13 @@ def main(path, unwritten, foreign, wide):
     copy["size"] *= 2
     open(wide, "wb").write(serialise(plan))
 
+    plan = parse(data)
+    updates = [k for k in plan["kernels"] if k["opcode"] == adamw]
+    linear = next(k for k in plan["kernels"]
+                  if k["opcode"] == OPCODES.index("linear"))
+    linear["outs"][0] = updates[0]["outs"][3]
+    open(overwrite, "wb").write(serialise(plan))
+
 
 def stray(path, out):
     plan = parse(open(path, "rb").read())
@@ -60,4 +68,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--stray":
         stray(*sys.argv[2:4])
     else:
-        main(*sys.argv[1:5])
+        main(*sys.argv[1:6])
