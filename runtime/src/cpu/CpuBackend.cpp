@@ -588,6 +588,9 @@ Backend::HostBeyondPlan CpuBackend::hostBeyondPlan() const {
   beyond.heap = int64_t(widened.size() * sizeof(float) + blas->heapBytes()) -
                 int64_t(plannedWidening);
   beyond.mapped = blas->mappedBytes();
+  beyond.widens = true;
+  beyond.wideningAll = plannedWidening;
+  beyond.widening = widened.size() * sizeof(float);
   if (!beyond.heap && !beyond.mapped)
     return beyond;
   auto mib = [](uint64_t b) {

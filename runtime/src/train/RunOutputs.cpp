@@ -247,6 +247,9 @@ bool writeReport(const RunReport &r, OutputFile &output, std::string &error) {
             << ", \"arena_bytes_measured\": " << r.arenaMeasured
             << ", \"peak_bytes_predicted\": " << r.peakPredicted
             << ", \"outside_arena_bytes_predicted\": " << r.outsidePredicted;
+        if (r.wideningKnown)
+          out << ", \"bf16_widening_bytes\": {\"all_widened\": "
+              << r.wideningAll << ", \"this_run\": " << r.widening << "}";
         writeMemoryFields(out, r);
         writeExpertFields(out, r);
         out << "}\n";

@@ -256,6 +256,9 @@ void finish(const Options &o, const Plan &plan, Session &session,
     report.heapPeak = heap.peak;
     report.outsidePredicted =
         o.backend == "cpu" ? heap.outsideArenaCpu(plan) : plan.outsideArenaCuda;
+    report.wideningKnown = heap.beyondPlan.widens;
+    report.wideningAll = heap.beyondPlan.wideningAll;
+    report.widening = heap.beyondPlan.widening;
     report.rssMeasured = heap.rss.measured;
     report.rssAfterSetup = heap.rssAfterSetup.now;
     report.rssPeak = heap.rss.peak;

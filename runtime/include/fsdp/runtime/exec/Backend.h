@@ -128,6 +128,11 @@ public:
     int64_t heap = 0;
     uint64_t mapped = 0;
     std::string reason; ///< empty when both are 0
+    /// The CPU's bf16 widening buffer: its bytes with every bf16 GEMM
+    /// widened (the compiler's "bf16 widening" figure, by the rules
+    /// PlanFormat.h shares with it) and as this run sized it.
+    bool widens = false;
+    uint64_t wideningAll = 0, widening = 0;
   };
   virtual HostBeyondPlan hostBeyondPlan() const { return {}; }
   /// The device's dense peak FLOP/s for the plan's GEMMs (bf16 or f32, as

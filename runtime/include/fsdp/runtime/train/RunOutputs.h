@@ -61,6 +61,10 @@ struct RunReport {
   /// The compiler's prediction of the bytes outside the arena on the
   /// backend that ran (the plan's summary).
   uint64_t outsidePredicted = 0;
+  /// The CPU's bf16 widening buffer (Backend::HostBeyondPlan): with every
+  /// bf16 GEMM widened, and as this run sized it. Written where known.
+  bool wideningKnown = false;
+  uint64_t wideningAll = 0, widening = 0;
   /// The resident set (ProcessMemory.h), max over ranks.
   bool rssMeasured = false;
   uint64_t rssAfterSetup = 0, rssPeak = 0;
