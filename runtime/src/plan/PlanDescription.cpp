@@ -52,6 +52,10 @@ std::string describePlan(const Plan &plan) {
     if (u.expertParallel) // its elements are one expert slice's
       os << " (expert-parallel: a slice over " << plan.unitShards(i)
          << " ranks)";
+    if (u.copyBuffer != plan::kNone) // mixed precision at a group of one
+      os << ", and its copy in "
+         << plan::kDTypeNames[uint32_t(plan.buffers[u.copyBuffer].dtype)]
+         << " (AdamW writes it, the regions read it)";
     os << "\n";
   }
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
