@@ -34,7 +34,9 @@ fsdp.param @l0.b : tensor<8xf32> init <zeros> no_weight_decay
 fsdp.param @l1.w : tensor<3x8xf32> init <normal, std = 0.5>
 fsdp.param @l1.b : tensor<3xf32> init <zeros> no_weight_decay
 fsdp.unit @l0 params [@l0.w, @l0.b]
-fsdp.unit @l1 params [@l1.w, @l1.b]
+// The pass decides the copies: one given with the module is dropped
+// where the pass makes none.
+fsdp.unit @l1 params [@l1.w, @l1.b] {shard_copy = bf16}
 
 // Over two ranks the gathers round the shards: no unit keeps a copy.
 // CHECK-NOT:  shard_copy

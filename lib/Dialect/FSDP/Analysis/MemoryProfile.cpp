@@ -133,10 +133,9 @@ void ProfileBuilder::checkSteadyState() {
   // Parameters, gradients and two AdamW moments per rank; the report also
   // prints them over all ranks and the DDP baseline, all of it on every
   // rank.
-  steady = fits(llvm::checkedAdd(fits(llvm::checkedMul(int64_t(4), shardBytes),
-                                      "a rank's training state"),
-                                 copyBytes),
-                "a rank's training state");
+  steady =
+      fits(llvm::checkedMul(int64_t(4), shardBytes), "a rank's training state");
+  steady = fits(llvm::checkedAdd(steady, copyBytes), "a rank's training state");
   fits(llvm::checkedMul(steady, N), "the training state over all ranks");
   fits(llvm::checkedMul(P, 4 * elementBytes),
        "the training state of one rank holding everything (DDP)");

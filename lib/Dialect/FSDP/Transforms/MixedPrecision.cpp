@@ -293,13 +293,17 @@ LogicalResult Converter::convertBlock(Block &block) {
   return success();
 }
 
-/// Marks every unit over a shard group of one (no expert slice) to keep
-/// its shard in `compute` too: then its gathers in that type are local
-/// copies (isLocalCopy), which the lowering elides, reading the copy.
-static void keepShardCopies(ModuleOp module, Type compute) {
+/// With `compute` (null: none), marks every unit over a shard group of
+/// one (no expert slice) to keep its shard in that type too: then its
+/// gathers in that type are local copies (isLocalCopy), which the
+/// lowering elides, reading the copy. Every other unit keeps none, also
+/// where the module it was given said otherwise.
+static void setShardCopies(ModuleOp module, Type compute) {
   for (UnitOp unit : module.getOps<UnitOp>())
-    if (!unit.getExpertParallel() && unit.getShardGroupSize() == 1)
+    if (compute && !unit.getExpertParallel() && unit.getShardGroupSize() == 1)
       unit.setShardCopy(compute);
+    else
+      unit.removeShardCopyAttr();
 }
 
 namespace {
@@ -351,6 +355,5 @@ void FsdpMixedPrecisionPass::runOnOperation() {
           module->getAttrOfType<DictionaryAttr>(kScheduleChoiceAttrName))
     if (auto chosen = choice.getAs<BoolAttr>("shard_copy"))
       copies = chosen.getValue();
-  if (copies && !paramType->isF32())
-    keepShardCopies(module, *paramType);
+  setShardCopies(module, copies && !paramType->isF32() ? *paramType : Type());
 }
