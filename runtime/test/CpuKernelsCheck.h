@@ -200,6 +200,7 @@ void testBlockedAttention(const Blas &blas);
 void testCrossEntropy();
 void testAdamW();
 void testAdamWScale();
+void testAdamWTensors();
 void testGradClip();
 
 // CpuMoeTest.cpp

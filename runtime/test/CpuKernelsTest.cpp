@@ -108,6 +108,7 @@ int main(int argc, char **argv) {
   testCrossEntropy();
   testAdamW();
   testAdamWScale();
+  testAdamWTensors();
   testGradClip();
   testRmsNorm();
   testQkNorm();

@@ -7,11 +7,14 @@
 
 #include "CpuKernelsCheck.h"
 
+#include "fsdp/runtime/support/BFloat16.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -160,6 +163,104 @@ void testAdamWScale() {
               "adamw with scale " + std::to_string(scale) +
                   " is not adamw on the scaled gradient");
   }
+}
+
+/// The multi-tensor AdamW (the executor's one pass over a step's adjacent
+/// adamw_shard instructions) is adamw on each tensor, bit for bit: over a
+/// list of tensors of every size (empty, under a chunk, across chunks and
+/// threads), at odd offsets in shared arrays, with f32 and bf16 gradients,
+/// with and without a scale and a copy, each with its own hyperparameters;
+/// on all threads and on one. The bytes between the tensors stay as they
+/// were.
+void testAdamWTensors() {
+  Rng rng(16);
+  const int64_t sizes[] = {5, 0, 1, 256, 257, 70001, 768, 3, 40000, 255,
+                           1000, 33000, 7, 12345, 2, 4096, 65536, 9};
+  const size_t count = std::size(sizes);
+  int64_t total = 0;
+  std::vector<int64_t> at;
+  for (int64_t n : sizes) {
+    total += 3; // a gap, which also misaligns the next tensor
+    at.push_back(total);
+    total += n;
+  }
+  total += 3;
+  const auto param = randomVector(rng, size_t(total));
+  const auto grad = randomVector(rng, size_t(total), 0.1f);
+  auto moment = randomVector(rng, size_t(total), 0.01f);
+  std::vector<float> second(moment);
+  for (float &x : second)
+    x = x * x;
+  std::vector<uint16_t> gradBF16(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i)
+    gradBF16[i] = fsdp::rt::roundToBF16(grad[i]);
+  const float scale = 0.37f;
+
+  struct State {
+    std::vector<float> p, m, v;
+    std::vector<uint16_t> copy;
+  };
+  auto fresh = [&] {
+    return State{param, moment, second,
+                 std::vector<uint16_t>(size_t(total), 0xABCD)};
+  };
+  auto tensors = [&](State &s) {
+    std::vector<fsdp::rt::AdamWTensor> list;
+    for (size_t k = 0; k < count; ++k) {
+      fsdp::rt::AdamWTensor t;
+      t.param = s.p.data() + at[k];
+      t.m = s.m.data() + at[k];
+      t.v = s.v.data() + at[k];
+      t.bf16Grad = k % 3 == 1;
+      t.grad = t.bf16Grad ? static_cast<const void *>(gradBF16.data() + at[k])
+                          : static_cast<const void *>(grad.data() + at[k]);
+      t.copy = k % 2 ? s.copy.data() + at[k] : nullptr;
+      t.gradScale = k % 4 == 2 ? &scale : nullptr;
+      t.n = sizes[k];
+      t.lr = 1e-3f * float(1 + k % 3);
+      t.beta1 = k % 5 ? 0.9f : 0.8f;
+      t.beta2 = k % 2 ? 0.95f : 0.999f;
+      t.eps = 1e-8f;
+      t.weightDecay = k % 3 ? 0.1f : 0.0f;
+      list.push_back(t);
+    }
+    return list;
+  };
+  auto same = [](const State &a, const State &b) {
+    return sameBits(a.p, b.p) && sameBits(a.m, b.m) && sameBits(a.v, b.v) &&
+           a.copy == b.copy;
+  };
+
+  State one = fresh(), all = fresh(), serial = fresh();
+  for (int64_t step : {1, 2, 3}) {
+    for (const fsdp::rt::AdamWTensor &t : tensors(one))
+      adamwTensors(&t, 1, step);
+    auto list = tensors(all);
+    adamwTensors(list.data(), list.size(), step);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    list = tensors(serial);
+    adamwTensors(list.data(), list.size(), step);
+    omp_set_num_threads(threads);
+  }
+  CHECK_MSG(same(one, all), "adamwTensors over " + std::to_string(count) +
+                                " tensors is not adamw on each, bit for bit");
+  CHECK_MSG(same(all, serial),
+            "adamwTensors differs between one thread and all");
+  // It did update: every tensor's elements moved, the gaps did not.
+  bool gapsKept = true, moved = true;
+  for (size_t k = 0; k <= count; ++k)
+    for (int64_t i = (k ? at[k - 1] + sizes[k - 1] : 0);
+         i < (k < count ? at[k] : total); ++i)
+      gapsKept = gapsKept && all.p[i] == param[i] && all.m[i] == moment[i] &&
+                 all.copy[i] == 0xABCD;
+  for (size_t k = 0; k < count; ++k)
+    for (int64_t i = at[k]; i < at[k] + sizes[k]; ++i)
+      moved = moved && (all.p[i] != param[i] || all.m[i] != moment[i]) &&
+              (k % 2 == 0 ||
+               all.copy[i] == fsdp::rt::roundToBF16(all.p[i]));
+  CHECK_MSG(gapsKept, "adamwTensors wrote between its tensors");
+  CHECK_MSG(moved, "adamwTensors left an element (or its copy) unwritten");
 }
 
 //===----------------------------------------------------------------------===//

@@ -20,6 +20,10 @@
 // L1: the regions read it in place of a gather that would round the whole
 // shard again, twice a step.
 //
+// adamwTensors runs a list of tensors (AdamWTensors.h: every segment of a
+// step's adjacent adamw_shard instructions) as one parallel pass; adamw is
+// the list of one.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
@@ -28,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <omp.h>
 #if defined(__AVX__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -107,35 +112,62 @@ adamwChunk(float *p, float *mc, float *vc, const G *g, int64_t len,
   }
 }
 
+/// Elements [begin, end) of tensor `t`, whose gradient is G.
+template <typename G>
+__attribute__((always_inline)) inline void
+adamwRange(const AdamWTensor &t, const Hyper &h, int64_t begin, int64_t end) {
+  const G *grad = static_cast<const G *>(t.grad);
+  for (int64_t i0 = begin; i0 < end; i0 += kChunk)
+    adamwChunk(t.param + i0, t.m + i0, t.v + i0, grad + i0,
+               std::min(kChunk, end - i0), h, t.copy ? t.copy + i0 : nullptr);
+}
+
 } // namespace
 
-FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v, const float *grad,
-                           int64_t n, float lr, float beta1, float beta2,
-                           float eps, float weightDecay, int64_t step,
-                           const float *gradScale, uint16_t *copy) {
-  const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= (1 << 15))
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t i0 = ch * kChunk, len = std::min(kChunk, n - i0);
-    adamwChunk(param + i0, m + i0, v + i0, grad + i0, len, h,
-               copy ? copy + i0 : nullptr);
+FSDP_CPU_KERNEL void adamwTensors(const AdamWTensor *tensors, size_t count,
+                                  int64_t step) {
+  int64_t total = 0;
+  for (size_t k = 0; k < count; ++k)
+    total += tensors[k].n;
+  // One parallel region for every tensor: each thread takes an equal run
+  // of the tensors' elements laid end to end, so that a run of small
+  // tensors (biases, norms) is shared out like a large one instead of
+  // running on one thread while the others wait at a barrier each.
+#pragma omp parallel if (total >= (1 << 15))
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
+    int64_t at = 0; // where tensors[k] starts in the run
+    for (size_t k = 0; k < count && at < end; at += tensors[k].n, ++k) {
+      const AdamWTensor &x = tensors[k];
+      const int64_t lo = std::max(begin, at) - at;
+      const int64_t hi = std::min(end, at + x.n) - at;
+      if (lo >= hi)
+        continue;
+      const Hyper h = hyper(x.lr, x.beta1, x.beta2, x.eps, x.weightDecay, step,
+                            x.gradScale);
+      if (x.bf16Grad)
+        adamwRange<uint16_t>(x, h, lo, hi);
+      else
+        adamwRange<float>(x, h, lo, hi);
+    }
   }
 }
 
-FSDP_CPU_KERNEL void adamw(float *param, float *m, float *v,
-                           const uint16_t *grad, int64_t n, float lr,
-                           float beta1, float beta2, float eps,
-                           float weightDecay, int64_t step,
-                           const float *gradScale, uint16_t *copy) {
-  const Hyper h = hyper(lr, beta1, beta2, eps, weightDecay, step, gradScale);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= (1 << 15))
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t i0 = ch * kChunk;
-    adamwChunk(param + i0, m + i0, v + i0, grad + i0, std::min(kChunk, n - i0),
-               h, copy ? copy + i0 : nullptr);
-  }
+void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
+           float lr, float beta1, float beta2, float eps, float weightDecay,
+           int64_t step, const float *gradScale, uint16_t *copy) {
+  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
+                n,     lr, beta1, beta2, eps, weightDecay, false};
+  adamwTensors(&t, 1, step);
+}
+
+void adamw(float *param, float *m, float *v, const uint16_t *grad, int64_t n,
+           float lr, float beta1, float beta2, float eps, float weightDecay,
+           int64_t step, const float *gradScale, uint16_t *copy) {
+  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
+                n,     lr, beta1, beta2, eps, weightDecay, true};
+  adamwTensors(&t, 1, step);
 }
 
 } // namespace fsdp::rt::cpu

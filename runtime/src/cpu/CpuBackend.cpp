@@ -122,6 +122,9 @@ struct CpuKernels {
   void copy(float *out, const float *in, uint64_t bytes) {
     std::memmove(out, in, bytes);
   }
+  void adamwTensors(const AdamWTensor *tensors, size_t count, int64_t step) {
+    cpu::adamwTensors(tensors, count, step);
+  }
   void moeSelectionBiasUpdate(float *bias, const float *signal, int64_t n,
                               double rate, uint16_t *copy) {
     cpu::moeSelectionBiasUpdate(bias, signal, n, rate, copy);
@@ -224,6 +227,17 @@ public:
 
   void run(const Plan &plan, const Instruction &inst, const double *params,
            int64_t step) override;
+
+  void runOptimizer(const Plan &plan,
+                    const std::vector<const Instruction *> &group,
+                    const std::vector<const double *> &params,
+                    int64_t step) override {
+    CpuKernels kernels{*blas};
+    auto inArena = [&](uint32_t id) { return address(plan, id); };
+    runAdamWGroup(kernels, plan, group, params, inArena, step,
+                  int(plan::shardIndex(comm.rank(), plan.shardSize)),
+                  optimizerTensors);
+  }
 
   void start(const Plan &plan, const std::vector<const Instruction *> &group,
              uint32_t stream) override {
@@ -389,6 +403,8 @@ private:
   std::vector<float> widened;
   uint64_t plannedWidening = 0;
   size_t bf16Gemms = 0;
+  /// runOptimizer's list of tensors, kept from step to step.
+  std::vector<AdamWTensor> optimizerTensors;
 
   std::unique_ptr<cpu::Blas> blas;
   int threads;

@@ -13,6 +13,9 @@
 #ifndef FSDP_RUNTIME_CPU_KERNELS_H
 #define FSDP_RUNTIME_CPU_KERNELS_H
 
+#include "fsdp/runtime/exec/AdamWTensors.h"
+
+#include <cstddef>
 #include <cstdint>
 
 /// Each kernel is compiled three times, for x86-64-v4 (AVX-512),
@@ -89,6 +92,12 @@ void adamw(float *param, float *m, float *v, const uint16_t *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
            int64_t step, const float *gradScale = nullptr,
            uint16_t *copy = nullptr);
+
+/// The update of adamw on each tensor of `tensors` (its gradient f32 or
+/// bf16, its own hyperparameters, scale and copy), all in one parallel
+/// pass: the executor's multi-tensor AdamW (AdamWTensors.h). The same
+/// bits as adamw on each tensor alone.
+void adamwTensors(const AdamWTensor *tensors, size_t count, int64_t step);
 
 /// A mixture of experts' selection bias after a step (docs/moe.md): each
 /// element moves by `rate` against the sign of its rank-averaged load

@@ -86,6 +86,10 @@ public:
   void read(uint64_t offset, void *data, uint64_t bytes) override;
   void run(const Plan &plan, const Instruction &inst, const double *params,
            int64_t step) override;
+  void runOptimizer(const Plan &plan,
+                    const std::vector<const Instruction *> &group,
+                    const std::vector<const double *> &params,
+                    int64_t step) override;
   void start(const Plan &plan, const std::vector<const Instruction *> &group,
              uint32_t stream) override;
   Span wait(uint32_t token) override;
@@ -125,6 +129,7 @@ private:
     FSDP_KERNEL(crossEntropyForward)
     FSDP_KERNEL(gradSqSum)
     FSDP_KERNEL(moeSelectionBiasUpdate)
+    FSDP_KERNEL(adamwTensors)
 #undef FSDP_KERNEL
     void copy(void *out, const void *in, uint64_t bytes) {
       backend.check(
@@ -136,6 +141,8 @@ private:
   unsigned char *address(const Plan &plan, uint32_t id) {
     return arena + plan.buffers[id].offset;
   }
+  /// runOptimizer's list of tensors, kept from step to step.
+  std::vector<AdamWTensor> optimizerTensors;
   /// Ends the job on every rank with `message`.
   [[noreturn]] void fail(const std::string &message);
   void check(cudaError_t code, const char *what) {
@@ -724,6 +731,28 @@ void CudaBackend::run(const Plan &plan, const Instruction &inst,
   checkKernels(inst);
   if (timer.on)
     check(timer.end(compute, uint32_t(opcode)), "cudaEventRecord (timing)");
+}
+
+void CudaBackend::runOptimizer(const Plan &plan,
+                               const std::vector<const Instruction *> &group,
+                               const std::vector<const double *> &params,
+                               int64_t step) {
+  // One timed event for the group: the executor counts it as one.
+  if (timer.on)
+    check(timer.begin(compute), "cudaEventRecord (kernel timing)");
+  currentPlan = &plan;
+  currentStep = step;
+  for (const Instruction *inst : group)
+    declareBuffers(plan, *inst, compute);
+  Kernels kernels{*this, {compute, blas, tf32}};
+  auto inArena = [&](uint32_t id) { return address(plan, id); };
+  runAdamWGroup(kernels, plan, group, params, inArena, step,
+                int(plan::shardIndex(comm.rank(), plan.shardSize)),
+                optimizerTensors);
+  checkKernels(*group.front());
+  if (timer.on)
+    check(timer.end(compute, uint32_t(group.front()->kernel->opcode)),
+          "cudaEventRecord (timing)");
 }
 
 Backend *createBackend(const CudaBackendOptions &options, std::string &error) {

@@ -1,6 +1,7 @@
 //===- Session.cpp - a plan running on a backend --------------------------===//
 
 #include "fsdp/runtime/exec/Session.h"
+#include "fsdp/runtime/exec/KernelDispatch.h"
 #include "fsdp/runtime/exec/MeshGroup.h"
 #include "fsdp/runtime/support/BFloat16.h"
 
@@ -220,9 +221,57 @@ uint32_t Session::runKernel(size_t index, const double *params, int64_t step) {
   return lane;
 }
 
+/// Whether the arena bytes of buffer `a` and buffer `b` overlap.
+static bool overlaps(const Plan &plan, uint32_t a, uint32_t b) {
+  const BufferDesc &x = plan.buffers[a], &y = plan.buffers[b];
+  return x.offset < y.offset + y.size && y.offset < x.offset + x.size;
+}
+
+/// Whether `inst` touches (reads or writes) bytes an instruction of
+/// `group` writes, or writes bytes one of them reads: run in one parallel
+/// pass, they would race. (A compiled step's AdamWs never do: each
+/// updates its own unit's state.)
+static bool conflicts(const Plan &plan, const Instruction &inst,
+                      const std::vector<const Instruction *> &group) {
+  auto touches = [&](const std::vector<uint32_t> &ids, uint32_t other) {
+    return std::any_of(ids.begin(), ids.end(),
+                       [&](uint32_t id) { return overlaps(plan, id, other); });
+  };
+  for (const Instruction *member : group) {
+    for (uint32_t written : member->outs)
+      if (touches(inst.ins, written) || touches(inst.outs, written))
+        return true;
+    for (uint32_t read : member->ins)
+      if (touches(inst.outs, read))
+        return true;
+  }
+  return false;
+}
+
+size_t Session::runOptimizer(size_t index, size_t end, int64_t step) {
+  auto begin = std::chrono::steady_clock::now();
+  optimizerGroup.clear();
+  size_t next = index;
+  while (next < end && isAdamW(plan.program[next]) &&
+         !conflicts(plan, plan.program[next], optimizerGroup))
+    optimizerGroup.push_back(&plan.program[next++]);
+  size_t count = optimizerGroup.size();
+  optimizerParams.resize(count);
+  optimizerParamPointers.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    optimizerParams[i] = optimizerGroup[i]->params;
+    if (lrOverride)
+      optimizerParams[i][plan::kAdamWLearningRate] = *lrOverride;
+    optimizerParamPointers[i] = optimizerParams[i].data();
+  }
+  backend.runOptimizer(plan, optimizerGroup, optimizerParamPointers, step);
+  account(index, step, begin, 0, uint32_t(count));
+  return next - 1;
+}
+
 void Session::account(size_t index, int64_t step,
                       std::chrono::steady_clock::time_point begin,
-                      uint32_t lane) {
+                      uint32_t lane, uint32_t members) {
   if (evaluating)
     return; // not part of the training step's profile
   auto end = std::chrono::steady_clock::now();
@@ -234,7 +283,7 @@ void Session::account(size_t index, int64_t step,
   bool onDevice = deviceTiming && kind != plan::Opcode::Wait;
   if (!onDevice)
     times.seconds[opcode] += seconds;
-  ++times.calls[opcode];
+  times.calls[opcode] += members;
   if (!tracing || (deviceTiming && !onDevice))
     return; // a wait: no host span on a timeline of the device's
   if (onDevice)
@@ -243,7 +292,7 @@ void Session::account(size_t index, int64_t step,
       {uint32_t(index), step,
        std::chrono::duration<double, std::micro>(begin - traceOrigin).count(),
        seconds * 1e6, lane, heapSampler ? heapSampler() : 0,
-       backend.allToAllBytes()});
+       backend.allToAllBytes(), members});
 }
 
 /// Parameter `index` of the first kernel of `plan` with opcode `a` or
@@ -335,10 +384,12 @@ float Session::run(int64_t step, bool optimizer, size_t end) {
     const Instruction &inst = plan.program[index];
     if (skips(inst, optimizer))
       continue;
+    if (isAdamW(inst)) { // with those after it, as one pass
+      index = runOptimizer(index, end, step);
+      continue;
+    }
     Opcode opcode = inst.kernel->opcode;
     params = inst.params;
-    if ((opcode == Opcode::AdamW || opcode == Opcode::AdamWShard) && lrOverride)
-      params[plan::kAdamWLearningRate] = *lrOverride;
     auto begin = std::chrono::steady_clock::now();
     if (startsAsync(inst))
       startGroup(index, step); // counted and traced at its wait

@@ -105,13 +105,25 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
         char number[64];
         for (const Session::TraceEvent &e : session.traceEvents()) {
           const Instruction &inst = plan.program[e.instruction];
+          // A group run as one pass (the multi-tensor AdamW) is one
+          // event, "adamw_shard x13", its units in its arguments.
           out << ",\n{\"name\": \"" << inst.kernel->name
-              << (inst.unit.empty() ? "" : " @" + inst.unit)
+              << (e.members > 1 ? " x" + std::to_string(e.members)
+                  : inst.unit.empty() ? ""
+                                      : " @" + inst.unit)
               << "\", \"ph\": \"X\", "
               << "\"pid\": " << rank << ", \"tid\": " << e.lane;
           std::snprintf(number, sizeof(number), ", \"ts\": %.3f, \"dur\": %.3f",
                         e.start, e.duration);
-          out << number << ", \"args\": {\"step\": " << e.step << "}}";
+          out << number << ", \"args\": {\"step\": " << e.step;
+          if (e.members > 1) {
+            out << ", \"units\": [";
+            for (uint32_t k = 0; k < e.members; ++k)
+              out << (k ? ", \"" : "\"")
+                  << plan.program[e.instruction + k].unit << "\"";
+            out << "]";
+          }
+          out << "}}";
           if (e.lane == 0)
             writeMemoryCounters(out, plan, live[e.instruction], e, rank);
           // Expert parallelism's traffic: what this rank's all_to_alls

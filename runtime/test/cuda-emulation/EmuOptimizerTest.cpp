@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -65,6 +66,107 @@ static void testAdamWOf(int n, int off, int step, unsigned seed) {
 
 void testAdamW(int n, int off, int step, unsigned seed) {
   testAdamWOf<float>(n, off, step, seed);
+}
+
+// The multi-tensor AdamW (one launch per 24 tensors, a block per 4096
+// elements of one) against the CPU's over the same list: 30 tensors, so two
+// launches, of sizes across the quads, the blocks and none, misaligned or
+// not, f32 and bf16 gradients, with and without a scale and a copy, each
+// with its own hyperparameters. The copy is each updated element rounded.
+static void testAdamWTensors(int step, unsigned seed) {
+  char nm[64];
+  snprintf(nm, sizeof nm, "adamwTensors step=%d", step);
+  std::mt19937 rng(seed);
+  const int sizes[] = {1,  3,  4096 + 5, 7,    0,    1027, 8192, 4,
+                       9,  12289, 5,     2,    4096, 31,   100,  4097};
+  const int count = 30;
+  std::vector<std::vector<float>> p, m, v, g;
+  for (int k = 0; k < count; ++k) {
+    int n = sizes[k % std::size(sizes)];
+    p.push_back(randv(n, rng));
+    m.push_back(randv(n, rng, -0.1f, 0.1f));
+    v.push_back(randv(n, rng, 0, 0.01f));
+    g.push_back(randv(n, rng));
+    if (k % 3 == 1)
+      roundTo<BF16>(g.back());
+  }
+  const float hostScale = 0.37f;
+  auto describe = [&](int k, fsdp::rt::AdamWTensor &t) {
+    t.n = int64_t(p[k].size());
+    t.bf16Grad = k % 3 == 1;
+    t.lr = 1e-3f * float(1 + k % 3);
+    t.beta1 = k % 5 ? 0.9f : 0.8f;
+    t.beta2 = k % 2 ? 0.95f : 0.999f;
+    t.eps = 1e-8f;
+    t.weightDecay = k % 3 ? 0.1f : 0.0f;
+  };
+  // The CPU's, on host vectors.
+  auto rp = p, rm = m, rv = v;
+  std::vector<std::vector<uint16_t>> rgBF16(count), rcopy(count);
+  std::vector<fsdp::rt::AdamWTensor> host(count);
+  for (int k = 0; k < count; ++k) {
+    fsdp::rt::AdamWTensor &t = host[k];
+    describe(k, t);
+    t.param = rp[k].data(), t.m = rm[k].data(), t.v = rv[k].data();
+    rgBF16[k].resize(g[k].size());
+    for (size_t i = 0; i < g[k].size(); ++i)
+      rgBF16[k][i] = Elem<BF16>::make(g[k][i]).__x;
+    t.grad = t.bf16Grad ? static_cast<const void *>(rgBF16[k].data())
+                        : static_cast<const void *>(g[k].data());
+    rcopy[k].assign(g[k].size(), 0);
+    t.copy = k % 2 ? rcopy[k].data() : nullptr;
+    t.gradScale = k % 4 == 2 ? &hostScale : nullptr;
+  }
+  cp::adamwTensors(host.data(), host.size(), step);
+
+  // Outputs: each tensor's param, m, v, and its copy widened (empty where
+  // it has none).
+  Outs o = runOrders(nm, [&]() -> Outs {
+    std::vector<Buf> bp, bm, bv, bg, scale;
+    std::vector<BufT<BF16>> bgBF16, bcopy;
+    std::vector<fsdp::rt::AdamWTensor> list(count);
+    for (int k = 0; k < count; ++k) {
+      const size_t n = p[k].size();
+      const int off = k % 3;
+      bp.emplace_back(n, off), bm.emplace_back(n, off), bv.emplace_back(n, off);
+      bg.emplace_back(n, off), bgBF16.emplace_back(n, off);
+      bcopy.emplace_back(k % 2 ? n : 0, off);
+      scale.emplace_back(1, 0);
+      bp[k].set(p[k]), bm[k].set(m[k]), bv[k].set(v[k]);
+      bg[k].set(g[k]), bgBF16[k].set(g[k]), scale[k].set({hostScale});
+    }
+    for (int k = 0; k < count; ++k) {
+      fsdp::rt::AdamWTensor &t = list[k];
+      describe(k, t);
+      t.param = bp[k].p, t.m = bm[k].p, t.v = bv[k].p;
+      t.grad = t.bf16Grad ? static_cast<const void *>(bgBF16[k].p)
+                          : static_cast<const void *>(bg[k].p);
+      t.copy = k % 2 ? reinterpret_cast<uint16_t *>(bcopy[k].p) : nullptr;
+      t.gradScale = k % 4 == 2 ? scale[k].p : nullptr;
+    }
+    cu::adamwTensors(ctx, list.data(), list.size(), step);
+    Outs out;
+    for (int k = 0; k < count; ++k) {
+      checkCanary(nm, bp[k]), checkCanary(nm, bm[k]), checkCanary(nm, bv[k]);
+      checkCanary(nm, bcopy[k]);
+      out.push_back(bp[k].vec()), out.push_back(bm[k].vec());
+      out.push_back(bv[k].vec()), out.push_back(bcopy[k].vec());
+    }
+    return out;
+  });
+  for (int k = 0; k < count; ++k) {
+    const std::string at = std::string(nm) + " tensor " + std::to_string(k);
+    const size_t n = p[k].size();
+    compare(at + " param", o[4 * k].data(), rp[k].data(), n, 1e-6);
+    compare(at + " m", o[4 * k + 1].data(), rm[k].data(), n, 1e-6);
+    compare(at + " v", o[4 * k + 2].data(), rv[k].data(), n, 1e-6);
+    if (k % 2 == 0)
+      continue;
+    std::vector<float> rounded = o[4 * k];
+    roundTo<BF16>(rounded);
+    compare(at + " copy (the updated param rounded)", o[4 * k + 3].data(),
+            rounded.data(), n, 0.0);
+  }
 }
 
 // ------------------------------------------------------------ gradient
@@ -163,6 +265,8 @@ void groupAdamW(unsigned &seed) {
         testAdamWOf<BF16>(n, off, step, seed + 1000000);
         testAdamWOf<float>(n, off, step, seed++);
       }
+  for (int step : {1, 10})
+    testAdamWTensors(step, seed + 2000000 + unsigned(step));
   printf("adamw done (%d failures so far)\n", gFailures);
 }
 

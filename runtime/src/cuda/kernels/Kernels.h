@@ -30,6 +30,9 @@
 #ifndef FSDP_RUNTIME_CUDA_KERNELS_KERNELS_H
 #define FSDP_RUNTIME_CUDA_KERNELS_KERNELS_H
 
+#include "fsdp/runtime/exec/AdamWTensors.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -105,6 +108,12 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
            const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step,
            const float *gradScale = nullptr, uint16_t *copy = nullptr);
+
+/// As cpu::adamwTensors: adamw on each tensor of the list (its own
+/// gradient type, hyperparameters, scale and copy), in one launch per 24
+/// tensors.
+void adamwTensors(const Context &ctx, const AdamWTensor *tensors, size_t count,
+                  int64_t step);
 
 /// As cpu::moeSelectionBiasUpdate (f32: the bias and its reduced signal
 /// are master-precision shards; `copy`, where given, bf16 bits).

@@ -41,6 +41,19 @@ public:
   /// correction). `params` overrides the instruction's parameters.
   virtual void run(const Plan &plan, const Instruction &inst,
                    const double *params, int64_t step) = 0;
+  /// Runs `group`, a step's adjacent AdamW instructions (adamw_shard: one
+  /// per unit), as one multi-tensor AdamW where the backend has one
+  /// (AdamWTensors.h): one parallel pass on the CPU, one launch per list
+  /// of tensors on the GPU, instead of one per parameter segment.
+  /// `params[i]` overrides member i's parameters. The default runs them
+  /// one by one.
+  virtual void runOptimizer(const Plan &plan,
+                            const std::vector<const Instruction *> &group,
+                            const std::vector<const double *> &params,
+                            int64_t step) {
+    for (size_t i = 0; i < group.size(); ++i)
+      run(plan, *group[i], params[i], step);
+  }
   /// Starts the collectives `group` (all_gathers or reduce_scatters: one,
   /// or a bucket to issue as one fused collective) on plan stream `stream`
   /// (>= 1), each under the token in its parameters, and returns without

@@ -15,11 +15,13 @@
 #define FSDP_RUNTIME_KERNELDISPATCH_H
 
 #include "fsdp/runtime/KernelRules.h"
+#include "fsdp/runtime/exec/AdamWTensors.h"
 #include "fsdp/runtime/plan/Plan.h"
 
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 /// The kernels runCompute calls by name, for a backend to bind with an
 /// X-macro: the GEMM-based ones (which the CPU runs with its CBLAS), and
@@ -141,41 +143,50 @@ inline int32_t unitNamed(const Plan &plan, const std::string &name) {
   return -1;
 }
 
-/// adamw and adamw_shard: AdamW over the parameter(s) the instruction
-/// updates (its step, its decay by parameter segment in a shard, its
-/// optional scale).
+/// adamw and adamw_shard: appends to `tensors` what the instruction
+/// updates (AdamWTensors.h: its parameter, or its shard by parameter
+/// segment, each with its decay, with the optional scale and copy), and
+/// runs a mixture of experts' selection bias update, which is no AdamW,
+/// there and then (it touches only its own segment).
 template <typename Kernels, typename Args>
-void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
+void collectAdamW(Kernels &k, const Args &a, int rank,
+                  std::vector<AdamWTensor> &tensors) {
   using plan::Opcode;
   const Instruction &inst = a.inst;
   const BufferDesc &out0 = a.plan.buffers[inst.outs[0]];
+  const bool sharded = inst.kernel->opcode == Opcode::AdamWShard;
   // A sharded AdamW's optional second input scales its gradient
   // (gradient clipping's coefficient, a scalar where the kernel runs).
-  const float *scale =
-      inst.kernel->opcode == Opcode::AdamWShard ? a.optSI(1) : nullptr;
+  const float *scale = sharded ? a.optSI(1) : nullptr;
   // Its gradient may be bf16 (mixed precision's reduced shard, read
   // without a cast): the kernel widens it as it reads it.
-  const bool bf16Grad = inst.kernel->opcode == Opcode::AdamWShard &&
-                        a.inType(0) == plan::DType::BF16;
+  const bool bf16Grad = sharded && a.inType(0) == plan::DType::BF16;
+  const size_t gradBytes = bf16Grad ? 2 : 4;
   // Its optional fourth output, the unit's shard copy (bf16, the loader
   // checked): each updated element is rounded into it as it is written.
-  uint16_t *copy =
-      inst.kernel->opcode == Opcode::AdamWShard ? a.optBF16O(3) : nullptr;
+  uint16_t *copy = sharded ? a.optBF16O(3) : nullptr;
   auto copyAt = [&](int64_t at) { return copy ? copy + at : nullptr; };
-  // AdamW over elements [at, at + n) of the parameter, moments and grad.
+  // Elements [at, at + n) of the parameter, moments and grad.
   auto adamw = [&](int64_t at, int64_t n, bool decay) {
-    const float lr = float(a.param("lr")), beta1 = float(a.param("beta1")),
-                beta2 = float(a.param("beta2")), eps = float(a.param("eps")),
-                wd = decay ? float(a.param("weight_decay")) : 0.0f;
-    if (bf16Grad)
-      k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at, a.bf16I(0) + at, n, lr,
-              beta1, beta2, eps, wd, step, scale, copyAt(at));
-    else
-      k.adamw(a.SO(0) + at, a.SO(1) + at, a.SO(2) + at,
-              static_cast<const float *>(a.SI(0) + at), n, lr, beta1, beta2,
-              eps, wd, step, scale, copyAt(at));
+    if (n <= 0)
+      return;
+    AdamWTensor t;
+    t.param = a.SO(0) + at;
+    t.m = a.SO(1) + at;
+    t.v = a.SO(2) + at;
+    t.grad = reinterpret_cast<const unsigned char *>(a.SI(0)) + at * gradBytes;
+    t.bf16Grad = bf16Grad;
+    t.copy = copyAt(at);
+    t.gradScale = scale;
+    t.n = n;
+    t.lr = float(a.param("lr"));
+    t.beta1 = float(a.param("beta1"));
+    t.beta2 = float(a.param("beta2"));
+    t.eps = float(a.param("eps"));
+    t.weightDecay = decay ? float(a.param("weight_decay")) : 0.0f;
+    tensors.push_back(t);
   };
-  if (inst.kernel->opcode == Opcode::AdamW)
+  if (!sharded)
     return adamw(0, out0.numElements(), /*decay=*/true);
   // Segment by parameter: a no_weight_decay parameter gets no decay, also
   // where its range straddles two ranks; a shorter shard's padding is left
@@ -193,7 +204,33 @@ void runAdamW(Kernels &k, const Args &a, int64_t step, int rank) {
       });
 }
 
-/// The kernels runCompute runs by hand: AdamW (runAdamW), the sum of
+/// Whether `inst` is one of the optimizer's AdamW instructions, which the
+/// executor runs in groups (runAdamWGroup).
+inline bool isAdamW(const Instruction &inst) {
+  return inst.kernel->opcode == plan::Opcode::AdamW ||
+         inst.kernel->opcode == plan::Opcode::AdamWShard;
+}
+
+/// Runs `group` (AdamW instructions, Backend::runOptimizer) through `k` as
+/// one multi-tensor AdamW over all their tensors: `params[i]` overrides
+/// member i's parameters, `address` is as runCompute's, and `tensors` is
+/// the caller's list, reused from call to call so that a step allocates
+/// nothing.
+template <typename Kernels, typename Address>
+void runAdamWGroup(Kernels &k, const Plan &plan,
+                   const std::vector<const Instruction *> &group,
+                   const std::vector<const double *> &params, Address address,
+                   int64_t step, int rank, std::vector<AdamWTensor> &tensors) {
+  tensors.clear();
+  for (size_t i = 0; i < group.size(); ++i) {
+    KernelArgs<float, Address> a{plan, *group[i], address, params[i], {}};
+    collectAdamW(k, a, rank, tensors);
+  }
+  if (!tensors.empty())
+    k.adamwTensors(tensors.data(), tensors.size(), step);
+}
+
+/// The kernels runCompute runs by hand: AdamW (collectAdamW), the sum of
 /// squares over this rank's part of a shard, and copies (in bytes,
 /// whatever the type). False for any other.
 template <typename T, typename Kernels, typename Args>
@@ -204,9 +241,13 @@ bool runByHand(Kernels &k, const Args &a, int64_t step, int rank,
   const BufferDesc &out0 = a.plan.buffers[inst.outs[0]];
   switch (inst.kernel->opcode) {
   case Opcode::AdamW:
-  case Opcode::AdamWShard:
-    runAdamW(k, a, step, rank);
+  case Opcode::AdamWShard: { // a group of one
+    std::vector<AdamWTensor> tensors;
+    collectAdamW(k, a, rank, tensors);
+    if (!tensors.empty())
+      k.adamwTensors(tensors.data(), tensors.size(), step);
     return true;
+  }
   case Opcode::Copy:
     k.copy(a.O(0), a.I(0), uint64_t(out0.numElements()) * sizeof(T));
     return true;

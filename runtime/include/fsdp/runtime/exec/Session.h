@@ -156,6 +156,9 @@ public:
     /// The bytes this rank's all_to_alls had moved when it ended
     /// (Backend::allToAllBytes): the trace's counter at each all_to_all.
     uint64_t allToAllBytes = 0;
+    /// The instructions it ran from `instruction` on: more than 1 for a
+    /// group of AdamW instructions run as one pass (runOptimizer).
+    uint32_t members = 1;
   };
   /// Samples the process's heap at every traced kernel (fsdp-run passes
   /// its heap meter's count); null: none.
@@ -193,9 +196,16 @@ private:
   /// Runs a kernel (or a collective where it is) with `params`; returns
   /// its trace lane.
   uint32_t runKernel(size_t index, const double *params, int64_t step);
-  /// Counts instruction `index`'s time since `begin` and traces it.
+  /// Runs the AdamW instructions from `index` on that can run as one
+  /// multi-tensor AdamW (Backend::runOptimizer): adjacent, before `end`,
+  /// none touching the bytes another of them writes. Counted and traced
+  /// as one event. Returns the last one's index.
+  size_t runOptimizer(size_t index, size_t end, int64_t step);
+  /// Counts instruction `index`'s time since `begin` (with the `members`
+  /// - 1 after it it ran with) and traces it.
   void account(size_t index, int64_t step,
-               std::chrono::steady_clock::time_point begin, uint32_t lane);
+               std::chrono::steady_clock::time_point begin, uint32_t lane,
+               uint32_t members = 1);
   /// A record of collective `index` at `step` in the flight recorder (0
   /// without one).
   uint64_t issueRecord(size_t index, int64_t step);
@@ -243,6 +253,11 @@ private:
   bool deviceTiming = false;
   std::vector<size_t> pendingTrace;
   uint64_t (*heapSampler)() = nullptr;
+  /// runOptimizer's group, its members' parameters and pointers to them,
+  /// kept from step to step.
+  std::vector<const Instruction *> optimizerGroup;
+  std::vector<std::vector<double>> optimizerParams;
+  std::vector<const double *> optimizerParamPointers;
 };
 
 /// Elements [begin, end) of parameter `param`, initialised with `seed`.
