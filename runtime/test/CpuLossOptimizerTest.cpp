@@ -165,6 +165,24 @@ void testAdamWScale() {
   }
 }
 
+/// testAdamWTensors' tensor k of n elements: its hyperparameters, and
+/// (non-null placeholders) whether it has a bf16 gradient, a copy and a
+/// scale, every combination somewhere in the list.
+static fsdp::rt::AdamWTensor tensorSettings(size_t k, int64_t n) {
+  static float placeholder;
+  fsdp::rt::AdamWTensor t;
+  t.n = n;
+  t.bf16Grad = k % 3 == 1;
+  t.copy = k % 2 ? reinterpret_cast<uint16_t *>(&placeholder) : nullptr;
+  t.gradScale = k % 4 == 2 ? &placeholder : nullptr;
+  t.lr = 1e-3f * float(1 + k % 3);
+  t.beta1 = k % 5 ? 0.9f : 0.8f;
+  t.beta2 = k % 2 ? 0.95f : 0.999f;
+  t.eps = 1e-8f;
+  t.weightDecay = k % 3 ? 0.1f : 0.0f;
+  return t;
+}
+
 /// The multi-tensor AdamW (the executor's one pass over a step's adjacent
 /// adamw_shard instructions) is adamw on each tensor, bit for bit: over a
 /// list of tensors of every size (empty, under a chunk, across chunks and
@@ -174,8 +192,9 @@ void testAdamWScale() {
 /// were.
 void testAdamWTensors() {
   Rng rng(16);
-  const int64_t sizes[] = {5, 0, 1, 256, 257, 70001, 768, 3, 40000, 255,
-                           1000, 33000, 7, 12345, 2, 4096, 65536, 9};
+  const int64_t sizes[] = {5,   0,     1,     256,  257,   70001,
+                           768, 3,     40000, 255,  1000,  33000,
+                           7,   12345, 2,     4096, 65536, 9};
   const size_t count = std::size(sizes);
   int64_t total = 0;
   std::vector<int64_t> at;
@@ -187,15 +206,12 @@ void testAdamWTensors() {
   total += 3;
   const auto param = randomVector(rng, size_t(total));
   const auto grad = randomVector(rng, size_t(total), 0.1f);
-  auto moment = randomVector(rng, size_t(total), 0.01f);
-  std::vector<float> second(moment);
-  for (float &x : second)
-    x = x * x;
+  const auto moment = randomVector(rng, size_t(total), 0.01f);
+  const auto second = randomVector(rng, size_t(total), 1e-4f, 1e-4f);
   std::vector<uint16_t> gradBF16(static_cast<size_t>(total));
   for (int64_t i = 0; i < total; ++i)
     gradBF16[i] = fsdp::rt::roundToBF16(grad[i]);
   const float scale = 0.37f;
-
   struct State {
     std::vector<float> p, m, v;
     std::vector<uint16_t> copy;
@@ -207,21 +223,14 @@ void testAdamWTensors() {
   auto tensors = [&](State &s) {
     std::vector<fsdp::rt::AdamWTensor> list;
     for (size_t k = 0; k < count; ++k) {
-      fsdp::rt::AdamWTensor t;
+      fsdp::rt::AdamWTensor t = tensorSettings(k, sizes[k]);
       t.param = s.p.data() + at[k];
       t.m = s.m.data() + at[k];
       t.v = s.v.data() + at[k];
-      t.bf16Grad = k % 3 == 1;
       t.grad = t.bf16Grad ? static_cast<const void *>(gradBF16.data() + at[k])
                           : static_cast<const void *>(grad.data() + at[k]);
-      t.copy = k % 2 ? s.copy.data() + at[k] : nullptr;
-      t.gradScale = k % 4 == 2 ? &scale : nullptr;
-      t.n = sizes[k];
-      t.lr = 1e-3f * float(1 + k % 3);
-      t.beta1 = k % 5 ? 0.9f : 0.8f;
-      t.beta2 = k % 2 ? 0.95f : 0.999f;
-      t.eps = 1e-8f;
-      t.weightDecay = k % 3 ? 0.1f : 0.0f;
+      t.copy = t.copy ? s.copy.data() + at[k] : nullptr;
+      t.gradScale = t.gradScale ? &scale : nullptr;
       list.push_back(t);
     }
     return list;
@@ -257,8 +266,7 @@ void testAdamWTensors() {
   for (size_t k = 0; k < count; ++k)
     for (int64_t i = at[k]; i < at[k] + sizes[k]; ++i)
       moved = moved && (all.p[i] != param[i] || all.m[i] != moment[i]) &&
-              (k % 2 == 0 ||
-               all.copy[i] == fsdp::rt::roundToBF16(all.p[i]));
+              (k % 2 == 0 || all.copy[i] == fsdp::rt::roundToBF16(all.p[i]));
   CHECK_MSG(gapsKept, "adamwTensors wrote between its tensors");
   CHECK_MSG(moved, "adamwTensors left an element (or its copy) unwritten");
 }

@@ -129,10 +129,10 @@ FSDP_CPU_KERNEL void adamwTensors(const AdamWTensor *tensors, size_t count,
   int64_t total = 0;
   for (size_t k = 0; k < count; ++k)
     total += tensors[k].n;
-  // One parallel region for every tensor: each thread takes an equal run
-  // of the tensors' elements laid end to end, so that a run of small
-  // tensors (biases, norms) is shared out like a large one instead of
-  // running on one thread while the others wait at a barrier each.
+    // One parallel region for every tensor: each thread takes an equal run
+    // of the tensors' elements laid end to end, so that a run of small
+    // tensors (biases, norms) is shared out like a large one instead of
+    // running on one thread while the others wait at a barrier each.
 #pragma omp parallel if (total >= (1 << 15))
   {
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
@@ -157,16 +157,16 @@ FSDP_CPU_KERNEL void adamwTensors(const AdamWTensor *tensors, size_t count,
 void adamw(float *param, float *m, float *v, const float *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
            int64_t step, const float *gradScale, uint16_t *copy) {
-  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
-                n,     lr, beta1, beta2, eps, weightDecay, false};
+  AdamWTensor t{param, m,     v,     grad, copy,        gradScale, n,
+                lr,    beta1, beta2, eps,  weightDecay, false};
   adamwTensors(&t, 1, step);
 }
 
 void adamw(float *param, float *m, float *v, const uint16_t *grad, int64_t n,
            float lr, float beta1, float beta2, float eps, float weightDecay,
            int64_t step, const float *gradScale, uint16_t *copy) {
-  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
-                n,     lr, beta1, beta2, eps, weightDecay, true};
+  AdamWTensor t{param, m,     v,     grad, copy,        gradScale, n,
+                lr,    beta1, beta2, eps,  weightDecay, true};
   adamwTensors(&t, 1, step);
 }
 

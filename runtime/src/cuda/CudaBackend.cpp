@@ -683,22 +683,10 @@ void CudaBackend::synchronize(const std::function<void(uint32_t)> &finished) {
 
 uint64_t CudaBackend::measureHighWaterMark() {
   synchronize();
-  // From the end, a chunk at a time, to the last byte a kernel wrote.
-  constexpr uint64_t kChunk = 64ull << 20;
-  std::vector<unsigned char> host;
-  uint64_t end = arenaSize;
-  while (end > 0) {
-    uint64_t begin = end > kChunk ? end - kChunk : 0;
-    host.resize(end - begin);
-    check(cudaMemcpy(host.data(), arena + begin, end - begin,
-                     cudaMemcpyDeviceToHost),
-          "cudaMemcpy (to the host)");
-    for (uint64_t i = end - begin; i > 0; --i)
-      if (host[i - 1] != kCanary)
-        return begin + i;
-    end = begin;
-  }
-  return 0;
+  uint64_t end = 0;
+  check(cuda::lastTouchedByte(arena, arenaSize, kCanary, end),
+        "cudaMemcpy (to the host)");
+  return end;
 }
 
 void CudaBackend::run(const Plan &plan, const Instruction &inst,

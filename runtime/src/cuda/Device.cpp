@@ -4,8 +4,30 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 namespace fsdp::rt::cuda {
+
+cudaError_t lastTouchedByte(const unsigned char *bytes, uint64_t size,
+                            unsigned char canary, uint64_t &end) {
+  constexpr uint64_t kChunk = 64ull << 20;
+  std::vector<unsigned char> host;
+  for (end = size; end > 0;) {
+    uint64_t begin = end > kChunk ? end - kChunk : 0;
+    host.resize(end - begin);
+    cudaError_t code = cudaMemcpy(host.data(), bytes + begin, end - begin,
+                                  cudaMemcpyDeviceToHost);
+    if (code != cudaSuccess)
+      return code;
+    for (uint64_t i = end - begin; i > 0; --i)
+      if (host[i - 1] != canary) {
+        end = begin + i;
+        return cudaSuccess;
+      }
+    end = begin;
+  }
+  return cudaSuccess;
+}
 
 std::string listDevices() {
   int count = 0;

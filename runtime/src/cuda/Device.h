@@ -1,9 +1,10 @@
 //===- Device.h - the CUDA device listed and measured -----------*- C++ -*-===//
 //
 // What the CUDA backend asks of its device besides kernels and
-// collectives: the devices' list (--list-devices), the memory in use after
-// each stage of setup (Backend::DeviceMemory), and kernel times from
-// timing events (Backend::takeKernelTimes: fsdp-run --profile, --trace).
+// collectives: the devices' list (--list-devices), the arena's high-water
+// mark, the memory in use after each stage of setup
+// (Backend::DeviceMemory), and kernel times from timing events
+// (Backend::takeKernelTimes: fsdp-run --profile, --trace).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +34,12 @@ inline std::string cudaText(cudaError_t code) {
 /// The CUDA devices this process sees, one line each, or why there are
 /// none (listCudaDevices, Backend.h).
 std::string listDevices();
+
+/// One past the last byte of the `size` bytes at device address `bytes`
+/// that is not `canary` (0: all are), into `end`: the arena's measured
+/// high-water mark, read back from the end a chunk at a time.
+cudaError_t lastTouchedByte(const unsigned char *bytes, uint64_t size,
+                            unsigned char canary, uint64_t &end);
 
 /// The device's memory in use: its total less its free bytes (our
 /// allocations, the libraries' and anything else on the device).

@@ -108,7 +108,7 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
           // A group run as one pass (the multi-tensor AdamW) is one
           // event, "adamw_shard x13", its units in its arguments.
           out << ",\n{\"name\": \"" << inst.kernel->name
-              << (e.members > 1 ? " x" + std::to_string(e.members)
+              << (e.members > 1       ? " x" + std::to_string(e.members)
                   : inst.unit.empty() ? ""
                                       : " @" + inst.unit)
               << "\", \"ph\": \"X\", "
@@ -119,8 +119,8 @@ bool writeTrace(const Plan &plan, const Session &session, int rank,
           if (e.members > 1) {
             out << ", \"units\": [";
             for (uint32_t k = 0; k < e.members; ++k)
-              out << (k ? ", \"" : "\"")
-                  << plan.program[e.instruction + k].unit << "\"";
+              out << (k ? ", \"" : "\"") << plan.program[e.instruction + k].unit
+                  << "\"";
             out << "]";
           }
           out << "}}";

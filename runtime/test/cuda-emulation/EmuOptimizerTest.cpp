@@ -68,6 +68,54 @@ void testAdamW(int n, int off, int step, unsigned seed) {
   testAdamWOf<float>(n, off, step, seed);
 }
 
+// adamwTensors' tensor k: its hyperparameters and gradient type, every
+// combination of gradient type, scale and copy somewhere in the list (the
+// pointers are the caller's).
+static fsdp::rt::AdamWTensor tensorSettings(int k, size_t n) {
+  fsdp::rt::AdamWTensor t;
+  t.n = int64_t(n);
+  t.bf16Grad = k % 3 == 1;
+  t.lr = 1e-3f * float(1 + k % 3);
+  t.beta1 = k % 5 ? 0.9f : 0.8f;
+  t.beta2 = k % 2 ? 0.95f : 0.999f;
+  t.eps = 1e-8f;
+  t.weightDecay = k % 3 ? 0.1f : 0.0f;
+  return t;
+}
+static bool hasCopy(int k) { return k % 2 == 1; }
+static bool hasScale(int k) { return k % 4 == 2; }
+static const float kScale = 0.37f;
+
+// The CPU's multi-tensor AdamW on host copies of p, m, v (updated in
+// place) from g; returns each tensor's copy widened (empty without one).
+static std::vector<std::vector<float>>
+cpuAdamWTensors(std::vector<std::vector<float>> &p,
+                std::vector<std::vector<float>> &m,
+                std::vector<std::vector<float>> &v,
+                const std::vector<std::vector<float>> &g, int step) {
+  const int count = int(p.size());
+  std::vector<std::vector<uint16_t>> gBF16(count), copy(count);
+  std::vector<fsdp::rt::AdamWTensor> list;
+  for (int k = 0; k < count; ++k) {
+    fsdp::rt::AdamWTensor t = tensorSettings(k, p[k].size());
+    t.param = p[k].data(), t.m = m[k].data(), t.v = v[k].data();
+    for (float x : g[k])
+      gBF16[k].push_back(fsdp::rt::roundToBF16(x));
+    t.grad = t.bf16Grad ? static_cast<const void *>(gBF16[k].data())
+                        : static_cast<const void *>(g[k].data());
+    copy[k].assign(hasCopy(k) ? g[k].size() : 0, 0);
+    t.copy = hasCopy(k) ? copy[k].data() : nullptr;
+    t.gradScale = hasScale(k) ? &kScale : nullptr;
+    list.push_back(t);
+  }
+  cp::adamwTensors(list.data(), list.size(), step);
+  std::vector<std::vector<float>> widened(count);
+  for (int k = 0; k < count; ++k)
+    for (uint16_t bits : copy[k])
+      widened[k].push_back(fsdp::rt::widenBF16(bits));
+  return widened;
+}
+
 // The multi-tensor AdamW (one launch per 24 tensors, a block per 4096
 // elements of one) against the CPU's over the same list: 30 tensors, so two
 // launches, of sizes across the quads, the blocks and none, misaligned or
@@ -77,8 +125,8 @@ static void testAdamWTensors(int step, unsigned seed) {
   char nm[64];
   snprintf(nm, sizeof nm, "adamwTensors step=%d", step);
   std::mt19937 rng(seed);
-  const int sizes[] = {1,  3,  4096 + 5, 7,    0,    1027, 8192, 4,
-                       9,  12289, 5,     2,    4096, 31,   100,  4097};
+  const int sizes[] = {1, 3,     4096 + 5, 7, 0,    1027, 8192, 4,
+                       9, 12289, 5,        2, 4096, 31,   100,  4097};
   const int count = 30;
   std::vector<std::vector<float>> p, m, v, g;
   for (int k = 0; k < count; ++k) {
@@ -90,59 +138,32 @@ static void testAdamWTensors(int step, unsigned seed) {
     if (k % 3 == 1)
       roundTo<BF16>(g.back());
   }
-  const float hostScale = 0.37f;
-  auto describe = [&](int k, fsdp::rt::AdamWTensor &t) {
-    t.n = int64_t(p[k].size());
-    t.bf16Grad = k % 3 == 1;
-    t.lr = 1e-3f * float(1 + k % 3);
-    t.beta1 = k % 5 ? 0.9f : 0.8f;
-    t.beta2 = k % 2 ? 0.95f : 0.999f;
-    t.eps = 1e-8f;
-    t.weightDecay = k % 3 ? 0.1f : 0.0f;
-  };
-  // The CPU's, on host vectors.
   auto rp = p, rm = m, rv = v;
-  std::vector<std::vector<uint16_t>> rgBF16(count), rcopy(count);
-  std::vector<fsdp::rt::AdamWTensor> host(count);
-  for (int k = 0; k < count; ++k) {
-    fsdp::rt::AdamWTensor &t = host[k];
-    describe(k, t);
-    t.param = rp[k].data(), t.m = rm[k].data(), t.v = rv[k].data();
-    rgBF16[k].resize(g[k].size());
-    for (size_t i = 0; i < g[k].size(); ++i)
-      rgBF16[k][i] = Elem<BF16>::make(g[k][i]).__x;
-    t.grad = t.bf16Grad ? static_cast<const void *>(rgBF16[k].data())
-                        : static_cast<const void *>(g[k].data());
-    rcopy[k].assign(g[k].size(), 0);
-    t.copy = k % 2 ? rcopy[k].data() : nullptr;
-    t.gradScale = k % 4 == 2 ? &hostScale : nullptr;
-  }
-  cp::adamwTensors(host.data(), host.size(), step);
+  cpuAdamWTensors(rp, rm, rv, g, step);
 
   // Outputs: each tensor's param, m, v, and its copy widened (empty where
   // it has none).
   Outs o = runOrders(nm, [&]() -> Outs {
     std::vector<Buf> bp, bm, bv, bg, scale;
     std::vector<BufT<BF16>> bgBF16, bcopy;
-    std::vector<fsdp::rt::AdamWTensor> list(count);
+    std::vector<fsdp::rt::AdamWTensor> list;
     for (int k = 0; k < count; ++k) {
       const size_t n = p[k].size();
       const int off = k % 3;
       bp.emplace_back(n, off), bm.emplace_back(n, off), bv.emplace_back(n, off);
       bg.emplace_back(n, off), bgBF16.emplace_back(n, off);
-      bcopy.emplace_back(k % 2 ? n : 0, off);
-      scale.emplace_back(1, 0);
+      bcopy.emplace_back(hasCopy(k) ? n : 0, off), scale.emplace_back(1, 0);
       bp[k].set(p[k]), bm[k].set(m[k]), bv[k].set(v[k]);
-      bg[k].set(g[k]), bgBF16[k].set(g[k]), scale[k].set({hostScale});
+      bg[k].set(g[k]), bgBF16[k].set(g[k]), scale[k].set({kScale});
     }
     for (int k = 0; k < count; ++k) {
-      fsdp::rt::AdamWTensor &t = list[k];
-      describe(k, t);
+      fsdp::rt::AdamWTensor t = tensorSettings(k, p[k].size());
       t.param = bp[k].p, t.m = bm[k].p, t.v = bv[k].p;
       t.grad = t.bf16Grad ? static_cast<const void *>(bgBF16[k].p)
                           : static_cast<const void *>(bg[k].p);
-      t.copy = k % 2 ? reinterpret_cast<uint16_t *>(bcopy[k].p) : nullptr;
-      t.gradScale = k % 4 == 2 ? scale[k].p : nullptr;
+      t.copy = hasCopy(k) ? reinterpret_cast<uint16_t *>(bcopy[k].p) : nullptr;
+      t.gradScale = hasScale(k) ? scale[k].p : nullptr;
+      list.push_back(t);
     }
     cu::adamwTensors(ctx, list.data(), list.size(), step);
     Outs out;
@@ -160,7 +181,7 @@ static void testAdamWTensors(int step, unsigned seed) {
     compare(at + " param", o[4 * k].data(), rp[k].data(), n, 1e-6);
     compare(at + " m", o[4 * k + 1].data(), rm[k].data(), n, 1e-6);
     compare(at + " v", o[4 * k + 2].data(), rv[k].data(), n, 1e-6);
-    if (k % 2 == 0)
+    if (!hasCopy(k))
       continue;
     std::vector<float> rounded = o[4 * k];
     roundTo<BF16>(rounded);

@@ -121,8 +121,8 @@ __global__ void adamwTensorsKernel(TensorList list) {
     ++k;
   const DeviceTensor &t = list.t[k];
   const int64_t begin = (block - list.firstBlock[k]) * kBlockElements;
-  const int64_t end = begin + kBlockElements < t.n ? begin + kBlockElements
-                                                   : t.n;
+  const int64_t end =
+      begin + kBlockElements < t.n ? begin + kBlockElements : t.n;
   if (t.flags & kBF16Grad)
     adamwRange<__nv_bfloat16>(t, begin, end);
   else
@@ -191,8 +191,8 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
            const float *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step, const float *gradScale,
            uint16_t *copy) {
-  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
-                n,     lr, beta1, beta2, eps, weightDecay, false};
+  AdamWTensor t{param, m,     v,     grad, copy,        gradScale, n,
+                lr,    beta1, beta2, eps,  weightDecay, false};
   adamwTensors(ctx, &t, 1, step);
 }
 
@@ -200,8 +200,8 @@ void adamw(const Context &ctx, float *param, float *m, float *v,
            const uint16_t *grad, int64_t n, float lr, float beta1, float beta2,
            float eps, float weightDecay, int64_t step, const float *gradScale,
            uint16_t *copy) {
-  AdamWTensor t{param, m,  v,     grad, copy,        gradScale,
-                n,     lr, beta1, beta2, eps, weightDecay, true};
+  AdamWTensor t{param, m,     v,     grad, copy,        gradScale, n,
+                lr,    beta1, beta2, eps,  weightDecay, true};
   adamwTensors(ctx, &t, 1, step);
 }
 
