@@ -22,6 +22,8 @@
 
 #include "fsdp/runtime/support/CommandLine.h"
 
+#include "CpuModel.h"
+
 #include "cpu/Blas.h"
 #include "cpu/Kernels.h"
 
@@ -30,7 +32,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <omp.h>
 #include <random>
 #include <string>
@@ -69,14 +70,7 @@ std::vector<int64_t> parseList(const std::string &flag, const std::string &text,
   return values;
 }
 
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  return "unknown";
-}
+using fsdp::bench::cpuModel;
 
 double seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -217,11 +211,4 @@ int run(int argc, char **argv) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  // A length too large to allocate throws: an error line, never an abort.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    die(std::string("unexpected error: ") + e.what());
-  }
-}
+int main(int argc, char **argv) { return runTool(run, argc, argv, die); }

@@ -26,6 +26,8 @@
 #include "fsdp/runtime/support/BFloat16.h"
 #include "fsdp/runtime/support/CommandLine.h"
 
+#include "CpuModel.h"
+
 #include "cpu/Kernels.h"
 
 #include <algorithm>
@@ -33,7 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <omp.h>
 #include <string>
 #include <vector>
@@ -49,14 +50,7 @@ const char *const kUsage =
   std::exit(code);
 }
 
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  return "unknown";
-}
+using fsdp::bench::cpuModel;
 
 /// One AdamW segment of the step: where it lies in the flat arrays of all
 /// shards, its unit, its decay.
@@ -219,10 +213,4 @@ int run(int argc, char **argv) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    die(std::string("unexpected error: ") + e.what());
-  }
-}
+int main(int argc, char **argv) { return runTool(run, argc, argv, die); }

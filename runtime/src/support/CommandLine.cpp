@@ -2,6 +2,8 @@
 
 #include "fsdp/runtime/support/CommandLine.h"
 
+#include <exception>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -91,6 +93,16 @@ double ToolArguments::number(double min, double max, const char *what) {
 void ToolArguments::unknown() const {
   fail("unknown option '" + current + "'\n" + usage, 2);
   std::exit(2); // fail does not return
+}
+
+int runTool(int (*run)(int argc, char **argv), int argc, char **argv,
+            ToolArguments::Fail fail) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    fail(std::string("unexpected error: ") + e.what(), 1);
+    return 1; // fail does not return
+  }
 }
 
 } // namespace fsdp::rt

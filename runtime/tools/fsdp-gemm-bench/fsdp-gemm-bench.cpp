@@ -186,12 +186,4 @@ int run(int argc, char **argv) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  // Nothing should throw (a shape too large to allocate may): an error
-  // line and exit code 1, never an abort.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    die(std::string("unexpected error: ") + e.what());
-  }
-}
+int main(int argc, char **argv) { return runTool(run, argc, argv, die); }

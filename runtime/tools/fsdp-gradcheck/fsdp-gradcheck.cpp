@@ -239,12 +239,4 @@ int run(int argc, char **argv) {
   return failed ? 1 : 0;
 }
 
-int main(int argc, char **argv) {
-  // Nothing should throw; if anything does, it is an error line and exit
-  // code 1, never an abort.
-  try {
-    return run(argc, argv);
-  } catch (const std::exception &e) {
-    die(std::string("unexpected error: ") + e.what());
-  }
-}
+int main(int argc, char **argv) { return runTool(run, argc, argv, die); }

@@ -63,6 +63,12 @@ private:
   std::string current;
 };
 
+/// A small tool's main: `run`'s exit code. Nothing should throw; what
+/// does (a size too large to allocate) is `fail`'s error line
+/// ("unexpected error: ...") and exit code 1, never an abort.
+int runTool(int (*run)(int argc, char **argv), int argc, char **argv,
+            ToolArguments::Fail fail);
+
 } // namespace fsdp::rt
 
 #endif
