@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -360,6 +361,90 @@ void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
                               " elements are not the updated shard rounded");
   }
   CHECK_NO_ERROR(label("adamw", s));
+}
+
+/// The multi-tensor AdamW (the executor's one pass over a step's
+/// adamw_shard instructions) against the CPU's on the same list: 30
+/// segments of one flat shard (two launches of 24 at most), 3 or 4
+/// elements apart (most misaligned for quads, some not), sizes across the
+/// quads and the 4096-element blocks, f32
+/// and bf16 gradients, with and without a scale and a copy, each its own
+/// hyperparameters. The bytes between the segments stay as they were.
+void testAdamWTensors(Gpu &g, uint64_t seed) {
+  const int64_t sizes[] = {1, 3, 4101, 7, 0, 1027, 8192, 4, 9, 12289};
+  std::vector<int64_t> at;
+  int64_t total = 0;
+  for (int k = 0; k < 30; ++k) {
+    total += k % 3 == 0 ? 3 : 4; // a gap
+    at.push_back(total);
+    total += sizes[k % std::size(sizes)];
+  }
+  Rng rng(seed);
+  auto p = randomVector(rng, total), m = randomVector(rng, total, 0.1f);
+  auto v = randomVector(rng, total, 0.01f, 0.01f);
+  auto grad = randomVector(rng, total);
+  std::vector<uint16_t> gradBits(total), copy(total, 0);
+  for (int64_t i = 0; i < total; ++i)
+    gradBits[i] = fsdp::rt::roundToBF16(grad[i]);
+  std::vector<BF16> gradB(total), copyB(total);
+  std::memcpy(gradB.data(), gradBits.data(), 2 * total);
+  std::memcpy(copyB.data(), copy.data(), 2 * total);
+  DevF dP(p), dM(m), dV(v), dG(grad), dScale(std::vector<float>{0.37f});
+  DevB dGB(gradB), dC(copyB);
+  const float scale = 0.37f;
+  auto list = [&](bool device) {
+    std::vector<fsdp::rt::AdamWTensor> tensors;
+    for (int k = 0; k < 30; ++k) {
+      fsdp::rt::AdamWTensor t;
+      const int64_t o = at[k];
+      t.n = sizes[k % std::size(sizes)];
+      t.bf16Grad = k % 3 == 1;
+      t.param = (device ? dP.get() : p.data()) + o;
+      t.m = (device ? dM.get() : m.data()) + o;
+      t.v = (device ? dV.get() : v.data()) + o;
+      t.grad = t.bf16Grad ? (device ? static_cast<const void *>(dGB.get() + o)
+                                    : gradBits.data() + o)
+                          : (device ? static_cast<const void *>(dG.get() + o)
+                                    : grad.data() + o);
+      t.copy = k % 2 ? (device ? reinterpret_cast<uint16_t *>(dC.get())
+                               : copy.data()) +
+                           o
+                     : nullptr;
+      t.gradScale = k % 4 == 2 ? (device ? dScale.get() : &scale) : nullptr;
+      t.lr = 1e-3f * float(1 + k % 3);
+      t.beta1 = k % 5 ? 0.9f : 0.8f;
+      t.beta2 = k % 2 ? 0.95f : 0.999f;
+      t.eps = 1e-8f;
+      t.weightDecay = k % 3 ? 0.1f : 0.0f;
+      tensors.push_back(t);
+    }
+    return tensors;
+  };
+  for (int64_t step = 1; step <= 2; ++step) {
+    auto host = list(false), device = list(true);
+    cpu::adamwTensors(host.data(), host.size(), step);
+    gpu::adamwTensors(g.ctx(), device.data(), device.size(), step);
+  }
+  cudaOrDie(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  CHECK_REL("adamwTensors param (2 steps)", dP.download(), p, kTolFp32);
+  CHECK_REL("adamwTensors m", dM.download(), m, kTolFp32);
+  CHECK_REL("adamwTensors v", dV.download(), v, kTolFp32);
+  // The copy is the device's updated element rounded where a segment
+  // has one, and untouched (0) everywhere else.
+  std::vector<char> copied(total, 0);
+  for (int k = 1; k < 30; k += 2)
+    std::fill_n(copied.begin() + at[k], sizes[k % std::size(sizes)], 1);
+  std::vector<BF16> gotCopy = dC.download();
+  std::vector<float> updated = dP.download();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, &gotCopy[i], sizeof(bits));
+    wrong += bits != (copied[i] ? fsdp::rt::roundToBF16(updated[i]) : 0);
+  }
+  CHECK_MSG(wrong == 0, "adamwTensors copies: " + std::to_string(wrong) +
+                            " elements are not the updated shard rounded");
+  CHECK_NO_ERROR("adamwTensors");
 }
 
 /// Gradient clipping on the GPU against the CPU: the sum of squares (both

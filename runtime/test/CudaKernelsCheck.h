@@ -299,6 +299,7 @@ void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
                       uint64_t seed);
 void testAdamW(Gpu &g, const Shape &s, uint64_t seed);
 void testGradClip(Gpu &g, uint64_t seed);
+void testAdamWTensors(Gpu &g, uint64_t seed);
 void testErrorRecording(Gpu &g);
 
 // CudaBF16KernelsTest.cpp

@@ -189,6 +189,7 @@ int main() {
   std::unique_ptr<cpu::Blas> blas = openReferenceBlas();
   testErrorRecording(g);
   testGradClip(g, 900);
+  testAdamWTensors(g, 910);
   uint64_t seed = 1;
   checkFp32(g, blas.get(), seed);
   checkTf32(g, blas.get(), seed);
