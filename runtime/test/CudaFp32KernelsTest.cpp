@@ -319,6 +319,20 @@ void testCrossEntropy(Gpu &g, const char *name, int64_t N, int64_t V,
   CHECK_NO_ERROR(label("crossEntropy", s));
 }
 
+/// How many elements of an AdamW's shard copy `copy` are not `updated`
+/// rounded to bf16 where `copied` is set, or not 0 (untouched) elsewhere.
+static int64_t unroundedCopies(const std::vector<BF16> &copy,
+                               const std::vector<float> &updated,
+                               const std::vector<char> &copied) {
+  int64_t wrong = 0;
+  for (size_t i = 0; i < copy.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, &copy[i], sizeof(bits));
+    wrong += bits != (copied[i] ? fsdp::rt::roundToBF16(updated[i]) : 0);
+  }
+  return wrong;
+}
+
 void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
   const int64_t n = s.B * s.T * s.C + 1;
   Rng rng(seed);
@@ -348,14 +362,8 @@ void testAdamW(Gpu &g, const Shape &s, uint64_t seed) {
     dG.upload(grad);
     gpu::adamw(g.ctx(), dP, dM, dV, dG, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4,
                nullptr, reinterpret_cast<uint16_t *>(dC.get()));
-    std::vector<float> updated = dP.download();
-    std::vector<BF16> copy = dC.download();
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, &copy[i], sizeof(bits));
-      wrong += bits != fsdp::rt::roundToBF16(updated[i]);
-    }
+    int64_t wrong =
+        unroundedCopies(dC.download(), dP.download(), std::vector<char>(n, 1));
     CHECK_MSG(wrong == 0, label("adamw shard copy", s, what) + ": " +
                               std::to_string(wrong) +
                               " elements are not the updated shard rounded");
@@ -434,14 +442,7 @@ void testAdamWTensors(Gpu &g, uint64_t seed) {
   std::vector<char> copied(total, 0);
   for (int k = 1; k < 30; k += 2)
     std::fill_n(copied.begin() + at[k], sizes[k % std::size(sizes)], 1);
-  std::vector<BF16> gotCopy = dC.download();
-  std::vector<float> updated = dP.download();
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < total; ++i) {
-    uint16_t bits;
-    std::memcpy(&bits, &gotCopy[i], sizeof(bits));
-    wrong += bits != (copied[i] ? fsdp::rt::roundToBF16(updated[i]) : 0);
-  }
+  int64_t wrong = unroundedCopies(dC.download(), dP.download(), copied);
   CHECK_MSG(wrong == 0, "adamwTensors copies: " + std::to_string(wrong) +
                             " elements are not the updated shard rounded");
   CHECK_NO_ERROR("adamwTensors");
