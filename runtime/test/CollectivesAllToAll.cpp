@@ -144,8 +144,9 @@ void checkWatchedAllToAll(Communicator &comm, AllToAllExpect check) {
 }
 
 /// --stall-in-all-to-all RANK [DIR]: the job's collectives watched, with a
-/// 1 s timeout; the counts exchange, then RANK sleeps where the others
-/// enter the rows' all-to-all. The watchdog ends the job (exit 3).
+/// 4 s timeout (a rank of a loaded machine may start seconds late); the counts
+/// exchange, then RANK sleeps where the others enter the rows' all-to-all. The
+/// watchdog ends the job (exit 3).
 int stallInAllToAll(std::unique_ptr<Communicator> raw, int stalled,
                     const std::string &dir) {
   int N = raw->size(), k = raw->rank();
@@ -153,7 +154,7 @@ int stallInAllToAll(std::unique_ptr<Communicator> raw, int stalled,
   std::unique_ptr<Communicator> comm =
       createWatchedCommunicator(std::move(raw), recorder);
   std::unique_ptr<Watchdog> watchdog =
-      startWatchdog(recorder, *comm, 1.0, dir, removeTemporaryFiles);
+      startWatchdog(recorder, *comm, 4.0, dir, removeTemporaryFiles);
   // Every rank has attached to the progress board: its name can go.
   {
     RecordScope scope(CollectiveLabel{0, -1, "progress-board barrier"});

@@ -18,15 +18,15 @@
 
 namespace fsdp::rt::cpu {
 namespace {
-constexpr int kLanes = 8;
+constexpr int kSumLanes = 8;
 
 /// The sum of x[i]^2 over i < n, in double: lane l sums the elements i
 /// with i % 8 == l, the lanes are added in order.
 inline double sumOfSquares(const float *x, int64_t n) {
-  std::array<double, kLanes> lane{};
+  std::array<double, kSumLanes> lane{};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int l = 0; l < kSumLanes; ++l) {
       double v = x[i + l];
       lane[l] += v * v;
     }

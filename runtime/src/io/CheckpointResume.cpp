@@ -104,13 +104,6 @@ int64_t chooseStep(const std::string &dir, std::vector<std::string> &notes) {
   return -1;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// The first difference between the checkpoint's layout and the plan's.
 std::string layoutDifference(const std::vector<ManifestUnit> &saved,
                              const std::vector<ManifestUnit> &plan) {

@@ -51,13 +51,6 @@ uint64_t fnv1a(const unsigned char *p, uint64_t n, uint64_t h) {
   return h;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// IEEE binary16 to binary32, exactly (subnormals, infinities, NaNs).
 float widenF16(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu,
@@ -143,6 +136,13 @@ bool checkTiling(std::vector<TensorInfo> &tensors, uint64_t dataBytes,
   return true;
 }
 } // namespace
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
 
 const char *dtypeName(TensorDType dtype) {
   for (const DTypeInfo &d : kDTypes)

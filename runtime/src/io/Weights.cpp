@@ -30,13 +30,6 @@ struct InitialWeights::Source {
 };
 
 namespace {
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// "3 missing (a, b, c)": the first few and how many more.
 std::string listed(const std::vector<std::string> &items, const char *what) {
   constexpr size_t kShown = 4;

@@ -19,7 +19,7 @@ using namespace mlir::fsdp;
 
 namespace {
 struct FsdpAttentionPass
-    : public fsdp::impl::FsdpAttentionPassBase<FsdpAttentionPass> {
+    : public mlir::fsdp::impl::FsdpAttentionPassBase<FsdpAttentionPass> {
   using FsdpAttentionPassBase::FsdpAttentionPassBase;
   void runOnOperation() override;
 };

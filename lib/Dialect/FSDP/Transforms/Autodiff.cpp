@@ -61,7 +61,7 @@ private:
 };
 
 struct FsdpAutodiffPass
-    : public fsdp::impl::FsdpAutodiffPassBase<FsdpAutodiffPass> {
+    : public mlir::fsdp::impl::FsdpAutodiffPassBase<FsdpAutodiffPass> {
   using FsdpAutodiffPassBase::FsdpAutodiffPassBase;
   void runOnOperation() override;
 

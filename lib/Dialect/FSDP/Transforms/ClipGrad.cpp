@@ -32,7 +32,7 @@ struct Update {
 };
 
 struct FsdpClipGradPass
-    : public fsdp::impl::FsdpClipGradPassBase<FsdpClipGradPass> {
+    : public mlir::fsdp::impl::FsdpClipGradPassBase<FsdpClipGradPass> {
   using FsdpClipGradPassBase::FsdpClipGradPassBase;
   void runOnOperation() override;
 };

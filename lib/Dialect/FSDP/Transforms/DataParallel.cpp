@@ -30,7 +30,7 @@ using namespace mlir::fsdp;
 
 namespace {
 struct FsdpDataParallelPass
-    : public fsdp::impl::FsdpDataParallelPassBase<FsdpDataParallelPass> {
+    : public mlir::fsdp::impl::FsdpDataParallelPassBase<FsdpDataParallelPass> {
   using FsdpDataParallelPassBase::FsdpDataParallelPassBase;
   void runOnOperation() override;
 };

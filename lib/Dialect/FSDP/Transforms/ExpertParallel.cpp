@@ -28,7 +28,8 @@ using namespace mlir::fsdp;
 
 namespace {
 struct FsdpExpertParallelPass
-    : public fsdp::impl::FsdpExpertParallelPassBase<FsdpExpertParallelPass> {
+    : public mlir::fsdp::impl::FsdpExpertParallelPassBase<
+          FsdpExpertParallelPass> {
   using FsdpExpertParallelPassBase::FsdpExpertParallelPassBase;
   void runOnOperation() override;
 };

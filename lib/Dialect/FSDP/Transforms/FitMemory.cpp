@@ -82,7 +82,7 @@ struct Choice {
 };
 
 struct FsdpFitMemoryPass
-    : public fsdp::impl::FsdpFitMemoryPassBase<FsdpFitMemoryPass> {
+    : public mlir::fsdp::impl::FsdpFitMemoryPassBase<FsdpFitMemoryPass> {
   using FsdpFitMemoryPassBase::FsdpFitMemoryPassBase;
   void runOnOperation() override;
 

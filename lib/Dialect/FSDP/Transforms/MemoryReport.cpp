@@ -22,7 +22,7 @@ using namespace mlir::fsdp;
 
 namespace {
 struct FsdpMemoryReportPass
-    : public fsdp::impl::FsdpMemoryReportPassBase<FsdpMemoryReportPass> {
+    : public mlir::fsdp::impl::FsdpMemoryReportPassBase<FsdpMemoryReportPass> {
   void runOnOperation() override;
 };
 } // namespace

@@ -19,7 +19,7 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-struct FsdpMeshPass : public fsdp::impl::FsdpMeshPassBase<FsdpMeshPass> {
+struct FsdpMeshPass : public mlir::fsdp::impl::FsdpMeshPassBase<FsdpMeshPass> {
   using FsdpMeshPassBase::FsdpMeshPassBase;
   void runOnOperation() override;
 };

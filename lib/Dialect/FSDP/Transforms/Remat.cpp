@@ -59,7 +59,8 @@ struct PolicyTable {
   }
 };
 
-struct FsdpRematPass : public fsdp::impl::FsdpRematPassBase<FsdpRematPass> {
+struct FsdpRematPass
+    : public mlir::fsdp::impl::FsdpRematPassBase<FsdpRematPass> {
   using FsdpRematPassBase::FsdpRematPassBase;
   void runOnOperation() override;
   FailureOr<PolicyTable> parseOptions();

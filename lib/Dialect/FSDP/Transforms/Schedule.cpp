@@ -34,7 +34,7 @@ struct Gather {
 };
 
 struct FsdpSchedulePass
-    : public fsdp::impl::FsdpSchedulePassBase<FsdpSchedulePass> {
+    : public mlir::fsdp::impl::FsdpSchedulePassBase<FsdpSchedulePass> {
   using FsdpSchedulePassBase::FsdpSchedulePassBase;
   void runOnOperation() override;
 

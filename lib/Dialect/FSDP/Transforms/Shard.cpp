@@ -32,7 +32,8 @@ struct FlatLayout {
   Type elementType;
 };
 
-struct FsdpShardPass : public fsdp::impl::FsdpShardPassBase<FsdpShardPass> {
+struct FsdpShardPass
+    : public mlir::fsdp::impl::FsdpShardPassBase<FsdpShardPass> {
   using FsdpShardPassBase::FsdpShardPassBase;
   void runOnOperation() override;
 

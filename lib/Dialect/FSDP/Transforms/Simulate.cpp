@@ -30,7 +30,7 @@ using namespace mlir::fsdp;
 
 namespace {
 struct FsdpSimulatePass
-    : public fsdp::impl::FsdpSimulatePassBase<FsdpSimulatePass> {
+    : public mlir::fsdp::impl::FsdpSimulatePassBase<FsdpSimulatePass> {
   using FsdpSimulatePassBase::FsdpSimulatePassBase;
   void runOnOperation() override;
 

@@ -26,7 +26,7 @@ struct UnitRow {
 using UnitRows = llvm::MapVector<StringRef, UnitRow>;
 
 struct FsdpSummaryPass
-    : public fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass> {
+    : public mlir::fsdp::impl::FsdpSummaryPassBase<FsdpSummaryPass> {
   void runOnOperation() override;
 };
 } // namespace

@@ -14,7 +14,8 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-struct FsdpVerifyPass : public fsdp::impl::FsdpVerifyPassBase<FsdpVerifyPass> {
+struct FsdpVerifyPass
+    : public mlir::fsdp::impl::FsdpVerifyPassBase<FsdpVerifyPass> {
   void runOnOperation() override;
   LogicalResult verifyStep(func::FuncOp step);
 };

@@ -24,7 +24,7 @@ namespace {
 /// Unit name -> its parameters (in declaration order), in unit order.
 using UnitAssignment = llvm::MapVector<StringRef, SmallVector<ParamOp>>;
 
-struct FsdpWrapPass : public fsdp::impl::FsdpWrapPassBase<FsdpWrapPass> {
+struct FsdpWrapPass : public mlir::fsdp::impl::FsdpWrapPassBase<FsdpWrapPass> {
   using FsdpWrapPassBase::FsdpWrapPassBase;
   void runOnOperation() override;
 

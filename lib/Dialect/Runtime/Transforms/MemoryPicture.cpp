@@ -19,7 +19,6 @@
 
 using namespace mlir::fsdprt;
 namespace plan = ::fsdp::plan;
-using plan::BufferKind;
 
 int64_t MemoryPicture::Kernel::total() const {
   int64_t sum = 0;
@@ -32,17 +31,21 @@ namespace {
 /// One band of the stack: a name, its colour and the kinds it sums.
 struct Layer {
   const char *name, *color;
-  llvm::SmallVector<BufferKind, 2> kinds;
+  llvm::SmallVector<plan::BufferKind, 2> kinds;
 };
 
 const Layer kLayers[] = {
-    {"parameters", "#4e79a7", {BufferKind::Param, BufferKind::ShardCopy}},
-    {"optimizer", "#76b7b2", {BufferKind::AdamM, BufferKind::AdamV}},
-    {"gradients", "#f28e2b", {BufferKind::Grad}},
-    {"inputs", "#9c755f", {BufferKind::Input}},
-    {"gathered", "#59a14f", {BufferKind::Gathered}},
-    {"activations", "#edc948", {BufferKind::Activation}},
-    {"scratch", "#b07aa1", {BufferKind::Scratch}},
+    {"parameters",
+     "#4e79a7",
+     {plan::BufferKind::Param, plan::BufferKind::ShardCopy}},
+    {"optimizer",
+     "#76b7b2",
+     {plan::BufferKind::AdamM, plan::BufferKind::AdamV}},
+    {"gradients", "#f28e2b", {plan::BufferKind::Grad}},
+    {"inputs", "#9c755f", {plan::BufferKind::Input}},
+    {"gathered", "#59a14f", {plan::BufferKind::Gathered}},
+    {"activations", "#edc948", {plan::BufferKind::Activation}},
+    {"scratch", "#b07aa1", {plan::BufferKind::Scratch}},
 };
 constexpr size_t kNumLayers = std::size(kLayers);
 const char *const kOutsideColor = "#d4d4d4", *const kBudgetColor = "#d62728";
@@ -116,7 +119,7 @@ int64_t Chart::layerBytes(size_t layer, size_t k) const {
   if (layer == kNumLayers)
     return p.outside;
   int64_t sum = 0;
-  for (BufferKind kind : kLayers[layer].kinds)
+  for (plan::BufferKind kind : kLayers[layer].kinds)
     sum += p.kernels[k].live[uint32_t(kind)];
   return sum;
 }

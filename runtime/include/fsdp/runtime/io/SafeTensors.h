@@ -54,6 +54,8 @@ bool parseDTypeName(const std::string &name, TensorDType &dtype);
 uint64_t dtypeBytes(TensorDType dtype);
 /// F16, BF16, F32, F64: the types a parameter can be read from.
 bool isFloatDType(TensorDType dtype);
+/// "[2, 3]", as the loaders' errors print a tensor's shape.
+std::string shapeText(const std::vector<int64_t> &shape);
 
 using TensorMetadata = std::vector<std::pair<std::string, std::string>>;
 
